@@ -1,0 +1,41 @@
+"""The exceptions fairpca_dist raises.
+
+Every error derives from :class:`FairPCAError` and also from the builtin type callers
+already catch (as ``sklearn.exceptions.NotFittedError`` does), so ``except ValueError``
+keeps working. Input errors are deterministic: pipelines must not retry them.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FairPCAError",
+    "InputError",
+    "SchemaError",
+    "GroupError",
+    "SolverError",
+    "ConvergenceWarning",
+]
+
+
+class FairPCAError(Exception):
+    """Base class of every error raised by fairpca_dist."""
+
+
+class InputError(FairPCAError, ValueError):
+    """Bad arguments or bad data values (NaN, inf, out-of-range parameters)."""
+
+
+class SchemaError(InputError):
+    """A column is missing, misspelt or has a dtype that cannot be used."""
+
+
+class GroupError(InputError):
+    """The sensitive feature defines unusable groups (one group, a group with too few rows)."""
+
+
+class SolverError(FairPCAError, RuntimeError):
+    """A solver failed on valid input (infeasible problem, non-finite objective)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped before meeting its tolerance; also recorded as ``converged=False``."""

@@ -1,0 +1,453 @@
+"""Per-group sufficient statistics of a table: counts, means and centred scatter matrices.
+
+Every fair-PCA criterion in this library is a function of, per group g,
+
+    n_g  (rows; with sample weights also w_g = Σ w),
+    μ_g = Σ w x / w_g,
+    S_g = Σ w (x − μ_g)(x − μ_g)ᵀ            (p × p, centred about the group's own mean).
+
+Partial statistics of disjoint row sets merge exactly with Chan, Golub & LeVeque's pairwise
+update (spec/seeds-000-001.md §0.5):
+
+    w = w_a + w_b,   δ = μ_b − μ_a,   μ = μ_a + δ w_b / w,   S = S_a + S_b + (w_a w_b / w) δδᵀ.
+
+The update is associative, so any partitioning and any reduction tree give the same result up to
+rounding, and it never forms raw sums of squares: data with column means of 1e8 give the same
+answer as centred data. This module is numpy only (no dask, no prefect).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, replace
+from os import PathLike
+from typing import Literal
+
+import numpy as np
+
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+
+__all__ = ["GroupMoments", "Center", "sorted_labels"]
+
+Center = Literal["group", "global", "origin"]
+_CENTERS = ("group", "global", "origin")
+_FORMAT_VERSION = 1
+
+
+def _as_python_label(label: object) -> Hashable:
+    """Numpy scalars -> Python scalars, lists -> tuples, so labels compare, hash and serialise alike."""
+    if isinstance(label, np.generic):
+        return label.item()
+    if isinstance(label, (tuple, list)):
+        return tuple(_as_python_label(v) for v in label)
+    return label  # type: ignore[return-value]
+
+
+def sorted_labels(labels: Sequence[Hashable]) -> tuple[Hashable, ...]:
+    """Deterministic order for group labels: natural order when comparable, else by type and repr."""
+    unique = list(dict.fromkeys(_as_python_label(label) for label in labels))
+    try:
+        return tuple(sorted(unique))  # type: ignore[type-var]
+    except TypeError:
+        return tuple(sorted(unique, key=lambda label: (type(label).__name__, repr(label))))
+
+
+def _block_rows(n_features: int) -> int:
+    """Rows per sub-block so that one float64 sub-block stays cache-resident (~2 MB)."""
+    return int(np.clip(2**21 // (8 * max(n_features, 1)), 1024, 65536))
+
+
+def _group_statistics(
+    x: np.ndarray, rows: np.ndarray | slice, weights: np.ndarray | None
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+    """(w, c, μ − c, S) of ``x[rows]`` in one pass over cache-sized sub-blocks.
+
+    Each sub-block is shifted by a rough centre c (the mean of the first sub-block) and
+    accumulated as G = Σ w (x−c)(x−c)ᵀ and s = Σ w (x−c); then μ = c + s/w and
+    S = G − s sᵀ / w. Because c is within a few standard errors of μ, the correction s sᵀ/w is
+    tiny and no precision is lost, while the data are copied once, in cache.
+    """
+    if isinstance(rows, slice):
+        start, stop, _ = rows.indices(x.shape[0])
+        n_rows = stop - start
+    else:
+        n_rows = rows.shape[0]
+    step = _block_rows(x.shape[1])
+    gram = np.zeros((x.shape[1], x.shape[1]))
+    total = np.zeros(x.shape[1])
+    weight_sum = 0.0
+    shift: np.ndarray | None = None
+    for begin in range(0, n_rows, step):
+        if isinstance(rows, slice):
+            index: slice | np.ndarray = slice(start + begin, start + min(begin + step, n_rows))
+        else:
+            index = rows[begin : begin + step]
+        block = np.array(x[index], dtype=np.float64)
+        if shift is None:
+            shift = block.mean(axis=0)
+        block -= shift
+        if weights is None:
+            weight_sum += block.shape[0]
+            total += block.sum(axis=0)
+        else:
+            root = np.sqrt(weights[index])
+            weight_sum += float(weights[index].sum())
+            block *= root[:, None]
+            total += root @ block
+        gram += block.T @ block
+    assert shift is not None
+    if weight_sum == 0.0:
+        return 0.0, shift, np.zeros_like(total), np.zeros_like(gram)
+    correction = total / weight_sum
+    scatter = gram - np.outer(total, correction)
+    return weight_sum, shift, correction, (scatter + scatter.T) / 2.0
+
+
+@dataclass(frozen=True, eq=False)
+class GroupMoments:
+    """Counts, means and centred scatter matrices of k groups of p-dimensional rows.
+
+    Means are stored as ``origin + mean_offset``: a reference point shared by all groups plus
+    small per-group offsets. Chan's merge needs the difference of two means; with column means
+    of 1e8 that difference would lose eight digits if each mean were rounded to float64 first.
+
+    Attributes
+    ----------
+    groups : tuple of hashable, length k
+        Group labels in a deterministic order (sorted when comparable). Intersectional groups
+        (several sensitive columns) are tuples.
+    count : ndarray of shape (k,), int64
+        Rows per group.
+    weight : ndarray of shape (k,), float64
+        Sum of sample weights per group (equal to ``count`` when unweighted). Every derived
+        quantity uses ``weight``.
+    mean_offset : ndarray of shape (k, p)
+        μ_g − origin.
+    scatter : ndarray of shape (k, p, p)
+        S_g = Σ w (x − μ_g)(x − μ_g)ᵀ, symmetric positive semi-definite.
+    feature_names : tuple of str, length p
+    origin : ndarray of shape (p,)
+        The reference point of the means (zeros unless given).
+    """
+
+    groups: tuple[Hashable, ...]
+    count: np.ndarray
+    weight: np.ndarray
+    mean_offset: np.ndarray
+    scatter: np.ndarray
+    feature_names: tuple[str, ...]
+    origin: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        k, p = len(self.groups), len(self.feature_names)
+        if self.origin is None:
+            object.__setattr__(self, "origin", np.zeros(p))
+        shapes = {
+            "count": (self.count.shape, (k,)),
+            "weight": (self.weight.shape, (k,)),
+            "mean_offset": (self.mean_offset.shape, (k, p)),
+            "scatter": (self.scatter.shape, (k, p, p)),
+            "origin": (self.origin.shape, (p,)),
+        }
+        for name, (found, expected) in shapes.items():
+            if found != expected:
+                raise InputError(
+                    f"GroupMoments.{name} has shape {found}, expected {expected} for "
+                    f"{k} groups and {p} features"
+                )
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def empty(cls, feature_names: Sequence[str]) -> GroupMoments:
+        """The identity of ``+``: no groups, no rows."""
+        p = len(feature_names)
+        return cls(
+            groups=(),
+            count=np.zeros(0, dtype=np.int64),
+            weight=np.zeros(0),
+            mean_offset=np.zeros((0, p)),
+            scatter=np.zeros((0, p, p)),
+            feature_names=tuple(feature_names),
+        )
+
+    @classmethod
+    def from_codes(
+        cls,
+        x: np.ndarray,
+        codes: np.ndarray,
+        groups: Sequence[Hashable],
+        *,
+        weights: np.ndarray | None = None,
+        feature_names: Sequence[str] | None = None,
+    ) -> GroupMoments:
+        """Statistics of one chunk of rows.
+
+        Parameters
+        ----------
+        x : ndarray of shape (n_rows, p)
+            Finite numeric rows (validation is the caller's job).
+        codes : ndarray of shape (n_rows,), int
+            ``codes[i]`` is the index into ``groups`` of row i.
+        groups : sequence of hashable
+            The labels that ``codes`` refer to; labels without rows are left out.
+        weights : ndarray of shape (n_rows,), optional
+            Non-negative sample weights.
+        feature_names : sequence of str, optional
+            Defaults to ``x0 … x{p−1}``.
+        """
+        x = np.asarray(x)
+        p = x.shape[1]
+        names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(p))
+        codes = np.asarray(codes, dtype=np.intp)
+        if codes.shape != (x.shape[0],):
+            raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
+        if x.shape[0] == 0:
+            return cls.empty(names)
+        present = np.flatnonzero(np.bincount(codes, minlength=len(groups)))
+        if present.size == 1:
+            parts: list[tuple[int, np.ndarray | slice]] = [(present[0], slice(0, x.shape[0]))]
+        else:
+            order = np.argsort(codes, kind="stable")
+            bounds = np.searchsorted(codes[order], np.append(present, len(groups)))
+            parts = [(g, order[bounds[i] : bounds[i + 1]]) for i, g in enumerate(present)]
+        stats = [_group_statistics(x, rows, weights) for _, rows in parts]
+        origin = stats[0][1]
+        unsorted = cls(
+            groups=tuple(_as_python_label(groups[g]) for g, _ in parts),
+            count=np.array([_n_rows(rows) for _, rows in parts], dtype=np.int64),
+            weight=np.array([w for w, _, _, _ in stats]),
+            mean_offset=np.stack([(shift - origin) + offset for _, shift, offset, _ in stats]),
+            scatter=np.stack([scatter for _, _, _, scatter in stats]),
+            feature_names=names,
+            origin=origin,
+        )
+        return unsorted._reordered(sorted_labels(unsorted.groups))
+
+    @classmethod
+    def from_arrays(
+        cls,
+        x: np.ndarray,
+        labels: Sequence[Hashable] | np.ndarray,
+        *,
+        weights: np.ndarray | None = None,
+        feature_names: Sequence[str] | None = None,
+    ) -> GroupMoments:
+        """Statistics of in-memory rows with one label per row (the numpy reference path)."""
+        label_list = [_as_python_label(v) for v in labels]
+        groups = sorted_labels(label_list)
+        position = {g: i for i, g in enumerate(groups)}
+        codes = np.fromiter((position[v] for v in label_list), dtype=np.intp, count=len(label_list))
+        return cls.from_codes(x, codes, groups, weights=weights, feature_names=feature_names)
+
+    def _reordered(self, groups: Sequence[Hashable]) -> GroupMoments:
+        index = [self.groups.index(g) for g in groups]
+        return replace(
+            self,
+            groups=tuple(groups),
+            count=self.count[index],
+            weight=self.weight[index],
+            mean_offset=self.mean_offset[index],
+            scatter=self.scatter[index],
+        )
+
+    def _moved_to(self, origin: np.ndarray) -> np.ndarray:
+        """Mean offsets relative to another origin (exact when the origins are close)."""
+        return self.mean_offset + (self.origin - origin)
+
+    # ------------------------------------------------------------------ merging
+    def __add__(self, other: GroupMoments) -> GroupMoments:
+        """Exact merge of statistics of disjoint row sets (Chan et al. pairwise update)."""
+        if not isinstance(other, GroupMoments):
+            return NotImplemented
+        if other.feature_names != self.feature_names:
+            raise SchemaError(
+                "cannot merge moments over different features: "
+                f"{list(self.feature_names)} vs {list(other.feature_names)}"
+            )
+        if not self.groups:
+            return other
+        if not other.groups:
+            return self
+        origin = self.origin
+        offsets = {id(self): self.mean_offset, id(other): other._moved_to(origin)}
+        groups = sorted_labels(self.groups + other.groups)
+        k, p = len(groups), self.n_features
+        count = np.zeros(k, dtype=np.int64)
+        weight = np.zeros(k)
+        mean_offset = np.zeros((k, p))
+        scatter = np.zeros((k, p, p))
+        for i, g in enumerate(groups):
+            sides = []
+            for m in (self, other):
+                if g in m.groups:
+                    j = m.groups.index(g)
+                    sides.append((m.count[j], m.weight[j], offsets[id(m)][j], m.scatter[j]))
+            if len(sides) == 1:
+                count[i], weight[i], mean_offset[i], scatter[i] = sides[0]
+                continue
+            (na, wa, ma, sa), (nb, wb, mb, sb) = sides
+            w = wa + wb
+            delta = mb - ma
+            share = wb / w if w > 0 else 0.0
+            count[i] = na + nb
+            weight[i] = w
+            mean_offset[i] = ma + delta * share
+            scatter[i] = sa + sb + np.outer(delta, delta) * (wa * share)
+        return GroupMoments(groups, count, weight, mean_offset, scatter, self.feature_names, origin)
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_groups(self) -> int:
+        return len(self.groups)
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.count.sum())
+
+    # ------------------------------------------------------------------ derived matrices
+    @property
+    def mean(self) -> np.ndarray:
+        """Group means μ_g, shape (k, p)."""
+        return self.origin + self.mean_offset
+
+    @property
+    def global_mean(self) -> np.ndarray:
+        """μ = Σ_g w_g μ_g / Σ_g w_g, shape (p,)."""
+        return self.origin + self._global_offset()
+
+    def _global_offset(self) -> np.ndarray:
+        return self.weight @ self.mean_offset / self.weight.sum()
+
+    def scatter_about(self, center: Center = "group") -> np.ndarray:
+        """Per-group scatter C_g = Σ w (x − c_g)(x − c_g)ᵀ, shape (k, p, p).
+
+        ``center="group"``: c_g = μ_g (C_g = S_g); ``"global"``: c_g = μ, so
+        C_g = S_g + w_g (μ_g − μ)(μ_g − μ)ᵀ; ``"origin"``: c_g = 0, C_g = S_g + w_g μ_g μ_gᵀ.
+        """
+        if center not in _CENTERS:
+            raise InputError(f"center={center!r} is not one of {_CENTERS}")
+        if center == "group":
+            return self.scatter.copy()
+        offset = self.mean_offset - self._global_offset() if center == "global" else self.mean
+        return self.scatter + self.weight[:, None, None] * offset[:, :, None] * offset[:, None, :]
+
+    def covariance(self, center: Center = "group") -> np.ndarray:
+        """Per-group second moment per unit weight Σ_g = C_g / w_g, shape (k, p, p).
+
+        With ``center="group"`` this is each group's (biased, divisor w_g) covariance.
+        """
+        return self.scatter_about(center) / self.weight[:, None, None]
+
+    def total_scatter(self) -> np.ndarray:
+        """Scatter of all rows about the global mean, Σ_g S_g + w_g (μ_g − μ)(μ_g − μ)ᵀ."""
+        return self.scatter_about("global").sum(axis=0)
+
+    def total_covariance(self, ddof: int = 0) -> np.ndarray:
+        """Covariance of all rows pooled, total_scatter / (Σ w − ddof)."""
+        return self.total_scatter() / (self.weight.sum() - ddof)
+
+    def feature_scale(self, ddof: int = 0) -> np.ndarray:
+        """Per-feature standard deviation of all rows pooled (the standardisation scale).
+
+        ``ddof=1`` gives MATLAB ``std`` parity, as in Samadi et al.'s Credit preprocessing.
+        Raises :class:`SchemaError` naming every constant column (its scale would be 0).
+        """
+        scale = np.sqrt(np.clip(np.diag(self.total_covariance(ddof)), 0.0, None))
+        tiny = scale <= np.finfo(float).eps * np.maximum(np.abs(self.global_mean), 1.0)
+        if tiny.any():
+            names = [self.feature_names[j] for j in np.flatnonzero(tiny)]
+            raise SchemaError(
+                f"cannot standardise: feature(s) {names} have zero variance (constant columns); "
+                "drop them or fit with standardize=False"
+            )
+        return scale
+
+    def rescaled(self, scale: np.ndarray) -> GroupMoments:
+        """Moments of the rows divided feature-wise by ``scale`` (x ↦ D x, D = diag(1/scale))."""
+        scale = np.asarray(scale, dtype=np.float64)
+        if scale.shape != (self.n_features,) or not np.all(scale > 0):
+            raise InputError(f"scale must be {self.n_features} positive numbers, got {scale!r}")
+        inv = 1.0 / scale
+        return replace(
+            self,
+            mean_offset=self.mean_offset * inv,
+            scatter=self.scatter * inv[None, :, None] * inv[None, None, :],
+            origin=self.origin * inv,
+        )
+
+    # ------------------------------------------------------------------ checks
+    def check_groups(self, min_group_size: int = 2) -> GroupMoments:
+        """Raise :class:`GroupError` unless there are ≥ 2 groups of ≥ ``min_group_size`` rows."""
+        if self.n_groups < 2:
+            found = f"only group {self.groups[0]!r}" if self.groups else "no rows at all"
+            raise GroupError(
+                f"the sensitive feature defines {self.n_groups} group(s) ({found}); "
+                "fair PCA needs at least 2 groups"
+            )
+        small = [(g, int(n)) for g, n in zip(self.groups, self.count) if n < min_group_size]
+        if small:
+            detail = ", ".join(f"{g!r}: {n} row(s)" for g, n in small)
+            raise GroupError(f"groups with fewer than {min_group_size} rows: {detail}")
+        empty = [g for g, w in zip(self.groups, self.weight) if w <= 0]
+        if empty:
+            raise GroupError(f"groups with zero total sample weight: {empty}")
+        return self
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: str | PathLike[str]) -> None:
+        """Write to ``path`` as npz (arrays + a JSON header; no pickle)."""
+        header = {
+            "format_version": _FORMAT_VERSION,
+            "groups": [_label_to_json(g) for g in self.groups],
+            "feature_names": list(self.feature_names),
+        }
+        with open(path, "wb") as f:
+            np.savez(
+                f,
+                header=np.array(json.dumps(header)),
+                count=self.count,
+                weight=self.weight,
+                mean_offset=self.mean_offset,
+                scatter=self.scatter,
+                origin=self.origin,
+            )
+
+    @classmethod
+    def load(cls, path: str | PathLike[str]) -> GroupMoments:
+        """Read what :meth:`save` wrote."""
+        with np.load(path, allow_pickle=False) as data:
+            header = json.loads(str(data["header"]))
+            if header.get("format_version") != _FORMAT_VERSION:
+                raise InputError(f"{path}: unsupported moments format {header.get('format_version')!r}")
+            return cls(
+                groups=tuple(_label_from_json(g) for g in header["groups"]),
+                count=data["count"].astype(np.int64),
+                weight=data["weight"].astype(np.float64),
+                mean_offset=data["mean_offset"].astype(np.float64),
+                scatter=data["scatter"].astype(np.float64),
+                feature_names=tuple(header["feature_names"]),
+                origin=data["origin"].astype(np.float64),
+            )
+
+
+def _label_to_json(label: Hashable) -> object:
+    if isinstance(label, tuple):
+        return {"tuple": [_label_to_json(v) for v in label]}
+    if label is None or isinstance(label, (bool, int, float, str)):
+        return label
+    raise InputError(f"group label {label!r} of type {type(label).__name__} cannot be saved")
+
+
+def _label_from_json(value: object) -> Hashable:
+    if isinstance(value, dict):
+        return tuple(_label_from_json(v) for v in value["tuple"])
+    return value  # type: ignore[return-value]
+
+
+def _n_rows(rows: np.ndarray | slice) -> int:
+    return rows.stop - rows.start if isinstance(rows, slice) else int(rows.size)

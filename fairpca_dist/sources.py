@@ -1,0 +1,333 @@
+"""Open a table (pandas, numpy, dask, Parquet, CSV) as row chunks with a validated schema.
+
+Every input becomes a :class:`Table`: a dask DataFrame whose columns are the features, the
+sensitive column(s), an optional sample-weight column and optional key columns. Schema
+problems (missing or misspelt columns, non-numeric features, one column used twice) raise
+:class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read. Value problems
+(NaN, inf, negative weights, missing group labels) can only be seen in the rows and are
+raised by :func:`read_chunk`, which turns one partition into the arrays the moments kernel
+needs, naming the column, the partition and the count of bad values.
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import os
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+
+__all__ = ["Table", "Chunk", "open_table", "read_chunk", "check_finite", "DEFAULT_CHUNK_ROWS"]
+
+DEFAULT_CHUNK_ROWS = 100_000
+SENSITIVE_COLUMN = "__sensitive__"
+WEIGHT_COLUMN = "__sample_weight__"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One partition as arrays: ``x`` (n, p) float64, group ``codes`` into ``groups``, weights."""
+
+    x: np.ndarray
+    codes: np.ndarray
+    groups: tuple[Hashable, ...]
+    weights: np.ndarray | None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A validated table: a dask DataFrame plus the roles of its columns."""
+
+    frame: dd.DataFrame
+    features: tuple[str, ...]
+    sensitive: tuple[str, ...]
+    sample_weight: str | None
+    keys: tuple[str, ...]
+
+    @property
+    def n_partitions(self) -> int:
+        return self.frame.npartitions
+
+    def partitions(self) -> list[Any]:
+        """Delayed partitions restricted to the columns in use (projection pushed into reads)."""
+        columns = list(dict.fromkeys([*self.features, *self.sensitive, *self.keys]))
+        if self.sample_weight is not None:
+            columns.append(self.sample_weight)
+        return list(self.frame[columns].to_delayed())
+
+
+def _closest(name: object, candidates: Sequence[str]) -> str:
+    match = difflib.get_close_matches(str(name), [str(c) for c in candidates], n=1)
+    return f"; did you mean {match[0]!r}?" if match else ""
+
+
+def _require_columns(frame: dd.DataFrame, names: Sequence[str], role: str) -> None:
+    columns = list(frame.columns)
+    for name in names:
+        if name not in columns:
+            raise SchemaError(
+                f"{role} column {name!r} not found{_closest(name, columns)} "
+                f"(available columns: {columns})"
+            )
+
+
+def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
+    text = os.fspath(path)
+    has_glob = any(ch in text for ch in "*?[")
+    if not has_glob and not os.path.exists(text):
+        raise InputError(f"input path {text!r} does not exist")
+    matches = sorted(glob.glob(text)) if has_glob else [text]
+    if not matches:
+        raise InputError(f"no files match {text!r}")
+    first = Path(matches[0])
+    if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
+        return dd.read_parquet(text, **read_options)
+    if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
+        if first.name.endswith(".gz"):
+            read_options = {"blocksize": None, **read_options}
+        return dd.read_csv(text, **read_options)
+    raise InputError(
+        f"cannot tell the format of {text!r}: expected a Parquet file or folder "
+        "(.parquet, .pq) or a CSV file (.csv, .csv.gz, .tsv)"
+    )
+
+
+def _row_values(values: Any, name: str) -> Any:
+    """One value per row as a 1-D numpy or dask array; 2-D label arrays become tuples."""
+    if isinstance(values, (dd.Series, da.Array)):
+        return values.to_dask_array(lengths=True) if isinstance(values, dd.Series) else values
+    if isinstance(values, pd.Series):
+        values = values.to_numpy()
+    array = np.asarray(values, dtype=object if isinstance(values, list) else None)
+    if array.ndim == 2 and name == SENSITIVE_COLUMN:
+        tuples = np.empty(array.shape[0], dtype=object)
+        tuples[:] = [tuple(row) for row in array.tolist()]
+        array = tuples
+    if array.ndim != 1:
+        raise SchemaError(f"{_ROLE[name]} must be 1-D (one value per row), got shape {array.shape}")
+    return array
+
+
+_ROLE = {SENSITIVE_COLUMN: "sensitive_features", WEIGHT_COLUMN: "sample_weight"}
+
+
+def _check_length(extra: dict[str, Any], n_rows: int) -> None:
+    for name, values in extra.items():
+        if values.shape[0] != n_rows:
+            raise SchemaError(f"{_ROLE[name]} has {values.shape[0]} values but the data has {n_rows} rows")
+
+
+def _as_frame(
+    data: Any,
+    extra: dict[str, Any],
+    feature_names: Sequence[str] | None,
+    chunk_rows: int,
+    read_options: dict[str, Any],
+) -> dd.DataFrame:
+    """``data`` as a dask DataFrame, with the row-aligned ``extra`` arrays as columns."""
+    if isinstance(data, (str, os.PathLike)):
+        data = _read_path(data, read_options)
+    if isinstance(data, dd.DataFrame):
+        if extra:
+            raise SchemaError(
+                "for a dask DataFrame or a path, pass sensitive_feature and sample_weight as "
+                "column names: an in-memory array cannot be aligned with its partitions"
+            )
+        return data
+    if isinstance(data, da.Array):
+        if data.ndim != 2:
+            raise SchemaError(f"expected a 2-D array of rows, got {data.ndim}-D")
+        names = _array_feature_names(data.shape[1], feature_names)
+        rows = data.chunks[0]
+        if not np.isnan(data.shape[0]):
+            _check_length({k: v for k, v in extra.items()}, int(data.shape[0]))
+        columns = [dd.from_dask_array(data.rechunk({1: -1}), columns=names)]
+        for name, values in extra.items():
+            aligned = values.rechunk((rows,)) if isinstance(values, da.Array) else da.from_array(values, chunks=(rows,))
+            columns.append(dd.from_dask_array(aligned, columns=name))
+        return dd.concat(columns, axis=1) if len(columns) > 1 else columns[0]
+    if isinstance(data, pd.DataFrame):
+        frame = data.reset_index(drop=True)
+    elif isinstance(data, (np.ndarray, list)) or hasattr(data, "__array__"):
+        array = np.asarray(data)
+        if array.ndim != 2:
+            raise SchemaError(f"expected a 2-D array of rows, got shape {array.shape}")
+        frame = pd.DataFrame(array, columns=_array_feature_names(array.shape[1], feature_names))
+    else:
+        raise InputError(
+            f"cannot read data of type {type(data).__name__}: pass a pandas or dask DataFrame, "
+            "a numpy or dask array, or a path to Parquet/CSV"
+        )
+    if extra:
+        _check_length(extra, len(frame))
+        frame = frame.assign(**{k: np.asarray(v) for k, v in extra.items()})
+    return dd.from_pandas(frame, chunksize=chunk_rows, sort=False)
+
+
+def _array_feature_names(p: int, feature_names: Sequence[str] | None) -> list[str]:
+    if feature_names is None:
+        return [f"x{j}" for j in range(p)]
+    names = [str(n) for n in feature_names]
+    if len(names) != p:
+        raise SchemaError(f"{len(names)} feature names given for {p} columns")
+    return names
+
+
+def open_table(
+    data: Any,
+    *,
+    sensitive_feature: Any,
+    features: Sequence[str] | None = None,
+    sample_weight: str | Any | None = None,
+    key_columns: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    feature_names: Sequence[str] | None = None,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    read_options: dict[str, Any] | None = None,
+) -> Table:
+    """Open ``data`` as a :class:`Table` and check its schema (no rows are read).
+
+    Parameters
+    ----------
+    data : pandas/dask DataFrame, numpy/dask array, or path
+        Paths may be a Parquet file, folder or glob, or a CSV file or glob.
+    sensitive_feature : str, list of str, or array-like
+        Column name(s) holding the group label (several columns form intersectional groups),
+        or one label per row (required for array input).
+    features : list of str, optional
+        Feature columns. Default: every numeric column except the sensitive, weight, key and
+        ``exclude`` columns.
+    sample_weight : str or array-like, optional
+        Column name or one non-negative weight per row.
+    key_columns : list of str
+        Identifier columns carried through to projections, never used as features.
+    exclude : list of str
+        Columns to leave out of the default feature set.
+    feature_names : list of str, optional
+        Names for the columns of array input (default ``x0 … x{p−1}``).
+    chunk_rows : int
+        Rows per partition for in-memory input.
+    read_options : dict, optional
+        Passed to ``dask.dataframe.read_parquet`` / ``read_csv``.
+    """
+    if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+        raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    extra: dict[str, Any] = {}
+    if sensitive_feature is None:
+        raise SchemaError("sensitive_feature is required: a column name, a list of names or one label per row")
+    if _is_column_reference(sensitive_feature):
+        sensitive = [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature)
+    else:
+        extra[SENSITIVE_COLUMN] = _row_values(sensitive_feature, SENSITIVE_COLUMN)
+        sensitive = [SENSITIVE_COLUMN]
+    weight: str | None = sample_weight if isinstance(sample_weight, str) else None
+    if sample_weight is not None and weight is None:
+        extra[WEIGHT_COLUMN] = _row_values(sample_weight, WEIGHT_COLUMN)
+        weight = WEIGHT_COLUMN
+    frame = _as_frame(data, extra, feature_names, int(chunk_rows), dict(read_options or {}))
+    _require_columns(frame, sensitive, "sensitive feature")
+    if weight is not None:
+        _require_columns(frame, [weight], "sample_weight")
+        if not pd.api.types.is_numeric_dtype(frame[weight].dtype):
+            raise SchemaError(f"sample_weight column {weight!r} has dtype {frame[weight].dtype}, expected numeric")
+
+    keys = list(key_columns)
+    _require_columns(frame, keys, "key")
+    _require_columns(frame, list(exclude), "excluded")
+    reserved = set(sensitive) | set(keys) | set(exclude) | ({weight} if weight else set())
+    if features is None:
+        chosen = [
+            c for c in frame.columns
+            if c not in reserved and pd.api.types.is_numeric_dtype(frame[c].dtype)
+        ]
+        if not chosen:
+            raise SchemaError(f"no numeric feature columns found among {list(frame.columns)}")
+    else:
+        chosen = list(features)
+        _require_columns(frame, chosen, "feature")
+        clash = [c for c in chosen if c in reserved]
+        if clash:
+            raise SchemaError(f"column(s) {clash} are used both as features and as sensitive/weight/key columns")
+        if len(set(chosen)) != len(chosen):
+            raise SchemaError(f"feature columns listed more than once: {chosen}")
+        for c in chosen:
+            dtype = frame[c].dtype
+            if not pd.api.types.is_numeric_dtype(dtype):
+                raise SchemaError(f"feature column {c!r} has dtype {dtype}, expected a numeric dtype")
+    return Table(frame, tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys))
+
+
+def _is_column_reference(value: Any) -> bool:
+    if isinstance(value, str):
+        return True
+    return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, str) for v in value) and len(value) < 64
+
+
+def read_chunk(
+    part: pd.DataFrame,
+    features: Sequence[str],
+    sensitive: Sequence[str],
+    sample_weight: str | None,
+    partition: int,
+) -> Chunk:
+    """Arrays of one partition; labels and weights are checked here, features by the caller."""
+    x = part[list(features)].to_numpy(dtype=np.float64, na_value=np.nan)
+    codes, groups = _group_codes(part, sensitive, partition)
+    weights = None
+    if sample_weight is not None:
+        weights = part[sample_weight].to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = ~np.isfinite(weights) | (weights < 0)
+        if bad.any():
+            raise InputError(
+                f"sample_weight has {int(bad.sum())} missing, infinite or negative value(s) in "
+                f"partition {partition} (first: {weights[bad][0]!r})"
+            )
+    return Chunk(x, codes, groups, weights)
+
+
+def check_finite(x: np.ndarray, features: Sequence[str], partition: int) -> None:
+    """Raise :class:`InputError` naming each column with NaN/inf values and their counts.
+
+    Callers run it only when a statistic computed from ``x`` came out non-finite, so clean
+    data pay nothing for the check.
+    """
+    bad = ~np.isfinite(x)
+    if not bad.any():
+        big = np.abs(x).max(axis=0)
+        worst = features[int(np.argmax(big))]
+        raise InputError(
+            f"feature values in partition {partition} overflow float64 when squared "
+            f"(largest |value| {big.max():.3g} in {worst!r}); rescale the column"
+        )
+    per_column = bad.sum(axis=0)
+    detail = ", ".join(
+        f"{features[j]!r}: {int(per_column[j])} ({'NaN' if np.isnan(x[bad[:, j], j]).any() else 'inf'})"
+        for j in np.flatnonzero(per_column)
+    )
+    raise InputError(f"non-finite feature values in partition {partition}: {detail}; clean or impute them first")
+
+
+def _group_codes(part: pd.DataFrame, sensitive: Sequence[str], partition: int) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+    for column in sensitive:
+        missing = part[column].isna()
+        if missing.any():
+            name = "sensitive_features" if column == SENSITIVE_COLUMN else repr(column)
+            raise GroupError(
+                f"sensitive feature {name} has {int(missing.sum())} missing label(s) in partition {partition}"
+            )
+    if len(sensitive) == 1:
+        codes, uniques = pd.factorize(part[sensitive[0]], sort=False)
+        return codes, tuple(uniques.tolist())
+    tuples = np.empty(len(part), dtype=object)
+    tuples[:] = list(zip(*(part[c].tolist() for c in sensitive)))
+    codes, uniques = pd.factorize(tuples, sort=False)
+    return codes, tuple(uniques.tolist())
