@@ -18,6 +18,7 @@ answer as centred data. This module is numpy only (no dask, no prefect).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -28,7 +29,7 @@ import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 
-__all__ = ["GroupMoments", "Center", "sorted_labels"]
+__all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json"]
 
 Center = Literal["group", "global", "origin"]
 _CENTERS = ("group", "global", "origin")
@@ -398,12 +399,20 @@ class GroupMoments:
             raise GroupError(f"groups with zero total sample weight: {empty}")
         return self
 
+    def fingerprint(self) -> str:
+        """SHA-256 of the statistics (labels, names and arrays): identifies the fitted data."""
+        digest = hashlib.sha256()
+        digest.update(json.dumps([[label_to_json(g) for g in self.groups], list(self.feature_names)]).encode())
+        for array in (self.count, self.weight, self.mean, self.scatter):
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()
+
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | PathLike[str]) -> None:
         """Write to ``path`` as npz (arrays + a JSON header; no pickle)."""
         header = {
             "format_version": _FORMAT_VERSION,
-            "groups": [_label_to_json(g) for g in self.groups],
+            "groups": [label_to_json(g) for g in self.groups],
             "feature_names": list(self.feature_names),
         }
         with open(path, "wb") as f:
@@ -425,7 +434,7 @@ class GroupMoments:
             if header.get("format_version") != _FORMAT_VERSION:
                 raise InputError(f"{path}: unsupported moments format {header.get('format_version')!r}")
             return cls(
-                groups=tuple(_label_from_json(g) for g in header["groups"]),
+                groups=tuple(label_from_json(g) for g in header["groups"]),
                 count=data["count"].astype(np.int64),
                 weight=data["weight"].astype(np.float64),
                 mean_offset=data["mean_offset"].astype(np.float64),
@@ -435,17 +444,17 @@ class GroupMoments:
             )
 
 
-def _label_to_json(label: Hashable) -> object:
+def label_to_json(label: Hashable) -> object:
     if isinstance(label, tuple):
-        return {"tuple": [_label_to_json(v) for v in label]}
+        return {"tuple": [label_to_json(v) for v in label]}
     if label is None or isinstance(label, (bool, int, float, str)):
         return label
     raise InputError(f"group label {label!r} of type {type(label).__name__} cannot be saved")
 
 
-def _label_from_json(value: object) -> Hashable:
+def label_from_json(value: object) -> Hashable:
     if isinstance(value, dict):
-        return tuple(_label_from_json(v) for v in value["tuple"])
+        return tuple(label_from_json(v) for v in value["tuple"])
     return value  # type: ignore[return-value]
 
 

@@ -49,10 +49,13 @@ def _merge(*parts: GroupMoments) -> GroupMoments:
 def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator[Any]:
     """Yield the ``scheduler=`` argument for ``dask.compute`` and set up progress reporting.
 
-    ``client=None`` uses dask's threaded scheduler with BLAS limited to one thread per task
-    (two BLAS pools on two cores oversubscribe: 0.64 s vs 0.39 s in spec/stack.md §4).
-    A ``distributed.Client`` is used as is; a string is a scheduler address to connect to.
+    ``client=None`` uses the active ``distributed`` client if there is one, else dask's
+    threaded scheduler with BLAS limited to one thread per task (two BLAS pools on two cores
+    oversubscribe: 0.64 s vs 0.39 s in spec/stack.md §4). A ``distributed.Client`` is used
+    as is; a string is a scheduler address to connect to.
     """
+    if client is None:
+        client = _active_client()
     if client is None:
         with threadpool_limits(limits=1, user_api="blas"), _local_progress(progress):
             yield "threads"
@@ -64,6 +67,17 @@ def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator
             yield connected
         return
     yield client
+
+
+def _active_client() -> Any:
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
 
 
 @contextlib.contextmanager

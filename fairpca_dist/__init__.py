@@ -1,0 +1,40 @@
+"""fairpca_dist: fair principal component analysis on large tables.
+
+One dask pass computes per-group sufficient statistics (:func:`compute_moments`); solvers
+run on those p×p statistics (:func:`fit_projection`); :class:`FairPCA` wraps both as a
+scikit-learn transformer.
+"""
+
+from fairpca_dist.estimator import FairPCA
+from fairpca_dist.exceptions import (
+    ConvergenceWarning,
+    FairPCAError,
+    GroupError,
+    InputError,
+    SchemaError,
+    SolverError,
+)
+from fairpca_dist.model_io import load_model, save_model
+from fairpca_dist.moments import GroupMoments
+from fairpca_dist.passes import compute_moments
+from fairpca_dist.solvers import SOLVERS, FairProjection, fit_projection
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FairPCA",
+    "GroupMoments",
+    "FairProjection",
+    "compute_moments",
+    "fit_projection",
+    "load_model",
+    "save_model",
+    "SOLVERS",
+    "FairPCAError",
+    "InputError",
+    "SchemaError",
+    "GroupError",
+    "SolverError",
+    "ConvergenceWarning",
+    "__version__",
+]

@@ -1,0 +1,225 @@
+"""Fairness and quality metrics of a projection, from group moments or from rows.
+
+For components V (p × r, orthonormal) and per-group second moments Σ_g about the chosen
+centre (:meth:`GroupMoments.covariance`), following spec/seeds-000-001.md §0.3
+(Samadi et al. 2018, Def. 4.3–4.4; Rathore & Manwani, Def. 1 and Lemma 1):
+
+    err_g(V)  = tr Σ_g − tr(Vᵀ Σ_g V)         average squared reconstruction error of group g
+    err_g*(r) = tr Σ_g − Σ_{i≤r} λ_i(Σ_g)      the best any rank-r projection can do for g alone
+    loss_g(V) = err_g(V) − err_g*(r) ≥ 0       the price group g pays for sharing V
+    EVR_g(V)  = tr(Vᵀ Σ_g V) / tr Σ_g          share of group g's variance kept
+    MMD²_ab(V) = ‖Vᵀ(μ_a − μ_b)‖²              squared MMD of the projected groups, linear kernel
+
+Every moment-based function has a row-based twin (``*_from_rows``) computing the same number
+literally from the rows, in memory; the tests prove the two agree. No dask here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.moments import Center, GroupMoments, sorted_labels
+
+__all__ = [
+    "group_errors",
+    "optimal_group_errors",
+    "group_losses",
+    "group_explained_variance_ratio",
+    "explained_variance",
+    "explained_variance_ratio",
+    "mmd2_linear",
+    "group_errors_from_rows",
+    "group_losses_from_rows",
+    "group_explained_variance_ratio_from_rows",
+    "explained_variance_ratio_from_rows",
+    "mmd2_linear_from_rows",
+]
+
+
+def _check_components(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
+    components = np.asarray(components, dtype=np.float64)
+    if components.ndim != 2 or components.shape[0] != moments.n_features:
+        raise InputError(
+            f"components must have shape (n_features={moments.n_features}, n_components), "
+            f"got {components.shape}"
+        )
+    return components
+
+
+def _kept_variance(covariance: np.ndarray, components: np.ndarray) -> np.ndarray:
+    """tr(Vᵀ Σ_g V) for each group."""
+    return np.einsum("pi,gpq,qi->g", components, covariance, components)
+
+
+def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
+    """err_g(V) = tr Σ_g − tr(VᵀΣ_gV), shape (k,)."""
+    components = _check_components(moments, components)
+    covariance = moments.covariance(center)
+    return np.trace(covariance, axis1=1, axis2=2) - _kept_variance(covariance, components)
+
+
+def optimal_group_errors(moments: GroupMoments, n_components: int, *, center: Center = "group") -> np.ndarray:
+    """err_g*(r) = sum of all but the r largest eigenvalues of Σ_g, shape (k,)."""
+    eigenvalues = np.linalg.eigvalsh(moments.covariance(center))  # ascending
+    p = moments.n_features
+    return np.clip(eigenvalues[:, : p - n_components].sum(axis=1), 0.0, None)
+
+
+def group_losses(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
+    """loss_g(V) = err_g(V) − err_g*(r), r = number of columns of V, shape (k,)."""
+    components = _check_components(moments, components)
+    return group_errors(moments, components, center=center) - optimal_group_errors(
+        moments, components.shape[1], center=center
+    )
+
+
+def group_explained_variance_ratio(
+    moments: GroupMoments, components: np.ndarray, *, center: Center = "group"
+) -> np.ndarray:
+    """EVR_g(V) = tr(VᵀΣ_gV) / tr Σ_g, shape (k,)."""
+    components = _check_components(moments, components)
+    covariance = moments.covariance(center)
+    return _kept_variance(covariance, components) / np.trace(covariance, axis1=1, axis2=2)
+
+
+def explained_variance(moments: GroupMoments, components: np.ndarray, *, ddof: int = 0) -> np.ndarray:
+    """Variance of all rows along each component, diag(Vᵀ Σ_tot V), shape (r,).
+
+    ``ddof=1`` matches scikit-learn's ``PCA.explained_variance_``.
+    """
+    components = _check_components(moments, components)
+    total = moments.total_covariance(ddof)
+    return np.einsum("pi,pq,qi->i", components, total, components)
+
+
+def explained_variance_ratio(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
+    """Share of the total variance (all rows, about the global mean) along each component."""
+    total = moments.total_covariance()
+    return explained_variance(moments, components) / np.trace(total)
+
+
+def mmd2_linear(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
+    """Pairwise ‖Vᵀ(μ_a − μ_b)‖², shape (k, k): the squared MMD of the projected groups
+    under the linear kernel (biased V-statistic, which is exact for this kernel)."""
+    components = _check_components(moments, components)
+    projected = moments.mean_offset @ components
+    difference = projected[:, None, :] - projected[None, :, :]
+    return np.einsum("abi,abi->ab", difference, difference)
+
+
+# ---------------------------------------------------------------------- from rows
+def _rows_by_group(
+    x: np.ndarray, labels: Sequence[Hashable] | np.ndarray, weights: np.ndarray | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    x = np.asarray(x, dtype=np.float64)
+    label_list = [v.item() if isinstance(v, np.generic) else v for v in labels]
+    weights = np.ones(x.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    out = []
+    for group in sorted_labels(label_list):
+        mask = np.array([v == group for v in label_list])
+        out.append((x[mask], weights[mask]))
+    return out
+
+
+def _centred(rows: np.ndarray, w: np.ndarray, center: Center, global_mean: np.ndarray) -> np.ndarray:
+    if center == "group":
+        return rows - w @ rows / w.sum()
+    if center == "global":
+        return rows - global_mean
+    return rows
+
+
+def _row_context(
+    x: np.ndarray, labels: Sequence[Hashable] | np.ndarray, weights: np.ndarray | None
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+    """Rows and weights split by sorted group label, and the weighted global mean."""
+    x = np.asarray(x, dtype=np.float64)
+    w_all = np.ones(x.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    return _rows_by_group(x, labels, weights), w_all @ x / w_all.sum()
+
+
+def group_errors_from_rows(
+    x: np.ndarray,
+    labels: Sequence[Hashable] | np.ndarray,
+    components: np.ndarray,
+    *,
+    center: Center = "group",
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """err_g = Σ w ‖y − VVᵀy‖² / Σ w with y the centred rows of group g (literal reference)."""
+    groups, global_mean = _row_context(x, labels, weights)
+    out = []
+    for rows, w in groups:
+        y = _centred(rows, w, center, global_mean)
+        residual = y - y @ components @ components.T
+        out.append(w @ np.sum(residual**2, axis=1) / w.sum())
+    return np.array(out)
+
+
+def group_losses_from_rows(
+    x: np.ndarray,
+    labels: Sequence[Hashable] | np.ndarray,
+    components: np.ndarray,
+    *,
+    center: Center = "group",
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """loss_g = err_g(V) − err of the best rank-r approximation of group g (SVD, Eckart–Young)."""
+    groups, global_mean = _row_context(x, labels, weights)
+    r = components.shape[1]
+    best = []
+    for rows, w in groups:
+        y = _centred(rows, w, center, global_mean) * np.sqrt(w)[:, None]
+        singular = np.linalg.svd(y, compute_uv=False)
+        best.append(np.sum(singular[r:] ** 2) / w.sum())
+    errors = group_errors_from_rows(x, labels, components, center=center, weights=weights)
+    return errors - np.array(best)
+
+
+def group_explained_variance_ratio_from_rows(
+    x: np.ndarray,
+    labels: Sequence[Hashable] | np.ndarray,
+    components: np.ndarray,
+    *,
+    center: Center = "group",
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """‖y V‖² / ‖y‖² per group (weighted), y the centred rows."""
+    groups, global_mean = _row_context(x, labels, weights)
+    out = []
+    for rows, w in groups:
+        y = _centred(rows, w, center, global_mean)
+        out.append((w @ np.sum((y @ components) ** 2, axis=1)) / (w @ np.sum(y**2, axis=1)))
+    return np.array(out)
+
+
+def explained_variance_ratio_from_rows(
+    x: np.ndarray, components: np.ndarray, *, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Per-component share of the variance of all rows about the weighted global mean."""
+    x = np.asarray(x, dtype=np.float64)
+    w = np.ones(x.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    y = x - w @ x / w.sum()
+    return (w @ (y @ components) ** 2) / (w @ np.sum(y**2, axis=1))
+
+
+def mmd2_linear_from_rows(
+    x: np.ndarray,
+    labels: Sequence[Hashable] | np.ndarray,
+    components: np.ndarray,
+    *,
+    weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """Pairwise biased MMD² with the linear kernel k(a, b) = aᵀb of the projected rows:
+    mean k(a,a') + mean k(b,b') − 2 mean k(a,b), computed from the kernel sums."""
+    groups, _ = _row_context(x, labels, weights)
+    projected = [(rows @ components, w / w.sum()) for rows, w in groups]
+    k = len(projected)
+    out = np.zeros((k, k))
+    for i, (za, wa) in enumerate(projected):
+        for j, (zb, wb) in enumerate(projected):
+            out[i, j] = wa @ (za @ za.T) @ wa + wb @ (zb @ zb.T) @ wb - 2 * wa @ (za @ zb.T) @ wb
+    return out

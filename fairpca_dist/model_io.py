@@ -1,0 +1,115 @@
+"""Save and load fitted projections as ``model.npz`` + ``model.json`` (never pickle).
+
+``model.json`` is the human-readable record: method, options, feature names, group labels and
+sizes, centring and scale, diagnostics, library version and the data fingerprint.
+``model.npz`` holds the arrays. Both are written to temporary names and renamed into place,
+so a crash never leaves a half-written model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.moments import label_from_json, label_to_json
+from fairpca_dist.solvers.result import FairProjection
+
+__all__ = ["save_model", "load_model", "read_fingerprint", "MODEL_FORMAT_VERSION"]
+
+MODEL_FORMAT_VERSION = 1
+_ARRAYS = ("components", "mean", "scale", "group_count", "group_loss", "group_error", "objective_history")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+def save_model(
+    model: FairProjection, directory: str | os.PathLike[str], *, fingerprint: str | None = None
+) -> Path:
+    """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder."""
+    from fairpca_dist import __version__
+
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {
+        "format_version": MODEL_FORMAT_VERSION,
+        "library_version": __version__,
+        "method": model.method,
+        "options": _jsonable(model.options),
+        "n_components": model.n_components,
+        "n_output_columns": int(model.components.shape[1]),
+        "center": model.center,
+        "feature_names": list(model.feature_names),
+        "groups": [
+            {"label": label_to_json(g), "count": int(n), "loss": float(l), "error": float(e)}
+            for g, n, l, e in zip(model.group_labels, model.group_count, model.group_loss, model.group_error)
+        ],
+        "mean": model.mean.tolist(),
+        "scale": model.scale.tolist(),
+        "diagnostics": {
+            "n_iter": model.n_iter,
+            "converged": model.converged,
+            "status": model.status,
+            "message": model.message,
+            "certificate": _jsonable(model.certificate),
+            "final_objective": float(model.objective_history[-1]) if model.objective_history.size else None,
+        },
+        "data_fingerprint": fingerprint,
+    }
+    npz_tmp, json_tmp = folder / ".model.npz.tmp", folder / ".model.json.tmp"
+    with open(npz_tmp, "wb") as f:
+        np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
+    json_tmp.write_text(json.dumps(record, indent=2) + "\n")
+    os.replace(npz_tmp, folder / "model.npz")
+    os.replace(json_tmp, folder / "model.json")
+    return folder
+
+
+def load_model(directory: str | os.PathLike[str]) -> FairProjection:
+    """Read a model written by :func:`save_model`."""
+    folder = Path(directory)
+    json_path, npz_path = folder / "model.json", folder / "model.npz"
+    for path in (json_path, npz_path):
+        if not path.is_file():
+            raise InputError(f"no model at {folder}: {path.name} is missing")
+    record = json.loads(json_path.read_text())
+    if record.get("format_version") != MODEL_FORMAT_VERSION:
+        raise InputError(f"{json_path}: unsupported model format {record.get('format_version')!r}")
+    with np.load(npz_path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in _ARRAYS}
+    diagnostics = record["diagnostics"]
+    return FairProjection(
+        method=record["method"],
+        center=record["center"],
+        n_components=int(record["n_components"]),
+        feature_names=tuple(record["feature_names"]),
+        group_labels=tuple(label_from_json(g["label"]) for g in record["groups"]),
+        n_iter=int(diagnostics["n_iter"]),
+        converged=bool(diagnostics["converged"]),
+        status=diagnostics["status"],
+        message=diagnostics["message"],
+        certificate=dict(diagnostics["certificate"]),
+        options=dict(record["options"]),
+        **arrays,
+    )
+
+
+def read_fingerprint(directory: str | os.PathLike[str]) -> str | None:
+    """The data fingerprint recorded with a saved model."""
+    return json.loads((Path(directory) / "model.json").read_text()).get("data_fingerprint")

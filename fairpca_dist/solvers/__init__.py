@@ -1,0 +1,129 @@
+"""Solver registry and the single entry point :func:`fit_projection`.
+
+Every solver has one signature (DESIGN.md, rule 2)::
+
+    solve(moments, n_components, *, random_state=None, center="group", **options) -> FairProjection
+
+Methods are lowercase string ids; a callable with that signature is accepted too, so users
+can plug in their own solvers. Each registry entry lists the options its solver accepts;
+anything else raises an :class:`~fairpca_dist.exceptions.InputError` naming the valid ones
+(a typo in a scheduled pipeline must fail, not be ignored).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers import pca
+from fairpca_dist.solvers.result import FairProjection
+
+__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "FairProjection", "CENTERS"]
+
+CENTERS = ("group", "global", "origin")
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """A registered method: its solve function and what it accepts."""
+
+    solve: Callable[..., FairProjection]
+    needs_rows: bool
+    options: frozenset[str]
+    description: str
+
+
+def _options_of(solve: Callable[..., FairProjection]) -> frozenset[str]:
+    common = {"moments", "n_components", "random_state", "center", "passes"}
+    return frozenset(
+        name
+        for name, parameter in inspect.signature(solve).parameters.items()
+        if name not in common and parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    )
+
+
+SOLVERS: dict[str, SolverSpec] = {
+    "pca": SolverSpec(pca.solve, False, _options_of(pca.solve), "vanilla PCA of all rows pooled"),
+}
+
+
+def _check_n_components(n_components: Any, n_features: int) -> int:
+    if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
+        raise InputError(f"n_components must be an integer, got {n_components!r}")
+    if not 1 <= n_components <= n_features:
+        raise InputError(
+            f"n_components={n_components} must be between 1 and n_features={n_features}"
+        )
+    return int(n_components)
+
+
+def fit_projection(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    method: str | Callable[..., FairProjection] = "pca",
+    center: Center = "group",
+    standardize: bool = False,
+    ddof: int = 0,
+    random_state: int | np.random.Generator | None = None,
+    min_group_size: int = 2,
+    **options: Any,
+) -> FairProjection:
+    """Fit a (fair) projection from group moments.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        From :func:`~fairpca_dist.compute_moments` (or merged/loaded ones).
+    n_components : int
+        Target dimension r, 1 ≤ r ≤ n_features.
+    method : str or callable
+        A key of :data:`SOLVERS` or a function with the solver signature.
+    center : {"group", "global", "origin"}
+        Which per-group second moments define the groups' errors and losses:
+        about each group's own mean (Samadi et al.'s choice), about the global mean, or
+        about the origin.
+    standardize : bool
+        Divide every feature by its pooled standard deviation first (constant columns raise
+        :class:`~fairpca_dist.exceptions.SchemaError`).
+    ddof : int
+        Divisor n − ddof for the standardisation scale (1 gives MATLAB ``std`` parity).
+    random_state : int, Generator or None
+        Passed to solvers that draw random numbers.
+    min_group_size : int
+        Smallest group the fit accepts.
+    **options
+        Method-specific options (see each solver's docstring).
+
+    Returns
+    -------
+    FairProjection
+        With ``mean`` and ``scale`` in the units of the input rows.
+    """
+    if center not in CENTERS:
+        raise InputError(f"center={center!r} is not one of {CENTERS}")
+    if callable(method):
+        solve, name, allowed = method, getattr(method, "__name__", "custom"), None
+    else:
+        if method not in SOLVERS:
+            raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
+        spec = SOLVERS[method]
+        solve, name, allowed = spec.solve, method, spec.options
+    if allowed is not None:
+        unknown = sorted(set(options) - allowed)
+        if unknown:
+            raise InputError(
+                f"unknown option(s) {unknown} for method {name!r}; valid options: {sorted(allowed) or 'none'}"
+            )
+    n_components = _check_n_components(n_components, moments.n_features)
+    moments.check_groups(min_group_size)
+    scale = moments.feature_scale(ddof) if standardize else np.ones(moments.n_features)
+    working = moments.rescaled(scale) if standardize else moments
+    result = solve(working, n_components, random_state=random_state, center=center, **options)
+    return replace(result, method=name, mean=moments.global_mean, scale=scale)

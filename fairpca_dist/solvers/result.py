@@ -1,0 +1,125 @@
+"""The one result type every solver returns."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fairpca_dist import metrics
+from fairpca_dist.moments import Center, GroupMoments
+
+__all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection"]
+
+STATUS_MESSAGES: dict[str, str] = {
+    "closed_form": "solved in closed form (eigendecomposition)",
+    "converged": "converged: the stopping tolerance was met",
+    "max_iter": "stopped at max_iter before meeting the tolerance",
+    "infeasible": "the optimisation problem is infeasible",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class FairProjection:
+    """A fitted projection and everything known about how it was found.
+
+    Rows are projected as ``((x − mean) / scale) @ components``.
+
+    Attributes
+    ----------
+    method : str
+        Solver id in the registry (or the name of a user callable).
+    components : ndarray of shape (n_features, r')
+        The papers' V. r' = n_components except for rank-relaxed solvers (≤ r + k − 1).
+    mean : ndarray of shape (n_features,)
+        Centring subtracted before projecting (the global mean, original units).
+    scale : ndarray of shape (n_features,)
+        Feature scale divided after centring (ones unless standardised).
+    center : {"group", "global", "origin"}
+        Which per-group second moments the fairness criterion and the losses use.
+    n_components : int
+        The target dimension r the problem was posed with.
+    feature_names : tuple of str
+    group_labels : tuple
+    group_count : ndarray of shape (n_groups,)
+        Rows per group in the fitted data.
+    group_loss, group_error : ndarray of shape (n_groups,)
+        loss_g and err_g at the solution (see :mod:`fairpca_dist.metrics`).
+    objective_history : ndarray
+        One value per iteration (length 1 for closed-form solvers).
+    n_iter : int
+    converged : bool
+    status : str
+        A key of :data:`STATUS_MESSAGES`.
+    message : str
+    certificate : dict
+        Bounds on the optimum where the method provides them (``lower_bound``, ``upper_bound``).
+    options : dict
+        The options the solver used, defaults filled in.
+    """
+
+    method: str
+    components: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    center: Center
+    n_components: int
+    feature_names: tuple[str, ...]
+    group_labels: tuple[Hashable, ...]
+    group_count: np.ndarray
+    group_loss: np.ndarray
+    group_error: np.ndarray
+    objective_history: np.ndarray
+    n_iter: int
+    converged: bool
+    status: str
+    message: str
+    certificate: dict[str, float] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        """Project rows: ((x − mean) / scale) @ components."""
+        return ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.components
+
+    def inverse_transform(self, z: np.ndarray) -> np.ndarray:
+        """Map projected rows back to feature space: (z @ componentsᵀ) · scale + mean."""
+        return (np.asarray(z, dtype=np.float64) @ self.components.T) * self.scale + self.mean
+
+
+def make_projection(
+    moments: GroupMoments,
+    components: np.ndarray,
+    *,
+    method: str,
+    n_components: int,
+    center: Center,
+    objective_history: np.ndarray | list[float],
+    n_iter: int,
+    status: str,
+    certificate: dict[str, float] | None = None,
+    options: dict[str, Any] | None = None,
+) -> FairProjection:
+    """Build a :class:`FairProjection` for orthonormal ``components``, computing the group
+    losses and errors at the solution once, in one place, for every solver."""
+    return FairProjection(
+        method=method,
+        components=components,
+        mean=moments.global_mean,
+        scale=np.ones(moments.n_features),
+        center=center,
+        n_components=n_components,
+        feature_names=moments.feature_names,
+        group_labels=moments.groups,
+        group_count=moments.count,
+        group_loss=metrics.group_losses(moments, components, center=center),
+        group_error=metrics.group_errors(moments, components, center=center),
+        objective_history=np.asarray(objective_history, dtype=np.float64),
+        n_iter=n_iter,
+        converged=status in ("closed_form", "converged"),
+        status=status,
+        message=STATUS_MESSAGES[status],
+        certificate=dict(certificate or {}),
+        options=dict(options or {}),
+    )

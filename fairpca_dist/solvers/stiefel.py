@@ -1,0 +1,56 @@
+"""Shared pieces for points on the Stiefel manifold St(p, r) = {V ∈ R^{p×r} : VᵀV = I_r}.
+
+Every solver returns its components as such a V (or, for Samadi et al.'s rank-relaxed
+output, a p×r' map built from one); the helpers here give them one sign convention and one
+orthonormality check.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from fairpca_dist.exceptions import SolverError
+
+__all__ = ["top_eigenvectors", "fix_signs", "check_orthonormal", "subspace_distance"]
+
+
+def fix_signs(components: np.ndarray) -> np.ndarray:
+    """Flip each column so that its largest-magnitude entry is positive (deterministic output)."""
+    components = np.array(components, dtype=np.float64)
+    rows = np.argmax(np.abs(components), axis=0)
+    signs = np.sign(components[rows, np.arange(components.shape[1])])
+    signs[signs == 0] = 1.0
+    return components * signs
+
+
+def top_eigenvectors(matrix: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_components`` largest eigenpairs of a symmetric matrix, in decreasing order.
+
+    Returns ``(eigenvalues, V)`` with V (p × r) orthonormal and sign-fixed by :func:`fix_signs`.
+    Only the requested eigenvalues are computed (LAPACK ``syevr`` with an index range).
+    """
+    p = matrix.shape[0]
+    values, vectors = scipy.linalg.eigh(
+        (matrix + matrix.T) / 2.0, subset_by_index=(p - n_components, p - 1), driver="evr"
+    )
+    return values[::-1], fix_signs(vectors[:, ::-1])
+
+
+def check_orthonormal(components: np.ndarray, *, atol: float = 1e-8) -> None:
+    """Raise :class:`SolverError` unless ``VᵀV = I`` to ``atol`` (a solver's output contract)."""
+    gram = components.T @ components
+    error = float(np.abs(gram - np.eye(gram.shape[0])).max()) if gram.size else 0.0
+    if not np.isfinite(error) or error > atol:
+        raise SolverError(f"components are not orthonormal: max |VᵀV − I| = {error:.3g} > {atol:g}")
+
+
+def subspace_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Spectral norm of the difference of the orthogonal projectors onto span(a) and span(b).
+
+    Equals the sine of the largest principal angle; 0 for equal subspaces, 1 when some
+    direction of one is orthogonal to the other.
+    """
+    qa, _ = np.linalg.qr(a)
+    qb, _ = np.linalg.qr(b)
+    return float(np.linalg.norm(qa @ qa.T - qb @ qb.T, ord=2))
