@@ -23,6 +23,9 @@ from fairpca_dist.sources import check_finite
 __all__ = ["FairPCA"]
 
 
+_MISSING_GROUPS = "FairPCA.fit requires sensitive_features: one group label per row, or column name(s) of X"
+
+
 def _is_dask(data: Any) -> bool:
     return isinstance(data, (da.Array, dd.DataFrame, dd.Series))
 
@@ -50,7 +53,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     Parameters
     ----------
     n_components : int or None, default=None
-        Target dimension r. ``None`` keeps all features.
+        Target dimension r. ``None`` keeps min(n_samples, n_features), as scikit-learn's PCA.
     method : str or callable, default="pca"
         Solver id in the registry, or a function with the solver signature.
     center : {"group", "global", "origin"}, default="group"
@@ -156,7 +159,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             raise InputError(f"standardize must be True or False, got {self.standardize!r}")
 
     # --------------------------------------------------------------- fitting
-    def fit(self, X: Any, y: Any = None, *, sensitive_features: Any, sample_weight: Any = None) -> FairPCA:
+    def fit(self, X: Any, y: Any = None, *, sensitive_features: Any = None, sample_weight: Any = None) -> FairPCA:
         """Fit the projection.
 
         Parameters
@@ -164,14 +167,13 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         X : array-like of shape (n_samples, n_features), pandas/dask DataFrame or dask array
         y : ignored
         sensitive_features : array-like of shape (n_samples,) or (n_samples, n_columns), or column name(s)
-            Group label of each row (several columns form intersectional groups), or the
-            name(s) of columns of a DataFrame ``X``, which are then not used as features.
+            Required. Group label of each row (several columns form intersectional groups),
+            or the name(s) of columns of a DataFrame ``X``, which are then not used as
+            features. (It defaults to None only so that X is validated first.)
         sample_weight : array-like of shape (n_samples,), optional
             Non-negative row weights.
         """
         self._validate_params()
-        if sensitive_features is None:
-            raise InputError("FairPCA.fit requires sensitive_features (one group label per row, or column names)")
         self._sensitive_columns = (
             ([sensitive_features] if isinstance(sensitive_features, str) else list(sensitive_features))
             if _names_columns(sensitive_features, X)
@@ -181,7 +183,9 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             moments = self._dask_moments(X, sensitive_features, sample_weight)
         else:
             moments = self._memory_moments(X, sensitive_features, sample_weight)
-        n_components = moments.n_features if self.n_components is None else self.n_components
+        n_components = (
+            min(moments.n_features, moments.n_samples) if self.n_components is None else self.n_components
+        )
         projection = fit_projection(
             moments,
             n_components,
@@ -205,6 +209,8 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         names = [str(n) for n in getattr(self, "feature_names_in_", [f"x{j}" for j in range(x.shape[1])])]
         if not np.isfinite(x).all():
             check_finite(x, names, 0)
+        if labels is None:
+            raise InputError(_MISSING_GROUPS)
         labels = np.asarray(labels, dtype=object if isinstance(labels, list) else None)
         if labels.ndim == 2:
             rows = np.empty(labels.shape[0], dtype=object)
@@ -226,6 +232,8 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         return GroupMoments.from_arrays(x, labels, weights=weights, feature_names=names).check_groups()
 
     def _dask_moments(self, X: Any, sensitive_features: Any, sample_weight: Any) -> GroupMoments:
+        if sensitive_features is None:
+            raise InputError(_MISSING_GROUPS)
         if isinstance(X, dd.DataFrame):
             excluded = list(self._sensitive_columns)
             features = [c for c in X.columns if c not in excluded]
