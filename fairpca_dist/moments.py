@@ -37,10 +37,11 @@ _FORMAT_VERSION = 1
 
 
 def _as_python_label(label: object) -> Hashable:
-    """Numpy scalars -> Python scalars, lists -> tuples, so labels compare, hash and serialise alike."""
+    """Numpy scalars -> Python scalars, lists and array rows -> tuples (intersectional groups),
+    so labels compare, hash and serialise alike."""
     if isinstance(label, np.generic):
         return label.item()
-    if isinstance(label, (tuple, list)):
+    if isinstance(label, (tuple, list, np.ndarray)):
         return tuple(_as_python_label(v) for v in label)
     return label  # type: ignore[return-value]
 

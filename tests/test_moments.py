@@ -1,0 +1,154 @@
+"""GroupMoments: chunk kernel, Chan merge, derived matrices, persistence, group checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import grouped_data, reference_moments
+from fairpca_dist import GroupError, GroupMoments, InputError, SchemaError
+
+
+def assert_matches_reference(moments: GroupMoments, x, labels, weights=None, rtol=1e-10):
+    reference = reference_moments(x, labels, weights)
+    assert moments.groups == tuple(reference)
+    for i, (count, weight, mean, scatter) in enumerate(reference.values()):
+        assert moments.count[i] == count
+        np.testing.assert_allclose(moments.weight[i], weight, rtol=1e-12)
+        np.testing.assert_allclose(moments.mean[i], mean, rtol=1e-14, atol=rtol * np.abs(scatter).max() ** 0.5)
+        np.testing.assert_allclose(moments.scatter[i], scatter, rtol=0, atol=rtol * np.abs(scatter).max())
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e8])
+def test_from_arrays_matches_numpy(offset):
+    x, labels = grouped_data(offset=offset)
+    assert_matches_reference(GroupMoments.from_arrays(x, labels), x, labels)
+
+
+def test_large_offset_gives_the_centred_answer():
+    # Integers shifted by 1e8 are exact in float64, so the shifted data are the same data.
+    rng = np.random.default_rng(1)
+    x = rng.integers(-1000, 1000, size=(5000, 4)).astype(float)
+    labels = rng.integers(0, 2, size=5000)
+    near = GroupMoments.from_arrays(x, labels)
+    chunks = [GroupMoments.from_arrays(x[i : i + 333] + 1e8, labels[i : i + 333]) for i in range(0, 5000, 333)]
+    far = sum(chunks[1:], chunks[0])
+    np.testing.assert_allclose(far.scatter, near.scatter, rtol=1e-12)
+    np.testing.assert_allclose(far.mean - 1e8, near.mean, atol=1e-9)
+
+
+def test_naive_sum_of_squares_would_fail_the_offset_test():
+    # The guard: the raw-moment formula loses the answer at offset 1e8, so the test above can fail.
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(5000, 3)) + 1e8
+    raw = x.T @ x - len(x) * np.outer(x.mean(0), x.mean(0))
+    centred = (x - x.mean(0)).T @ (x - x.mean(0))
+    assert np.abs(raw - centred).max() / np.abs(centred).max() > 1e-3
+
+
+def test_weights_equal_repeated_rows():
+    x, labels = grouped_data(n_rows=200)
+    repeats = np.random.default_rng(2).integers(1, 4, size=200)
+    weighted = GroupMoments.from_arrays(x, labels, weights=repeats.astype(float))
+    repeated = GroupMoments.from_arrays(np.repeat(x, repeats, axis=0), np.repeat(labels, repeats))
+    np.testing.assert_allclose(weighted.weight, repeated.weight)
+    np.testing.assert_allclose(weighted.mean, repeated.mean, rtol=1e-12)
+    np.testing.assert_allclose(weighted.scatter, repeated.scatter, rtol=1e-11, atol=1e-9)
+    assert_matches_reference(weighted, x, labels, repeats.astype(float))
+
+
+def test_merge_is_exact_and_order_free():
+    x, labels = grouped_data(n_rows=900, offset=1e6)
+    whole = GroupMoments.from_arrays(x, labels)
+    pieces = [GroupMoments.from_arrays(x[i : i + 100], labels[i : i + 100]) for i in range(0, 900, 100)]
+    left = pieces[0]
+    for piece in pieces[1:]:
+        left = left + piece
+    right = pieces[-1]
+    for piece in reversed(pieces[:-1]):
+        right = piece + right
+    for merged in (left, right):
+        assert merged.groups == whole.groups
+        np.testing.assert_array_equal(merged.count, whole.count)
+        np.testing.assert_allclose(merged.mean, whole.mean, rtol=1e-15)
+        np.testing.assert_allclose(merged.scatter, whole.scatter, rtol=1e-10, atol=1e-8)
+
+
+def test_merge_with_disjoint_groups_and_empty():
+    x, labels = grouped_data(n_rows=300)
+    a = GroupMoments.from_arrays(x[labels == "g0"], labels[labels == "g0"])
+    b = GroupMoments.from_arrays(x[labels != "g0"], labels[labels != "g0"])
+    empty = GroupMoments.empty(a.feature_names)
+    merged = empty + b + empty + a
+    assert merged.groups == ("g0", "g1", "g2")
+    assert_matches_reference(merged, x, labels)
+
+
+def test_merge_rejects_other_features():
+    x, labels = grouped_data()
+    a = GroupMoments.from_arrays(x, labels)
+    b = GroupMoments.from_arrays(x, labels, feature_names=["a", "b", "c", "d", "e"])
+    with pytest.raises(SchemaError, match="different features"):
+        a + b
+
+
+@pytest.mark.parametrize("center", ["group", "global", "origin"])
+def test_derived_second_moments(center):
+    x, labels = grouped_data(offset=5.0)
+    moments = GroupMoments.from_arrays(x, labels)
+    mu = x.mean(axis=0)
+    for i, g in enumerate(moments.groups):
+        xg = x[labels == g]
+        c = {"group": xg.mean(axis=0), "global": mu, "origin": 0.0}[center]
+        expected = (xg - c).T @ (xg - c) / len(xg)
+        np.testing.assert_allclose(moments.covariance(center)[i], expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(moments.global_mean, mu, rtol=1e-13)
+    np.testing.assert_allclose(moments.total_covariance(ddof=1), np.cov(x.T), rtol=1e-10)
+    np.testing.assert_allclose(moments.feature_scale(ddof=1), x.std(axis=0, ddof=1), rtol=1e-12)
+
+
+def test_rescaled_equals_moments_of_scaled_rows():
+    x, labels = grouped_data(offset=3.0)
+    scale = np.array([1.0, 2.0, 0.5, 10.0, 3.0])
+    direct = GroupMoments.from_arrays(x / scale, labels)
+    rescaled = GroupMoments.from_arrays(x, labels).rescaled(scale)
+    np.testing.assert_allclose(rescaled.mean, direct.mean, rtol=1e-13)
+    np.testing.assert_allclose(rescaled.scatter, direct.scatter, rtol=1e-10)
+
+
+def test_constant_column_cannot_be_standardised():
+    x, labels = grouped_data()
+    x[:, 2] = 7.0
+    with pytest.raises(SchemaError, match=r"\['x2'\].*zero variance"):
+        GroupMoments.from_arrays(x, labels).feature_scale()
+
+
+def test_save_load_roundtrip_without_pickle(tmp_path):
+    x, _ = grouped_data()
+    labels = np.array([("a", 1) if v > 0 else ("b", 2) for v in x[:, 0]], dtype=object)
+    moments = GroupMoments.from_arrays(x + 1e8, labels, feature_names=list("abcde"))
+    moments.save(tmp_path / "m.npz")
+    with np.load(tmp_path / "m.npz", allow_pickle=False) as data:  # loads without pickle
+        assert set(data.files) >= {"count", "scatter"}
+    loaded = GroupMoments.load(tmp_path / "m.npz")
+    assert loaded.groups == (("a", 1), ("b", 2))
+    assert loaded.feature_names == moments.feature_names
+    np.testing.assert_array_equal(loaded.scatter, moments.scatter)
+    np.testing.assert_array_equal(loaded.mean, moments.mean)
+    assert loaded.fingerprint() == moments.fingerprint()
+
+
+def test_group_checks_name_the_problem():
+    x, _ = grouped_data(n_rows=10)
+    with pytest.raises(GroupError, match="1 group.*'only'"):
+        GroupMoments.from_arrays(x, ["only"] * 10).check_groups()
+    labels = ["a"] * 9 + ["b"]
+    with pytest.raises(GroupError, match="'b': 1 row"):
+        GroupMoments.from_arrays(x, labels).check_groups()
+    with pytest.raises(GroupError, match="zero total sample weight"):
+        GroupMoments.from_arrays(x, ["a"] * 5 + ["b"] * 5, weights=np.r_[np.ones(5), np.zeros(5)]).check_groups()
+
+
+def test_shape_mismatch_is_an_input_error():
+    with pytest.raises(InputError, match="codes has shape"):
+        GroupMoments.from_codes(np.zeros((3, 2)), np.zeros(2, dtype=int), ["a"])
