@@ -1,0 +1,85 @@
+"""The contract every registered solver honours (parametrised over the registry)."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from conftest import grouped_data
+from fairpca_dist import SOLVERS, FairProjection, GroupMoments, InputError, fit_projection
+from fairpca_dist.solvers.result import STATUS_MESSAGES
+from fairpca_dist.solvers.stiefel import check_orthonormal, subspace_distance
+
+METHODS = sorted(SOLVERS)
+
+
+@pytest.fixture(scope="module")
+def moments() -> GroupMoments:
+    x, labels = grouped_data(n_rows=400, n_features=5, n_groups=2, seed=11)
+    return GroupMoments.from_arrays(x, labels)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_signature(method):
+    parameters = inspect.signature(SOLVERS[method].solve).parameters
+    assert list(parameters)[:2] == ["moments", "n_components"]
+    assert parameters["random_state"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameters["center"].default == "group"
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("center", ["group", "global"])
+def test_result_fields_and_orthonormality(method, center, moments):
+    result = fit_projection(moments, 2, method=method, center=center, random_state=0)
+    assert isinstance(result, FairProjection)
+    assert result.components.shape[0] == moments.n_features
+    check_orthonormal(result.components)
+    assert result.group_labels == moments.groups
+    assert result.group_loss.shape == result.group_error.shape == (moments.n_groups,)
+    assert np.all(result.group_loss >= -1e-10)
+    assert result.status in STATUS_MESSAGES and result.message == STATUS_MESSAGES[result.status]
+    assert result.objective_history.ndim == 1 and result.objective_history.size >= 1
+    assert result.center == center and result.method == method
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_unknown_option_lists_valid_ones(method, moments):
+    with pytest.raises(InputError, match=rf"unknown option\(s\) \['no_such_option'\] for method '{method}'"):
+        fit_projection(moments, 2, method=method, no_such_option=1)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_deterministic_under_random_state(method, moments):
+    a = fit_projection(moments, 2, method=method, random_state=3)
+    b = fit_projection(moments, 2, method=method, random_state=3)
+    np.testing.assert_array_equal(a.components, b.components)
+
+
+def test_pca_agrees_with_brute_force_on_a_tiny_problem():
+    # p = 3, r = 1: the best direction of a grid over the sphere maximises total variance.
+    x, labels = grouped_data(n_rows=200, n_features=3, n_groups=2, seed=12)
+    moments = GroupMoments.from_arrays(x, labels)
+    result = fit_projection(moments, 1, method="pca")
+    theta, phi = np.meshgrid(np.linspace(0, np.pi, 400), np.linspace(0, 2 * np.pi, 800))
+    grid = np.stack([np.sin(theta) * np.cos(phi), np.sin(theta) * np.sin(phi), np.cos(theta)], -1).reshape(-1, 3)
+    variance = np.einsum("ni,ij,nj->n", grid, moments.total_covariance(), grid)
+    best = grid[np.argmax(variance)][:, None]
+    assert variance.max() <= result.objective_history[-1] + 1e-12
+    assert subspace_distance(best, result.components) < 1e-2
+
+
+def test_unknown_method_and_center(moments):
+    with pytest.raises(InputError, match="unknown method 'pcaa'; available"):
+        fit_projection(moments, 2, method="pcaa")
+    with pytest.raises(InputError, match="center='median'"):
+        fit_projection(moments, 2, center="median")
+
+
+def test_custom_callable_solver(moments):
+    def first_axes(moments, n_components, *, random_state=None, center="group"):
+        return SOLVERS["pca"].solve(moments, n_components, center=center)
+
+    result = fit_projection(moments, 2, method=first_axes)
+    assert result.method == "first_axes"

@@ -1,0 +1,75 @@
+"""Every moment-based metric equals its literal computation from the rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import grouped_data
+from fairpca_dist import GroupMoments, metrics
+from fairpca_dist.solvers.stiefel import top_eigenvectors
+
+
+@pytest.fixture(params=[None, "weights"])
+def data(request):
+    x, labels = grouped_data(n_rows=500, n_features=6, n_groups=3, seed=4, offset=50.0)
+    weights = np.random.default_rng(5).uniform(0.2, 3.0, size=500) if request.param else None
+    components = np.linalg.qr(np.random.default_rng(6).normal(size=(6, 2)))[0]
+    return x, labels, weights, components, GroupMoments.from_arrays(x, labels, weights=weights)
+
+
+@pytest.mark.parametrize("center", ["group", "global", "origin"])
+def test_errors_losses_and_group_variance_match_rows(data, center):
+    x, labels, weights, components, moments = data
+    np.testing.assert_allclose(
+        metrics.group_errors(moments, components, center=center),
+        metrics.group_errors_from_rows(x, labels, components, center=center, weights=weights),
+        rtol=1e-9,
+    )
+    np.testing.assert_allclose(
+        metrics.group_losses(moments, components, center=center),
+        metrics.group_losses_from_rows(x, labels, components, center=center, weights=weights),
+        rtol=1e-8, atol=1e-9,
+    )
+    np.testing.assert_allclose(
+        metrics.group_explained_variance_ratio(moments, components, center=center),
+        metrics.group_explained_variance_ratio_from_rows(x, labels, components, center=center, weights=weights),
+        rtol=1e-9,
+    )
+
+
+def test_total_explained_variance_and_mmd_match_rows(data):
+    x, labels, weights, components, moments = data
+    np.testing.assert_allclose(
+        metrics.explained_variance_ratio(moments, components),
+        metrics.explained_variance_ratio_from_rows(x, components, weights=weights),
+        rtol=1e-9,
+    )
+    mmd = metrics.mmd2_linear(moments, components)
+    np.testing.assert_allclose(mmd, metrics.mmd2_linear_from_rows(x, labels, components, weights=weights), rtol=1e-7, atol=1e-9)
+    assert mmd.shape == (3, 3) and np.allclose(np.diag(mmd), 0) and np.allclose(mmd, mmd.T)
+
+
+def test_loss_is_zero_at_each_groups_own_optimum(data):
+    _, _, _, _, moments = data
+    for g in range(moments.n_groups):
+        _, own = top_eigenvectors(moments.covariance("group")[g], 2)
+        losses = metrics.group_losses(moments, own)
+        assert losses[g] == pytest.approx(0.0, abs=1e-10)
+        assert np.all(losses >= -1e-10)
+
+
+def test_explained_variance_matches_numpy_ddof1(data):
+    x, labels, weights, components, moments = data
+    w = np.ones(len(x)) if weights is None else weights
+    projected = (x - w @ x / w.sum()) @ components
+    expected = w @ projected**2 / (w.sum() - 1)  # frequency weights: divisor Σw − 1
+    np.testing.assert_allclose(metrics.explained_variance(moments, components, ddof=1), expected, rtol=1e-10)
+    if weights is None:
+        np.testing.assert_allclose(expected, projected.var(axis=0, ddof=1), rtol=1e-12)
+
+
+def test_bad_components_shape(data):
+    *_, moments = data
+    with pytest.raises(ValueError, match="components must have shape"):
+        metrics.group_errors(moments, np.eye(3))
