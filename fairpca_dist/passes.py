@@ -20,19 +20,12 @@ from threadpoolctl import threadpool_limits
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, check_finite, open_table, read_chunk
+from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, check_finite, open_table
 
 __all__ = ["compute_moments", "scheduler_context"]
 
 
-def _partition_moments(
-    part: Any,
-    features: Sequence[str],
-    sensitive: Sequence[str],
-    sample_weight: str | None,
-    partition: int,
-) -> GroupMoments:
-    chunk = read_chunk(part, features, sensitive, sample_weight, partition)
+def _chunk_moments(chunk: Chunk, features: Sequence[str], partition: int) -> GroupMoments:
     # Non-finite values propagate into the statistics; checking those (k·p² numbers) instead
     # of the rows keeps clean data free of a validation pass. Only then are the rows examined.
     with np.errstate(invalid="ignore", over="ignore"):
@@ -160,12 +153,9 @@ def compute_moments(
         chunk_rows=chunk_rows,
         read_options=read_options,
     )
-    partial = dask.delayed(_partition_moments, pure=True)
+    partial = dask.delayed(_chunk_moments, pure=True)
     merge = dask.delayed(_merge, pure=True)
-    level = [
-        partial(part, table.features, table.sensitive, table.sample_weight, i)
-        for i, part in enumerate(table.partitions())
-    ]
+    level = [partial(chunk, table.features, i) for i, chunk in enumerate(table.chunks())]
     while len(level) > 1:
         level = [merge(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
     with scheduler_context(client, progress=progress) as scheduler:

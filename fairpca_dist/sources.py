@@ -1,12 +1,12 @@
 """Open a table (pandas, numpy, dask, Parquet, CSV) as row chunks with a validated schema.
 
-Every input becomes a :class:`Table`: a dask DataFrame whose columns are the features, the
-sensitive column(s), an optional sample-weight column and optional key columns. Schema
-problems (missing or misspelt columns, non-numeric features, one column used twice) raise
+Every input becomes a :class:`Table`: the features, the sensitive column(s) (or one label
+per row), an optional sample weight and optional key columns, held as a dask DataFrame (files,
+DataFrames) or as row-aligned dask arrays (numpy and dask arrays). Schema problems (missing or misspelt columns, non-numeric features, one column used twice) raise
 :class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read. Value problems
 (NaN, inf, negative weights, missing group labels) can only be seen in the rows and are
-raised by :func:`read_chunk`, which turns one partition into the arrays the moments kernel
-needs, naming the column, the partition and the count of bad values.
+raised while a partition is turned into the arrays the moments kernel needs (:class:`Chunk`),
+naming the column, the partition and the count of bad values.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dask
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
@@ -45,24 +46,40 @@ class Chunk:
 
 @dataclass(frozen=True)
 class Table:
-    """A validated table: a dask DataFrame plus the roles of its columns."""
+    """A validated table and the roles of its columns.
 
-    frame: dd.DataFrame
+    Tables from files and DataFrames keep a dask DataFrame (``frame``); tables from numpy or
+    dask arrays keep the arrays themselves (``rows``: features with one column chunk, then
+    labels and optional weights with the same row chunks), so no DataFrame round trip is paid.
+    """
+
     features: tuple[str, ...]
     sensitive: tuple[str, ...]
     sample_weight: str | None
     keys: tuple[str, ...]
+    frame: dd.DataFrame | None = None
+    rows: tuple[da.Array, da.Array, da.Array | None] | None = None
 
     @property
     def n_partitions(self) -> int:
-        return self.frame.npartitions
+        return self.frame.npartitions if self.frame is not None else self.rows[0].numblocks[0]
 
-    def partitions(self) -> list[Any]:
-        """Delayed partitions restricted to the columns in use (projection pushed into reads)."""
+    def chunks(self) -> list[Any]:
+        """One delayed :class:`Chunk` per partition, reading only the columns in use."""
+        if self.rows is not None:
+            x, labels, weights = self.rows
+            weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
+            return [
+                dask.delayed(_array_chunk, pure=True)(xb, lb, wb, i)
+                for i, (xb, lb, wb) in enumerate(zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks))
+            ]
         columns = list(dict.fromkeys([*self.features, *self.sensitive, *self.keys]))
         if self.sample_weight is not None:
             columns.append(self.sample_weight)
-        return list(self.frame[columns].to_delayed())
+        return [
+            dask.delayed(read_chunk, pure=True)(part, self.features, self.sensitive, self.sample_weight, i)
+            for i, part in enumerate(self.frame[columns].to_delayed())
+        ]
 
 
 def _closest(name: object, candidates: Sequence[str]) -> str:
@@ -129,11 +146,10 @@ def _check_length(extra: dict[str, Any], n_rows: int) -> None:
 def _as_frame(
     data: Any,
     extra: dict[str, Any],
-    feature_names: Sequence[str] | None,
     chunk_rows: int,
     read_options: dict[str, Any],
 ) -> dd.DataFrame:
-    """``data`` as a dask DataFrame, with the row-aligned ``extra`` arrays as columns."""
+    """Paths and DataFrames as a dask DataFrame, with the row-aligned ``extra`` arrays as columns."""
     if isinstance(data, (str, os.PathLike)):
         data = _read_path(data, read_options)
     if isinstance(data, dd.DataFrame):
@@ -143,34 +159,55 @@ def _as_frame(
                 "column names: an in-memory array cannot be aligned with its partitions"
             )
         return data
-    if isinstance(data, da.Array):
-        if data.ndim != 2:
-            raise SchemaError(f"expected a 2-D array of rows, got {data.ndim}-D")
-        names = _array_feature_names(data.shape[1], feature_names)
-        rows = data.chunks[0]
-        if not np.isnan(data.shape[0]):
-            _check_length({k: v for k, v in extra.items()}, int(data.shape[0]))
-        columns = [dd.from_dask_array(data.rechunk({1: -1}), columns=names)]
-        for name, values in extra.items():
-            aligned = values.rechunk((rows,)) if isinstance(values, da.Array) else da.from_array(values, chunks=(rows,))
-            columns.append(dd.from_dask_array(aligned, columns=name))
-        return dd.concat(columns, axis=1) if len(columns) > 1 else columns[0]
-    if isinstance(data, pd.DataFrame):
-        frame = data.reset_index(drop=True)
-    elif isinstance(data, (np.ndarray, list)) or hasattr(data, "__array__"):
-        array = np.asarray(data)
-        if array.ndim != 2:
-            raise SchemaError(f"expected a 2-D array of rows, got shape {array.shape}")
-        frame = pd.DataFrame(array, columns=_array_feature_names(array.shape[1], feature_names))
-    else:
+    if not isinstance(data, pd.DataFrame):
         raise InputError(
             f"cannot read data of type {type(data).__name__}: pass a pandas or dask DataFrame, "
             "a numpy or dask array, or a path to Parquet/CSV"
         )
+    frame = data.reset_index(drop=True)
     if extra:
         _check_length(extra, len(frame))
         frame = frame.assign(**{k: np.asarray(v) for k, v in extra.items()})
     return dd.from_pandas(frame, chunksize=chunk_rows, sort=False)
+
+
+def _as_rows(
+    data: Any, extra: dict[str, Any], chunk_rows: int
+) -> tuple[da.Array, da.Array, da.Array | None]:
+    """Array input as aligned dask arrays: features (one column chunk), labels, weights."""
+    # name=False: a random graph name instead of hashing every byte of an in-memory array.
+    x = data if isinstance(data, da.Array) else da.from_array(np.asarray(data), chunks=(chunk_rows, -1), name=False)
+    if x.ndim != 2:
+        raise SchemaError(f"expected a 2-D array of rows, got shape {x.shape}")
+    if SENSITIVE_COLUMN not in extra:
+        raise SchemaError("array input needs sensitive_feature as one label per row, not column names")
+    if not np.isnan(x.shape[0]):
+        _check_length(extra, int(x.shape[0]))
+    x = x.rechunk({1: -1})
+    aligned = {
+        name: values.rechunk((x.chunks[0],))
+        if isinstance(values, da.Array)
+        else da.from_array(values, chunks=(x.chunks[0],), name=False)
+        for name, values in extra.items()
+    }
+    return x, aligned[SENSITIVE_COLUMN], aligned.get(WEIGHT_COLUMN)
+
+
+def _is_array(data: Any) -> bool:
+    if isinstance(data, (da.Array, np.ndarray, list)):
+        return True
+    return not isinstance(data, (str, os.PathLike, pd.DataFrame, dd.DataFrame)) and hasattr(data, "__array__")
+
+
+def _array_chunk(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, partition: int) -> Chunk:
+    labels = np.asarray(labels)
+    missing = pd.isna(labels)
+    if np.any(missing):
+        raise GroupError(f"sensitive_features has {int(np.sum(missing))} missing label(s) in partition {partition}")
+    codes, uniques = pd.factorize(labels, sort=False)
+    if weights is not None:
+        weights = _checked_weights(np.asarray(weights, dtype=np.float64), partition)
+    return Chunk(np.asarray(x), codes, tuple(uniques.tolist()), weights)
 
 
 def _array_feature_names(p: int, feature_names: Sequence[str] | None) -> list[str]:
@@ -233,7 +270,20 @@ def open_table(
     if sample_weight is not None and weight is None:
         extra[WEIGHT_COLUMN] = _row_values(sample_weight, WEIGHT_COLUMN)
         weight = WEIGHT_COLUMN
-    frame = _as_frame(data, extra, feature_names, int(chunk_rows), dict(read_options or {}))
+    if _is_array(data):
+        rows = _as_rows(data, extra, int(chunk_rows))
+        names = _array_feature_names(rows[0].shape[1], feature_names)
+        chosen = list(names) if features is None else list(features)
+        for name in [*chosen, *key_columns, *exclude]:
+            if name not in names:
+                raise SchemaError(f"column {name!r} not found{_closest(name, names)} (array columns: {names})")
+        if key_columns:
+            raise SchemaError("array input has no key columns; use a DataFrame to carry keys through")
+        chosen = [c for c in chosen if c not in exclude]
+        index = [names.index(c) for c in chosen]
+        x = rows[0] if index == list(range(len(names))) else rows[0][:, index]
+        return Table(tuple(chosen), tuple(sensitive), weight, (), rows=(x, rows[1], rows[2]))
+    frame = _as_frame(data, extra, int(chunk_rows), dict(read_options or {}))
     _require_columns(frame, sensitive, "sensitive feature")
     if weight is not None:
         _require_columns(frame, [weight], "sample_weight")
@@ -263,7 +313,7 @@ def open_table(
             dtype = frame[c].dtype
             if not pd.api.types.is_numeric_dtype(dtype):
                 raise SchemaError(f"feature column {c!r} has dtype {dtype}, expected a numeric dtype")
-    return Table(frame, tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys))
+    return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame)
 
 
 def _is_column_reference(value: Any) -> bool:
@@ -284,14 +334,18 @@ def read_chunk(
     codes, groups = _group_codes(part, sensitive, partition)
     weights = None
     if sample_weight is not None:
-        weights = part[sample_weight].to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = ~np.isfinite(weights) | (weights < 0)
-        if bad.any():
-            raise InputError(
-                f"sample_weight has {int(bad.sum())} missing, infinite or negative value(s) in "
-                f"partition {partition} (first: {weights[bad][0]!r})"
-            )
+        weights = _checked_weights(part[sample_weight].to_numpy(dtype=np.float64, na_value=np.nan), partition)
     return Chunk(x, codes, groups, weights)
+
+
+def _checked_weights(weights: np.ndarray, partition: int) -> np.ndarray:
+    bad = ~np.isfinite(weights) | (weights < 0)
+    if bad.any():
+        raise InputError(
+            f"sample_weight has {int(bad.sum())} missing, infinite or negative value(s) in "
+            f"partition {partition} (first: {weights[bad][0]!r})"
+        )
+    return weights
 
 
 def check_finite(x: np.ndarray, features: Sequence[str], partition: int) -> None:
