@@ -7,8 +7,13 @@ centre (:meth:`GroupMoments.covariance`), following spec/seeds-000-001.md §0.3
     err_g(V)  = tr Σ_g − tr(Vᵀ Σ_g V)         average squared reconstruction error of group g
     err_g*(r) = tr Σ_g − Σ_{i≤r} λ_i(Σ_g)      the best any rank-r projection can do for g alone
     loss_g(V) = err_g(V) − err_g*(r) ≥ 0       the price group g pays for sharing V
-    EVR_g(V)  = tr(Vᵀ Σ_g V) / tr Σ_g          share of group g's variance kept
+    EVR_g(V)  = 1 − err_g(V) / tr Σ_g          share of group g's variance kept
     MMD²_ab(V) = ‖Vᵀ(μ_a − μ_b)‖²              squared MMD of the projected groups, linear kernel
+
+Components need not be orthonormal: Samadi et al.'s rank-(r + k − 1) output is a map
+E = [√λ*_j u_j] with reconstruction x ↦ x EEᵀ. With P* = EEᵀ the reconstruction error is
+tr((I − P*) Σ_g (I − P*)) = tr Σ_g − ⟨Σ_g, 2P* − P*²⟩, which is the formula used throughout
+(for orthonormal V, 2P* − P*² = VVᵀ). Losses then take the target rank r explicitly.
 
 Every moment-based function has a row-based twin (``*_from_rows``) computing the same number
 literally from the rows, in memory; the tests prove the two agree. No dask here.
@@ -24,6 +29,7 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments, sorted_labels
 
 __all__ = [
+    "best_rank_variance",
     "group_errors",
     "optimal_group_errors",
     "group_losses",
@@ -50,12 +56,20 @@ def _check_components(moments: GroupMoments, components: np.ndarray) -> np.ndarr
 
 
 def _kept_variance(covariance: np.ndarray, components: np.ndarray) -> np.ndarray:
-    """tr(Vᵀ Σ_g V) for each group."""
-    return np.einsum("pi,gpq,qi->g", components, covariance, components)
+    """⟨Σ_g, 2P* − P*²⟩ with P* = EEᵀ for each group (= tr(VᵀΣ_gV) for orthonormal V)."""
+    projected = np.einsum("pi,gpq,qj->gij", components, covariance, components)
+    gram = components.T @ components
+    return 2.0 * np.trace(projected, axis1=1, axis2=2) - np.einsum("gij,ji->g", projected, gram)
+
+
+def best_rank_variance(covariance: np.ndarray, n_components: int) -> np.ndarray:
+    """β_g(r): the sum of the r largest eigenvalues of each Σ_g, shape (k,)."""
+    eigenvalues = np.linalg.eigvalsh(covariance)  # ascending
+    return eigenvalues[:, eigenvalues.shape[1] - n_components :].sum(axis=1)
 
 
 def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
-    """err_g(V) = tr Σ_g − tr(VᵀΣ_gV), shape (k,)."""
+    """err_g = tr Σ_g − ⟨Σ_g, 2P* − P*²⟩ (= tr Σ_g − tr(VᵀΣ_gV) for orthonormal V), shape (k,)."""
     components = _check_components(moments, components)
     covariance = moments.covariance(center)
     return np.trace(covariance, axis1=1, axis2=2) - _kept_variance(covariance, components)
@@ -63,23 +77,29 @@ def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Cente
 
 def optimal_group_errors(moments: GroupMoments, n_components: int, *, center: Center = "group") -> np.ndarray:
     """err_g*(r) = sum of all but the r largest eigenvalues of Σ_g, shape (k,)."""
-    eigenvalues = np.linalg.eigvalsh(moments.covariance(center))  # ascending
-    p = moments.n_features
-    return np.clip(eigenvalues[:, : p - n_components].sum(axis=1), 0.0, None)
+    covariance = moments.covariance(center)
+    total = np.trace(covariance, axis1=1, axis2=2)
+    return np.clip(total - best_rank_variance(covariance, n_components), 0.0, None)
 
 
-def group_losses(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
-    """loss_g(V) = err_g(V) − err_g*(r), r = number of columns of V, shape (k,)."""
+def group_losses(
+    moments: GroupMoments,
+    components: np.ndarray,
+    *,
+    n_components: int | None = None,
+    center: Center = "group",
+) -> np.ndarray:
+    """loss_g = err_g − err_g*(r), shape (k,). r defaults to the number of columns of the
+    components; pass it for rank-relaxed maps (more columns than the target rank)."""
     components = _check_components(moments, components)
-    return group_errors(moments, components, center=center) - optimal_group_errors(
-        moments, components.shape[1], center=center
-    )
+    r = components.shape[1] if n_components is None else n_components
+    return group_errors(moments, components, center=center) - optimal_group_errors(moments, r, center=center)
 
 
 def group_explained_variance_ratio(
     moments: GroupMoments, components: np.ndarray, *, center: Center = "group"
 ) -> np.ndarray:
-    """EVR_g(V) = tr(VᵀΣ_gV) / tr Σ_g, shape (k,)."""
+    """EVR_g = 1 − err_g / tr Σ_g, the share of each group's variance kept, shape (k,)."""
     components = _check_components(moments, components)
     covariance = moments.covariance(center)
     return _kept_variance(covariance, components) / np.trace(covariance, axis1=1, axis2=2)
@@ -149,7 +169,7 @@ def group_errors_from_rows(
     center: Center = "group",
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """err_g = Σ w ‖y − VVᵀy‖² / Σ w with y the centred rows of group g (literal reference)."""
+    """err_g = Σ w ‖y − y EEᵀ‖² / Σ w with y the centred rows of group g (literal reference)."""
     groups, global_mean = _row_context(x, labels, weights)
     out = []
     for rows, w in groups:
@@ -164,12 +184,13 @@ def group_losses_from_rows(
     labels: Sequence[Hashable] | np.ndarray,
     components: np.ndarray,
     *,
+    n_components: int | None = None,
     center: Center = "group",
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """loss_g = err_g(V) − err of the best rank-r approximation of group g (SVD, Eckart–Young)."""
+    """loss_g = err_g − err of the best rank-r approximation of group g (SVD, Eckart–Young)."""
     groups, global_mean = _row_context(x, labels, weights)
-    r = components.shape[1]
+    r = components.shape[1] if n_components is None else n_components
     best = []
     for rows, w in groups:
         y = _centred(rows, w, center, global_mean) * np.sqrt(w)[:, None]
@@ -187,12 +208,13 @@ def group_explained_variance_ratio_from_rows(
     center: Center = "group",
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """‖y V‖² / ‖y‖² per group (weighted), y the centred rows."""
+    """1 − ‖y − y EEᵀ‖² / ‖y‖² per group (weighted), y the centred rows."""
     groups, global_mean = _row_context(x, labels, weights)
     out = []
     for rows, w in groups:
         y = _centred(rows, w, center, global_mean)
-        out.append((w @ np.sum((y @ components) ** 2, axis=1)) / (w @ np.sum(y**2, axis=1)))
+        residual = y - y @ components @ components.T
+        out.append(1.0 - (w @ np.sum(residual**2, axis=1)) / (w @ np.sum(y**2, axis=1)))
     return np.array(out)
 
 

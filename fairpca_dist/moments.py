@@ -210,7 +210,9 @@ class GroupMoments:
         feature_names : sequence of str, optional
             Defaults to ``x0 … x{p−1}``.
         """
-        x = np.asarray(x)
+        # Row gathers need C order: np.take of rows from a Fortran-ordered array (what
+        # DataFrame.to_numpy returns) is ~50x slower than one contiguous copy first.
+        x = np.ascontiguousarray(x)
         p = x.shape[1]
         names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(p))
         codes = np.asarray(codes, dtype=np.intp)

@@ -73,3 +73,20 @@ def test_bad_components_shape(data):
     *_, moments = data
     with pytest.raises(ValueError, match="components must have shape"):
         metrics.group_errors(moments, np.eye(3))
+
+
+@pytest.mark.parametrize("center", ["group", "global"])
+def test_rank_relaxed_maps_match_rows(data, center):
+    """Samadi-style maps E = [√λ*_j u_j] (orthogonal, not unit columns): x ↦ x EEᵀ."""
+    x, labels, weights, _, moments = data
+    basis = np.linalg.qr(np.random.default_rng(8).normal(size=(6, 3)))[0]
+    components = basis * np.sqrt([1.0, 0.6, 0.3])
+    for moment_value, row_value in [
+        (metrics.group_errors(moments, components, center=center),
+         metrics.group_errors_from_rows(x, labels, components, center=center, weights=weights)),
+        (metrics.group_losses(moments, components, n_components=2, center=center),
+         metrics.group_losses_from_rows(x, labels, components, n_components=2, center=center, weights=weights)),
+        (metrics.group_explained_variance_ratio(moments, components, center=center),
+         metrics.group_explained_variance_ratio_from_rows(x, labels, components, center=center, weights=weights)),
+    ]:
+        np.testing.assert_allclose(moment_value, row_value, rtol=1e-8, atol=1e-9)
