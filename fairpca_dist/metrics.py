@@ -29,6 +29,7 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments, sorted_labels
 
 __all__ = [
+    "losses_from_covariance",
     "best_rank_variance",
     "group_errors",
     "optimal_group_errors",
@@ -66,6 +67,12 @@ def best_rank_variance(covariance: np.ndarray, n_components: int) -> np.ndarray:
     """β_g(r): the sum of the r largest eigenvalues of each Σ_g, shape (k,)."""
     eigenvalues = np.linalg.eigvalsh(covariance)  # ascending
     return eigenvalues[:, eigenvalues.shape[1] - n_components :].sum(axis=1)
+
+
+def losses_from_covariance(covariance: np.ndarray, best: np.ndarray, components: np.ndarray) -> np.ndarray:
+    """loss_g = β_g − ⟨Σ_g, 2P* − P*²⟩ directly from the (k, p, p) second moments and the
+    (k,) best values β_g(r): the inner loop of the fair solvers, which work on arrays."""
+    return best - _kept_variance(covariance, components)
 
 
 def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:

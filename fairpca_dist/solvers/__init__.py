@@ -21,7 +21,7 @@ import numpy as np
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import pca
+from fairpca_dist.solvers import eigopt, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "FairProjection", "CENTERS"]
@@ -50,6 +50,18 @@ def _options_of(solve: Callable[..., FairProjection]) -> frozenset[str]:
 
 SOLVERS: dict[str, SolverSpec] = {
     "pca": SolverSpec(pca.solve, False, _options_of(pca.solve), "vanilla PCA of all rows pooled"),
+    "samadi-sdp": SolverSpec(
+        samadi.solve_sdp, False, _options_of(samadi.solve_sdp),
+        "min-max group loss: Fantope SDP + LP rounding, rank <= r + k - 1 (Samadi et al. 2018)",
+    ),
+    "samadi-mw": SolverSpec(
+        samadi.solve_mw, False, _options_of(samadi.solve_mw),
+        "min-max group loss: multiplicative weights + LP rounding, certified gap (Samadi et al. 2018)",
+    ),
+    "fair-eig": SolverSpec(
+        eigopt.solve, False, _options_of(eigopt.solve),
+        "exact two-group min-max group loss by 1-D eigenvalue optimisation (hidden convexity)",
+    ),
 }
 
 

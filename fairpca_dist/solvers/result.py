@@ -17,6 +17,7 @@ STATUS_MESSAGES: dict[str, str] = {
     "closed_form": "solved in closed form (eigendecomposition)",
     "converged": "converged: the stopping tolerance was met",
     "max_iter": "stopped at max_iter before meeting the tolerance",
+    "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate')",
     "infeasible": "the optimisation problem is infeasible",
 }
 

@@ -1,0 +1,379 @@
+"""Samadi et al. (2018), "The Price of Fair PCA: One Extra Dimension" (seeds/000).
+
+Both methods solve the relaxation of min-max fair PCA over the Fantope
+𝒫_r = {P symmetric : 0 ⪯ P ⪯ I, tr P ≤ r} (spec/seeds-000-001.md §A.2.1, eq. (4)):
+
+    minimise z   s.t.   z ≥ β_g(r) − ⟨Σ_g, P⟩  for every group g,   P ∈ 𝒫_r,
+
+then round it to a linear map of rank ≤ r + k − 1 (Algorithm 1 steps 3–6, Theorem 5.2):
+
+1. eigendecompose P̂ = Σ_j λ̂_j u_j u_jᵀ;
+2. solve the LP  min z  s.t. z ≥ β_g − Σ_j λ_j a_gj (a_gj = u_jᵀΣ_g u_j), Σ λ_j ≤ r, 0 ≤ λ ≤ 1,
+   to an extreme point: at most k of its λ̄_j are fractional (HiGHS dual simplex; a
+   purification step restores a vertex if the solver returns a non-basic optimum);
+3. output E = [√λ*_j u_j]_{λ̄_j > 0} with λ*_j = 1 − √(1 − λ̄_j), so that the reconstruction
+   x ↦ x EEᵀ has error exactly τ_g − Σ_j λ̄_j a_gj: the LP value is realised by a real map.
+
+When at most r of the λ̄_j are positive the map is replaced by the orthogonal projector onto
+their span, padded to r dimensions (Lemma 4.6; the paper's proof omits this "Case 1½", spec
+§A.6.2), so the result is an exact rank-r fair PCA. The authors' code skipped steps 1–2
+(spec §A.6.10); ``skip_lp=True`` restores that behaviour for comparison.
+
+``samadi-sdp`` solves the SDP with cvxpy; ``samadi-mw`` with multiplicative weights over a
+weighted-PCA oracle (Appendix A, Algorithms 2–3), which scales to p ≈ 2000.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import linprog
+
+from fairpca_dist.exceptions import InputError, SolverError
+from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
+from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers.result import FairProjection, make_projection
+from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
+
+__all__ = ["solve_sdp", "solve_mw", "round_relaxation", "lp_vertex"]
+
+_ROUND = 1e-9  # λ within this of 0 or 1 is integral
+
+
+def _problem(moments: GroupMoments, n_components: int, center: Center) -> tuple[np.ndarray, np.ndarray, float]:
+    """(Σ_g / s, β_g / s, s) with s = max_g β_g(r): losses then lie in [0, 1]."""
+    covariance = moments.covariance(center)
+    best = best_rank_variance(covariance, n_components)
+    scale = float(best.max())
+    if not scale > 0:
+        raise SolverError("every group has zero variance: there is nothing to project")
+    return covariance / scale, best / scale, scale
+
+
+# ----------------------------------------------------------------------------- rounding
+def lp_vertex(gains: np.ndarray, best: np.ndarray, n_components: int) -> tuple[np.ndarray, float]:
+    """Extreme-point solution (λ̄, z*) of the rounding LP (spec §A.2.2, eqs. (5)–(9)).
+
+    ``gains[g, j]`` = a_gj = u_jᵀ Σ_g u_j. At most k = ``len(best)`` entries of λ̄ are
+    fractional (a vertex has m + 1 tight constraints, at most k + 1 of them not bounds).
+    """
+    k, m = gains.shape
+    cost = np.zeros(m + 1)
+    cost[-1] = 1.0
+    upper = np.vstack([np.hstack([-gains, -np.ones((k, 1))]), np.append(np.ones(m), 0.0)])
+    bound = np.append(-best, float(n_components))
+    result = linprog(cost, A_ub=upper, b_ub=bound, bounds=[(0.0, 1.0)] * m + [(None, None)], method="highs-ds")
+    if result.status != 0:
+        raise SolverError(f"rounding LP failed: {result.message}")
+    weights = _snap(result.x[:m])
+    z = float(np.max(best - gains @ weights))
+    return _purify(weights, z, gains, best, n_components), z
+
+
+def _snap(weights: np.ndarray) -> np.ndarray:
+    weights = np.clip(weights, 0.0, 1.0)
+    weights[weights < _ROUND] = 0.0
+    weights[weights > 1.0 - _ROUND] = 1.0
+    return weights
+
+
+def _purify(weights: np.ndarray, z: float, gains: np.ndarray, best: np.ndarray, n_components: int) -> np.ndarray:
+    """Move an optimal non-basic point to a vertex with at most k fractional weights.
+
+    Along a null direction of the tight constraints (restricted to the fractional weights and
+    z, with z held fixed) the objective is constant; step until a weight reaches 0 or 1, and
+    repeat. Each step makes one more weight integral.
+    """
+    k = gains.shape[0]
+    while True:
+        fractional = np.flatnonzero((weights > 0.0) & (weights < 1.0))
+        if fractional.size <= k:
+            return weights
+        rows = [np.append(-gains[g, fractional], -1.0) for g in range(k) if best[g] - gains[g] @ weights >= z - 1e-10]
+        if abs(weights.sum() - n_components) <= 1e-10:
+            rows.append(np.append(np.ones(fractional.size), 0.0))
+        rows.append(np.append(np.zeros(fractional.size), 1.0))
+        _, singular, right = np.linalg.svd(np.array(rows))
+        if len(rows) >= fractional.size + 1 and singular[-1] > 1e-10:
+            return weights  # numerically a vertex already
+        direction = right[-1, :-1]
+        with np.errstate(divide="ignore"):
+            to_upper = np.where(direction > 0, (1.0 - weights[fractional]) / direction, np.inf)
+            to_lower = np.where(direction < 0, -weights[fractional] / direction, np.inf)
+        step = min(to_upper.min(), to_lower.min())
+        weights = weights.copy()
+        weights[fractional] += step * direction
+        weights = _snap(weights)
+
+
+def round_relaxation(
+    basis: np.ndarray,
+    relaxed_weights: np.ndarray,
+    covariance: np.ndarray,
+    best: np.ndarray,
+    n_components: int,
+    *,
+    skip_lp: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Turn a relaxed solution P̂ = Σ_j λ̂_j u_j u_jᵀ into output components.
+
+    Returns ``(components, weights)``: components (p × r') with r' ≤ r + k − 1, and the LP
+    weights λ̄ (or λ̂ clipped to [0, 1] with ``skip_lp``). With at most r positive weights
+    the components are the orthonormal basis of their span, padded with the eigenvectors of
+    the next largest λ̂ (padding never raises a loss, since every Σ_g ⪰ 0).
+    """
+    gains = np.einsum("pj,gpq,qj->gj", basis, covariance, basis)
+    weights = _snap(relaxed_weights.copy()) if skip_lp else lp_vertex(gains, best, n_components)[0]
+    positive = np.flatnonzero(weights > 0.0)
+    if positive.size <= n_components:
+        rest = [j for j in np.argsort(-relaxed_weights, kind="stable") if j not in set(positive)]
+        chosen = np.concatenate([positive, rest[: n_components - positive.size]]).astype(int)
+        return fix_signs(basis[:, chosen]), weights
+    order = positive[np.argsort(-weights[positive], kind="stable")]
+    root = np.sqrt(1.0 - np.sqrt(1.0 - weights[order]))
+    return fix_signs(basis[:, order] * root), weights
+
+
+def _rounded_projection(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    method: str,
+    center: Center,
+    basis: np.ndarray,
+    relaxed_weights: np.ndarray,
+    covariance: np.ndarray,
+    best: np.ndarray,
+    scale: float,
+    relaxed_value: float,
+    objective_history: list[float],
+    n_iter: int,
+    status: str,
+    certificate: dict[str, float],
+    options: dict[str, object],
+) -> FairProjection:
+    components, weights = round_relaxation(
+        basis, relaxed_weights, covariance, best, n_components, skip_lp=bool(options.get("skip_lp"))
+    )
+    fractional = int(np.sum((weights > 0.0) & (weights < 1.0)))
+    rounded = float(losses_from_covariance(covariance, best, components).max()) * scale
+    if components.shape[1] <= n_components:
+        certificate = {**certificate, "upper_bound": min(certificate.get("upper_bound", np.inf), rounded)}
+    return make_projection(
+        moments,
+        components,
+        method=method,
+        n_components=n_components,
+        center=center,
+        objective_history=[*objective_history, rounded],
+        n_iter=n_iter,
+        status=status,
+        certificate={**certificate, "relaxation_value": relaxed_value * scale, "rounded_value": rounded,
+                     "fractional_weights": float(fractional), "output_rank": float(components.shape[1])},
+        options=options,
+    )
+
+
+# ----------------------------------------------------------------------------- SDP
+def _sdp_solver(solver: str, n_features: int) -> str:
+    if solver == "auto":
+        return "SCS" if n_features >= 50 else "CLARABEL"
+    return solver.upper()
+
+
+def solve_sdp(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    random_state: int | np.random.Generator | None = None,
+    center: Center = "group",
+    solver: str = "auto",
+    tolerance: float | None = None,
+    skip_lp: bool = False,
+) -> FairProjection:
+    """Fair PCA by the SDP relaxation and LP rounding (method ``"samadi-sdp"``).
+
+    Solves  min z  s.t.  z ≥ β_g(r) − ⟨Σ_g, P⟩ ∀g,  0 ⪯ P ⪯ I,  tr P = r  with cvxpy
+    (Samadi et al. 2018, Algorithm 1 step 2, eq. (4); the trace constraint is tight at some
+    optimum because every Σ_g ⪰ 0, spec §A.2.1), then rounds it (module docstring).
+    Result: rank ≤ r + k − 1 and max_g loss_g ≤ OPT_r (Theorems 5.1–5.2).
+
+    Parameters
+    ----------
+    solver : {"auto", "CLARABEL", "SCS"}
+        ``"auto"``: Clarabel below 50 features, SCS from 50 on (Clarabel's time grows like
+        p⁶: 208 s at p = 100, spec/stack.md §6).
+    tolerance : float, optional
+        Solver accuracy (Clarabel gap/feasibility tolerances, SCS ``eps_abs``/``eps_rel``).
+    skip_lp : bool
+        Apply the square-root map to P̂'s eigenbasis without the LP (the authors' code);
+        the rank bound then no longer holds.
+    random_state : ignored (deterministic).
+
+    Notes
+    -----
+    The certificate holds ``lower_bound`` (the SDP value, a lower bound on the rank-r optimum
+    up to the solver's accuracy), ``relaxation_value`` (the same) and ``rounded_value``
+    (max_g loss_g of the output); for two groups the relaxation is tight (hidden convexity).
+    """
+    import cvxpy as cp
+
+    covariance, best, scale = _problem(moments, n_components, center)
+    p = moments.n_features
+    matrix = cp.Variable((p, p), symmetric=True)
+    worst = cp.Variable()
+    constraints = [matrix >> 0, np.eye(p) - matrix >> 0, cp.trace(matrix) == n_components]
+    constraints += [worst >= best[g] - cp.sum(cp.multiply(covariance[g], matrix)) for g in range(len(best))]
+    problem = cp.Problem(cp.Minimize(worst), constraints)
+    name = _sdp_solver(solver, p)
+    settings: dict[str, float] = {}
+    if tolerance is not None:
+        keys = ("eps_abs", "eps_rel") if name == "SCS" else ("tol_gap_abs", "tol_gap_rel", "tol_feas")
+        settings = dict.fromkeys(keys, tolerance)
+    try:
+        problem.solve(solver=name, **settings)
+    except cp.error.SolverError as error:
+        raise SolverError(f"SDP solver {name} failed: {error}") from error
+    if problem.status not in ("optimal", "optimal_inaccurate") or matrix.value is None:
+        raise SolverError(f"SDP solver {name} ended with status {problem.status!r}")
+    values, basis = scipy.linalg.eigh((matrix.value + matrix.value.T) / 2.0)
+    relaxed = float(worst.value)
+    return _rounded_projection(
+        moments,
+        n_components,
+        method="samadi-sdp",
+        center=center,
+        basis=basis[:, ::-1],
+        relaxed_weights=np.clip(values[::-1], 0.0, 1.0),
+        covariance=covariance,
+        best=best,
+        scale=scale,
+        relaxed_value=relaxed,
+        objective_history=[relaxed * scale],
+        n_iter=int(problem.solver_stats.num_iters or 0),
+        status="converged" if problem.status == "optimal" else "inaccurate",
+        certificate={"lower_bound": relaxed * scale},
+        options={"solver": name, "tolerance": tolerance, "skip_lp": skip_lp},
+    )
+
+
+# ----------------------------------------------------------------------------- MW
+def _best_mixture(losses: np.ndarray) -> tuple[np.ndarray, float]:
+    """Weights α on the simplex minimising max_g Σ_t α_t loss_g(P_t), and that value.
+
+    Losses are linear in P, so this is the best point of the convex hull of the iterates
+    (a small LP: T weights, k constraints). It recovers a far better primal point than the
+    uniform average of the paper, at no extra oracle call.
+    """
+    n_iterates, k = losses.shape
+    cost = np.append(np.zeros(n_iterates), 1.0)
+    upper = np.hstack([losses.T, -np.ones((k, 1))])
+    equal = np.append(np.ones(n_iterates), 0.0)[None, :]
+    result = linprog(cost, A_ub=upper, b_ub=np.zeros(k), A_eq=equal, b_eq=[1.0],
+                     bounds=[(0.0, None)] * n_iterates + [(None, None)], method="highs-ds")
+    if result.status != 0:
+        raise SolverError(f"primal recovery LP failed: {result.message}")
+    mixture = np.clip(result.x[:n_iterates], 0.0, None)
+    mixture /= mixture.sum()
+    return mixture, float((mixture @ losses).max())
+
+
+def solve_mw(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    random_state: int | np.random.Generator | None = None,
+    center: Center = "group",
+    eta: float = 1.0,
+    max_iter: int = 500,
+    tol: float = 1e-5,
+    skip_lp: bool = False,
+) -> FairProjection:
+    """Fair PCA by multiplicative weights over a weighted-PCA oracle (method ``"samadi-mw"``).
+
+    Each step (Samadi et al. 2018, App. A, Algorithms 2–3): with group weights w on the
+    simplex, the oracle returns V_t = top-r eigenvectors of Σ_g w_g Σ_g, which minimises
+    Σ_g w_g loss_g over 𝒫_r; then w_g ← w_g exp(η loss_g(V_t)) and w is renormalised.
+
+    Certificate, every step: the oracle's value Σ_g w_g β_g − Σ_{i≤r} λ_i(Σ_g w_g Σ_g) is a
+    lower bound on the SDP optimum (weak duality); the best convex combination of the
+    iterates' projectors (:func:`_best_mixture`) is a feasible point whose max loss is an
+    upper bound. The loop stops when (upper − lower) ≤ tol · upper.
+
+    Parameters
+    ----------
+    eta : float
+        Initial step size; step t uses η/√t on losses divided by the largest loss of the first
+        iterate (the equal-weight PCA), so that the step is scale free.
+    max_iter : int
+        Oracle calls at most (each one top-r eigendecomposition of a p × p matrix).
+    tol : float
+        Relative gap at which to stop.
+    skip_lp : bool
+        Skip the LP (the authors' code), keeping only the square-root map.
+    random_state : ignored (deterministic).
+
+    Notes
+    -----
+    Deviations from the paper, which returns the better of the last and the average iterate
+    after a fixed T (ref-code: T = 5–10) and skips the LP: the primal point is the best
+    mixture of all iterates, the duality gap decides when to stop, and the mixture is rounded
+    like the SDP solution. The paper's constant step on trace-normalised losses barely moves
+    the weights when losses are small next to the variance (credit data: losses ≈ 1e−3 of
+    the trace; 500 steps left 0.2–3 % gaps), and a constant step on loss-normalised values
+    oscillates; η/√t on loss-normalised values closed the gap to 1e−5 on credit r = 1..10 in
+    3–27 oracle calls each. Its eigendecomposition is computed in the span of the iterates
+    (≤ T·r columns), never as a dense p × p problem. Per spec §A.2.5's proposal.
+    """
+    if not eta > 0:
+        raise InputError(f"eta must be positive, got {eta!r}")
+    if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
+        raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
+    covariance, best, scale = _problem(moments, n_components, center)
+    k = len(best)
+    weights = np.full(k, 1.0 / k)
+    iterates: list[np.ndarray] = []
+    losses: list[np.ndarray] = []
+    lower = -np.inf
+    width = 0.0
+    history: list[float] = []
+    status = "max_iter"
+    for step in range(1, max_iter + 1):
+        values, basis = top_eigenvectors(np.einsum("g,gpq->pq", weights, covariance), n_components)
+        step_losses = losses_from_covariance(covariance, best, basis)
+        lower = max(lower, float(weights @ best - values.sum()))
+        iterates.append(basis)
+        losses.append(step_losses)
+        mixture, upper = _best_mixture(np.array(losses))
+        history.append(upper * scale)
+        if upper - lower <= tol * max(upper, 1e-15):
+            status = "converged"
+            break
+        width = width or float(step_losses.max())
+        weights = weights * np.exp(eta / np.sqrt(step) * (step_losses - step_losses.max()) / width)
+        weights /= weights.sum()
+    certificate = {"lower_bound": lower * scale, "upper_bound": upper * scale}
+    options = {"eta": eta, "max_iter": max_iter, "tol": tol, "skip_lp": skip_lp}
+    used = np.flatnonzero(mixture > 1e-12)
+    if used.size == 1:  # one projector: already a rank-r solution
+        return make_projection(
+            moments, fix_signs(iterates[used[0]]), method="samadi-mw", n_components=n_components,
+            center=center, objective_history=history, n_iter=len(iterates), status=status,
+            certificate=certificate, options=options,
+        )
+    span, relaxed_weights = _mixture_eigen([iterates[t] for t in used], mixture[used])
+    return _rounded_projection(
+        moments, n_components, method="samadi-mw", center=center, basis=span,
+        relaxed_weights=relaxed_weights, covariance=covariance, best=best, scale=scale,
+        relaxed_value=upper, objective_history=history, n_iter=len(iterates),
+        status=status, certificate=certificate, options=options,
+    )
+
+
+def _mixture_eigen(iterates: list[np.ndarray], mixture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenpairs of P = Σ_t α_t V_t V_tᵀ, computed in the span of the V_t."""
+    left, singular, _ = np.linalg.svd(np.hstack(iterates), full_matrices=False)
+    span = left[:, singular > singular[0] * 1e-10]
+    small = sum(a * (span.T @ v) @ (span.T @ v).T for a, v in zip(mixture, iterates))
+    values, vectors = np.linalg.eigh((small + small.T) / 2.0)
+    return span @ vectors[:, ::-1], np.clip(values[::-1], 0.0, 1.0)
