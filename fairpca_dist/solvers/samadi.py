@@ -38,6 +38,7 @@ from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
 __all__ = ["solve_sdp", "solve_mw", "round_relaxation", "lp_vertex"]
 
 _ROUND = 1e-9  # λ within this of 0 or 1 is integral
+_POOL = 32  # latest MW iterates offered to the primal mixture besides its current support
 
 
 def _problem(moments: GroupMoments, n_components: int, center: Center) -> tuple[np.ndarray, np.ndarray, float]:
@@ -297,8 +298,8 @@ def solve_mw(
 
     Certificate, every step: the oracle's value Σ_g w_g β_g − Σ_{i≤r} λ_i(Σ_g w_g Σ_g) is a
     lower bound on the SDP optimum (weak duality); the best convex combination of the
-    iterates' projectors (:func:`_best_mixture`) is a feasible point whose max loss is an
-    upper bound. The loop stops when (upper − lower) ≤ tol · upper.
+    iterates' projectors (:func:`_best_mixture`, over the current mixture's support and the
+    latest 32 iterates) is a feasible point whose max loss is an upper bound. The loop stops when (upper − lower) ≤ tol · upper.
 
     Parameters
     ----------
@@ -332,8 +333,7 @@ def solve_mw(
     covariance, best, scale = _problem(moments, n_components, center)
     k = len(best)
     weights = np.full(k, 1.0 / k)
-    iterates: list[np.ndarray] = []
-    losses: list[np.ndarray] = []
+    pool: list[tuple[np.ndarray, np.ndarray]] = []  # (V_t, losses of V_t) kept for the mixture
     lower = -np.inf
     width = 0.0
     history: list[float] = []
@@ -342,9 +342,13 @@ def solve_mw(
         values, basis = top_eigenvectors(np.einsum("g,gpq->pq", weights, covariance), n_components)
         step_losses = losses_from_covariance(covariance, best, basis)
         lower = max(lower, float(weights @ best - values.sum()))
-        iterates.append(basis)
-        losses.append(step_losses)
-        mixture, upper = _best_mixture(np.array(losses))
+        pool.append((basis, step_losses))
+        mixture, upper = _best_mixture(np.array([loss for _, loss in pool]))
+        # Keep the mixture's support (≤ k + 1 points) and the latest iterates: the LP stays
+        # small, and any mixture of kept points is still a feasible upper bound.
+        keep = set(np.flatnonzero(mixture > 0).tolist()) | set(range(max(0, len(pool) - _POOL), len(pool)))
+        pool = [pool[i] for i in sorted(keep)]
+        mixture = mixture[sorted(keep)]
         history.append(upper * scale)
         if upper - lower <= tol * max(upper, 1e-15):
             status = "converged"
@@ -357,15 +361,15 @@ def solve_mw(
     used = np.flatnonzero(mixture > 1e-12)
     if used.size == 1:  # one projector: already a rank-r solution
         return make_projection(
-            moments, fix_signs(iterates[used[0]]), method="samadi-mw", n_components=n_components,
-            center=center, objective_history=history, n_iter=len(iterates), status=status,
+            moments, fix_signs(pool[used[0]][0]), method="samadi-mw", n_components=n_components,
+            center=center, objective_history=history, n_iter=len(history), status=status,
             certificate=certificate, options=options,
         )
-    span, relaxed_weights = _mixture_eigen([iterates[t] for t in used], mixture[used])
+    span, relaxed_weights = _mixture_eigen([pool[t][0] for t in used], mixture[used])
     return _rounded_projection(
         moments, n_components, method="samadi-mw", center=center, basis=span,
         relaxed_weights=relaxed_weights, covariance=covariance, best=best, scale=scale,
-        relaxed_value=upper, objective_history=history, n_iter=len(iterates),
+        relaxed_value=upper, objective_history=history, n_iter=len(history),
         status=status, certificate=certificate, options=options,
     )
 

@@ -1,0 +1,207 @@
+"""Samadi et al. fair PCA (samadi-sdp, samadi-mw) and the exact two-group solver (fair-eig),
+checked against closed-form fixtures, brute force, each other and the credit references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+
+from conftest import grouped_data
+from fairpca_dist import FairPCA, GroupMoments, InputError, compute_moments, fit_projection, metrics
+from fairpca_dist.solvers.samadi import lp_vertex
+from fairpca_dist.solvers.stiefel import subspace_distance
+
+FAIR = ["samadi-sdp", "samadi-mw", "fair-eig"]
+
+# spec/anchor-runs.md §1: credit optimum agreed by Clarabel, PICOS/CVXOPT and a 1-D dual.
+CREDIT_OPTIMUM = [0.031426331, 0.019248618, 0.174840998, 0.085089707, 0.049009607,
+                  0.124229467, 0.217098054, 0.273444495, 0.256849922, 0.211279557]
+
+
+def moments_from_covariances(covariances: list[np.ndarray], counts: list[int] | None = None) -> GroupMoments:
+    """Group moments with the given per-group covariances Σ_g (zero means)."""
+    k, p = len(covariances), covariances[0].shape[0]
+    counts = counts or [10] * k
+    return GroupMoments(
+        groups=tuple(f"g{g}" for g in range(k)),
+        count=np.array(counts, dtype=np.int64),
+        weight=np.array(counts, dtype=float),
+        mean_offset=np.zeros((k, p)),
+        scatter=np.stack([n * np.asarray(c, dtype=float) for n, c in zip(counts, covariances)]),
+        feature_names=tuple(f"x{j}" for j in range(p)),
+    )
+
+
+def max_loss(result) -> float:
+    return float(result.group_loss.max())
+
+
+# ------------------------------------------------------------------ closed-form fixtures (spec §C.2)
+@pytest.mark.parametrize("method", FAIR)
+def test_f1_orthogonal_one_dimensional_groups(method):
+    moments = moments_from_covariances([np.diag([1.0, 0.0]), np.diag([0.0, 1.0])], counts=[30, 10])
+    result = fit_projection(moments, 1, method=method)
+    assert max_loss(result) == pytest.approx(0.5, abs=1e-5)
+    np.testing.assert_allclose(result.group_loss, [0.5, 0.5], atol=1e-5)
+    assert result.components.shape[1] <= 2
+    assert max_loss(fit_projection(moments, 1, method="pca")) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", FAIR)
+def test_f2_isotropic_and_one_dimensional(method):
+    moments = moments_from_covariances([np.eye(2), np.diag([1.0, 0.0])])
+    result = fit_projection(moments, 1, method=method)
+    assert max_loss(result) == pytest.approx(0.0, abs=1e-6)
+    assert subspace_distance(result.components[:, :1], np.array([[1.0], [0.0]])) < 1e-3
+
+
+@pytest.mark.parametrize("method", ["samadi-sdp", "samadi-mw"])
+def test_f4_three_orthogonal_groups_need_rank_three(method):
+    moments = moments_from_covariances([np.diag(np.eye(3)[g]) for g in range(3)])
+    result = fit_projection(moments, 1, method=method, **({"tol": 1e-7, "max_iter": 3000} if method == "samadi-mw" else {}))
+    np.testing.assert_allclose(result.group_loss, [2 / 3] * 3, atol=1e-4)
+    assert result.components.shape[1] == 3  # r + k − 1: the bound is tight
+
+
+def test_f4_lp_vertex_has_three_fractional_weights():
+    gains = np.eye(3)  # a_gj = u_jᵀ Σ_g u_j in the eigenbasis e_j
+    weights, value = lp_vertex(gains, np.ones(3), 1)
+    np.testing.assert_allclose(weights, [1 / 3] * 3, atol=1e-9)
+    assert value == pytest.approx(2 / 3)
+
+
+def test_fair_eig_refuses_more_than_two_groups():
+    x, labels = grouped_data(n_groups=3)
+    with pytest.raises(InputError, match="two-group problems; the data have 3 groups"):
+        fit_projection(GroupMoments.from_arrays(x, labels), 1, method="fair-eig")
+
+
+# ------------------------------------------------------------------ random problems (spec §C.2 F5)
+def random_moments(seed: int, p: int, k: int) -> GroupMoments:
+    rng = np.random.default_rng(seed)
+    covariances = []
+    for _ in range(k):
+        rows = rng.normal(size=(40, p)) @ rng.normal(size=(p, p)) * rng.uniform(0.2, 2.0, size=p)
+        covariances.append(rows.T @ rows / 40)
+    top = max(np.trace(c) for c in covariances)
+    return moments_from_covariances([c / top for c in covariances])
+
+
+def brute_force_rank1(moments: GroupMoments) -> float:
+    """min over unit vectors of max_g loss_g(v), p = 3, r = 1: a grid over the half sphere,
+    then Nelder–Mead in angles from the 20 best grid points."""
+    covariance = moments.covariance()
+    best = metrics.best_rank_variance(covariance, 1)
+
+    def unit(angles: np.ndarray) -> np.ndarray:
+        theta, phi = angles[..., 0], angles[..., 1]
+        return np.stack([np.sin(theta) * np.cos(phi), np.sin(theta) * np.sin(phi), np.cos(theta)], -1)
+
+    def worst(angles: np.ndarray) -> np.ndarray:
+        v = unit(angles)
+        return (best[None, :] - np.einsum("ni,gij,nj->ng", v.reshape(-1, 3), covariance, v.reshape(-1, 3))).max(axis=1)
+
+    grid = np.stack(np.meshgrid(np.linspace(0, np.pi / 2, 300), np.linspace(0, 2 * np.pi, 1200)), -1).reshape(-1, 2)
+    values = worst(grid)
+    starts = grid[np.argsort(values)[:20]]
+    refined = [minimize(lambda a: worst(a[None, :])[0], start, method="Nelder-Mead",
+                        options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000}).fun for start in starts]
+    return float(min(values.min(), *refined))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_problems_against_brute_force_and_pca(seed):
+    k = 2 if seed % 2 == 0 else 3
+    moments = random_moments(seed, 3, k)
+    sdp = fit_projection(moments, 1, method="samadi-sdp")
+    grid_optimum = brute_force_rank1(moments)
+    assert sdp.certificate["relaxation_value"] <= grid_optimum + 1e-6
+    assert max_loss(sdp) <= grid_optimum + 1e-6
+    assert max_loss(sdp) <= max_loss(fit_projection(moments, 1, method="pca")) + 1e-9
+    assert sdp.certificate["fractional_weights"] <= k
+    assert sdp.components.shape[1] <= 1 + k - 1
+    if k == 2:  # hidden convexity: the relaxation is tight and fair-eig reaches it with rank 1
+        exact = fit_projection(moments, 1, method="fair-eig")
+        assert max_loss(exact) == pytest.approx(grid_optimum, abs=1e-7)
+        assert max_loss(exact) == pytest.approx(max_loss(sdp), abs=1e-6)
+        np.testing.assert_allclose(exact.group_loss[0], exact.group_loss[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_problems_rank_bound_and_equal_losses(seed):
+    rng = np.random.default_rng(100 + seed)
+    p, k = int(rng.integers(4, 8)), int(rng.integers(2, 4))
+    r = int(rng.integers(1, p))
+    moments = random_moments(seed, p, k)
+    sdp = fit_projection(moments, r, method="samadi-sdp")
+    mw = fit_projection(moments, r, method="samadi-mw", tol=1e-6, max_iter=400)
+    assert sdp.components.shape[1] <= r + k - 1 and mw.components.shape[1] <= r + k - 1
+    assert mw.certificate["lower_bound"] <= sdp.certificate["relaxation_value"] + 1e-6
+    assert sdp.certificate["relaxation_value"] <= mw.certificate["upper_bound"] + 1e-6
+    assert max_loss(sdp) <= max_loss(fit_projection(moments, r, method="pca")) + 1e-7
+    if k == 2 and sdp.certificate["fractional_weights"] == 2:
+        np.testing.assert_allclose(sdp.group_loss[0], sdp.group_loss[1], rtol=1e-6, atol=1e-8)
+    if k == 2:
+        exact = fit_projection(moments, r, method="fair-eig")
+        assert max_loss(exact) == pytest.approx(sdp.certificate["relaxation_value"], rel=1e-4, abs=1e-7)
+
+
+def test_rounded_map_realises_the_lp_value_on_rows():
+    """Square-root identity (spec §A.5.8): the rank-(r+1) map's reconstruction error on raw
+    rows equals the LP value the solver reports."""
+    moments = moments_from_covariances([np.diag([1.0, 0.0]), np.diag([0.0, 1.0])])
+    rows_a = np.column_stack([np.repeat([-1.0, 1.0], 5), np.zeros(10)])
+    rows_b = rows_a[:, ::-1]
+    x, labels = np.vstack([rows_a, rows_b]), np.repeat(["g0", "g1"], 10)
+    moments = GroupMoments.from_arrays(x, labels)
+    result = fit_projection(moments, 1, method="samadi-sdp", skip_lp=False)
+    from_rows = metrics.group_losses_from_rows(x, labels, result.components, n_components=1)
+    np.testing.assert_allclose(from_rows, result.group_loss, atol=1e-9)
+    np.testing.assert_allclose(from_rows, [0.5, 0.5], atol=1e-6)
+
+
+# ------------------------------------------------------------------ credit data (real)
+def test_credit_three_solvers_agree_with_the_reference(credit_standardized):
+    x, labels = credit_standardized
+    moments = compute_moments(x, sensitive_feature=labels)
+    for r, reference in enumerate(CREDIT_OPTIMUM, start=1):
+        sdp = fit_projection(moments, r, method="samadi-sdp")
+        mw = fit_projection(moments, r, method="samadi-mw", tol=1e-6)
+        exact = fit_projection(moments, r, method="fair-eig")
+        assert exact.components.shape[1] == r and exact.converged
+        assert max_loss(exact) == pytest.approx(reference, rel=1e-6)
+        assert max_loss(sdp) == pytest.approx(reference, rel=1e-4)
+        assert sdp.certificate["relaxation_value"] == pytest.approx(reference, rel=1e-4)
+        optimum = max_loss(exact)  # certified by its own gap: the references carry 1e-7 noise
+        lower, upper = mw.certificate["lower_bound"], mw.certificate["upper_bound"]
+        assert lower <= optimum * (1 + 1e-9) and optimum <= upper * (1 + 1e-9)
+        assert upper - lower <= 1e-4 * optimum
+        assert max_loss(mw) <= upper * (1 + 1e-9)
+        pca = fit_projection(moments, r, method="pca")
+        assert max_loss(exact) <= max_loss(pca) + 1e-12
+        assert pca.group_loss.min() - 1e-9 <= max_loss(exact)  # fair loss lies between PCA's
+
+
+@pytest.mark.parametrize("method", FAIR)
+def test_invariant_to_rotation_and_duplication(method):
+    x, labels = grouped_data(n_rows=300, n_features=5, n_groups=2, seed=21)
+    rotation = np.linalg.qr(np.random.default_rng(22).normal(size=(5, 5)))[0]
+    base = fit_projection(GroupMoments.from_arrays(x, labels), 2, method=method)
+    rotated = fit_projection(GroupMoments.from_arrays(x @ rotation, labels), 2, method=method)
+    doubled = fit_projection(GroupMoments.from_arrays(np.vstack([x, x]), np.r_[labels, labels]), 2, method=method)
+    for other in (rotated, doubled):
+        assert max_loss(other) == pytest.approx(max_loss(base), rel=1e-5, abs=1e-9)
+    if method == "fair-eig":
+        assert subspace_distance(rotation.T @ base.components, rotated.components) < 1e-6
+
+
+def test_estimator_with_rank_relaxed_output():
+    moments_x = np.vstack([np.diag([3.0, 0.1, 0.1]) @ np.random.default_rng(1).normal(size=(3, 200)),
+                           np.diag([0.1, 3.0, 0.1]) @ np.random.default_rng(2).normal(size=(3, 200)),
+                           np.diag([0.1, 0.1, 3.0]) @ np.random.default_rng(3).normal(size=(3, 200))]).T
+    x = moments_x.T.reshape(3, 3, 200).transpose(0, 2, 1).reshape(600, 3)
+    labels = np.repeat(["a", "b", "c"], 200)
+    fpca = FairPCA(n_components=1, method="samadi-sdp").fit(x, sensitive_features=labels)
+    assert fpca.n_components_ == fpca.transform(x).shape[1] <= 3
+    assert fpca.inverse_transform(fpca.transform(x)).shape == x.shape
