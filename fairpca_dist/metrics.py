@@ -58,7 +58,7 @@ def _check_components(moments: GroupMoments, components: np.ndarray) -> np.ndarr
 
 def _kept_variance(covariance: np.ndarray, components: np.ndarray) -> np.ndarray:
     """⟨Σ_g, 2P* − P*²⟩ with P* = EEᵀ for each group (= tr(VᵀΣ_gV) for orthonormal V)."""
-    projected = np.einsum("pi,gpq,qj->gij", components, covariance, components)
+    projected = components.T @ (covariance @ components)  # (k, r', r'), two BLAS products
     gram = components.T @ components
     return 2.0 * np.trace(projected, axis1=1, axis2=2) - np.einsum("gij,ji->g", projected, gram)
 
@@ -119,7 +119,7 @@ def explained_variance(moments: GroupMoments, components: np.ndarray, *, ddof: i
     """
     components = _check_components(moments, components)
     total = moments.total_covariance(ddof)
-    return np.einsum("pi,pq,qi->i", components, total, components)
+    return np.sum(components * (total @ components), axis=0)
 
 
 def explained_variance_ratio(moments: GroupMoments, components: np.ndarray) -> np.ndarray:

@@ -25,17 +25,29 @@ from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, check_finite, open_t
 __all__ = ["compute_moments", "scheduler_context"]
 
 
+_SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
+
+
 def _chunk_moments(chunk: Chunk, features: Sequence[str], partition: int) -> GroupMoments:
-    # Non-finite values propagate into the statistics; checking those (k·p² numbers) instead
-    # of the rows keeps clean data free of a validation pass. Only then are the rows examined.
-    with np.errstate(invalid="ignore", over="ignore"):
-        moments = GroupMoments.from_codes(
-            chunk.x, chunk.codes, chunk.groups, weights=chunk.weights, feature_names=features
-        )
-        finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
-    if not finite:
-        check_finite(chunk.x, features, partition)
-    return moments
+    """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
+    needs the partition plus one slab of memory, whatever the partition size."""
+    step = max(1024, _SLAB_BYTES // (8 * max(len(features), 1)))
+    total = GroupMoments.empty(features)
+    for start in range(0, len(chunk), step):
+        stop = min(start + step, len(chunk))
+        x = chunk.rows(start, stop)
+        weights = None if chunk.weights is None else chunk.weights[start:stop]
+        # Non-finite values propagate into the statistics; checking those (k·p² numbers)
+        # instead of the rows keeps clean data free of a validation pass.
+        with np.errstate(invalid="ignore", over="ignore"):
+            moments = GroupMoments.from_codes(
+                x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features
+            )
+            finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
+        if not finite:
+            check_finite(x, features, partition)
+        total = total + moments
+    return total
 
 
 def _merge(*parts: GroupMoments) -> GroupMoments:

@@ -36,12 +36,28 @@ WEIGHT_COLUMN = "__sample_weight__"
 
 @dataclass(frozen=True)
 class Chunk:
-    """One partition as arrays: ``x`` (n, p) float64, group ``codes`` into ``groups``, weights."""
+    """One partition: its feature rows, group ``codes`` into ``groups``, and weights.
 
-    x: np.ndarray
+    ``features`` stays as it came (a numpy block or the partition's feature columns);
+    :meth:`rows` converts any row range to a C-ordered float64 array, so a consumer can
+    walk a large partition in slabs and never hold a second full copy of it.
+    """
+
+    features: np.ndarray | pd.DataFrame
     codes: np.ndarray
     groups: tuple[Hashable, ...]
     weights: np.ndarray | None
+
+    def __len__(self) -> int:
+        return int(self.codes.shape[0])
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` as a C-ordered float64 array (missing values become NaN)."""
+        if isinstance(self.features, pd.DataFrame):
+            block = self.features.iloc[start:stop].to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            block = self.features[start:stop]
+        return np.ascontiguousarray(block, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -207,7 +223,7 @@ def _array_chunk(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, 
     codes, uniques = pd.factorize(labels, sort=False)
     if weights is not None:
         weights = _checked_weights(np.asarray(weights, dtype=np.float64), partition)
-    return Chunk(np.asarray(x), codes, tuple(uniques.tolist()), weights)
+    return Chunk(x, codes, tuple(uniques.tolist()), weights)
 
 
 def _array_feature_names(p: int, feature_names: Sequence[str] | None) -> list[str]:
@@ -329,13 +345,13 @@ def read_chunk(
     sample_weight: str | None,
     partition: int,
 ) -> Chunk:
-    """Arrays of one partition; labels and weights are checked here, features by the caller."""
-    x = part[list(features)].to_numpy(dtype=np.float64, na_value=np.nan)
+    """One partition as a :class:`Chunk`; labels and weights are checked here, features by
+    the consumer of :meth:`Chunk.rows`."""
     codes, groups = _group_codes(part, sensitive, partition)
     weights = None
     if sample_weight is not None:
         weights = _checked_weights(part[sample_weight].to_numpy(dtype=np.float64, na_value=np.nan), partition)
-    return Chunk(x, codes, groups, weights)
+    return Chunk(part[list(features)], codes, groups, weights)
 
 
 def _checked_weights(weights: np.ndarray, partition: int) -> np.ndarray:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import grouped_data, reference_moments
-from fairpca_dist import GroupMoments, compute_moments
+from fairpca_dist import GroupMoments, InputError, compute_moments
 from test_moments import assert_matches_reference
 
 
@@ -118,3 +118,16 @@ def test_credit_moments_equal_numpy(credit_frame, offset):
         np.testing.assert_allclose(moments.scatter[i], scatter, rtol=1e-10)
         std = np.sqrt(np.diag(scatter) / count)
         np.testing.assert_allclose(moments.mean[i], mean, rtol=0, atol=1e-10 * std.max())
+
+
+def test_large_partitions_are_read_in_slabs(monkeypatch):
+    from fairpca_dist import passes
+
+    monkeypatch.setattr(passes, "_SLAB_BYTES", 1)  # one 1024-row slab at a time
+    x, labels = grouped_data(n_rows=5000, n_features=4, offset=1e8)
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(g=labels)
+    frame.loc[4321, "c"] = np.nan
+    with pytest.raises(InputError, match="'c': 1 \\(NaN\\)"):
+        compute_moments(frame, sensitive_feature="g", chunk_rows=5000)
+    frame.loc[4321, "c"] = 0.0
+    assert_matches_reference(compute_moments(frame, sensitive_feature="g", chunk_rows=5000), frame[list("abcd")].to_numpy(), labels)

@@ -45,7 +45,7 @@ class _Dual:
     def slope(self, t: float) -> tuple[float, np.ndarray]:
         """g'(t) = loss_A(V_t) − loss_B(V_t), recording g(t) and max loss of V_t as bounds."""
         weights = np.array([t, 1.0 - t])
-        values, basis = top_eigenvectors(np.einsum("g,gpq->pq", weights, self.covariance), self.n_components)
+        values, basis = top_eigenvectors(np.tensordot(weights, self.covariance, axes=1), self.n_components)
         losses = losses_from_covariance(self.covariance, self.best, basis)
         self.lower = max(self.lower, float(weights @ self.best - values.sum()))
         self.offer(basis, losses)

@@ -123,7 +123,7 @@ def round_relaxation(
     the components are the orthonormal basis of their span, padded with the eigenvectors of
     the next largest λ̂ (padding never raises a loss, since every Σ_g ⪰ 0).
     """
-    gains = np.einsum("pj,gpq,qj->gj", basis, covariance, basis)
+    gains = np.sum(basis * (covariance @ basis), axis=1)  # a_gj = u_jᵀ Σ_g u_j, shape (k, m)
     weights = _snap(relaxed_weights.copy()) if skip_lp else lp_vertex(gains, best, n_components)[0]
     positive = np.flatnonzero(weights > 0.0)
     if positive.size <= n_components:
@@ -339,7 +339,7 @@ def solve_mw(
     history: list[float] = []
     status = "max_iter"
     for step in range(1, max_iter + 1):
-        values, basis = top_eigenvectors(np.einsum("g,gpq->pq", weights, covariance), n_components)
+        values, basis = top_eigenvectors(np.tensordot(weights, covariance, axes=1), n_components)
         step_losses = losses_from_covariance(covariance, best, basis)
         lower = max(lower, float(weights @ best - values.sum()))
         pool.append((basis, step_losses))
