@@ -95,10 +95,14 @@ def group_losses(
     *,
     n_components: int | None = None,
     center: Center = "group",
+    best: np.ndarray | None = None,
 ) -> np.ndarray:
     """loss_g = err_g − err_g*(r), shape (k,). r defaults to the number of columns of the
-    components; pass it for rank-relaxed maps (more columns than the target rank)."""
+    components; pass it for rank-relaxed maps (more columns than the target rank). ``best``
+    (β_g(r), if the caller has it) saves the eigendecompositions."""
     components = _check_components(moments, components)
+    if best is not None:
+        return losses_from_covariance(moments.covariance(center), best, components)
     r = components.shape[1] if n_components is None else n_components
     return group_errors(moments, components, center=center) - optimal_group_errors(moments, r, center=center)
 

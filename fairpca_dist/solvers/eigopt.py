@@ -173,4 +173,5 @@ def solve(
         status="converged" if dual.gap_closed(tol) else "max_iter",
         certificate={"lower_bound": dual.lower * scale, "upper_bound": dual.upper * scale},
         options={"tol": tol, "max_iter": max_iter},
+        best=best,
     )

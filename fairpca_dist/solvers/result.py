@@ -101,9 +101,11 @@ def make_projection(
     status: str,
     certificate: dict[str, float] | None = None,
     options: dict[str, Any] | None = None,
+    best: np.ndarray | None = None,
 ) -> FairProjection:
     """Build a :class:`FairProjection`, computing the group losses and errors at the solution
-    once, in one place, for every solver (``components`` may be a rank-relaxed map)."""
+    once, in one place, for every solver (``components`` may be a rank-relaxed map).
+    ``best`` is β_g(r) in the units of ``moments`` when the solver has computed it."""
     return FairProjection(
         method=method,
         components=components,
@@ -114,7 +116,7 @@ def make_projection(
         feature_names=moments.feature_names,
         group_labels=moments.groups,
         group_count=moments.count,
-        group_loss=metrics.group_losses(moments, components, n_components=n_components, center=center),
+        group_loss=metrics.group_losses(moments, components, n_components=n_components, center=center, best=best),
         group_error=metrics.group_errors(moments, components, center=center),
         objective_history=np.asarray(objective_history, dtype=np.float64),
         n_iter=n_iter,

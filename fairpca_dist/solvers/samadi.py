@@ -172,6 +172,7 @@ def _rounded_projection(
         certificate={**certificate, "relaxation_value": relaxed_value * scale, "rounded_value": rounded,
                      "fractional_weights": float(fractional), "output_rank": float(components.shape[1])},
         options=options,
+        best=best * scale,
     )
 
 
@@ -363,7 +364,7 @@ def solve_mw(
         return make_projection(
             moments, fix_signs(pool[used[0]][0]), method="samadi-mw", n_components=n_components,
             center=center, objective_history=history, n_iter=len(history), status=status,
-            certificate=certificate, options=options,
+            certificate=certificate, options=options, best=best * scale,
         )
     span, relaxed_weights = _mixture_eigen([pool[t][0] for t in used], mixture[used])
     return _rounded_projection(
