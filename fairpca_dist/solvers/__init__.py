@@ -81,7 +81,7 @@ def fit_projection(
     *,
     method: str | Callable[..., FairProjection] = "pca",
     center: Center = "group",
-    standardize: bool = False,
+    standardize: bool | np.ndarray = False,
     ddof: int = 0,
     random_state: int | np.random.Generator | None = None,
     min_group_size: int = 2,
@@ -101,9 +101,10 @@ def fit_projection(
         Which per-group second moments define the groups' errors and losses:
         about each group's own mean (Samadi et al.'s choice), about the global mean, or
         about the origin.
-    standardize : bool
-        Divide every feature by its pooled standard deviation first (constant columns raise
-        :class:`~fairpca_dist.exceptions.SchemaError`).
+    standardize : bool or ndarray of shape (n_features,)
+        ``True``: divide every feature by its pooled standard deviation first (constant
+        columns raise :class:`~fairpca_dist.exceptions.SchemaError`). An array: divide by
+        that scale (e.g. a fitted model's ``scale``, to refit with the same preprocessing).
     ddof : int
         Divisor n − ddof for the standardisation scale (1 gives MATLAB ``std`` parity).
     random_state : int, Generator or None
@@ -135,7 +136,10 @@ def fit_projection(
             )
     n_components = _check_n_components(n_components, moments.n_features)
     moments.check_groups(min_group_size)
-    scale = moments.feature_scale(ddof) if standardize else np.ones(moments.n_features)
-    working = moments.rescaled(scale) if standardize else moments
+    if isinstance(standardize, np.ndarray):
+        scale = np.asarray(standardize, dtype=np.float64)
+    else:
+        scale = moments.feature_scale(ddof) if standardize else np.ones(moments.n_features)
+    working = moments.rescaled(scale)
     result = solve(working, n_components, random_state=random_state, center=center, **options)
     return replace(result, method=name, mean=moments.global_mean, scale=scale)
