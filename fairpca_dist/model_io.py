@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from fairpca_dist.atomic import atomic_file
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import label_from_json, label_to_json
 from fairpca_dist.solvers.result import FairProjection
@@ -72,12 +73,10 @@ def save_model(
         },
         "data_fingerprint": fingerprint,
     }
-    npz_tmp, json_tmp = folder / ".model.npz.tmp", folder / ".model.json.tmp"
-    with open(npz_tmp, "wb") as f:
+    with atomic_file(folder / "model.npz") as staging, open(staging, "wb") as f:
         np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
-    json_tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(npz_tmp, folder / "model.npz")
-    os.replace(json_tmp, folder / "model.json")
+    with atomic_file(folder / "model.json") as staging:
+        staging.write_text(json.dumps(record, indent=2) + "\n")
     return folder
 
 

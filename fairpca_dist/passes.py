@@ -20,9 +20,9 @@ from threadpoolctl import threadpool_limits
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, check_finite, open_table
+from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Table, check_finite, open_table
 
-__all__ = ["compute_moments", "scheduler_context"]
+__all__ = ["compute_moments", "compute_file_moments", "scheduler_context"]
 
 
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
@@ -103,12 +103,12 @@ def _local_progress(enabled: bool) -> Iterator[None]:
 def _compute(graph: Any, scheduler: Any, progress: bool) -> Any:
     if isinstance(scheduler, str):
         return dask.compute(graph, scheduler=scheduler)[0]
-    future = scheduler.compute(graph)
+    futures = scheduler.compute(graph)
     if progress:
         from distributed import progress as distributed_progress
 
-        distributed_progress(future)
-    return future.result()
+        distributed_progress(futures)
+    return scheduler.gather(futures)
 
 
 def compute_moments(
@@ -152,8 +152,9 @@ def compute_moments(
     GroupMoments
         float64 statistics, groups in sorted order.
     """
-    if not isinstance(split_every, (int, np.integer)) or split_every < 2:
-        raise InputError(f"split_every must be an integer >= 2, got {split_every!r}")
+    _check_split_every(split_every)
+    if sensitive_feature is None:
+        raise InputError("compute_moments needs sensitive_feature: the group column(s) or one label per row")
     table = open_table(
         data,
         sensitive_feature=sensitive_feature,
@@ -165,11 +166,52 @@ def compute_moments(
         chunk_rows=chunk_rows,
         read_options=read_options,
     )
+    with scheduler_context(client, progress=progress) as scheduler:
+        moments: GroupMoments = _compute(_moments_graph(table, split_every), scheduler, progress)
+    return moments.check_groups(min_group_size)
+
+
+def compute_file_moments(
+    paths: Sequence[str],
+    *,
+    sensitive_feature: str | Sequence[str],
+    features: Sequence[str],
+    sample_weight: str | None = None,
+    client: Any = None,
+    split_every: int = 8,
+    progress: bool = False,
+) -> list[GroupMoments]:
+    """Statistics of each Parquet file separately, all in one dask pass.
+
+    The building block of incremental fitting: per-file moments can be cached and merged
+    with ``+`` into the statistics of any set of files (Chan's merge is exact), so a table that
+    gained files is refitted by reading only the new ones. Groups are not checked here (one
+    file may hold one group); check the merged result.
+    """
+    _check_split_every(split_every)
+    graphs = [
+        _moments_graph(
+            open_table(str(path), sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight),
+            split_every,
+        )
+        for path in paths
+    ]
+    if not graphs:
+        return []
+    with scheduler_context(client, progress=progress) as scheduler:
+        return list(_compute(graphs, scheduler, progress))
+
+
+def _check_split_every(split_every: int) -> None:
+    if not isinstance(split_every, (int, np.integer)) or split_every < 2:
+        raise InputError(f"split_every must be an integer >= 2, got {split_every!r}")
+
+
+def _moments_graph(table: Table, split_every: int) -> Any:
+    """Delayed GroupMoments of a table: one task per partition, merged in a tree."""
     partial = dask.delayed(_chunk_moments, pure=True)
     merge = dask.delayed(_merge, pure=True)
     level = [partial(chunk, table.features, i) for i, chunk in enumerate(table.chunks())]
     while len(level) > 1:
         level = [merge(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
-    with scheduler_context(client, progress=progress) as scheduler:
-        moments: GroupMoments = _compute(level[0], scheduler, progress)
-    return moments.check_groups(min_group_size)
+    return level[0]

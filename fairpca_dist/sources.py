@@ -238,7 +238,7 @@ def _array_feature_names(p: int, feature_names: Sequence[str] | None) -> list[st
 def open_table(
     data: Any,
     *,
-    sensitive_feature: Any,
+    sensitive_feature: Any = None,
     features: Sequence[str] | None = None,
     sample_weight: str | Any | None = None,
     key_columns: Sequence[str] = (),
@@ -253,9 +253,10 @@ def open_table(
     ----------
     data : pandas/dask DataFrame, numpy/dask array, or path
         Paths may be a Parquet file, folder or glob, or a CSV file or glob.
-    sensitive_feature : str, list of str, or array-like
+    sensitive_feature : str, list of str, array-like or None
         Column name(s) holding the group label (several columns form intersectional groups),
-        or one label per row (required for array input).
+        or one label per row (required for array input). ``None`` for uses that need no
+        groups (projection).
     features : list of str, optional
         Feature columns. Default: every numeric column except the sensitive, weight, key and
         ``exclude`` columns.
@@ -276,8 +277,8 @@ def open_table(
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     extra: dict[str, Any] = {}
     if sensitive_feature is None:
-        raise SchemaError("sensitive_feature is required: a column name, a list of names or one label per row")
-    if _is_column_reference(sensitive_feature):
+        sensitive: list[str] = []  # projection and ingestion of features only
+    elif _is_column_reference(sensitive_feature):
         sensitive = [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature)
     else:
         extra[SENSITIVE_COLUMN] = _row_values(sensitive_feature, SENSITIVE_COLUMN)

@@ -1,0 +1,195 @@
+"""Ingestion: a source table (CSV, Parquet, folder, glob, DataFrame) → validated, partitioned
+Parquet plus ``schema.json``.
+
+Rows whose features are NaN/inf or whose group label is missing are counted per column and
+sampled into a rejects file; with ``on_bad_rows="fail"`` (the default) their presence is an
+error and nothing is written, with ``"drop"`` they are left out and recorded. Nothing is
+dropped silently. The output folder appears complete or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fairpca_dist.atomic import atomic_directory, atomic_file
+from fairpca_dist.exceptions import InputError, SchemaError
+from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
+from fairpca_dist.passes import scheduler_context
+from fairpca_dist.sources import open_table
+
+__all__ = ["ingest_table", "IngestResult", "read_schema", "SCHEMA_FILE", "REJECTS_SAMPLE_ROWS"]
+
+SCHEMA_FILE = "schema.json"
+REJECTS_FILE = "rejects.csv"
+REJECTS_SAMPLE_ROWS = 1000
+_SCHEMA_VERSION = 1
+BadRowPolicy = Literal["fail", "drop"]
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """Where the table was written and what was found."""
+
+    table_dir: Path
+    rows: int
+    rejected: int
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _PartitionReport:
+    rows: int
+    rejected: int
+    bad_by_column: dict[str, int]
+    sample: pd.DataFrame
+    groups: dict[Any, int]
+
+
+def _group_label(key: Any, n_columns: int) -> Any:
+    return tuple(key) if n_columns > 1 else (key[0] if isinstance(key, tuple) else key)
+
+
+def _clean_partition(
+    part: pd.DataFrame, columns: list[str], features: list[str], sensitive: list[str], path: Path
+) -> _PartitionReport:
+    values = part[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    bad_values = ~np.isfinite(values)
+    missing_group = part[sensitive].isna().to_numpy()
+    bad = bad_values.any(axis=1) | missing_group.any(axis=1)
+    good = part.loc[~bad, columns].astype({f: "float64" for f in features}).reset_index(drop=True)
+    pq.write_table(pa.Table.from_pandas(good, preserve_index=False), path)
+    counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
+    counts.update({f"{column} (missing group)": int(n) for column, n in zip(sensitive, missing_group.sum(axis=0)) if n})
+    groups = good.groupby(sensitive, sort=False, dropna=False).size() if len(good) else pd.Series(dtype=int)
+    return _PartitionReport(
+        rows=int((~bad).sum()),
+        rejected=int(bad.sum()),
+        bad_by_column=counts,
+        sample=part.loc[bad, columns].head(REJECTS_SAMPLE_ROWS),
+        groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
+    )
+
+
+def ingest_table(
+    source: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    sensitive_feature: str | Sequence[str],
+    features: Sequence[str] | None = None,
+    key_columns: Sequence[str] = (),
+    pass_through: Sequence[str] = (),
+    sample_weight: str | None = None,
+    exclude: Sequence[str] = (),
+    on_bad_rows: BadRowPolicy = "fail",
+    read_options: dict[str, Any] | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> IngestResult:
+    """Validate ``source`` and write it to ``out_dir`` as Parquet partitions + ``schema.json``.
+
+    Parameters
+    ----------
+    source : path or DataFrame
+        CSV or Parquet file, folder or glob, or a pandas/dask DataFrame.
+    out_dir : path
+        Output folder: ``part-NNNNN.parquet`` (one per source partition), ``schema.json`` and,
+        when rows were dropped, ``rejects.csv`` (a sample of at most 1000 rejected rows).
+    sensitive_feature, features, key_columns, sample_weight, exclude
+        Column roles, as in :func:`fairpca_dist.sources.open_table`.
+    pass_through : list of str
+        Further columns kept unchanged (e.g. a target for the downstream fairness report).
+    on_bad_rows : {"fail", "drop"}
+        ``"fail"``: any row with a NaN/inf feature or a missing group label raises
+        :class:`InputError` (counts per column and a sample), and nothing is written except
+        ``<out_dir>.rejects.csv`` next to it. ``"drop"``: such rows are left out, counted in
+        ``schema.json`` and sampled in ``rejects.csv``.
+    client : None, distributed.Client or address
+        Where the pass runs (see :func:`fairpca_dist.compute_moments`). Workers write the
+        partitions, so ``out_dir`` must be on storage they share.
+    """
+    if on_bad_rows not in ("fail", "drop"):
+        raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")
+    if isinstance(source, np.ndarray):
+        raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
+    table = open_table(
+        source, sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
+        key_columns=[*key_columns, *pass_through], exclude=exclude, read_options=read_options,
+    )
+    if table.frame is None:
+        raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
+    features_ = list(table.features)
+    sensitive = list(table.sensitive)
+    columns = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else []), *features_]))
+    out = Path(out_dir)
+    with atomic_directory(out) as staging:
+        tasks = [
+            dask.delayed(_clean_partition, pure=True)(part, columns, features_, sensitive, staging / f"part-{i:05d}.parquet")
+            for i, part in enumerate(table.frame[columns].to_delayed())
+        ]
+        with scheduler_context(client, progress=progress) as scheduler:
+            reports: list[_PartitionReport] = list(
+                dask.compute(tasks, scheduler=scheduler)[0] if isinstance(scheduler, str) else scheduler.gather(scheduler.compute(tasks))
+            )
+        rejected = sum(r.rejected for r in reports)
+        sample = pd.concat([r.sample for r in reports]).head(REJECTS_SAMPLE_ROWS) if rejected else None
+        bad_by_column = Counter()
+        for r in reports:
+            bad_by_column.update(r.bad_by_column)
+        if rejected and on_bad_rows == "fail":
+            rejects_path = out.parent / f"{out.name}.rejects.csv"
+            assert sample is not None
+            sample.to_csv(rejects_path, index=False)
+            raise InputError(
+                f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); a sample is in "
+                f"{rejects_path}; first: {sample.head(3).to_dict(orient='records')}. Nothing was written: clean "
+                "the source or ingest with on_bad_rows='drop' to leave them out"
+            )
+        if sample is not None:
+            sample.to_csv(staging / REJECTS_FILE, index=False)
+        groups: Counter = Counter()
+        for r in reports:
+            groups.update(r.groups)
+        schema = {
+            "format_version": _SCHEMA_VERSION,
+            "source": os.fspath(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__,
+            "features": features_,
+            "sensitive_feature": sensitive,
+            "sample_weight": sample_weight,
+            "key_columns": list(key_columns),
+            "pass_through": list(pass_through),
+            "dtypes": {c: str(table.frame[c].dtype) if c not in features_ else "float64" for c in columns},
+            "rows": sum(r.rows for r in reports),
+            "rejected": rejected,
+            "rejected_by_column": dict(sorted(bad_by_column.items())),
+            "on_bad_rows": on_bad_rows,
+            "groups": [{"label": label_to_json(g), "rows": groups[g]} for g in sorted_labels(list(groups))],
+            "partitions": [{"file": f"part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(reports)],
+        }
+        with atomic_file(staging / SCHEMA_FILE) as path:
+            path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
+    return IngestResult(out, schema["rows"], rejected, schema)
+
+
+def read_schema(table_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The ``schema.json`` of an ingested table (group labels restored to Python values)."""
+    path = Path(table_dir) / SCHEMA_FILE
+    if not path.is_file():
+        raise InputError(f"{table_dir} is not an ingested table: {SCHEMA_FILE} is missing")
+    schema = json.loads(path.read_text())
+    if schema.get("format_version") != _SCHEMA_VERSION:
+        raise InputError(f"{path}: unsupported schema version {schema.get('format_version')!r}")
+    for group in schema["groups"]:
+        group["label"] = label_from_json(group["label"])
+    return schema

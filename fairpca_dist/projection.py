@@ -1,0 +1,107 @@
+"""Write-back: apply a fitted projection to a table, chunk by chunk, as Parquet.
+
+Each partition becomes ``part-NNNNN.parquet`` with the pass-through columns followed by the
+projected columns ``<prefix>0 … <prefix>{r'−1}``. Files are written to a staging folder and
+the folder is swapped into place with a ``_SUCCESS`` marker only when every partition is
+done: a failure leaves the previous output (or nothing), and a rerun writes identical bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from fairpca_dist.atomic import atomic_directory
+from fairpca_dist.passes import scheduler_context
+from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.sources import check_finite, open_table
+
+__all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
+
+SUCCESS_MARKER = "_SUCCESS"
+
+
+@dataclass(frozen=True)
+class ProjectionResult:
+    out_dir: Path
+    rows: int
+    partitions: int
+    columns: tuple[str, ...]
+
+
+def projected_columns(model: FairProjection, prefix: str = "fairpca") -> list[str]:
+    """Names of the projected columns (as ``FairPCA.get_feature_names_out``)."""
+    return [f"{prefix}{j}" for j in range(model.components.shape[1])]
+
+
+def _project_partition(
+    part: pd.DataFrame,
+    features: list[str],
+    pass_through: list[str],
+    names: list[str],
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    path: Path,
+    partition: int,
+) -> int:
+    mean, scale, components = arrays
+    x = part[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    if not np.isfinite(x).all():
+        check_finite(x, features, partition)
+    projected = pd.DataFrame(((x - mean) / scale) @ components, columns=names)
+    out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
+    pq.write_table(pa.Table.from_pandas(out, preserve_index=False), path)
+    return len(out)
+
+
+def project_table(
+    model: FairProjection,
+    source: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    pass_through: Sequence[str] = (),
+    prefix: str = "fairpca",
+    read_options: dict[str, Any] | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> ProjectionResult:
+    """Project every row of ``source`` with ``model`` and write Parquet to ``out_dir``.
+
+    Rows map to ((x − mean) / scale) @ components. The source must have every feature the
+    model was fitted on (by name); NaN/inf features raise :class:`InputError` naming the
+    column and partition, and then nothing is written. ``out_dir`` is replaced atomically.
+    """
+    features = list(model.feature_names)
+    table = open_table(source, features=features, key_columns=list(pass_through), read_options=read_options)
+    names = projected_columns(model, prefix)
+    clash = sorted(set(names) & set(pass_through))
+    if clash:
+        from fairpca_dist.exceptions import SchemaError
+
+        raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
+    arrays = (model.mean, model.scale, model.components)
+    columns = list(dict.fromkeys([*pass_through, *features]))
+    out = Path(out_dir)
+    with atomic_directory(out) as staging:
+        tasks = [
+            dask.delayed(_project_partition, pure=True)(
+                part, features, list(pass_through), names, arrays, staging / f"part-{i:05d}.parquet", i
+            )
+            for i, part in enumerate(table.frame[columns].to_delayed())
+        ]
+        with scheduler_context(client, progress=progress) as scheduler:
+            counts = dask.compute(tasks, scheduler=scheduler)[0] if isinstance(scheduler, str) else scheduler.gather(scheduler.compute(tasks))
+        result = ProjectionResult(out, int(sum(counts)), len(counts), tuple([*pass_through, *names]))
+        marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),
+                  "method": model.method, "n_components": model.n_components}
+        (staging / SUCCESS_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+    return result
