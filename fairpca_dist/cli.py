@@ -1,84 +1,24 @@
-"""The ``fairpca`` command."""
+"""The ``fairpca`` command: one subcommand per pipeline step, the whole pipeline, and a demo.
+
+``ingest``, ``fit``, ``project`` and ``report`` call the library functions the Prefect
+flows call, with the same parameters and outputs; ``pipeline`` and ``demo`` run the Prefect
+pipeline flow itself (an ephemeral Prefect server starts when ``PREFECT_API_URL`` is unset).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-import pandas as pd
+from fairpca_dist.exceptions import FairPCAError, InputError
+from fairpca_dist.solvers import CENTERS, SOLVERS
 
-from fairpca_dist import metrics
-from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
-from fairpca_dist.exceptions import FairPCAError
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import compute_moments
-from fairpca_dist.solvers import SOLVERS, fit_projection
-
-__all__ = ["main", "group_table"]
-
-
-def group_table(
-    moments: GroupMoments, ranks: Sequence[int], *, methods: Sequence[str] = ("pca",), standardize: bool = True
-) -> pd.DataFrame:
-    """Per-group quality of each method for each r in ``ranks``: rows, average reconstruction
-    error, loss (error minus the group's own best rank-r error) and explained variance."""
-    rows = []
-    for r in ranks:
-        for method in methods:
-            projection = fit_projection(moments, r, method=method, standardize=standardize)
-            working = moments.rescaled(projection.scale)
-            kept = metrics.group_explained_variance_ratio(working, projection.components, center=projection.center)
-            for g, label in enumerate(moments.groups):
-                rows.append(
-                    {
-                        "n_components": r,
-                        "method": method,
-                        "group": label,
-                        "rows": int(moments.count[g]),
-                        "avg_error": projection.group_error[g],
-                        "loss": projection.group_loss[g],
-                        "explained_variance": kept[g],
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def _demo(args: argparse.Namespace) -> int:
-    ranks = range(1, args.max_components + 1)
-    methods = ["pca"] if args.method == "pca" else ["pca", args.method]
-    if args.synthetic_rows:
-        with tempfile.TemporaryDirectory(prefix="fairpca-demo-") as scratch:
-            folder = Path(args.workdir or scratch) / "synthetic.parquet"
-            started = time.perf_counter()
-            write_synthetic_parquet(folder, args.synthetic_rows, rows_per_file=args.rows_per_file)
-            print(f"wrote {args.synthetic_rows:,} rows to {folder} in {time.perf_counter() - started:.1f} s")
-            started = time.perf_counter()
-            moments = compute_moments(
-                str(folder), sensitive_feature="group", key_columns=["row_id"], client=args.dask_address, progress=True
-            )
-            elapsed = time.perf_counter() - started
-            print(f"grouped moments of {moments.n_samples:,} rows x {moments.n_features} features "
-                  f"in one dask pass: {elapsed:.1f} s ({moments.n_samples / elapsed:,.0f} rows/s)")
-            table = group_table(moments, ranks, methods=methods)
-    else:
-        frame = load_diabetes_table()
-        moments = compute_moments(frame, sensitive_feature="sex", exclude=["target"], client=args.dask_address)
-        print(f"diabetes table (scikit-learn): {moments.n_samples} rows, features {list(moments.feature_names)}, "
-              f"sensitive feature 'sex' with groups {list(moments.groups)}")
-        table = group_table(moments, ranks, methods=methods)
-    print(f"\n{' vs '.join(methods)} (standardised features): per-group reconstruction quality\n")
-    with pd.option_context("display.float_format", "{:.4f}".format, "display.width", 120):
-        print(table.to_string(index=False))
-    worst = table.groupby(["n_components", "method"])["loss"].max().unstack("method")
-    print("\nlargest group loss per n_components:")
-    with pd.option_context("display.float_format", "{:.4f}".format):
-        print(worst[list(methods)].to_string())
-    return 0
+__all__ = ["main"]
 
 
 def _positive_int(text: str) -> int:
@@ -88,26 +28,211 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``key=value`` pairs; values are parsed as JSON when they can be (numbers, booleans)."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"solver option {pair!r} is not of the form key=value")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+# ----------------------------------------------------------------------------- steps
+def _ingest(args: argparse.Namespace) -> int:
+    from fairpca_dist.ingest import ingest_table
+
+    result = ingest_table(
+        args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
+        key_columns=args.key_columns, pass_through=args.pass_through, on_bad_rows=args.on_bad_rows,
+        client=args.dask_address, progress=True,
+    )
+    print(f"ingested {result.rows:,} rows ({result.rejected:,} rejected) into {result.table_dir}")
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    from fairpca_dist.fitting import fit_table
+
+    model = fit_table(
+        args.table_dir, args.model_dir, method=args.method, n_components=args.n_components, center=args.center,
+        standardize=args.standardize, options=_options(args.option), client=args.dask_address, progress=True,
+    )
+    losses = ", ".join(f"{g}: {v:.6g}" for g, v in zip(model.group_labels, model.group_loss))
+    print(f"{model.method} r={model.n_components}: group losses {losses}; {model.message}; model in {args.model_dir}")
+    return 0
+
+
+def _project(args: argparse.Namespace) -> int:
+    from fairpca_dist.model_io import load_model
+    from fairpca_dist.projection import project_table
+
+    result = project_table(load_model(args.model_dir), args.table_dir, args.out_dir,
+                           pass_through=args.pass_through, client=args.dask_address, progress=True)
+    print(f"projected {result.rows:,} rows into {result.out_dir} ({result.partitions} files)")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from fairpca_dist.fitting import MOMENTS_FILE
+    from fairpca_dist.ingest import read_schema
+    from fairpca_dist.model_io import load_model
+    from fairpca_dist.moments import GroupMoments
+    from fairpca_dist.passes import sample_rows
+    from fairpca_dist.report import build_report, report_markdown_summary, write_report
+
+    model = load_model(args.model_dir)
+    moments = GroupMoments.load(Path(args.model_dir) / MOMENTS_FILE)
+    sample = None
+    if args.target:
+        schema = read_schema(args.table_dir)
+        sample = sample_rows(args.table_dir, columns=[*schema["features"], *schema["sensitive_feature"], args.target],
+                             max_rows=args.sample_size, client=args.dask_address)
+    report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target)
+    files = write_report(report, args.report_dir)
+    print(report_markdown_summary(report))
+    print(f"\nreport: {files.markdown} (also {files.html.name}, report.json and PNGs)")
+    return 0
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from flows.pipeline import pipeline
+
+    started = time.perf_counter()
+    result = pipeline(
+        source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
+        features=args.features, key_columns=args.key_columns, target=args.target, method=args.method,
+        n_components=args.n_components, center=args.center, standardize=args.standardize,
+        options=_options(args.option), on_bad_rows=args.on_bad_rows, dask_address=args.dask_address,
+    )
+    print(f"\npipeline finished in {time.perf_counter() - started:.1f} s; everything is in {result['run_dir']}")
+    print(f"report: {result['report']['markdown']}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
+
+    run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
+    run_dir = Path(args.runs_dir) / run_id
+    if args.synthetic_rows:
+        source = write_synthetic_parquet(run_dir / "source.parquet", args.synthetic_rows, rows_per_file=args.rows_per_file)
+        print(f"wrote {args.synthetic_rows:,} synthetic rows to {source}")
+        settings = {"source": str(source), "sensitive_feature": ["group"], "key_columns": ["row_id"], "target": None,
+                    "features": None}
+    else:
+        frame = load_diabetes_table()
+        progression = frame.pop("target")
+        frame["high_progression"] = (progression > progression.median()).astype(int)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        source = run_dir / "diabetes.csv"
+        frame.rename_axis("patient").reset_index().to_csv(source, index=False)
+        print(f"diabetes table (scikit-learn, 442 rows; sensitive feature 'sex') written to {source}")
+        settings = {"source": str(source), "sensitive_feature": ["sex"], "key_columns": ["patient"],
+                    "target": "high_progression",
+                    "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]}
+    args_for_pipeline = argparse.Namespace(
+        **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
+        center="group", standardize=True, option=[], on_bad_rows="fail", dask_address=args.dask_address,
+    )
+    return _pipeline(args_for_pipeline)
+
+
+# ----------------------------------------------------------------------------- parser
+def _add_dask(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dask-address", default=None,
+                        help="address of a running Dask scheduler (default: a local cluster)")
+
+
+def _add_fit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--method", default="fair-eig", choices=sorted(SOLVERS), help="solver (default fair-eig)")
+    parser.add_argument("--n-components", type=_positive_int, default=2, help="target dimension r (default 2)")
+    parser.add_argument("--center", default="group", choices=CENTERS, help="centring of the group losses")
+    parser.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
+                        help="divide features by their pooled standard deviation (default on)")
+    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="solver option, repeatable (e.g. --option tol=1e-8)")
+
+
+def _add_table_roles(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sensitive-feature", nargs="+", required=True, metavar="COLUMN",
+                        help="group column(s); several form intersectional groups")
+    parser.add_argument("--features", nargs="+", default=None, metavar="COLUMN",
+                        help="feature columns (default: every numeric column not otherwise used)")
+    parser.add_argument("--key-columns", nargs="+", default=[], metavar="COLUMN",
+                        help="identifier columns carried through to the projection")
+    parser.add_argument("--on-bad-rows", default="fail", choices=["fail", "drop"],
+                        help="rows with NaN/inf features or missing groups: fail (default) or drop and record")
+
+
 def _parser() -> argparse.ArgumentParser:
     from fairpca_dist import __version__
 
     parser = argparse.ArgumentParser(prog="fairpca", description="Fair PCA on large tables.")
     parser.add_argument("--version", action="version", version=f"fairpca_dist {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+
+    ingest = commands.add_parser("ingest", help="source table -> validated Parquet + schema.json")
+    ingest.add_argument("source", help="CSV or Parquet file, folder or glob")
+    ingest.add_argument("table_dir", help="output folder")
+    _add_table_roles(ingest)
+    ingest.add_argument("--pass-through", nargs="+", default=[], metavar="COLUMN",
+                        help="further columns to keep (e.g. a target for the report)")
+    _add_dask(ingest)
+    ingest.set_defaults(handler=_ingest)
+
+    fit = commands.add_parser("fit", help="ingested table -> moments.npz + model (moments cached per file)")
+    fit.add_argument("table_dir")
+    fit.add_argument("model_dir")
+    _add_fit_options(fit)
+    _add_dask(fit)
+    fit.set_defaults(handler=_fit)
+
+    project = commands.add_parser("project", help="apply a model to a table -> Parquet (atomic, _SUCCESS)")
+    project.add_argument("model_dir")
+    project.add_argument("table_dir")
+    project.add_argument("out_dir")
+    project.add_argument("--pass-through", nargs="+", default=[], metavar="COLUMN", help="columns to carry through")
+    _add_dask(project)
+    project.set_defaults(handler=_project)
+
+    report = commands.add_parser("report", help="fairness report: json, md, html, PNGs")
+    report.add_argument("model_dir")
+    report.add_argument("table_dir")
+    report.add_argument("report_dir")
+    report.add_argument("--target", default=None, help="binary label column for the downstream parity check")
+    report.add_argument("--max-components", type=_positive_int, default=None, help="largest r in the curves")
+    report.add_argument("--sample-size", type=_positive_int, default=50_000, help="rows sampled for the downstream check")
+    _add_dask(report)
+    report.set_defaults(handler=_report)
+
+    pipeline = commands.add_parser("pipeline", help="run the Prefect pipeline: ingest -> fit -> project -> report")
+    pipeline.add_argument("source")
+    _add_table_roles(pipeline)
+    pipeline.add_argument("--target", default=None, help="binary label column for the downstream parity check")
+    pipeline.add_argument("--runs-dir", default="runs", help="parent of the run folder (default runs/)")
+    pipeline.add_argument("--run-id", default=None, help="run folder name (default: the Prefect run name)")
+    _add_fit_options(pipeline)
+    _add_dask(pipeline)
+    pipeline.set_defaults(handler=_pipeline)
+
     demo = commands.add_parser(
-        "demo",
-        help="fit PCA and a fair method on an embedded table; print per-group errors and losses",
-        description="Fit PCA and a fair method for n_components 1..5 on scikit-learn's diabetes "
-        "table (sensitive feature: sex) or on a generated Parquet table, and print a per-group table.",
+        "demo", help="run the pipeline on an embedded table (scikit-learn's diabetes data) into runs/<run-id>/",
+        description="Run the whole pipeline on scikit-learn's diabetes table (sensitive feature: sex; "
+        "target: disease progression above the median) or on a generated Parquet table.",
     )
+    demo.add_argument("--method", default="fair-eig", choices=sorted(SOLVERS), help="fair method (default fair-eig)")
+    demo.add_argument("--n-components", type=_positive_int, default=2)
     demo.add_argument("--synthetic-rows", type=int, default=0, metavar="N",
-                      help="generate an N-row table with group-dependent covariance as Parquet and use it")
+                      help="use a generated N-row Parquet table with group-dependent covariance instead")
     demo.add_argument("--rows-per-file", type=_positive_int, default=500_000, help="rows per generated Parquet file")
-    demo.add_argument("--workdir", help="where to write the generated table (default: a temporary folder)")
-    demo.add_argument("--max-components", type=_positive_int, default=5, help="largest n_components (default 5)")
-    demo.add_argument("--method", default="fair-eig", choices=sorted(SOLVERS),
-                      help="fair method shown next to the PCA baseline (default fair-eig)")
-    demo.add_argument("--dask-address", default=None, help="address of a running dask scheduler")
+    demo.add_argument("--runs-dir", default="runs")
+    demo.add_argument("--run-id", default=None)
+    _add_dask(demo)
     demo.set_defaults(handler=_demo)
     return parser
 

@@ -16,13 +16,14 @@ from typing import Any
 
 import dask
 import numpy as np
+import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Table, check_finite, open_table
 
-__all__ = ["compute_moments", "compute_file_moments", "scheduler_context"]
+__all__ = ["compute_moments", "compute_file_moments", "sample_rows", "scheduler_context"]
 
 
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
@@ -200,6 +201,26 @@ def compute_file_moments(
         return []
     with scheduler_context(client, progress=progress) as scheduler:
         return list(_compute(graphs, scheduler, progress))
+
+
+def sample_rows(
+    source: Any,
+    *,
+    columns: Sequence[str],
+    max_rows: int = 50_000,
+    seed: int = 0,
+    read_options: dict[str, Any] | None = None,
+    client: Any = None,
+) -> pd.DataFrame:
+    """A uniform random sample of about ``max_rows`` rows of ``columns`` (deterministic for a
+    given table, partitioning and ``seed``), e.g. to train a downstream model in a report."""
+    table = open_table(source, key_columns=list(columns), features=[], read_options=read_options)
+    frame = table.frame[list(columns)]
+    with scheduler_context(client) as scheduler:
+        total = int(_compute(frame.map_partitions(len), scheduler, False).sum())
+        fraction = min(1.0, max_rows / max(total, 1))
+        sample = _compute(frame.sample(frac=fraction, random_state=seed), scheduler, False)
+    return sample.reset_index(drop=True)
 
 
 def _check_split_every(split_every: int) -> None:

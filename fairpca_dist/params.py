@@ -1,0 +1,45 @@
+"""Checks of run parameters that need no data: flows and the CLI call them before reading rows."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.solvers import CENTERS, SOLVERS
+
+__all__ = ["check_run_parameters"]
+
+
+def check_run_parameters(
+    *,
+    source: Any = None,
+    method: str | None = None,
+    n_components: Any = None,
+    center: str | None = None,
+    on_bad_rows: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> None:
+    """Raise :class:`InputError` for the first bad parameter among those given."""
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if not (os.path.exists(text) or (any(c in text for c in "*?[") and glob.glob(text))):
+            raise InputError(f"input path {text!r} does not exist")
+    if method is not None and method not in SOLVERS:
+        raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
+    if n_components is not None and (
+        isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1
+    ):
+        raise InputError(f"n_components must be a positive integer, got {n_components!r}")
+    if center is not None and center not in CENTERS:
+        raise InputError(f"center={center!r} is not one of {CENTERS}")
+    if on_bad_rows is not None and on_bad_rows not in ("fail", "drop"):
+        raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")
+    if options and method is not None:
+        unknown = sorted(set(options) - SOLVERS[method].options)
+        if unknown:
+            raise InputError(
+                f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(SOLVERS[method].options) or 'none'}"
+            )

@@ -1,0 +1,32 @@
+"""Flow: ingested table → moments (cached per file) → fitted model artifact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from fairpca_dist.params import check_run_parameters
+from flows.tasks import fit_task
+
+
+@flow(name="fairpca-fit", flow_run_name="fit-{method}-r{n_components}")
+def fit(
+    table_dir: str,
+    model_dir: str,
+    method: str = "fair-eig",
+    n_components: int = 2,
+    center: str = "group",
+    standardize: bool = True,
+    options: dict[str, Any] | None = None,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
+    """Fit ``method`` on the table; refits with another method or r reuse the cached moments,
+    and a table that gained files reads only the new ones."""
+    check_run_parameters(source=table_dir, method=method, n_components=n_components, center=center, options=options)
+    return fit_task(table_dir, model_dir, method=method, n_components=n_components, center=center,
+                    standardize=standardize, options=options, cache_dir=cache_dir)
+
+
+if __name__ == "__main__":
+    fit.serve(name="fairpca-fit")

@@ -1,0 +1,85 @@
+"""Flow: ingest → fit → project → report, on a Dask cluster through prefect-dask.
+
+Everything of run ``<run_id>`` goes under ``<runs_dir>/<run_id>/``: ``table/`` (ingested
+Parquet + schema.json), ``model/`` (moments.npz, model.npz, model.json), ``projected/``
+(Parquet + _SUCCESS) and ``report/`` (report.json/.md/.html + PNGs). Without
+``dask_address`` a LocalCluster runs inside the flow's process; with it, the tasks and
+their Dask graphs run on that scheduler's workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow
+from prefect.runtime import flow_run
+from prefect_dask import DaskTaskRunner
+
+from fairpca_dist.params import check_run_parameters
+from flows.tasks import fit_task, ingest_task, project_task, report_task
+
+
+def task_runner(dask_address: str | None) -> DaskTaskRunner:
+    """An existing scheduler, or a LocalCluster of threads in this process (no extra
+    processes, so no extra temporary Prefect servers in ephemeral mode)."""
+    if dask_address:
+        return DaskTaskRunner(address=dask_address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
+                                          "dashboard_address": None})
+
+
+def _run_dir(runs_dir: str, run_id: str | None) -> Path:
+    return Path(runs_dir) / (run_id or flow_run.get_name() or "run")
+
+
+@flow(name="fairpca-pipeline-steps")
+def _steps(
+    source: str, root: str, sensitive_feature: list[str], features: list[str] | None, key_columns: list[str],
+    target: str | None, method: str, n_components: int, center: str, standardize: bool,
+    options: dict[str, Any] | None, on_bad_rows: str, read_options: dict[str, Any] | None,
+) -> dict[str, Any]:
+    base = Path(root)
+    pass_through = [*key_columns, *([target] if target else [])]
+    table = ingest_task(source, str(base / "table"), sensitive_feature=sensitive_feature, features=features,
+                        key_columns=key_columns, pass_through=[target] if target else [],
+                        on_bad_rows=on_bad_rows, read_options=read_options)
+    model = fit_task(table["table_dir"], str(base / "model"), method=method, n_components=n_components,
+                     center=center, standardize=standardize, options=options,
+                     cache_dir=str(base.parent / ".moments-cache"))
+    projected = project_task(model["model_dir"], table["table_dir"], str(base / "projected"),
+                             pass_through=pass_through)
+    report = report_task(model["model_dir"], table["table_dir"], str(base / "report"), target=target,
+                         max_components=None, sample_size=50_000, artifact_key=f"fairpca-report-{method}")
+    return {"run_dir": str(base), "table": table, "model": model, "projected": projected, "report": report}
+
+
+@flow(name="fairpca-pipeline", flow_run_name="pipeline-{method}-r{n_components}")
+def pipeline(
+    source: str,
+    sensitive_feature: list[str],
+    runs_dir: str = "runs",
+    run_id: str | None = None,
+    features: list[str] | None = None,
+    key_columns: list[str] | None = None,
+    target: str | None = None,
+    method: str = "fair-eig",
+    n_components: int = 2,
+    center: str = "group",
+    standardize: bool = True,
+    options: dict[str, Any] | None = None,
+    on_bad_rows: str = "fail",
+    read_options: dict[str, Any] | None = None,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """Run ingest → fit → project → report; every parameter is checked before data are read."""
+    check_run_parameters(source=source, method=method, n_components=n_components, center=center,
+                         on_bad_rows=on_bad_rows, options=options)
+    root = _run_dir(runs_dir, run_id)
+    steps = _steps.with_options(task_runner=task_runner(dask_address))
+    return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
+                 n_components, center, standardize, options, on_bad_rows, read_options)
+
+
+if __name__ == "__main__":
+    pipeline.serve(name="fairpca-pipeline")

@@ -1,0 +1,22 @@
+"""Flow: apply a model to a table, writing Parquet atomically (``_SUCCESS`` marker)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from fairpca_dist.params import check_run_parameters
+from flows.tasks import project_task
+
+
+@flow(name="fairpca-project", flow_run_name="project-{out_dir}")
+def project(model_dir: str, table_dir: str, out_dir: str, pass_through: list[str] | None = None) -> dict[str, Any]:
+    """Project every row; the output folder is replaced only when complete."""
+    check_run_parameters(source=model_dir)
+    check_run_parameters(source=table_dir)
+    return project_task(model_dir, table_dir, out_dir, pass_through=pass_through or [])
+
+
+if __name__ == "__main__":
+    project.serve(name="fairpca-project")

@@ -1,0 +1,33 @@
+"""Flow: fairness report (JSON, Markdown, HTML, PNGs), published as Prefect artifacts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+
+from fairpca_dist.params import check_run_parameters
+from flows.tasks import report_task
+
+
+@flow(name="fairpca-report", flow_run_name="report-{report_dir}")
+def report(
+    model_dir: str,
+    table_dir: str,
+    report_dir: str,
+    target: str | None = None,
+    max_components: int | None = None,
+    sample_size: int = 50_000,
+    artifact_key: str = "fairpca-report",
+) -> dict[str, Any]:
+    """Per-group errors, losses and explained variance for PCA and the fitted method,
+    MMD², and (with ``target``) the demographic-parity difference of a classifier trained
+    on the projected data."""
+    check_run_parameters(source=model_dir)
+    check_run_parameters(source=table_dir)
+    return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
+                       sample_size=sample_size, artifact_key=artifact_key)
+
+
+if __name__ == "__main__":
+    report.serve(name="fairpca-report")

@@ -1,0 +1,105 @@
+"""Prefect tasks: one library call each, paths in, small summaries out.
+
+Data-touching tasks retry on infrastructure errors (lost workers, I/O) but never on
+:class:`~fairpca_dist.exceptions.InputError`: bad input fails at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.logging import get_run_logger
+
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.fitting import MOMENTS_FILE, fit_table
+from fairpca_dist.ingest import ingest_table, read_schema
+from fairpca_dist.model_io import load_model
+from fairpca_dist.moments import GroupMoments
+from fairpca_dist.passes import sample_rows
+from fairpca_dist.projection import project_table
+from fairpca_dist.report import build_report, report_markdown_summary, report_table, write_report
+
+
+def retry_unless_input_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry policy: deterministic input errors are not retried."""
+    try:
+        state.result()
+    except InputError:
+        return False
+    except Exception:  # noqa: BLE001 - any other failure may be transient
+        return True
+    return True
+
+
+_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": retry_unless_input_error}
+
+
+@contextlib.contextmanager
+def dask_client() -> Iterator[Any]:
+    """The Dask client of the running DaskTaskRunner, or None (threads) outside one."""
+    try:
+        from prefect_dask import get_dask_client
+
+        with get_dask_client() as client:
+            yield client
+    except (RuntimeError, ValueError):
+        yield None
+
+
+@task(name="ingest-table", **_RETRIES)
+def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], features: list[str] | None,
+                key_columns: list[str], pass_through: list[str], on_bad_rows: str,
+                read_options: dict[str, Any] | None) -> dict[str, Any]:
+    with dask_client() as client:
+        result = ingest_table(
+            source, table_dir, sensitive_feature=sensitive_feature, features=features, key_columns=key_columns,
+            pass_through=pass_through, on_bad_rows=on_bad_rows, read_options=read_options, client=client,
+            progress=True,
+        )
+    get_run_logger().info("ingested %d rows (%d rejected) into %s", result.rows, result.rejected, table_dir)
+    return {"table_dir": str(result.table_dir), "rows": result.rows, "rejected": result.rejected}
+
+
+@task(name="fit-model", **_RETRIES)
+def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, center: str,
+             standardize: bool, options: dict[str, Any] | None, cache_dir: str | None) -> dict[str, Any]:
+    with dask_client() as client:
+        model = fit_table(
+            table_dir, model_dir, method=method, n_components=n_components, center=center,
+            standardize=standardize, options=options, cache_dir=cache_dir, client=client, progress=True,
+        )
+    get_run_logger().info("fitted %s (r=%d): group losses %s, %s", model.method, model.n_components,
+                          model.group_loss.round(6).tolist(), model.message)
+    return {"model_dir": model_dir, "max_loss": float(model.group_loss.max()), "converged": model.converged}
+
+
+@task(name="project-table", **_RETRIES)
+def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: list[str]) -> dict[str, Any]:
+    with dask_client() as client:
+        result = project_table(load_model(model_dir), table_dir, out_dir, pass_through=pass_through,
+                               client=client, progress=True)
+    get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
+    return {"out_dir": str(result.out_dir), "rows": result.rows}
+
+
+@task(name="fairness-report", **_RETRIES)
+def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str | None,
+                max_components: int | None, sample_size: int, artifact_key: str) -> dict[str, Any]:
+    model = load_model(model_dir)
+    moments = GroupMoments.load(Path(model_dir) / MOMENTS_FILE)
+    sample = None
+    if target is not None:
+        schema = read_schema(table_dir)
+        columns = [*schema["features"], *schema["sensitive_feature"], target]
+        with dask_client() as client:
+            sample = sample_rows(table_dir, columns=columns, max_rows=sample_size, client=client)
+    report = build_report(moments, model, max_components=max_components, sample=sample, target=target)
+    files = write_report(report, report_dir)
+    create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
+    create_table_artifact(report_table(report), key=f"{artifact_key}-groups", description="per-group errors and losses")
+    return {"report_dir": report_dir, "markdown": str(files.markdown), "html": str(files.html)}
