@@ -68,10 +68,11 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _project(args: argparse.Namespace) -> int:
+    from fairpca_dist.ingest import table_source
     from fairpca_dist.model_io import load_model
     from fairpca_dist.projection import project_table
 
-    result = project_table(load_model(args.model_dir), args.table_dir, args.out_dir,
+    result = project_table(load_model(args.model_dir), table_source(args.table_dir), args.out_dir,
                            pass_through=args.pass_through, client=args.dask_address, progress=True)
     print(f"projected {result.rows:,} rows into {result.out_dir} ({result.partitions} files)")
     return 0
@@ -79,7 +80,7 @@ def _project(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from fairpca_dist.fitting import MOMENTS_FILE
-    from fairpca_dist.ingest import read_schema
+    from fairpca_dist.ingest import read_schema, table_source
     from fairpca_dist.model_io import load_model
     from fairpca_dist.moments import GroupMoments
     from fairpca_dist.passes import sample_rows
@@ -90,7 +91,7 @@ def _report(args: argparse.Namespace) -> int:
     sample = None
     if args.target:
         schema = read_schema(args.table_dir)
-        sample = sample_rows(args.table_dir, columns=[*schema["features"], *schema["sensitive_feature"], args.target],
+        sample = sample_rows(table_source(args.table_dir), columns=[*schema["features"], *schema["sensitive_feature"], args.target],
                              max_rows=args.sample_size, client=args.dask_address)
     report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target)
     files = write_report(report, args.report_dir)

@@ -20,7 +20,7 @@ from typing import Any
 
 from fairpca_dist.atomic import atomic_file
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.ingest import SCHEMA_FILE, read_schema
+from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
 from fairpca_dist.model_io import save_model
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import compute_file_moments
@@ -33,8 +33,8 @@ MOMENTS_FILE = "moments.npz"
 
 
 def table_files(table_dir: str | os.PathLike[str]) -> list[Path]:
-    """The Parquet files of a table folder, sorted by name."""
-    folder = Path(table_dir)
+    """The Parquet files of a table folder (an ingested table's ``parts/``), sorted by name."""
+    folder = Path(table_source(table_dir))
     if not folder.is_dir():
         raise InputError(f"table folder {folder} does not exist")
     files = sorted(p for p in folder.iterdir() if p.suffix in (".parquet", ".pq") and not p.name.startswith("."))

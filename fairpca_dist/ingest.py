@@ -29,10 +29,11 @@ from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import scheduler_context
 from fairpca_dist.sources import open_table
 
-__all__ = ["ingest_table", "IngestResult", "read_schema", "SCHEMA_FILE", "REJECTS_SAMPLE_ROWS"]
+__all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "SCHEMA_FILE", "REJECTS_SAMPLE_ROWS"]
 
 SCHEMA_FILE = "schema.json"
 REJECTS_FILE = "rejects.csv"
+PARTS_DIR = "parts"  # the Parquet files, alone in their folder so any Parquet reader can open it
 REJECTS_SAMPLE_ROWS = 1000
 _SCHEMA_VERSION = 1
 BadRowPolicy = Literal["fail", "drop"]
@@ -104,8 +105,9 @@ def ingest_table(
     source : path or DataFrame
         CSV or Parquet file, folder or glob, or a pandas/dask DataFrame.
     out_dir : path
-        Output folder: ``part-NNNNN.parquet`` (one per source partition), ``schema.json`` and,
-        when rows were dropped, ``rejects.csv`` (a sample of at most 1000 rejected rows).
+        Output folder: ``parts/part-NNNNN.parquet`` (one per source partition; the ``parts``
+        folder opens in any Parquet reader), ``schema.json`` and, when rows were dropped,
+        ``rejects.csv`` (a sample of at most 1000 rejected rows).
     sensitive_feature, features, key_columns, sample_weight, exclude
         Column roles, as in :func:`fairpca_dist.sources.open_table`.
     pass_through : list of str
@@ -134,8 +136,11 @@ def ingest_table(
     columns = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else []), *features_]))
     out = Path(out_dir)
     with atomic_directory(out) as staging:
+        (staging / PARTS_DIR).mkdir()
         tasks = [
-            dask.delayed(_clean_partition, pure=True)(part, columns, features_, sensitive, staging / f"part-{i:05d}.parquet")
+            dask.delayed(_clean_partition, pure=True)(
+                part, columns, features_, sensitive, staging / PARTS_DIR / f"part-{i:05d}.parquet"
+            )
             for i, part in enumerate(table.frame[columns].to_delayed())
         ]
         with scheduler_context(client, progress=progress) as scheduler:
@@ -175,7 +180,7 @@ def ingest_table(
             "rejected_by_column": dict(sorted(bad_by_column.items())),
             "on_bad_rows": on_bad_rows,
             "groups": [{"label": label_to_json(g), "rows": groups[g]} for g in sorted_labels(list(groups))],
-            "partitions": [{"file": f"part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(reports)],
+            "partitions": [{"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(reports)],
         }
         with atomic_file(staging / SCHEMA_FILE) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
@@ -193,3 +198,10 @@ def read_schema(table_dir: str | os.PathLike[str]) -> dict[str, Any]:
     for group in schema["groups"]:
         group["label"] = label_from_json(group["label"])
     return schema
+
+
+def table_source(table_dir: str | os.PathLike[str]) -> str:
+    """The Parquet folder of an ingested table (its ``parts/``), or ``table_dir`` itself for
+    any other Parquet folder."""
+    parts = Path(table_dir) / PARTS_DIR
+    return str(parts if (Path(table_dir) / SCHEMA_FILE).is_file() and parts.is_dir() else table_dir)

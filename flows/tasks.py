@@ -17,7 +17,7 @@ from prefect.logging import get_run_logger
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import MOMENTS_FILE, fit_table
-from fairpca_dist.ingest import ingest_table, read_schema
+from fairpca_dist.ingest import ingest_table, read_schema, table_source
 from fairpca_dist.model_io import load_model
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import sample_rows
@@ -81,7 +81,7 @@ def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, 
 @task(name="project-table", **_RETRIES)
 def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: list[str]) -> dict[str, Any]:
     with dask_client() as client:
-        result = project_table(load_model(model_dir), table_dir, out_dir, pass_through=pass_through,
+        result = project_table(load_model(model_dir), table_source(table_dir), out_dir, pass_through=pass_through,
                                client=client, progress=True)
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
     return {"out_dir": str(result.out_dir), "rows": result.rows}
@@ -97,7 +97,7 @@ def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str 
         schema = read_schema(table_dir)
         columns = [*schema["features"], *schema["sensitive_feature"], target]
         with dask_client() as client:
-            sample = sample_rows(table_dir, columns=columns, max_rows=sample_size, client=client)
+            sample = sample_rows(table_source(table_dir), columns=columns, max_rows=sample_size, client=client)
     report = build_report(moments, model, max_components=max_components, sample=sample, target=target)
     files = write_report(report, report_dir)
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")

@@ -1,0 +1,722 @@
+"""Fairness report of a fitted projection: ``report.json`` + ``report.md`` + ``report.html`` + PNGs.
+
+The report compares two *arms*, always under the same keys: ``"pca"``, plain PCA refitted at the
+model's n_components with the model's centring and scale (the baseline of Samadi et al.'s
+figures), and ``"fair"``, the fitted model itself (its method is in ``report["model"]``). For
+both it records, from the group moments (:mod:`fairpca_dist.metrics`):
+
+* at the fitted n_components: per-group error err_g, loss loss_g, explained-variance ratio
+  EVR_g, the largest loss, the total explained-variance ratio and the linear-kernel MMD² matrix
+  ‖Vᵀ(μ_a − μ_b)‖² between the projected groups;
+* the same against r = 1..R, refitting both methods at every r (the curves behind the figures);
+* optionally, a downstream check (:func:`downstream_parity`): accuracy and demographic parity
+  of a logistic regression trained on each arm's projection of a row sample.
+
+Every metric uses the working moments ``moments.rescaled(model.scale)``: the components act
+on standardised rows when the model standardises. :func:`build_report` returns plain JSON
+values; :func:`write_report` renders them without computing anything new, so the Markdown, the
+HTML and the figures always show the numbers in ``report.json``. No Prefect here: the flow
+publishes :func:`report_markdown_summary` and :func:`report_table` as artifacts.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from fairlearn.metrics import MetricFrame, demographic_parity_difference, demographic_parity_ratio, selection_rate
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from fairpca_dist import metrics
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
+from fairpca_dist.projection import projected_columns
+from fairpca_dist.solvers import SOLVERS, fit_projection
+from fairpca_dist.solvers.result import FairProjection
+
+__all__ = [
+    "ReportFiles",
+    "downstream_parity",
+    "build_report",
+    "write_report",
+    "report_markdown_summary",
+    "report_table",
+    "ARMS",
+    "FIGURES",
+]
+
+ARMS = ("pca", "fair")
+"""The two arms of every comparison: the PCA baseline and the fitted model."""
+
+FIGURES: dict[str, tuple[str, str]] = {
+    "error_vs_components": ("group_error", "average reconstruction error"),
+    "loss_vs_components": ("group_loss", "loss (error minus the group's best rank-r error)"),
+    "explained_variance": ("group_explained_variance_ratio", "explained-variance ratio"),
+}
+"""Figure file stem -> (per-group quantity in the curves, axis label)."""
+
+_CLASSIFIER_MAX_ITER = 1000
+_CLASSIFIER = f"StandardScaler + LogisticRegression(lbfgs, C=1, max_iter={_CLASSIFIER_MAX_ITER})"
+_COLUMN_TITLES = {"error": "error", "loss": "loss", "explained_variance_ratio": "EVR"}
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """Paths of everything :func:`write_report` wrote.
+
+    Attributes
+    ----------
+    json, markdown, html : Path
+        ``report.json``, ``report.md`` and ``report.html``.
+    figures : dict of str to Path
+        One PNG per key of :data:`FIGURES`.
+    """
+
+    json: Path
+    markdown: Path
+    html: Path
+    figures: dict[str, Path]
+
+
+# ---------------------------------------------------------------------- downstream classifier
+def downstream_parity(
+    sample: pd.DataFrame,
+    *,
+    features: Sequence[str],
+    sensitive: Sequence[str] | str,
+    target: str,
+    models: Mapping[str, FairProjection],
+    random_state: int = 0,
+    test_size: float = 0.3,
+) -> dict:
+    """Accuracy and demographic parity of a classifier trained on each model's projection.
+
+    The rows are split once into train and test parts, stratified by the target. For each
+    model, ``model.transform`` of the features feeds ``StandardScaler`` + scikit-learn's
+    ``LogisticRegression`` (lbfgs, C = 1, deterministic); on the test part the report gives the
+    accuracy, the per-group selection rate P(ŷ = 1 | group), and fairlearn's
+    ``demographic_parity_difference`` (largest minus smallest selection rate) and
+    ``demographic_parity_ratio`` (smallest over largest). The same classifier on the
+    standardised raw features is the reference.
+
+    Parameters
+    ----------
+    sample : DataFrame
+        Rows with the feature, sensitive and target columns.
+    features : sequence of str
+        Feature columns, in the order every model was fitted on.
+    sensitive : str or sequence of str
+        Group column(s). Several columns define intersectional groups labelled
+        ``"a & b"``, as :class:`GroupMoments` names tuple labels in the report.
+    target : str
+        Binary target column; the larger of its two (sorted) values is the positive class.
+    models : mapping of str to FairProjection
+        Name -> fitted projection.
+    random_state : int
+        Seed of the train/test split.
+    test_size : float
+        Share of rows held out for evaluation.
+
+    Returns
+    -------
+    dict
+        ``target``, ``positive_class``, ``sensitive``, ``n_train``, ``n_test``, ``test_size``,
+        ``random_state``, ``classifier``, ``reference`` (the raw features) and ``models``
+        (name -> scores). Scores are ``n_inputs``, ``accuracy``,
+        ``demographic_parity_difference``, ``demographic_parity_ratio`` and ``selection_rate``
+        (group -> rate); the ratio is None when no group gets a positive prediction.
+
+    Raises
+    ------
+    SchemaError
+        A column is missing, a feature is not numeric, or a model was fitted on other features.
+    InputError
+        Missing values, no sensitive column, or a target that is not binary with at least two
+        rows per class.
+    """
+    features = list(features)
+    sensitive = [sensitive] if isinstance(sensitive, str) else list(sensitive)
+    _check_sample(sample, features, sensitive, target, models)
+    y, positive = _binary_target(sample[target], target)
+    groups = sample[sensitive].astype(str).agg(" & ".join, axis=1).to_numpy()
+    x = sample[features].to_numpy(dtype=np.float64)
+    train, test = train_test_split(
+        np.arange(len(sample)), test_size=test_size, random_state=random_state, stratify=y
+    )
+
+    def scores(inputs: np.ndarray) -> dict[str, Any]:
+        classifier = _classifier().fit(inputs[train], y[train])
+        return _parity_scores(y[test], classifier.predict(inputs[test]), groups[test], inputs.shape[1])
+
+    return _jsonable({
+        "target": target,
+        "positive_class": positive,
+        "sensitive": sensitive,
+        "n_train": len(train),
+        "n_test": len(test),
+        "test_size": test_size,
+        "random_state": random_state,
+        "classifier": _CLASSIFIER,
+        "reference": scores(x),
+        "models": {name: scores(model.transform(x)) for name, model in models.items()},
+    })
+
+
+def _check_sample(
+    sample: pd.DataFrame,
+    features: list[str],
+    sensitive: list[str],
+    target: str,
+    models: Mapping[str, FairProjection],
+) -> None:
+    if not sensitive:
+        raise InputError("no sensitive column given: name the group column(s) of the sample")
+    needed = list(dict.fromkeys([*features, *sensitive, target]))
+    missing = [column for column in needed if column not in sample.columns]
+    if missing:
+        raise SchemaError(f"the sample lacks column(s) {missing}; it has {list(sample.columns)}")
+    not_numeric = [column for column in features if not pd.api.types.is_numeric_dtype(sample[column])]
+    if not_numeric:
+        raise SchemaError(f"feature column(s) {not_numeric} are not numeric")
+    incomplete = [column for column in needed if sample[column].isna().any()]
+    if incomplete:
+        raise InputError(f"column(s) {incomplete} of the sample contain missing values; drop or fill those rows")
+    for name, model in models.items():
+        if list(model.feature_names) != features:
+            raise SchemaError(
+                f"model {name!r} was fitted on features {list(model.feature_names)}, not {features}"
+            )
+
+
+def _binary_target(column: pd.Series, name: str) -> tuple[np.ndarray, Hashable]:
+    """The target as 0/1 with the larger class as 1; raises unless 2 classes of >= 2 rows."""
+    counts = column.value_counts()
+    classes = sorted_labels(counts.index.tolist())
+    if len(classes) != 2:
+        raise InputError(
+            f"target {name!r} has {len(classes)} class(es) {list(classes)[:10]}; "
+            "demographic parity needs a binary target"
+        )
+    if counts.min() < 2:
+        raise InputError(
+            f"target {name!r}: class {counts.idxmin()!r} has {counts.min()} row(s); "
+            "a stratified train/test split needs at least 2 per class"
+        )
+    positive = classes[1]
+    return (column == positive).to_numpy(dtype=np.int64), positive
+
+
+def _classifier() -> Pipeline:
+    """Standardise, then logistic regression (lbfgs is deterministic: no seed needed)."""
+    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=_CLASSIFIER_MAX_ITER))
+
+
+def _parity_scores(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray, n_inputs: int) -> dict[str, Any]:
+    rates = MetricFrame(metrics=selection_rate, y_true=y_true, y_pred=y_pred, sensitive_features=groups).by_group
+    return {
+        "n_inputs": n_inputs,
+        "accuracy": accuracy_score(y_true, y_pred),
+        "demographic_parity_difference": demographic_parity_difference(y_true, y_pred, sensitive_features=groups),
+        "demographic_parity_ratio": demographic_parity_ratio(y_true, y_pred, sensitive_features=groups),
+        "selection_rate": {str(group): rate for group, rate in rates.items()},
+    }
+
+
+# ---------------------------------------------------------------------- the report's numbers
+def build_report(
+    moments: GroupMoments,
+    model: FairProjection,
+    *,
+    max_components: int | None = None,
+    sample: pd.DataFrame | None = None,
+    target: str | None = None,
+    sensitive: Sequence[str] | str | None = None,
+    title: str = "Fair PCA report",
+) -> dict:
+    """Every number of the fairness report of ``model``, as plain JSON values.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        The statistics the model was fitted on (same features and groups).
+    model : FairProjection
+        The fitted projection (any registered method).
+    max_components : int, optional
+        R, the largest r of the curves; default min(n_features, max(10, model.n_components)).
+    sample : DataFrame, optional
+        Rows for the downstream check (features, sensitive column(s), target).
+    target : str, optional
+        Binary target column of ``sample``.
+    sensitive : str or sequence of str, optional
+        Group column(s) of ``sample``; default: every column that is neither a feature nor
+        the target.
+    title : str
+        Heading of the rendered report.
+
+    Returns
+    -------
+    dict
+        ``title``, ``library_version``;
+        ``data``: ``n_samples``, ``n_features``, ``feature_names``, ``fingerprint``, ``groups``
+        (``label`` as in model.json, display ``name``, ``count``);
+        ``model``: ``method``, ``n_components``, ``output_columns``, ``center``, ``options``,
+        ``converged``, ``status``, ``message``, ``n_iter``, ``certificate``;
+        ``at_model``: arm -> evaluation at the model's n_components;
+        ``curves``: ``n_components`` (1..R) and arm -> one evaluation per r;
+        ``downstream``: :func:`downstream_parity` of both arms, or ``{"skipped": reason}``.
+        An evaluation holds ``n_components``, ``group_error``, ``group_loss``, ``max_loss``,
+        ``group_explained_variance_ratio``, ``explained_variance_ratio`` (total),
+        ``mmd2_linear`` (k × k) and ``converged``; per-group lists follow ``data.groups``.
+        Non-finite numbers are None.
+
+    Raises
+    ------
+    SchemaError, GroupError
+        The model was fitted on other features or groups than ``moments``.
+    InputError
+        Bad ``max_components``; a method that is not in :data:`~fairpca_dist.solvers.SOLVERS`
+        (the curves refit it); bad sample (see :func:`downstream_parity`).
+    """
+    from fairpca_dist import __version__
+
+    _check_model_matches(moments, model)
+    ranks = range(1, _curve_length(max_components, moments.n_features, model.n_components) + 1)
+    options = _solver_options(model)
+    working = moments.rescaled(model.scale)
+    pca = _refit(moments, model, model.n_components, "pca", {})
+    report = {
+        "title": title,
+        "library_version": __version__,
+        "data": {
+            "n_samples": moments.n_samples,
+            "n_features": moments.n_features,
+            "feature_names": moments.feature_names,
+            "fingerprint": moments.fingerprint(),
+            "groups": [
+                {"label": label_to_json(group), "name": _group_name(group), "count": count}
+                for group, count in zip(moments.groups, moments.count)
+            ],
+        },
+        "model": {
+            "method": model.method,
+            "n_components": model.n_components,
+            "output_columns": projected_columns(model),
+            "center": model.center,
+            "options": model.options,
+            "converged": model.converged,
+            "status": model.status,
+            "message": model.message,
+            "n_iter": model.n_iter,
+            "certificate": model.certificate,
+        },
+        "at_model": {"pca": _evaluate(working, pca), "fair": _evaluate(working, model)},
+        "curves": {
+            "n_components": list(ranks),
+            "pca": [_evaluate(working, _refit(moments, model, r, "pca", {})) for r in ranks],
+            "fair": [_evaluate(working, _refit(moments, model, r, model.method, options)) for r in ranks],
+        },
+        "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
+    }
+    return _jsonable(report)
+
+
+def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
+    if tuple(model.feature_names) != moments.feature_names:
+        raise SchemaError(
+            f"the model was fitted on features {list(model.feature_names)}, "
+            f"the moments have {list(moments.feature_names)}"
+        )
+    if tuple(model.group_labels) != moments.groups:
+        raise GroupError(
+            f"the model was fitted on groups {list(model.group_labels)}, the moments have {list(moments.groups)}"
+        )
+
+
+def _curve_length(max_components: int | None, n_features: int, n_components: int) -> int:
+    if max_components is None:
+        return min(n_features, max(10, n_components))
+    if isinstance(max_components, bool) or not isinstance(max_components, (int, np.integer)) or not (
+        1 <= max_components <= n_features
+    ):
+        raise InputError(f"max_components={max_components!r} must be an integer between 1 and n_features={n_features}")
+    return int(max_components)
+
+
+def _solver_options(model: FairProjection) -> dict[str, Any]:
+    """The model's options its solver accepts (solvers may record extra, derived entries)."""
+    if model.method not in SOLVERS:
+        raise InputError(
+            f"cannot draw the curves of method {model.method!r}: the report refits it at every r, "
+            f"which needs a registered method ({sorted(SOLVERS)})"
+        )
+    accepted = SOLVERS[model.method].options
+    return {name: value for name, value in model.options.items() if name in accepted}
+
+
+def _refit(moments: GroupMoments, model: FairProjection, n_components: int, method: str,
+           options: dict[str, Any]) -> FairProjection:
+    """``method`` at ``n_components`` with the model's centring and scale."""
+    return fit_projection(moments, n_components, method=method, center=model.center,
+                          standardize=model.scale, **options)
+
+
+def _evaluate(working: GroupMoments, projection: FairProjection) -> dict[str, Any]:
+    """The metrics of one projection, from the working (rescaled) moments."""
+    components, center = projection.components, projection.center
+    loss = metrics.group_losses(working, components, n_components=projection.n_components, center=center)
+    return {
+        "n_components": projection.n_components,
+        "group_error": metrics.group_errors(working, components, center=center),
+        "group_loss": loss,
+        "max_loss": loss.max(),
+        "group_explained_variance_ratio": metrics.group_explained_variance_ratio(working, components, center=center),
+        "explained_variance_ratio": metrics.explained_variance_ratio(working, components).sum(),
+        "mmd2_linear": metrics.mmd2_linear(working, components),
+        "converged": projection.converged,
+    }
+
+
+def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequence[str] | str | None,
+                models: dict[str, FairProjection]) -> dict:
+    if sample is None or target is None:
+        missing = " and no ".join(name for name, value in (("sample", sample), ("target", target)) if value is None)
+        return {"skipped": f"no {missing} given"}
+    features = list(models["fair"].feature_names)
+    if sensitive is None:
+        sensitive = [column for column in sample.columns if column not in features and column != target]
+    return downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=models)
+
+
+def _group_name(label: Hashable) -> str:
+    """Display name of a group label; intersectional (tuple) labels read ``"a & b"``."""
+    return " & ".join(map(str, label)) if isinstance(label, tuple) else str(label)
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values: numpy -> Python, tuples and arrays -> lists, NaN and ±inf -> None."""
+    if isinstance(value, Mapping):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+# ---------------------------------------------------------------------- tables for artifacts
+def report_table(report: dict) -> list[dict]:
+    """One row per group: name, rows, and error, loss and EVR of PCA and of the fitted model.
+
+    Keys: ``group``, ``n``, then ``<quantity>_<arm>`` for quantity in error, loss,
+    explained_variance_ratio and arm in :data:`ARMS` (e.g. ``loss_fair``).
+    """
+    at_model = report["at_model"]
+    return [
+        {
+            "group": group["name"],
+            "n": group["count"],
+            **{
+                f"{quantity}_{arm}": at_model[arm][f"group_{quantity}"][g]
+                for quantity in _COLUMN_TITLES
+                for arm in ARMS
+            },
+        }
+        for g, group in enumerate(report["data"]["groups"])
+    ]
+
+
+def report_markdown_summary(report: dict) -> str:
+    """The headline of the report as Markdown: model line, per-group table, largest losses."""
+    return _markdown(_summary_blocks(report))
+
+
+# ---------------------------------------------------------------------- document model
+@dataclass(frozen=True)
+class _Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class _Paragraph:
+    text: str
+
+
+@dataclass(frozen=True)
+class _Table:
+    header: list[str]
+    rows: list[list[str]]
+
+
+@dataclass(frozen=True)
+class _Image:
+    name: str
+    caption: str
+
+
+_Block = _Heading | _Paragraph | _Table | _Image
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _arm_labels(report: dict) -> dict[str, str]:
+    return {"pca": "PCA", "fair": report["model"]["method"]}
+
+
+def _summary_blocks(report: dict) -> list[_Block]:
+    data, model, at_model = report["data"], report["model"], report["at_model"]
+    labels = _arm_labels(report)
+    rows = report_table(report)
+    header = ["group", "n", *(f"{title} ({labels[arm]})" for title in _COLUMN_TITLES.values() for arm in ARMS)]
+    return [
+        _Heading(1, report["title"]),
+        _Paragraph(
+            f"Method {model['method']} at n_components = {model['n_components']} "
+            f"({len(model['output_columns'])} output columns), centre '{model['center']}'; "
+            f"{data['n_samples']} rows, {data['n_features']} features, {len(data['groups'])} groups. "
+            f"Solver: {model['message']}."
+        ),
+        _Table(header, [[_number(value) for value in row.values()] for row in rows]),
+        _Paragraph(
+            "Largest group loss: "
+            + ", ".join(f"{labels[arm]} {_number(at_model[arm]['max_loss'])}" for arm in ARMS)
+            + ". Explained-variance ratio of all rows: "
+            + ", ".join(f"{labels[arm]} {_number(at_model[arm]['explained_variance_ratio'])}" for arm in ARMS)
+            + "."
+        ),
+    ]
+
+
+def _document_blocks(report: dict) -> list[_Block]:
+    model, curves = report["model"], report["curves"]
+    labels = _arm_labels(report)
+    certificate = ", ".join(f"{name} {_number(value)}" for name, value in sorted(model["certificate"].items()))
+    return [
+        *_summary_blocks(report),
+        _Heading(2, "Model"),
+        _Paragraph(
+            f"Options {json.dumps(model['options'], sort_keys=True)}; {model['n_iter']} iteration(s); "
+            f"status {model['status']}; certificate: {certificate or 'none'}. "
+            f"Output columns: {', '.join(model['output_columns'])}."
+        ),
+        _Heading(2, "Data"),
+        _Paragraph(
+            f"Features: {', '.join(report['data']['feature_names'])}. "
+            f"Statistics fingerprint {report['data']['fingerprint']}; library version {report['library_version']}."
+        ),
+        _Heading(2, "Linear-kernel MMD² between the projected groups"),
+        _Paragraph("MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
+                   "project to the same mean."),
+        _mmd_table(report, labels),
+        _Heading(2, "Against the number of components"),
+        _Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}."),
+        _Table(
+            ["r", *(f"max loss ({labels[arm]})" for arm in ARMS), *(f"EVR ({labels[arm]})" for arm in ARMS),
+             f"{labels['fair']} converged"],
+            [
+                [str(r), *(_number(curves[arm][i][key]) for key in ("max_loss", "explained_variance_ratio")
+                           for arm in ARMS), str(curves["fair"][i]["converged"])]
+                for i, r in enumerate(curves["n_components"])
+            ],
+        ),
+        *(_Image(name, f"{label} per group against r: PCA and {labels['fair']}")
+          for name, (_, label) in FIGURES.items()),
+        _Heading(2, "Downstream classifier"),
+        *_downstream_blocks(report["downstream"], labels),
+    ]
+
+
+def _mmd_table(report: dict, labels: dict[str, str]) -> _Table:
+    names = [group["name"] for group in report["data"]["groups"]]
+    pairs = [(a, b) for a in range(len(names)) for b in range(a + 1, len(names))]
+    return _Table(
+        ["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
+        [[names[a], names[b], *(_number(report["at_model"][arm]["mmd2_linear"][a][b]) for arm in ARMS)]
+         for a, b in pairs],
+    )
+
+
+def _downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[_Block]:
+    if "skipped" in downstream:
+        return [_Paragraph(f"Skipped: {downstream['skipped']}.")]
+    entries = {"raw features": downstream["reference"]} | {
+        labels.get(name, name): scores for name, scores in downstream["models"].items()
+    }
+    groups = sorted({group for scores in entries.values() for group in scores["selection_rate"]})
+    return [
+        _Paragraph(
+            f"{downstream['classifier']} predicting {downstream['target']!r} = {downstream['positive_class']!r}, "
+            f"trained on {downstream['n_train']} rows and evaluated on {downstream['n_test']} held-out rows "
+            f"(split stratified by the target, random_state {downstream['random_state']}); groups from "
+            f"{', '.join(downstream['sensitive'])}. DP difference: largest minus smallest selection rate "
+            "P(prediction = positive | group); DP ratio: smallest over largest."
+        ),
+        _Table(
+            ["inputs", "columns", "accuracy", "DP difference", "DP ratio"],
+            [[name, *(_number(scores[key]) for key in ("n_inputs", "accuracy", "demographic_parity_difference",
+                                                      "demographic_parity_ratio"))]
+             for name, scores in entries.items()],
+        ),
+        _Table(
+            ["group", *(f"selection rate ({name})" for name in entries)],
+            [[group, *(_number(scores["selection_rate"].get(group)) for scores in entries.values())]
+             for group in groups],
+        ),
+    ]
+
+
+# ---------------------------------------------------------------------- renderers
+def _markdown_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def _markdown(blocks: Sequence[_Block]) -> str:
+    lines: list[str] = []
+    for block in blocks:
+        match block:
+            case _Heading(level, text):
+                lines.append(f"{'#' * level} {text}")
+            case _Paragraph(text):
+                lines.append(text)
+            case _Table(header, rows):
+                lines.extend([_markdown_row(header), _markdown_row(["---"] * len(header)),
+                              *(_markdown_row(row) for row in rows)])
+            case _Image(name, caption):
+                lines.append(f"![{caption}]({name}.png)")
+        lines.append("")
+    return "\n".join(lines)
+
+
+_HTML_STYLE = (
+    "body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
+    "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #bbb;padding:.2em .6em;text-align:right}"
+    "th:first-child,td:first-child{text-align:left}img{max-width:100%}"
+)
+
+
+def _html(blocks: Sequence[_Block], images: Mapping[str, bytes], title: str) -> str:
+    """A self-contained page: the same blocks as the Markdown, PNGs inlined as base64."""
+    escape = html.escape
+    body: list[str] = []
+    for block in blocks:
+        match block:
+            case _Heading(level, text):
+                body.append(f"<h{level}>{escape(text)}</h{level}>")
+            case _Paragraph(text):
+                body.append(f"<p>{escape(text)}</p>")
+            case _Table(header, rows):
+                head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
+                cells = "".join(
+                    "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
+                )
+                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
+            case _Image(name, caption):
+                data = base64.b64encode(images[name]).decode("ascii")
+                body.append(f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
+                            f"<figcaption>{escape(caption)}</figcaption></figure>")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n'
+        f"<style>{_HTML_STYLE}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
+    )
+
+
+def _plot(report: dict, quantity: str, ylabel: str, path: Path) -> None:
+    """Per-group ``quantity`` against r: one colour per group, solid PCA, dashed fitted method."""
+    curves = report["curves"]
+    labels = _arm_labels(report)
+    figure = Figure(figsize=(6.4, 4.2))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for arm, style in zip(ARMS, ("o-", "s--")):
+        values = np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
+        for g, group in enumerate(report["data"]["groups"]):
+            axes.plot(curves["n_components"], values[:, g], style, color=f"C{g}", markersize=4,
+                      label=f"{labels[arm]}, {group['name']}")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set_xlabel("number of components r")
+    axes.set_ylabel(ylabel)
+    axes.set_title(report["title"])
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=110, metadata={"Software": None})
+
+
+# ---------------------------------------------------------------------- writing
+def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
+    """Write ``report.json``, ``report.md``, ``report.html`` and the PNGs of :data:`FIGURES`.
+
+    ``report.json`` has sorted keys, indent 2, and null for non-finite numbers. ``report.md``
+    and the self-contained ``report.html`` show the same content (the HTML with the figures
+    inlined). Everything is first written to a hidden staging folder next to ``out_dir`` and
+    then moved into ``out_dir`` file by file (``report.json`` last), so an error leaves the
+    previous report, if any, untouched; other files in ``out_dir`` are kept. The same report
+    gives byte-identical JSON and Markdown.
+
+    Parameters
+    ----------
+    report : dict
+        From :func:`build_report`.
+    out_dir : str or Path
+        Folder of the report; created if needed.
+
+    Returns
+    -------
+    ReportFiles
+    """
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
+    try:
+        names = _render(_jsonable(report), staging)
+        out_dir.mkdir(exist_ok=True)
+        for name in names:
+            os.replace(staging / name, out_dir / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ReportFiles(
+        json=out_dir / "report.json",
+        markdown=out_dir / "report.md",
+        html=out_dir / "report.html",
+        figures={name: out_dir / f"{name}.png" for name in FIGURES},
+    )
+
+
+def _render(report: dict, folder: Path) -> list[str]:
+    """Write every file of the report into ``folder``; returns their names, report.json last."""
+    images = {}
+    for name, (quantity, ylabel) in FIGURES.items():
+        _plot(report, quantity, ylabel, folder / f"{name}.png")
+        images[name] = (folder / f"{name}.png").read_bytes()
+    blocks = _document_blocks(report)
+    (folder / "report.md").write_text(_markdown(blocks), encoding="utf-8")
+    (folder / "report.html").write_text(_html(blocks, images, report["title"]), encoding="utf-8")
+    (folder / "report.json").write_text(
+        json.dumps(report, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return [*(f"{name}.png" for name in FIGURES), "report.md", "report.html", "report.json"]

@@ -1,0 +1,69 @@
+"""Write-back: complete output or none, identical bytes on rerun."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import grouped_data
+from fairpca_dist import FairPCA, InputError, projection
+from fairpca_dist.projection import SUCCESS_MARKER, project_table
+
+
+@pytest.fixture()
+def table(tmp_path):
+    x, labels = grouped_data(n_rows=2000, n_features=4, n_groups=2)
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(2000), g=labels)
+    folder = tmp_path / "table"
+    folder.mkdir()
+    for i in range(0, 2000, 400):
+        frame.iloc[i : i + 400].to_parquet(folder / f"part-{i // 400:05d}.parquet", index=False)
+    model = FairPCA(n_components=2, method="fair-eig", standardize=True).fit(frame[list("abcd")], sensitive_features=labels)
+    return folder, frame, model
+
+
+def test_output_matches_the_estimator(table, tmp_path):
+    folder, frame, model = table
+    result = project_table(model.projection_, str(folder), tmp_path / "out", pass_through=["id"])
+    assert result.rows == 2000 and result.partitions == 5 and result.columns == ("id", "fairpca0", "fairpca1")
+    out = pd.read_parquet(tmp_path / "out")
+    np.testing.assert_allclose(out[["fairpca0", "fairpca1"]].to_numpy(), model.transform(frame[list("abcd")]), atol=1e-10)
+    assert json.loads((tmp_path / "out" / SUCCESS_MARKER).read_text())["rows"] == 2000
+
+
+def test_failure_half_way_leaves_previous_output_and_rerun_is_identical(table, tmp_path, monkeypatch):
+    folder, _, model = table
+    project_table(model.projection_, str(folder), tmp_path / "out", pass_through=["id"])
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    real = projection._project_partition
+
+    def fail_on_third(part, features, pass_through, names, arrays, path, partition):
+        if partition == 2:
+            raise OSError("disk went away")
+        return real(part, features, pass_through, names, arrays, path, partition)
+
+    monkeypatch.setattr(projection, "_project_partition", fail_on_third)
+    with pytest.raises(OSError, match="disk went away"):
+        project_table(model.projection_, str(folder), tmp_path / "out", pass_through=["id"])
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(OSError):
+        project_table(model.projection_, str(folder), tmp_path / "fresh", pass_through=["id"])
+    assert not (tmp_path / "fresh").exists()
+    monkeypatch.setattr(projection, "_project_partition", real)
+    project_table(model.projection_, str(folder), tmp_path / "out", pass_through=["id"])
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+
+
+def test_bad_values_and_missing_features(table, tmp_path):
+    folder, frame, model = table
+    broken = frame.copy()
+    broken.loc[5, "c"] = np.nan
+    with pytest.raises(InputError, match="'c': 1 \\(NaN\\)"):
+        project_table(model.projection_, broken, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="feature column 'd' not found"):
+        project_table(model.projection_, frame.drop(columns="d"), tmp_path / "out")

@@ -1,0 +1,319 @@
+"""The fairness report: its numbers against metrics computed directly (from moments and from
+rows), fair vs PCA along r, the downstream check against fairlearn, and the written files."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pandas as pd
+import pytest
+from fairlearn.metrics import demographic_parity_difference, demographic_parity_ratio
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from conftest import CREDIT_CSV, grouped_data
+from fairpca_dist import GroupMoments, InputError, SchemaError, fit_projection, load_model, metrics, save_model
+from fairpca_dist.report import (
+    ARMS,
+    FIGURES,
+    build_report,
+    downstream_parity,
+    report_markdown_summary,
+    report_table,
+    write_report,
+)
+
+FEATURES = [f"x{j}" for j in range(6)]
+CREDIT_TARGET = "default payment next month"
+# spec/anchor-runs.md §1: credit min-max loss at r = 1..10, agreed by three independent solvers.
+CREDIT_OPTIMUM = [0.031426331, 0.019248618, 0.174840998, 0.085089707, 0.049009607,
+                  0.124229467, 0.217098054, 0.273444495, 0.256849922, 0.211279557]
+
+
+def two_group_frame(n_rows: int = 1200, seed: int = 0) -> pd.DataFrame:
+    """Two groups with different means and covariances, a binary target that depends on the
+    features and on the group (so the classifiers have something to be unfair about)."""
+    rng = np.random.default_rng(seed)
+    group = rng.choice(["a", "b"], size=n_rows, p=[0.7, 0.3])
+    x = np.empty((n_rows, len(FEATURES)))
+    for label, shift in (("a", 0.0), ("b", 1.5)):
+        mask = group == label
+        x[mask] = rng.normal(size=(mask.sum(), len(FEATURES))) @ rng.normal(size=(len(FEATURES),) * 2) + shift
+    frame = pd.DataFrame(x * [1, 10, 100, 1, 1, 1000], columns=FEATURES)  # unequal units: standardise
+    frame["group"] = group
+    frame["label"] = (x[:, 0] + 0.8 * (group == "b") + rng.normal(size=n_rows) > 0.5).astype(int)
+    return frame
+
+
+def moments_of(frame: pd.DataFrame, features: list[str], group: str) -> GroupMoments:
+    return GroupMoments.from_arrays(frame[features].to_numpy(), frame[group].to_numpy(), feature_names=features)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    frame = two_group_frame()
+    moments = moments_of(frame, FEATURES, "group")
+    model = fit_projection(moments, 2, method="fair-eig", standardize=True)
+    report = build_report(moments, model, max_components=5, sample=frame, target="label")
+    return frame, moments, model, report
+
+
+def pca_at(moments: GroupMoments, model, r: int):
+    return fit_projection(moments, r, method="pca", center=model.center, standardize=model.scale)
+
+
+# ---------------------------------------------------------------------- numbers
+def test_model_numbers_equal_metrics(synthetic, tmp_path):
+    frame, moments, model, report = synthetic
+    stored = json.loads(write_report(report, tmp_path / "report").json.read_text())
+    working = moments.rescaled(model.scale)
+    rows = (frame[FEATURES].to_numpy() - model.mean) / model.scale
+    labels = frame["group"].to_numpy()
+    for arm, components in (("fair", model.components), ("pca", pca_at(moments, model, 2).components)):
+        at = stored["at_model"][arm]
+        direct = {
+            "group_error": metrics.group_errors(working, components),
+            "group_loss": metrics.group_losses(working, components, n_components=2),
+            "group_explained_variance_ratio": metrics.group_explained_variance_ratio(working, components),
+            "explained_variance_ratio": metrics.explained_variance_ratio(working, components).sum(),
+            "mmd2_linear": metrics.mmd2_linear(working, components),
+        }
+        for key, value in direct.items():
+            np.testing.assert_array_equal(at[key], value, err_msg=f"{arm} {key}")
+        assert at["max_loss"] == direct["group_loss"].max() and at["n_components"] == 2
+        # independently, literally from the standardised rows
+        np.testing.assert_allclose(at["group_error"], metrics.group_errors_from_rows(rows, labels, components),
+                                   rtol=1e-9)
+        np.testing.assert_allclose(at["group_loss"], metrics.group_losses_from_rows(rows, labels, components),
+                                   rtol=1e-7, atol=1e-10)
+        np.testing.assert_allclose(at["mmd2_linear"], metrics.mmd2_linear_from_rows(rows, labels, components),
+                                   rtol=1e-7, atol=1e-12)
+    # the fair model's own diagnostics and the refit at its rank agree with the report
+    np.testing.assert_allclose(stored["at_model"]["fair"]["group_loss"], model.group_loss, rtol=1e-10)
+    np.testing.assert_allclose(stored["curves"]["fair"][1]["group_loss"], model.group_loss, rtol=1e-10)
+    assert stored["data"]["n_samples"] == len(frame) and stored["data"]["feature_names"] == FEATURES
+    assert [(g["name"], g["count"]) for g in stored["data"]["groups"]] == \
+        sorted(frame["group"].value_counts().items())
+    assert stored["model"]["method"] == "fair-eig" and stored["model"]["options"] == model.options
+    assert stored["model"]["output_columns"] == ["fairpca0", "fairpca1"]
+    assert stored["model"]["certificate"] == model.certificate and stored["model"]["converged"] is True
+
+
+def test_fair_max_loss_never_above_pca(synthetic):
+    _, moments, model, report = synthetic
+    curves = report["curves"]
+    assert curves["n_components"] == [1, 2, 3, 4, 5]
+    for r, pca, fair in zip(curves["n_components"], curves["pca"], curves["fair"]):
+        assert pca["n_components"] == fair["n_components"] == r
+        assert fair["max_loss"] <= pca["max_loss"] * (1 + 1e-9) + 1e-12, r
+        assert fair["explained_variance_ratio"] <= pca["explained_variance_ratio"] + 1e-12, r  # PCA's optimality
+        np.testing.assert_array_equal(pca["group_loss"], pca_at(moments, model, r).group_loss)
+    assert any(f["max_loss"] < 0.9 * p["max_loss"] for p, f in zip(curves["pca"], curves["fair"]))
+
+
+def test_default_range_of_r_and_skipped_downstream(tmp_path):
+    frame = two_group_frame(n_rows=300, seed=1)
+    moments = moments_of(frame, FEATURES, "group")
+    model = fit_projection(moments, 2, method="pca")
+    report = build_report(moments, model, sample=frame)
+    assert report["curves"]["n_components"] == list(range(1, len(FEATURES) + 1))  # min(p, max(10, r))
+    assert report["downstream"] == {"skipped": "no target given"}
+    assert build_report(moments, model, max_components=1)["downstream"] == {"skipped": "no sample and no target given"}
+    assert "Skipped: no target given." in write_report(report, tmp_path / "report").markdown.read_text()
+
+
+# ---------------------------------------------------------------------- downstream
+def test_downstream_equals_fairlearn(synthetic):
+    frame, _, model, report = synthetic
+    downstream = report["downstream"]
+    assert downstream["sensitive"] == ["group"] and downstream["positive_class"] == 1
+    assert set(downstream["models"]) == set(ARMS)
+    for scores in [downstream["reference"], *downstream["models"].values()]:
+        for key in ("accuracy", "demographic_parity_difference", "demographic_parity_ratio"):
+            assert 0.0 <= scores[key] <= 1.0, key
+        rates = scores["selection_rate"].values()
+        assert scores["demographic_parity_difference"] == pytest.approx(max(rates) - min(rates), abs=1e-12)
+    assert downstream["reference"]["n_inputs"] == len(FEATURES) and downstream["models"]["fair"]["n_inputs"] == 2
+    # the documented procedure, by hand
+    y = frame["label"].to_numpy()
+    train, test = train_test_split(np.arange(len(frame)), test_size=0.3, random_state=0, stratify=y)
+    z = model.transform(frame[FEATURES].to_numpy())
+    classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(z[train], y[train])
+    predicted, groups = classifier.predict(z[test]), frame["group"].to_numpy()[test]
+    fair = downstream["models"]["fair"]
+    assert fair["accuracy"] == accuracy_score(y[test], predicted)
+    assert fair["demographic_parity_difference"] == demographic_parity_difference(
+        y[test], predicted, sensitive_features=groups)
+    assert fair["demographic_parity_ratio"] == demographic_parity_ratio(y[test], predicted, sensitive_features=groups)
+    assert (downstream["n_train"], downstream["n_test"]) == (len(train), len(test))
+
+
+def test_downstream_intersectional_groups(synthetic):
+    frame, _, model, _ = synthetic
+    sample = frame.assign(age=np.where(np.arange(len(frame)) % 3 == 0, "old", "young"), label=frame["label"] == 1)
+    result = downstream_parity(sample, features=FEATURES, sensitive=["group", "age"], target="label",
+                               models={"fair": model}, random_state=3)
+    assert result["positive_class"] is True
+    scores = result["models"]["fair"]
+    assert set(scores["selection_rate"]) == {"a & old", "a & young", "b & old", "b & young"}
+    # fairlearn intersects the two columns itself: same split, same classifier, same number
+    y = sample["label"].to_numpy()
+    train, test = train_test_split(np.arange(len(sample)), test_size=0.3, random_state=3, stratify=y)
+    z = model.transform(sample[FEATURES].to_numpy())
+    predicted = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(z[train], y[train]).predict(
+        z[test])
+    expected = demographic_parity_difference(y[test], predicted, sensitive_features=sample.iloc[test][["group", "age"]])
+    assert scores["demographic_parity_difference"] == pytest.approx(expected, abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda f: f.assign(label=1), "'label' has 1 class"),
+        (lambda f: f.assign(label=np.arange(len(f)) % 3), "'label' has 3 class"),
+        (lambda f: f.assign(label=np.r_[1, np.zeros(len(f) - 1, dtype=int)]), "at least 2 per class"),
+        (lambda f: f.drop(columns="label"), r"lacks column\(s\) \['label'\]"),
+        (lambda f: f.drop(columns="x3"), r"lacks column\(s\) \['x3'\]"),
+        (lambda f: f.assign(label=np.where(np.arange(len(f)) == 5, np.nan, f["label"])), "missing values"),
+        (lambda f: f.assign(x1="text"), "not numeric"),
+    ],
+)
+def test_bad_sample_raises(synthetic, change, message):
+    frame, moments, model, _ = synthetic
+    bad = change(frame)
+    with pytest.raises(InputError, match=message):
+        downstream_parity(bad, features=FEATURES, sensitive="group", target="label", models={"fair": model})
+    with pytest.raises(InputError, match=message):
+        build_report(moments, model, max_components=1, sample=bad, target="label", sensitive="group")
+
+
+def test_bad_report_arguments_raise(synthetic):
+    frame, moments, model, _ = synthetic
+    with pytest.raises(InputError, match="max_components=0"):
+        build_report(moments, model, max_components=0)
+    with pytest.raises(InputError, match="no sensitive column"):
+        downstream_parity(frame, features=FEATURES, sensitive=[], target="label", models={})
+    other = moments_of(frame, FEATURES[:5], "group")
+    with pytest.raises(SchemaError, match="fitted on features"):
+        build_report(other, model)
+    with pytest.raises(SchemaError, match="model 'fair' was fitted on features"):
+        downstream_parity(frame, features=FEATURES[:5], sensitive="group", target="label", models={"fair": model})
+
+
+# ---------------------------------------------------------------------- files
+def test_files_and_images(synthetic, tmp_path):
+    _, _, _, report = synthetic
+    files = write_report(report, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder left
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+        ["report.json", "report.md", "report.html", *(f"{name}.png" for name in FIGURES)])
+    assert set(files.figures) == set(FIGURES)
+    for path in files.figures.values():
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100 and image.std() > 0
+    text = files.json.read_text()
+    assert text == json.dumps(json.loads(text), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    assert json.loads(text) == report
+    markdown, page = files.markdown.read_text(), files.html.read_text()
+    for name in FIGURES:
+        assert f"]({name}.png)" in markdown
+    assert page.count('src="data:image/png;base64,') == len(FIGURES) and "src=\"http" not in page
+    for row in report_table(report):
+        assert f"| {row['group']} | {row['n']} | {row['error_pca']:.4g} |" in markdown
+        assert f"<td>{row['group']}</td><td>{row['n']}</td><td>{row['error_pca']:.4g}</td>" in page
+    downstream = report["downstream"]["models"]["fair"]
+    assert f"| fair-eig | 2 | {downstream['accuracy']:.4g} | {downstream['demographic_parity_difference']:.4g} |" \
+        in markdown
+
+
+def test_rewrites_are_byte_identical_and_nan_is_null(synthetic, tmp_path):
+    frame, moments, model, report = synthetic
+    first = write_report(report, tmp_path / "a")
+    again = build_report(moments, model, max_components=5, sample=frame, target="label")
+    second = write_report(again, tmp_path / "b")
+    for name in ("json", "markdown", "html"):
+        assert getattr(first, name).read_bytes() == getattr(second, name).read_bytes(), name
+    third = write_report(report, tmp_path / "a")  # replaces in place
+    assert third.json.read_bytes() == second.json.read_bytes()
+    with_nan = {**report, "at_model": {**report["at_model"], "pca": {**report["at_model"]["pca"],
+                                                                      "max_loss": float("nan")}}}
+    text = write_report(with_nan, tmp_path / "nan").json.read_text()
+    assert json.loads(text, parse_constant=pytest.fail)["at_model"]["pca"]["max_loss"] is None
+
+
+def test_failed_write_keeps_previous_report(synthetic, tmp_path):
+    _, _, _, report = synthetic
+    files = write_report(report, tmp_path / "out")
+    (tmp_path / "out" / "other.txt").write_text("kept")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+    broken = {key: value for key, value in report.items() if key != "downstream"}  # fails after the PNGs
+    with pytest.raises(KeyError):
+        write_report(broken, tmp_path / "out")
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert files.json.exists()
+
+
+def test_summary_and_table(synthetic):
+    _, _, model, report = synthetic
+    rows = report_table(report)
+    assert [row["group"] for row in rows] == ["a", "b"]
+    assert list(rows[0]) == ["group", "n", "error_pca", "error_fair", "loss_pca", "loss_fair",
+                             "explained_variance_ratio_pca", "explained_variance_ratio_fair"]
+    assert [row["loss_fair"] for row in rows] == report["at_model"]["fair"]["group_loss"]
+    np.testing.assert_allclose([row["loss_fair"] for row in rows], model.group_loss, rtol=1e-10)
+    summary = report_markdown_summary(report)
+    assert summary.startswith("# Fair PCA report\n")
+    assert "| group | n | error (PCA) | error (fair-eig) | loss (PCA) | loss (fair-eig) |" in summary
+    assert f"Largest group loss: PCA {report['at_model']['pca']['max_loss']:.4g}" in summary
+    assert "## " not in summary  # the headline only
+
+
+# ---------------------------------------------------------------------- real data
+def test_credit_report(credit_frame, tmp_path):
+    features = [column for column in credit_frame.columns if column != "education"]
+    sample = credit_frame.assign(**{CREDIT_TARGET: pd.read_csv(CREDIT_CSV, header=1)[CREDIT_TARGET].to_numpy()})
+    moments = moments_of(credit_frame, features, "education")
+    model = fit_projection(moments, 2, method="fair-eig", standardize=True, ddof=1)
+    report = build_report(moments, model, sample=sample, target=CREDIT_TARGET)
+    curves = report["curves"]
+    assert curves["n_components"] == list(range(1, 11))
+    np.testing.assert_allclose([fair["max_loss"] for fair in curves["fair"]], CREDIT_OPTIMUM, rtol=1e-6)
+    for pca, fair in zip(curves["pca"], curves["fair"]):
+        assert fair["max_loss"] <= pca["max_loss"] * (1 + 1e-9)
+    working = moments.rescaled(model.scale)
+    np.testing.assert_array_equal(report["at_model"]["fair"]["group_error"],
+                                  metrics.group_errors(working, model.components))
+    downstream = report["downstream"]
+    assert downstream["sensitive"] == ["education"] and downstream["n_test"] == 9000
+    for scores in [downstream["reference"], *downstream["models"].values()]:
+        assert 0.0 <= scores["demographic_parity_difference"] <= 1.0
+        assert 0.0 <= scores["demographic_parity_ratio"] <= 1.0
+        assert scores["accuracy"] > 0.75  # the majority class alone gives 0.78
+    files = write_report(report, tmp_path / "credit")
+    assert "high" in files.markdown.read_text() and files.figures["loss_vs_components"].stat().st_size > 10_000
+
+
+def test_loaded_model_with_intersectional_groups(tmp_path):
+    """A model read back from disk (as the flow does) gives the same report; tuple group
+    labels are named "a & b" and the rank-relaxed samadi-sdp output is evaluated at rank r."""
+    x, labels = grouped_data(n_rows=600, n_features=5, n_groups=2, seed=7)
+    tuples = list(zip(labels, np.where(np.arange(600) % 2 == 0, "u", "v")))
+    moments = GroupMoments.from_arrays(x, tuples)
+    model = fit_projection(moments, 2, method="samadi-sdp", standardize=True)
+    loaded = load_model(save_model(model, tmp_path / "model"))
+    report = build_report(moments, model, max_components=2)
+    assert build_report(moments, loaded, max_components=2) == report
+    assert [g["name"] for g in report["data"]["groups"]] == ["g0 & u", "g0 & v", "g1 & u", "g1 & v"]
+    assert report["data"]["groups"][0]["label"] == {"tuple": ["g0", "u"]}
+    assert len(report["model"]["output_columns"]) == model.components.shape[1]
+    working = moments.rescaled(model.scale)
+    np.testing.assert_array_equal(report["at_model"]["fair"]["group_loss"],
+                                  metrics.group_losses(working, model.components, n_components=2))
+    assert report["curves"]["fair"][1]["max_loss"] <= report["curves"]["pca"][1]["max_loss"] * (1 + 1e-6)
