@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+
+# Prefect state of the test run lives in a temporary folder, never in ~/.prefect.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="fairpca-prefect-"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 DATA_DIR = Path(os.environ.get("FAIRPCA_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 CREDIT_CSV = DATA_DIR / "pelegrina_fpca" / "default_degree.csv"

@@ -1,0 +1,107 @@
+"""The Prefect flows end to end, against the library called directly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import CREDIT_CSV, require_data
+from fairpca_dist import InputError, compute_moments, fit_projection, load_model, projection
+from fairpca_dist.ingest import table_source
+from flows import project as project_flow_module
+from flows.pipeline import pipeline
+from flows.tasks import project_task
+
+
+@pytest.fixture(scope="module", autouse=True)
+def prefect_harness(tmp_path_factory):
+    """One Prefect test harness (temporary database and API server) for the flow tests."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="module")
+def credit_csv(tmp_path_factory) -> Path:
+    frame = pd.read_csv(require_data(CREDIT_CSV), header=1)
+    frame["education"] = np.where(frame["EDUCATION"].isin([1, 2]), "high", "low")
+    frame = frame.rename(columns={"default payment next month": "default"}).drop(columns="EDUCATION")
+    path = tmp_path_factory.mktemp("credit") / "credit.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_pipeline_on_credit_agrees_with_the_library(credit_csv, tmp_path):
+    result = pipeline(
+        source=str(credit_csv), sensitive_feature=["education"], runs_dir=str(tmp_path), run_id="credit",
+        key_columns=["ID"], target="default", method="fair-eig", n_components=3,
+        read_options={"blocksize": 1_000_000},
+    )
+    run = tmp_path / "credit"
+    assert result["run_dir"] == str(run)
+    for path in ["table/schema.json", "model/model.json", "model/moments.npz", "projected/_SUCCESS",
+                 "report/report.json", "report/report.md", "report/report.html", "report/loss_vs_components.png"]:
+        assert (run / path).is_file(), path
+    frame = pd.read_csv(credit_csv)
+    features = [c for c in frame.columns if c not in ("ID", "education", "default")]
+    direct = fit_projection(compute_moments(frame, sensitive_feature="education", features=features), 3,
+                            method="fair-eig", standardize=True)
+    model = load_model(run / "model")
+    np.testing.assert_allclose(model.components, direct.components, atol=1e-8)
+    np.testing.assert_allclose(model.group_loss, direct.group_loss, rtol=1e-8)
+    projected = pd.read_parquet(run / "projected").sort_values("ID")
+    assert len(projected) == 30000 and list(projected.columns) == ["ID", "default", "fairpca0", "fairpca1", "fairpca2"]
+    np.testing.assert_allclose(projected[["fairpca0", "fairpca1", "fairpca2"]].to_numpy(),
+                               direct.transform(frame.sort_values("ID")[features].to_numpy()), atol=1e-8)
+    report = json.loads((run / "report" / "report.json").read_text())
+    assert report["model"]["method"] == "fair-eig"
+    assert 0 <= report["downstream"]["models"]["fair"]["demographic_parity_difference"] <= 1
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"source": "/no/such/table.csv"}, "does not exist"),
+    ({"method": "fairest"}, "unknown method 'fairest'"),
+    ({"n_components": 0}, "n_components must be a positive integer"),
+    ({"on_bad_rows": "ignore"}, "on_bad_rows='ignore'"),
+    ({"options": {"tolerance": 1}}, "unknown option"),
+])
+def test_parameters_are_checked_before_any_data_is_read(credit_csv, tmp_path, change, message):
+    parameters = {"source": str(credit_csv), "sensitive_feature": ["education"], "runs_dir": str(tmp_path),
+                  "run_id": "bad", **change}
+    with pytest.raises(InputError, match=message):
+        pipeline(**parameters)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, tmp_path, monkeypatch):
+    from flows.ingest import ingest
+    from flows.fit import fit
+    from flows.project import project
+
+    ingest(source=str(credit_csv), table_dir=str(tmp_path / "table"), sensitive_feature=["education"],
+           key_columns=["ID"], read_options={"blocksize": 600_000})
+    fit(table_dir=str(tmp_path / "table"), model_dir=str(tmp_path / "model"), n_components=2)
+    project(model_dir=str(tmp_path / "model"), table_dir=str(tmp_path / "table"), out_dir=str(tmp_path / "clean"),
+            pass_through=["ID"])
+    real = projection._project_partition
+    failures = []
+
+    def fail_once_on_partition_2(part, features, pass_through, names, arrays, path, partition):
+        if partition == 2 and not failures:
+            failures.append(partition)
+            raise OSError("worker lost its disk")
+        return real(part, features, pass_through, names, arrays, path, partition)
+
+    monkeypatch.setattr(projection, "_project_partition", fail_once_on_partition_2)
+    monkeypatch.setattr(project_flow_module, "project_task", project_task.with_options(retry_delay_seconds=0))
+    project(model_dir=str(tmp_path / "model"), table_dir=str(tmp_path / "table"), out_dir=str(tmp_path / "retried"),
+            pass_through=["ID"])
+    assert failures == [2]
+    clean = {p.name: p.read_bytes() for p in (tmp_path / "clean").iterdir()}
+    assert {p.name: p.read_bytes() for p in (tmp_path / "retried").iterdir()} == clean
+    assert len(list(Path(table_source(tmp_path / "table")).glob("*.parquet"))) >= 3
