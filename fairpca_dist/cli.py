@@ -110,8 +110,12 @@ def _pipeline(args: argparse.Namespace) -> int:
         n_components=args.n_components, center=args.center, standardize=args.standardize,
         options=_options(args.option), on_bad_rows=args.on_bad_rows, dask_address=args.dask_address,
     )
+    from fairpca_dist.report import report_markdown_summary
+
+    report = json.loads((Path(result["report"]["report_dir"]) / "report.json").read_text())
+    print("\n" + report_markdown_summary(report))
     print(f"\npipeline finished in {time.perf_counter() - started:.1f} s; everything is in {result['run_dir']}")
-    print(f"report: {result['report']['markdown']}")
+    print(f"report: {result['report']['markdown']} (and report.html)")
     return 0
 
 

@@ -1,31 +1,53 @@
-"""The ``fairpca`` command."""
+"""The ``fairpca`` command: step subcommands mirror the flows; errors are one clean line."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import grouped_data
 from fairpca_dist.cli import main
 
 
-def test_demo_on_diabetes(capsys):
-    assert main(["demo", "--max-components", "2"]) == 0
+@pytest.fixture()
+def source(tmp_path):
+    x, labels = grouped_data(n_rows=600, n_features=4, n_groups=2)
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(600), sex=labels, y=(x[:, 0] > 0).astype(int))
+    frame.to_csv(tmp_path / "source.csv", index=False)
+    return tmp_path / "source.csv"
+
+
+def test_steps_write_the_pipeline_artifacts(source, tmp_path, capsys):
+    t, m = tmp_path / "table", tmp_path / "model"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id",
+                 "--pass-through", "y"]) == 0
+    assert main(["fit", str(t), str(m), "--method", "samadi-mw", "--n-components", "2", "--option", "tol=1e-7"]) == 0
+    assert json.loads((m / "model.json").read_text())["options"]["tol"] == 1e-7
+    assert main(["project", str(m), str(t), str(tmp_path / "out"), "--pass-through", "id"]) == 0
+    assert main(["report", str(m), str(t), str(tmp_path / "report"), "--target", "y"]) == 0
     out = capsys.readouterr().out
-    assert "diabetes table" in out and "loss" in out
-    assert out.count("\n") > 8
+    assert "ingested 600 rows (0 rejected)" in out and "projected 600 rows" in out
+    assert (tmp_path / "out" / "_SUCCESS").is_file() and (tmp_path / "report" / "report.html").is_file()
+    assert list(pd.read_parquet(tmp_path / "out").columns) == ["id"] + [f"fairpca{j}" for j in range(
+        pd.read_parquet(tmp_path / "out").shape[1] - 1)]
 
 
-def test_demo_on_synthetic_parquet(tmp_path, capsys):
-    assert main(["demo", "--synthetic-rows", "20000", "--rows-per-file", "3000", "--workdir", str(tmp_path), "--max-components", "3"]) == 0
-    out = capsys.readouterr().out
-    assert "20,000 rows" in out and "g1" in out
-    assert len(list((tmp_path / "synthetic.parquet").glob("*.parquet"))) == 7
-
-
-def test_console_script_reports_errors_cleanly():
+def test_errors_are_one_clean_line(source, tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-m", "fairpca_dist.cli", "demo", "--synthetic-rows", "-5"],
+        [sys.executable, "-m", "fairpca_dist.cli", "ingest", str(source), str(tmp_path / "t"), "--sensitive-feature", "sx"],
         capture_output=True, text=True, timeout=120,
     )
     assert completed.returncode == 2
-    assert completed.stderr.startswith("fairpca: error: n_rows") and "Traceback" not in completed.stderr
+    assert completed.stderr.startswith("fairpca: error: sensitive feature column 'sx' not found; did you mean 'sex'")
+    assert "Traceback" not in completed.stderr and not (tmp_path / "t").exists()
+
+
+def test_bad_option_syntax(source, tmp_path, capsys):
+    assert main(["ingest", str(source), str(tmp_path / "t"), "--sensitive-feature", "sex"]) == 0
+    assert main(["fit", str(tmp_path / "t"), str(tmp_path / "m"), "--option", "tol"]) == 2
+    assert "not of the form key=value" in capsys.readouterr().err

@@ -105,3 +105,14 @@ def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, 
     clean = {p.name: p.read_bytes() for p in (tmp_path / "clean").iterdir()}
     assert {p.name: p.read_bytes() for p in (tmp_path / "retried").iterdir()} == clean
     assert len(list(Path(table_source(tmp_path / "table")).glob("*.parquet"))) >= 3
+
+
+def test_demo_runs_the_pipeline_on_the_embedded_table(tmp_path, capsys):
+    from fairpca_dist.cli import main
+
+    assert main(["demo", "--runs-dir", str(tmp_path), "--run-id", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "Largest group loss" in out or "largest" in out.lower()
+    assert f"report: {tmp_path / 'demo' / 'report' / 'report.md'}" in out
+    report = json.loads((tmp_path / "demo" / "report" / "report.json").read_text())
+    assert report["data"]["n_samples"] == 442 and report["model"]["method"] == "fair-eig"
