@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from fairpca_dist.atomic import atomic_directory, atomic_file
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
-from fairpca_dist.passes import scheduler_context
+from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import open_table
 
 __all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "SCHEMA_FILE", "REJECTS_SAMPLE_ROWS"]
@@ -143,10 +143,7 @@ def ingest_table(
             )
             for i, part in enumerate(table.frame[columns].to_delayed())
         ]
-        with scheduler_context(client, progress=progress) as scheduler:
-            reports: list[_PartitionReport] = list(
-                dask.compute(tasks, scheduler=scheduler)[0] if isinstance(scheduler, str) else scheduler.gather(scheduler.compute(tasks))
-            )
+        reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress))
         rejected = sum(r.rejected for r in reports)
         sample = pd.concat([r.sample for r in reports]).head(REJECTS_SAMPLE_ROWS) if rejected else None
         bad_by_column = Counter()

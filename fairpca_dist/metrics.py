@@ -172,6 +172,23 @@ def _row_context(
     return _rows_by_group(x, labels, weights), w_all @ x / w_all.sum()
 
 
+def _residual_energy(
+    x: np.ndarray,
+    labels: Sequence[Hashable] | np.ndarray,
+    components: np.ndarray,
+    center: Center,
+    weights: np.ndarray | None,
+) -> np.ndarray:
+    """Per group (Σ w ‖y − y EEᵀ‖², Σ w ‖y‖², Σ w) with y the centred rows, shape (k, 3)."""
+    groups, global_mean = _row_context(x, labels, weights)
+    out = []
+    for rows, w in groups:
+        y = _centred(rows, w, center, global_mean)
+        residual = y - y @ components @ components.T
+        out.append((w @ np.sum(residual**2, axis=1), w @ np.sum(y**2, axis=1), w.sum()))
+    return np.array(out)
+
+
 def group_errors_from_rows(
     x: np.ndarray,
     labels: Sequence[Hashable] | np.ndarray,
@@ -181,13 +198,8 @@ def group_errors_from_rows(
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """err_g = Σ w ‖y − y EEᵀ‖² / Σ w with y the centred rows of group g (literal reference)."""
-    groups, global_mean = _row_context(x, labels, weights)
-    out = []
-    for rows, w in groups:
-        y = _centred(rows, w, center, global_mean)
-        residual = y - y @ components @ components.T
-        out.append(w @ np.sum(residual**2, axis=1) / w.sum())
-    return np.array(out)
+    energy = _residual_energy(x, labels, components, center, weights)
+    return energy[:, 0] / energy[:, 2]
 
 
 def group_losses_from_rows(
@@ -220,13 +232,8 @@ def group_explained_variance_ratio_from_rows(
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """1 − ‖y − y EEᵀ‖² / ‖y‖² per group (weighted), y the centred rows."""
-    groups, global_mean = _row_context(x, labels, weights)
-    out = []
-    for rows, w in groups:
-        y = _centred(rows, w, center, global_mean)
-        residual = y - y @ components @ components.T
-        out.append(1.0 - (w @ np.sum(residual**2, axis=1)) / (w @ np.sum(y**2, axis=1)))
-    return np.array(out)
+    energy = _residual_energy(x, labels, components, center, weights)
+    return 1.0 - energy[:, 0] / energy[:, 1]
 
 
 def explained_variance_ratio_from_rows(

@@ -23,7 +23,7 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Table, check_finite, open_table
 
-__all__ = ["compute_moments", "compute_file_moments", "sample_rows", "scheduler_context"]
+__all__ = ["compute_moments", "compute_file_moments", "sample_rows", "run_graph", "scheduler_context"]
 
 
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
@@ -101,6 +101,13 @@ def _local_progress(enabled: bool) -> Iterator[None]:
         yield
 
 
+def run_graph(graph: Any, *, client: Any = None, progress: bool = False) -> Any:
+    """Compute a dask graph (or a list of them) where ``client`` says (see
+    :func:`scheduler_context`); every pass of the library goes through here."""
+    with scheduler_context(client, progress=progress) as scheduler:
+        return _compute(graph, scheduler, progress)
+
+
 def _compute(graph: Any, scheduler: Any, progress: bool) -> Any:
     if isinstance(scheduler, str):
         return dask.compute(graph, scheduler=scheduler)[0]
@@ -167,8 +174,7 @@ def compute_moments(
         chunk_rows=chunk_rows,
         read_options=read_options,
     )
-    with scheduler_context(client, progress=progress) as scheduler:
-        moments: GroupMoments = _compute(_moments_graph(table, split_every), scheduler, progress)
+    moments: GroupMoments = run_graph(_moments_graph(table, split_every), client=client, progress=progress)
     return moments.check_groups(min_group_size)
 
 
@@ -199,8 +205,7 @@ def compute_file_moments(
     ]
     if not graphs:
         return []
-    with scheduler_context(client, progress=progress) as scheduler:
-        return list(_compute(graphs, scheduler, progress))
+    return list(run_graph(graphs, client=client, progress=progress))
 
 
 def sample_rows(

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fairpca_dist.atomic import atomic_directory
-from fairpca_dist.passes import scheduler_context
+from fairpca_dist.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.sources import check_finite, open_table
 
@@ -98,8 +98,7 @@ def project_table(
             )
             for i, part in enumerate(table.frame[columns].to_delayed())
         ]
-        with scheduler_context(client, progress=progress) as scheduler:
-            counts = dask.compute(tasks, scheduler=scheduler)[0] if isinstance(scheduler, str) else scheduler.gather(scheduler.compute(tasks))
+        counts = run_graph(tasks, client=client, progress=progress)
         result = ProjectionResult(out, int(sum(counts)), len(counts), tuple([*pass_through, *names]))
         marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),
                   "method": model.method, "n_components": model.n_components}
