@@ -26,7 +26,7 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
     if dask_address:
         return DaskTaskRunner(address=dask_address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
-                                          "dashboard_address": None})
+                                          "dashboard_address": ":0"})
 
 
 def _run_dir(runs_dir: str, run_id: str | None) -> Path:
@@ -41,16 +41,24 @@ def _steps(
 ) -> dict[str, Any]:
     base = Path(root)
     pass_through = [*key_columns, *([target] if target else [])]
-    table = ingest_task(source, str(base / "table"), sensitive_feature=sensitive_feature, features=features,
-                        key_columns=key_columns, pass_through=[target] if target else [],
-                        on_bad_rows=on_bad_rows, read_options=read_options)
-    model = fit_task(table["table_dir"], str(base / "model"), method=method, n_components=n_components,
-                     center=center, standardize=standardize, options=options,
-                     cache_dir=str(base.parent / ".moments-cache"))
-    projected = project_task(model["model_dir"], table["table_dir"], str(base / "projected"),
-                             pass_through=pass_through)
-    report = report_task(model["model_dir"], table["table_dir"], str(base / "report"), target=target,
-                         max_components=None, sample_size=50_000, artifact_key=f"fairpca-report-{method}")
+    # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
+    # hands the library the same cluster for its own graphs; steps run one after another.
+    table = ingest_task.submit(
+        source, str(base / "table"), sensitive_feature=sensitive_feature, features=features,
+        key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
+        read_options=read_options,
+    ).result()
+    model = fit_task.submit(
+        table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,
+        standardize=standardize, options=options, cache_dir=str(base.parent / ".moments-cache"),
+    ).result()
+    projected = project_task.submit(
+        model["model_dir"], table["table_dir"], str(base / "projected"), pass_through=pass_through
+    ).result()
+    report = report_task.submit(
+        model["model_dir"], table["table_dir"], str(base / "report"), target=target, max_components=None,
+        sample_size=50_000, artifact_key=f"fairpca-report-{method}",
+    ).result()
     return {"run_dir": str(base), "table": table, "model": model, "projected": projected, "report": report}
 
 
