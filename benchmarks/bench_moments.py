@@ -5,9 +5,11 @@ Run (about 3 minutes on the 2-core box)::
     .venv/bin/python benchmarks/bench_moments.py            # --rows, --repeat, --keep
 
 Data: 2M x 50 float64 (0.8 GB), 4 groups of 50/30/15/5 % of the rows (shuffled), chunks of
-100k rows. Every case is timed ``--repeat`` times (default 3); the table shows the best and the
-median wall time, throughput (feature bytes n*d*8 / best time, GB = 1e9 bytes) and the ratio
-of its throughput to the practical limit, one ungrouped ``X.T @ X`` with 2 BLAS threads.
+100k rows. Every case is timed ``--repeat`` times (default 3), in rounds (each case once per
+round, so a burst of load from other processes does not spoil every repeat of one case). The
+table shows the best and the median wall time, throughput (feature bytes n*d*8 / best time,
+GB = 1e9 bytes) and the ratio of its throughput to the practical limit, one ungrouped
+``X.T @ X`` with 2 BLAS threads.
 
   (a) numpy ``X.T @ X`` on the whole array, ungrouped, with 1 and 2 BLAS threads;
   (b) numpy per-group boolean mask loop ``xg = X[mask]; xg.T @ xg``, 1 and 2 BLAS threads;
@@ -41,6 +43,8 @@ import csv
 import platform
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -120,6 +124,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the Parquet folder in scratch/")
     args = parser.parse_args()
+    args.load_start = os.getloadavg()[0]
     n, d, repeat = args.rows, args.cols, args.repeat
     nbytes = n * d * 8
 
@@ -184,17 +189,24 @@ def main() -> None:
         ("(f)", "sklearn IncrementalPCA(5, batch 100k).fit(numpy)", 1, sk_ipca),
         ("(f)", "sklearn IncrementalPCA(5, batch 100k).fit(numpy)", 2, sk_ipca),
     ]
-    rows = []
-    for case, method, threads, fn in cases:
-        print(f"{case} {method} [BLAS {threads}] ...", end=" ", flush=True)
-        with threadpool_limits(limits=threads, user_api="blas"):
-            times, out = timed(fn, repeat)
-        err = check(case, out)
-        rows.append(dict(case=case, method=method, blas=threads, best_s=min(times),
-                         median_s=statistics.median(times), gb_s=nbytes / 1e9 / min(times),
-                         rows_s=n / min(times), rel_err=err, times=" ".join(f"{t:.3f}" for t in times)))
-        print(f"best {min(times):.3f} s, rel. err {err:.1e}", flush=True)
-        del out
+    # Rounds: every case once per round, so a burst of load from other processes hits one
+    # round of every case rather than all repeats of one case.
+    times: list[list[float]] = [[] for _ in cases]
+    errors: list[float] = []
+    for round_ in range(repeat):
+        print(f"round {round_ + 1}/{repeat}:", flush=True)
+        for i, (case, method, threads, fn) in enumerate(cases):
+            with threadpool_limits(limits=threads, user_api="blas"):
+                seconds, out = timed(fn, 1)
+            times[i] += seconds
+            if round_ == 0:
+                errors.append(check(case, out))
+            print(f"  {case} {method} [BLAS {threads}]: {seconds[0]:.3f} s", flush=True)
+            del out
+    rows = [dict(case=case, method=method, blas=threads, best_s=min(t), median_s=statistics.median(t),
+                 gb_s=nbytes / 1e9 / min(t), rows_s=n / min(t), rel_err=err,
+                 times=" ".join(f"{x:.3f}" for x in t))
+            for (case, method, threads, _), t, err in zip(cases, times, errors)]
 
     def best(case: str, needle: str = "", blas: int | None = None) -> float:
         return min(r["best_s"] for r in rows if r["case"] == case and needle in r["method"]
@@ -228,13 +240,16 @@ def write_results(rows, targets, extra, args, disk) -> None:
         writer.writeheader()
         writer.writerows({k: r[k] for k in fields} for r in rows)
     n, d = args.rows, args.cols
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                            cwd=HERE).stdout.strip()
     lines = [
         "# bench_moments: grouped second moments, numpy / dask-ml / sklearn vs compute_moments",
         "",
-        f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py'])}` — {n:,} x {d} float64 "
+        f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py', *sys.argv[1:]])}` — {n:,} x {d} float64 "
         f"({n * d * 8 / 1e9:.2f} GB), 4 groups 50/30/15/5 %, chunks of {CHUNK:,} rows, "
         f"best of {args.repeat}. {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"numpy {np.__version__}, fairpca_dist {fairpca_dist.__version__}. "
+        f"numpy {np.__version__}, fairpca_dist at {commit}, load average {args.load_start:.2f} at start, "
+        f"{os.getloadavg()[0]:.2f} at end (other processes share the 2 cores). "
         f"GB = 1e9 bytes of float64 features; 'vs limit' = throughput / (a) with 2 BLAS threads.",
         "",
         "| case | method | BLAS | best s | median s | GB/s | Mrows/s | vs limit | rel. err |",

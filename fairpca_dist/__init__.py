@@ -5,7 +5,6 @@ run on those p×p statistics (:func:`fit_projection`); :class:`FairPCA` wraps bo
 scikit-learn transformer.
 """
 
-from fairpca_dist.estimator import FairPCA
 from fairpca_dist.exceptions import (
     ConvergenceWarning,
     FairPCAError,
@@ -20,6 +19,15 @@ from fairpca_dist.passes import compute_moments
 from fairpca_dist.solvers import SOLVERS, FairProjection, fit_projection
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):  # noqa: ANN202 - module attribute hook (PEP 562)
+    # The estimator pulls in scikit-learn (~3 s to import); flows and Dask workers never need it.
+    if name == "FairPCA":
+        from fairpca_dist.estimator import FairPCA
+
+        return FairPCA
+    raise AttributeError(f"module 'fairpca_dist' has no attribute {name!r}")
 
 __all__ = [
     "FairPCA",

@@ -29,12 +29,13 @@ def _positive_int(text: str) -> int:
 
 
 def _options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs; values are parsed as JSON when they can be (numbers, booleans)."""
+    """``key=value`` pairs (solver or reader options); values are parsed as JSON when they
+    can be (numbers, booleans, lists)."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InputError(f"solver option {pair!r} is not of the form key=value")
+            raise InputError(f"option {pair!r} is not of the form key=value")
         try:
             options[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -49,7 +50,7 @@ def _ingest(args: argparse.Namespace) -> int:
     result = ingest_table(
         args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
         key_columns=args.key_columns, pass_through=args.pass_through, on_bad_rows=args.on_bad_rows,
-        client=args.dask_address, progress=True,
+        read_options=_options(args.read_option), client=args.dask_address, progress=True,
     )
     print(f"ingested {result.rows:,} rows ({result.rejected:,} rejected) into {result.table_dir}")
     return 0
@@ -109,6 +110,7 @@ def _pipeline(args: argparse.Namespace) -> int:
         features=args.features, key_columns=args.key_columns, target=args.target, method=args.method,
         n_components=args.n_components, center=args.center, standardize=args.standardize,
         options=_options(args.option), on_bad_rows=args.on_bad_rows, dask_address=args.dask_address,
+        read_options=_options(args.read_option) or None,
     )
     from fairpca_dist.report import report_markdown_summary
 
@@ -142,7 +144,8 @@ def _demo(args: argparse.Namespace) -> int:
                     "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]}
     args_for_pipeline = argparse.Namespace(
         **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
-        center="group", standardize=True, option=[], on_bad_rows="fail", dask_address=args.dask_address,
+        center="group", standardize=True, option=[], read_option=[], on_bad_rows="fail",
+        dask_address=args.dask_address,
     )
     return _pipeline(args_for_pipeline)
 
@@ -172,6 +175,8 @@ def _add_table_roles(parser: argparse.ArgumentParser) -> None:
                         help="identifier columns carried through to the projection")
     parser.add_argument("--on-bad-rows", default="fail", choices=["fail", "drop"],
                         help="rows with NaN/inf features or missing groups: fail (default) or drop and record")
+    parser.add_argument("--read-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="option for the CSV/Parquet reader, repeatable (e.g. --read-option header=1)")
 
 
 def _parser() -> argparse.ArgumentParser:

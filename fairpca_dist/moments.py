@@ -26,7 +26,6 @@ from os import PathLike
 from typing import Literal
 
 import numpy as np
-from scipy.linalg.blas import dsyrk as _dsyrk
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 
@@ -78,8 +77,7 @@ def _group_statistics(
     Each sub-block is shifted by a rough centre c (the mean of the first sub-block) and
     accumulated as G = Σ w (x−c)(x−c)ᵀ and s = Σ w (x−c); then μ = c + s/w and
     S = G − s sᵀ / w. Because c is within a few standard errors of μ, the correction s sᵀ/w is
-    tiny and no precision is lost, while the data are copied once, in cache. G is accumulated
-    in place by BLAS ``dsyrk`` (upper triangle only: half the flops of ``block.T @ block``).
+    tiny and no precision is lost, while the data are copied once, in cache.
     """
     if isinstance(rows, slice):
         start, stop, _ = rows.indices(x.shape[0])
@@ -87,7 +85,7 @@ def _group_statistics(
     else:
         n_rows = rows.shape[0]
     step = _block_rows(x.shape[1])
-    gram = np.zeros((x.shape[1], x.shape[1]), order="F")
+    gram = np.zeros((x.shape[1], x.shape[1]))
     total = np.zeros(x.shape[1])
     weight_sum = 0.0
     shift: np.ndarray | None = None
@@ -108,9 +106,9 @@ def _group_statistics(
             weight_sum += float(weights[index].sum())
             block *= root[:, None]
             total += root @ block
-        # block.T is a Fortran-ordered p × n view: dsyrk reads it without a copy.
-        gram = _dsyrk(1.0, block.T, beta=1.0, c=gram, trans=0, lower=0, overwrite_c=1)
-    gram = np.triu(gram) + np.triu(gram, 1).T
+        # numpy dispatches blockᵀblock to BLAS syrk and releases the GIL (scipy's dsyrk
+        # wrapper holds it: 0.98x on 2 threads vs 1.76x, benchmarks/results/profile_kernel.md).
+        gram += block.T @ block
     assert shift is not None
     if weight_sum == 0.0:
         return 0.0, shift, np.zeros_like(total), np.zeros_like(gram)

@@ -20,12 +20,15 @@ def fit(
     standardize: bool = True,
     options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
     """Fit ``method`` on the table; refits with another method or r reuse the cached moments,
-    and a table that gained files reads only the new ones."""
+    and a table that gained files reads only the new ones.
+    ``dask_address``: run the Dask work on that scheduler instead of in this process.
+    """
     check_run_parameters(source=table_dir, method=method, n_components=n_components, center=center, options=options)
     return fit_task(table_dir, model_dir, method=method, n_components=n_components, center=center,
-                    standardize=standardize, options=options, cache_dir=cache_dir)
+                    standardize=standardize, options=options, cache_dir=cache_dir, dask_address=dask_address)
 
 
 if __name__ == "__main__":

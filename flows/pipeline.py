@@ -9,6 +9,7 @@ their Dask graphs run on that scheduler's workers.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,13 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
                                           "dashboard_address": ":0"})
 
 
-def _run_dir(runs_dir: str, run_id: str | None) -> Path:
-    return Path(runs_dir) / (run_id or flow_run.get_name() or "run")
+def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int) -> Path:
+    """``<runs_dir>/<run_id>``; without a run id, a name no other run has:
+    method, r, start time and the start of the flow-run id."""
+    if run_id:
+        return Path(runs_dir) / run_id
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(runs_dir) / f"{method}-r{n_components}-{stamp}-{(flow_run.get_id() or 'local')[:8]}"
 
 
 @flow(name="fairpca-pipeline-steps")
@@ -83,7 +89,7 @@ def pipeline(
     """Run ingest → fit → project → report; every parameter is checked before data are read."""
     check_run_parameters(source=source, method=method, n_components=n_components, center=center,
                          on_bad_rows=on_bad_rows, options=options)
-    root = _run_dir(runs_dir, run_id)
+    root = _run_dir(runs_dir, run_id, method, n_components)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
     return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
                  n_components, center, standardize, options, on_bad_rows, read_options)

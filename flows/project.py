@@ -11,11 +11,16 @@ from flows.tasks import project_task
 
 
 @flow(name="fairpca-project", flow_run_name="project-{out_dir}")
-def project(model_dir: str, table_dir: str, out_dir: str, pass_through: list[str] | None = None) -> dict[str, Any]:
-    """Project every row; the output folder is replaced only when complete."""
+def project(
+    model_dir: str, table_dir: str, out_dir: str, pass_through: list[str] | None = None,
+    dask_address: str | None = None,
+) -> dict[str, Any]:
+    """Project every row; the output folder is replaced only when complete.
+    ``dask_address``: run the Dask work on that scheduler instead of in this process.
+    """
     check_run_parameters(source=model_dir)
     check_run_parameters(source=table_dir)
-    return project_task(model_dir, table_dir, out_dir, pass_through=pass_through or [])
+    return project_task(model_dir, table_dir, out_dir, pass_through=pass_through or [], dask_address=dask_address)
 
 
 if __name__ == "__main__":

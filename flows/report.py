@@ -19,14 +19,17 @@ def report(
     max_components: int | None = None,
     sample_size: int = 50_000,
     artifact_key: str = "fairpca-report",
+    dask_address: str | None = None,
 ) -> dict[str, Any]:
     """Per-group errors, losses and explained variance for PCA and the fitted method,
     MMD², and (with ``target``) the demographic-parity difference of a classifier trained
-    on the projected data."""
+    on the projected data.
+    ``dask_address``: run the Dask work on that scheduler instead of in this process.
+    """
     check_run_parameters(source=model_dir)
     check_run_parameters(source=table_dir)
     return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
-                       sample_size=sample_size, artifact_key=artifact_key)
+                       sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address)
 
 
 if __name__ == "__main__":

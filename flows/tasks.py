@@ -40,22 +40,27 @@ _RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": 
 
 
 @contextlib.contextmanager
-def dask_client() -> Iterator[Any]:
-    """The Dask client of the running DaskTaskRunner, or None (threads) outside one."""
-    try:
-        from prefect_dask import get_dask_client
+def dask_client(address: str | None = None) -> Iterator[Any]:
+    """Where the task's Dask graphs run: ``address`` if given, else the client of the running
+    DaskTaskRunner, else None (threads in this process)."""
+    if address:
+        yield address
+        return
+    from prefect_dask import get_dask_client
 
-        with get_dask_client() as client:
-            yield client
-    except (RuntimeError, ValueError):
-        yield None
+    with contextlib.ExitStack() as stack:
+        try:
+            client = stack.enter_context(get_dask_client())
+        except (RuntimeError, ValueError):  # not inside a Dask worker
+            client = None
+        yield client  # errors of the task body propagate unchanged
 
 
 @task(name="ingest-table", **_RETRIES)
 def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], features: list[str] | None,
                 key_columns: list[str], pass_through: list[str], on_bad_rows: str,
-                read_options: dict[str, Any] | None) -> dict[str, Any]:
-    with dask_client() as client:
+                read_options: dict[str, Any] | None, dask_address: str | None = None) -> dict[str, Any]:
+    with dask_client(dask_address) as client:
         result = ingest_table(
             source, table_dir, sensitive_feature=sensitive_feature, features=features, key_columns=key_columns,
             pass_through=pass_through, on_bad_rows=on_bad_rows, read_options=read_options, client=client,
@@ -67,8 +72,9 @@ def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], fe
 
 @task(name="fit-model", **_RETRIES)
 def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, center: str,
-             standardize: bool, options: dict[str, Any] | None, cache_dir: str | None) -> dict[str, Any]:
-    with dask_client() as client:
+             standardize: bool, options: dict[str, Any] | None, cache_dir: str | None,
+             dask_address: str | None = None) -> dict[str, Any]:
+    with dask_client(dask_address) as client:
         model = fit_table(
             table_dir, model_dir, method=method, n_components=n_components, center=center,
             standardize=standardize, options=options, cache_dir=cache_dir, client=client, progress=True,
@@ -79,8 +85,9 @@ def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, 
 
 
 @task(name="project-table", **_RETRIES)
-def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: list[str]) -> dict[str, Any]:
-    with dask_client() as client:
+def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: list[str],
+                 dask_address: str | None = None) -> dict[str, Any]:
+    with dask_client(dask_address) as client:
         result = project_table(load_model(model_dir), table_source(table_dir), out_dir, pass_through=pass_through,
                                client=client, progress=True)
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
@@ -89,14 +96,15 @@ def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: 
 
 @task(name="fairness-report", **_RETRIES)
 def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str | None,
-                max_components: int | None, sample_size: int, artifact_key: str) -> dict[str, Any]:
+                max_components: int | None, sample_size: int, artifact_key: str,
+                dask_address: str | None = None) -> dict[str, Any]:
     model = load_model(model_dir)
     moments = GroupMoments.load(Path(model_dir) / MOMENTS_FILE)
     sample = None
     if target is not None:
         schema = read_schema(table_dir)
         columns = [*schema["features"], *schema["sensitive_feature"], target]
-        with dask_client() as client:
+        with dask_client(dask_address) as client:
             sample = sample_rows(table_source(table_dir), columns=columns, max_rows=sample_size, client=client)
     report = build_report(moments, model, max_components=max_components, sample=sample, target=target)
     files = write_report(report, report_dir)

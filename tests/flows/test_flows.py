@@ -116,3 +116,16 @@ def test_demo_runs_the_pipeline_on_the_embedded_table(tmp_path, capsys):
     assert f"report: {tmp_path / 'demo' / 'report' / 'report.md'}" in out
     report = json.loads((tmp_path / "demo" / "report" / "report.json").read_text())
     assert report["data"]["n_samples"] == 442 and report["model"]["method"] == "fair-eig"
+
+
+def test_bad_column_fails_once_with_its_own_error_inside_dask(credit_csv, tmp_path):
+    """Input errors raised in a task on the Dask runner reach the caller unchanged and are
+    not retried (a retried run would take 35 s of retry delays)."""
+    import time
+
+    from fairpca_dist import SchemaError
+
+    started = time.perf_counter()
+    with pytest.raises(SchemaError, match="'NO_SUCH_COLUMN' not found"):
+        pipeline(source=str(credit_csv), sensitive_feature=["NO_SUCH_COLUMN"], runs_dir=str(tmp_path), run_id="bad")
+    assert time.perf_counter() - started < 30
