@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fairpca_dist.atomic import atomic_directory
+from fairpca_dist.exceptions import SchemaError
 from fairpca_dist.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.sources import check_finite, open_table
@@ -85,8 +86,6 @@ def project_table(
     names = projected_columns(model, prefix)
     clash = sorted(set(names) & set(pass_through))
     if clash:
-        from fairpca_dist.exceptions import SchemaError
-
         raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
     arrays = (model.mean, model.scale, model.components)
     columns = list(dict.fromkeys([*pass_through, *features]))
