@@ -14,6 +14,8 @@ GB = 1e9 bytes) and the ratio of its throughput to the practical limit, one ungr
   (a) numpy ``X.T @ X`` on the whole array, ungrouped, with 1 and 2 BLAS threads;
   (b) numpy per-group boolean mask loop ``xg = X[mask]; xg.T @ xg``, 1 and 2 BLAS threads;
   (c) ours, ``compute_moments`` on ``da.from_array`` (threaded scheduler);
+  (c1) ours on the same rows + 1e6 in every column (``da.from_array``): the kernel shifts
+      every group (column means of 1e3 standard deviations), the path raw, uncentred data take;
   (d) ours on the numpy array itself;
   (e) ours on a Parquet folder of 20 files x 100k rows written by this script (warm page
       cache), next to a pyarrow ``read_table`` of the same folder (the decode floor);
@@ -61,6 +63,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 SHARES = (0.50, 0.30, 0.15, 0.05)
 CHUNK = 100_000
+OFFSET = 1e6  # case (c1): raw data far from the origin
 
 
 def make_data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -134,10 +137,14 @@ def main() -> None:
     gram_ref = {g: s + np.outer(mu, mu) * np.sum(groups == g) for g, (mu, s) in ref.items()}
     xd = da.from_array(x, chunks=(CHUNK, d))
     gd = da.from_array(groups, chunks=CHUNK)
+    x_offset = x + OFFSET
+    xd_offset = da.from_array(x_offset, chunks=(CHUNK, d))
+    ref_offset = reference(x_offset, groups)  # of the rounded sums x + 1e6, not of x
     parquet_dir = SCRATCH / "bench_moments_parquet"
     disk = write_parquet(x, groups, parquet_dir, CHUNK)
 
     ours_dask = lambda: compute_moments(xd, sensitive_feature=gd, chunk_rows=CHUNK)  # noqa: E731
+    ours_offset = lambda: compute_moments(xd_offset, sensitive_feature=gd, chunk_rows=CHUNK)  # noqa: E731
     ours_numpy = lambda: compute_moments(x, sensitive_feature=groups, chunk_rows=CHUNK)  # noqa: E731
     ours_parquet = lambda: compute_moments(str(parquet_dir), sensitive_feature="group")  # noqa: E731
 
@@ -165,7 +172,7 @@ def main() -> None:
         if isinstance(out, fairpca_dist.GroupMoments):
             if total_cov_eig is None:
                 total_cov_eig = np.linalg.eigvalsh(out.total_covariance(ddof=1))[::-1][:5]
-            return moments_error(out, ref)
+            return moments_error(out, ref_offset if case == "(c1)" else ref)
         if case.startswith("(a)"):
             return rel(out, sum(gram_ref.values()))
         if case.startswith("(b)"):
@@ -180,6 +187,7 @@ def main() -> None:
         ("(b)", "numpy per-group mask loop", 1, mask_loop),
         ("(b)", "numpy per-group mask loop", 2, mask_loop),
         ("(c)", "ours: compute_moments(dask array), threads", 1, ours_dask),
+        ("(c1)", "ours: compute_moments(dask array + 1e6 offset, shifted), threads", 1, ours_offset),
         ("(d)", "ours: compute_moments(numpy array), threads", 1, ours_numpy),
         ("(e0)", f"pyarrow read_table of the Parquet folder ({disk / 1e6:.0f} MB)", 2,
          lambda: pq.read_table(parquet_dir)),
@@ -223,6 +231,7 @@ def main() -> None:
     ]
     extra = [
         ("IncrementalPCA time / (c) time", t_ipca / t_c),
+        ("(c1) throughput / (a) 2 threads", limit / best("(c1)")),
         ("dask-ml PCA time / (d) time", t_dask_ml / best("(d)")),
         ("dask-ml PCA time / (e) time", t_dask_ml / best("(e)")),
         ("(b) mask loop 2 thr time / (c) time", best("(b)", blas=2) / t_c),

@@ -29,13 +29,11 @@ __all__ = ["compute_moments", "compute_file_moments", "sample_rows", "run_graph"
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
 
 
-def _chunk_moments(chunk: Chunk, features: Sequence[str], partition: int) -> GroupMoments:
+def _chunk_moments(chunk: Chunk, partition: int, features: Sequence[str]) -> GroupMoments:
     """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
     needs the partition plus one slab of memory, whatever the partition size."""
-    step = max(1024, _SLAB_BYTES // (8 * max(len(features), 1)))
     total = GroupMoments.empty(features)
-    for start in range(0, len(chunk), step):
-        stop = min(start + step, len(chunk))
+    for start, stop in chunk.slabs(_SLAB_BYTES):
         x = chunk.rows(start, stop)
         weights = None if chunk.weights is None else chunk.weights[start:stop]
         # Non-finite values propagate into the statistics; checking those (k·p² numbers)
@@ -235,9 +233,8 @@ def _check_split_every(split_every: int) -> None:
 
 def _moments_graph(table: Table, split_every: int) -> Any:
     """Delayed GroupMoments of a table: one task per partition, merged in a tree."""
-    partial = dask.delayed(_chunk_moments, pure=True)
     merge = dask.delayed(_merge, pure=True)
-    level = [partial(chunk, table.features, i) for i, chunk in enumerate(table.chunks())]
+    level = table.map_chunks(_chunk_moments, table.features)
     while len(level) > 1:
         level = [merge(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
     return level[0]

@@ -14,7 +14,8 @@ from __future__ import annotations
 import difflib
 import glob
 import os
-from collections.abc import Hashable, Sequence
+import uuid
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,20 @@ import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+from dask.array.core import normalize_chunks
+from dask.delayed import Delayed
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 
 __all__ = ["Table", "Chunk", "open_table", "read_chunk", "check_finite", "DEFAULT_CHUNK_ROWS"]
 
 DEFAULT_CHUNK_ROWS = 100_000
+# Parquet partitions: row groups are packed into partitions of at most this much decoded data
+# (one row group if it is larger). dask's own default, one file per partition up to 512 MiB,
+# needs ~4x that per task while it decodes and converts, and restarted 1 GB workers on 125 MB
+# files (benchmarks/results/bench_out_of_core.md); 64 MiB keeps a task within ~250 MB.
+PARQUET_PARTITION_BYTES = "64 MiB"
 SENSITIVE_COLUMN = "__sensitive__"
 WEIGHT_COLUMN = "__sample_weight__"
 
@@ -50,6 +59,17 @@ class Chunk:
 
     def __len__(self) -> int:
         return int(self.codes.shape[0])
+
+    def slabs(self, max_bytes: int) -> list[tuple[int, int]]:
+        """Row ranges of about equal size whose float64 conversion needs at most ``max_bytes``
+        each; one range when the features already are C-ordered float64 (no conversion)."""
+        n_rows, n_features = len(self), max(self.features.shape[1], 1)
+        if isinstance(self.features, np.ndarray) and self.features.dtype == np.float64 and self.features.flags.c_contiguous:
+            n_slabs = 1
+        else:
+            n_slabs = max(1, -(-n_rows * 8 * n_features // max_bytes))
+        bounds = np.linspace(0, n_rows, n_slabs + 1).astype(int)
+        return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a C-ordered float64 array (missing values become NaN)."""
@@ -80,22 +100,60 @@ class Table:
     def n_partitions(self) -> int:
         return self.frame.npartitions if self.frame is not None else self.rows[0].numblocks[0]
 
-    def chunks(self) -> list[Any]:
-        """One delayed :class:`Chunk` per partition, reading only the columns in use."""
+    def map_chunks(self, func: Callable[..., Any], *args: Any) -> list[Delayed]:
+        """``func(chunk, partition, *args)`` on every partition's :class:`Chunk`, one task each.
+
+        Reading a partition and applying ``func`` happen in one task (for files, inside the
+        read task itself), so no partition waits in worker memory between a read task and its
+        consumer: a worker holds the partitions it is processing, nothing more.
+        """
         if self.rows is not None:
             x, labels, weights = self.rows
             weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
+            apply = dask.delayed(_apply_to_array_chunk, pure=True)
             return [
-                dask.delayed(_array_chunk, pure=True)(xb, lb, wb, i)
+                apply(func, xb, lb, wb, i, *args)
                 for i, (xb, lb, wb) in enumerate(zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks))
             ]
         columns = list(dict.fromkeys([*self.features, *self.sensitive, *self.keys]))
         if self.sample_weight is not None:
             columns.append(self.sample_weight)
-        return [
-            dask.delayed(read_chunk, pure=True)(part, self.features, self.sensitive, self.sample_weight, i)
-            for i, part in enumerate(self.frame[columns].to_delayed())
-        ]
+        mapped = self.frame[columns].map_partitions(
+            _apply_to_frame_chunk,
+            func,
+            self.features,
+            self.sensitive,
+            self.sample_weight,
+            args,
+            meta=pd.Series(dtype=object),  # one object per partition: whatever func returns
+            enforce_metadata=False,
+            align_dataframes=False,
+        )
+        return list(mapped.to_delayed())
+
+
+def _apply_to_array_chunk(
+    func: Callable[..., Any], x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, partition: int, *args: Any
+) -> Any:
+    return func(_array_chunk(x, labels, weights, partition), partition, *args)
+
+
+def _apply_to_frame_chunk(
+    part: pd.DataFrame,
+    func: Callable[..., Any],
+    features: Sequence[str],
+    sensitive: Sequence[str],
+    sample_weight: str | None,
+    args: tuple[Any, ...],
+    partition_info: dict[str, Any] | None = None,
+) -> Any:
+    partition = partition_info["number"] if partition_info else 0
+    try:
+        return func(read_chunk(part, features, sensitive, sample_weight, partition), partition, *args)
+    finally:
+        # Arrow keeps freed decode buffers for reuse; hand them back so a long-running worker's
+        # memory reflects the partitions in flight, not the largest one it ever read.
+        pa.default_memory_pool().release_unused()
 
 
 def _closest(name: object, candidates: Sequence[str]) -> str:
@@ -123,6 +181,8 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
         raise InputError(f"no files match {text!r}")
     first = Path(matches[0])
     if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
+        if not {"split_row_groups", "blocksize"} & set(read_options):
+            read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         return dd.read_parquet(text, **read_options)
     if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
         if first.name.endswith(".gz"):
@@ -191,8 +251,7 @@ def _as_rows(
     data: Any, extra: dict[str, Any], chunk_rows: int
 ) -> tuple[da.Array, da.Array, da.Array | None]:
     """Array input as aligned dask arrays: features (one column chunk), labels, weights."""
-    # name=False: a random graph name instead of hashing every byte of an in-memory array.
-    x = data if isinstance(data, da.Array) else da.from_array(np.asarray(data), chunks=(chunk_rows, -1), name=False)
+    x = data if isinstance(data, da.Array) else _in_memory(np.asarray(data), chunk_rows)
     if x.ndim != 2:
         raise SchemaError(f"expected a 2-D array of rows, got shape {x.shape}")
     if SENSITIVE_COLUMN not in extra:
@@ -203,10 +262,25 @@ def _as_rows(
     aligned = {
         name: values.rechunk((x.chunks[0],))
         if isinstance(values, da.Array)
-        else da.from_array(values, chunks=(x.chunks[0],), name=False)
+        else _in_memory(np.asarray(values), x.chunks[0])
         for name, values in extra.items()
     }
     return x, aligned[SENSITIVE_COLUMN], aligned.get(WEIGHT_COLUMN)
+
+
+def _in_memory(values: np.ndarray, rows: int | tuple[int, ...]) -> da.Array:
+    """A dask array whose row blocks are views of ``values`` (all other axes in one block).
+
+    ``da.from_array`` copies a numpy array whole (dask 2026.8) and hashes it unless given a
+    random name; views cost neither, and the caller's array outlives the pass anyway.
+    """
+    chunks = normalize_chunks((rows,) + (-1,) * (values.ndim - 1), values.shape, dtype=values.dtype)
+    bounds = np.cumsum((0, *chunks[0]))
+    name = f"rows-{uuid.uuid4().hex}"
+    blocks = {
+        (name, i) + (0,) * (values.ndim - 1): values[bounds[i] : bounds[i + 1]] for i in range(len(chunks[0]))
+    }
+    return da.Array(blocks, name, chunks, dtype=values.dtype)
 
 
 def _is_array(data: Any) -> bool:
@@ -271,7 +345,9 @@ def open_table(
     chunk_rows : int
         Rows per partition for in-memory input.
     read_options : dict, optional
-        Passed to ``dask.dataframe.read_parquet`` / ``read_csv``.
+        Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
+        ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
+        row groups per partition) unless either key is given.
     """
     if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")

@@ -37,6 +37,40 @@ def test_large_offset_gives_the_centred_answer():
     np.testing.assert_allclose(far.mean - 1e8, near.mean, atol=1e-9)
 
 
+@pytest.mark.parametrize("case", ["means of 6 std", "column constant within a group", "offset 1e8"])
+def test_kernel_shift_paths_are_exact(case):
+    # The kernel shifts a group only when unshifted sums would cancel more than 2 digits;
+    # every path must agree with the two-pass reference.
+    rng = np.random.default_rng(7)
+    n = 20_000
+    labels = np.repeat([0, 1], n // 2)
+    scale = np.array([1.0, 2.0, 0.5, 1.0, 3.0])
+    x = rng.standard_normal((n, 5)) * scale
+    if case == "means of 6 std":
+        x += 6.0 * scale
+    elif case == "offset 1e8":
+        x += 1e8
+    else:
+        x[:, 2] = np.where(labels == 0, 3.0, x[:, 2])
+    assert_matches_reference(GroupMoments.from_arrays(x, labels), x, labels, rtol=1e-12)
+
+
+def test_kernel_recomputes_shifted_when_the_first_rows_mislead():
+    # Rows ordered by a drifting column: the first sub-block is centred, the rest sits at 50
+    # with a tiny spread, so only the check after the unshifted pass (G_jj > 100 S_jj) sees
+    # the cancellation and recomputes with the group's own mean as the shift.
+    from fairpca_dist.moments import _group_statistics
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200_000, 50)) * 0.01  # sub-blocks of 1024 rows at p = 50
+    x[:, 0] += np.where(np.arange(200_000) < 1024, 100 * x[:, 0], 50.0)
+    weight, centre, correction, scatter = _group_statistics(x, slice(0, 200_000), None)
+    np.testing.assert_allclose(centre[0], x[:, 0].mean(), rtol=1e-9)
+    centred = x - x.mean(axis=0)
+    np.testing.assert_allclose(scatter, centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max())
+    assert weight == 200_000 and np.abs(centre + correction - x.mean(axis=0)).max() < 1e-12
+
+
 def test_naive_sum_of_squares_would_fail_the_offset_test():
     # The guard: the raw-moment formula loses the answer at offset 1e8, so the test above can fail.
     rng = np.random.default_rng(1)

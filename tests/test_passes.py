@@ -77,6 +77,28 @@ def test_threaded_and_distributed_agree_from_parquet(tmp_path, dask_cluster):
         assert_matches_reference(moments, x, labels)
 
 
+def test_parquet_row_groups_become_partitions(tmp_path, monkeypatch):
+    # Large files are read as several partitions of packed row groups (bounded task memory);
+    # the statistics do not depend on it, and a bad value is named with its partition.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fairpca_dist import sources
+
+    x, labels = grouped_data(n_rows=4000, n_features=4, offset=1e8)
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(group=labels)
+    path = tmp_path / "one.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    monkeypatch.setattr(sources, "PARQUET_PARTITION_BYTES", "40 kB")  # two row groups of ~20 kB
+    assert sources.open_table(str(path), sensitive_feature="group").n_partitions == 4
+    assert sources.open_table(str(path), sensitive_feature="group", read_options={"split_row_groups": False}).n_partitions == 1
+    assert_matches_reference(compute_moments(str(path), sensitive_feature="group"), x, labels)
+    frame.loc[3100, "c"] = np.nan
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    with pytest.raises(InputError, match=r"partition 3: 'c': 1 \(NaN\)"):
+        compute_moments(str(path), sensitive_feature="group")
+
+
 def test_csv_intersectional_groups_and_weight_column(tmp_path):
     rng = np.random.default_rng(3)
     n = 400
