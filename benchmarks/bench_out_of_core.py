@@ -55,6 +55,7 @@ import pyarrow.parquet as pq
 from threadpoolctl import threadpool_limits
 
 from fairpca_dist import compute_moments
+from fairpca_dist.sources import open_table
 
 HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
@@ -249,10 +250,9 @@ def main() -> None:
     disk = sum(f.stat().st_size for f in files)
     print(f"  {len(files)} files, {disk / 1e9:.2f} GB on disk, {write_seconds:.1f} s")
 
-    from dask.dataframe import read_parquet
     from distributed import Client, LocalCluster
 
-    partitions = read_parquet(str(folder), **(args.read_options or {})).npartitions
+    partitions = open_table(str(folder), sensitive_feature="group", read_options=args.read_options).n_partitions
     passes, results = [], []
     with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GB",
                       dashboard_address=None) as cluster, Client(cluster) as client:
