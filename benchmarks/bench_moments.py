@@ -1,12 +1,13 @@
 """Grouped second moments of a 2,000,000 x 50 float64 table: baselines vs ``compute_moments``.
 
-Run (about 3 minutes on the 2-core box)::
+Run (about 5 minutes on the 2-core box)::
 
     .venv/bin/python benchmarks/bench_moments.py            # --rows, --repeat, --keep
 
 Data: 2M x 50 float64 (0.8 GB), 4 groups of 50/30/15/5 % of the rows (shuffled), chunks of
-100k rows. Every case is timed ``--repeat`` times (default 3), in rounds (each case once per
-round, so a burst of load from other processes does not spoil every repeat of one case). The
+100k rows. Every case runs once untimed (imports, thread pools, first touch of the pages), then
+is timed ``--repeat`` times (default 5), in rounds (each case once per round, so a burst of load
+from other processes does not spoil every repeat of one case). The
 table shows the best and the median wall time, throughput (feature bytes n*d*8 / best time,
 GB = 1e9 bytes) and the ratio of its throughput to the practical limit, one ungrouped
 ``X.T @ X`` with 2 BLAS threads.
@@ -124,7 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--cols", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the Parquet folder in scratch/")
     args = parser.parse_args()
     args.load_start = os.getloadavg()[0]
@@ -201,14 +202,15 @@ def main() -> None:
     # round of every case rather than all repeats of one case.
     times: list[list[float]] = [[] for _ in cases]
     errors: list[float] = []
-    for round_ in range(repeat):
-        print(f"round {round_ + 1}/{repeat}:", flush=True)
+    for round_ in range(repeat + 1):
+        print("warm-up round:" if round_ == 0 else f"round {round_}/{repeat}:", flush=True)
         for i, (case, method, threads, fn) in enumerate(cases):
             with threadpool_limits(limits=threads, user_api="blas"):
                 seconds, out = timed(fn, 1)
-            times[i] += seconds
             if round_ == 0:
                 errors.append(check(case, out))
+            else:
+                times[i] += seconds
             print(f"  {case} {method} [BLAS {threads}]: {seconds[0]:.3f} s", flush=True)
             del out
     rows = [dict(case=case, method=method, blas=threads, best_s=min(t), median_s=statistics.median(t),
@@ -256,7 +258,7 @@ def write_results(rows, targets, extra, args, disk) -> None:
         "",
         f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py', *sys.argv[1:]])}` — {n:,} x {d} float64 "
         f"({n * d * 8 / 1e9:.2f} GB), 4 groups 50/30/15/5 %, chunks of {CHUNK:,} rows, "
-        f"best of {args.repeat}. {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"best of {args.repeat} after one untimed warm-up run. {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"numpy {np.__version__}, fairpca_dist at {commit}, load average {args.load_start:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at end (other processes share the 2 cores). "
         f"GB = 1e9 bytes of float64 features; 'vs limit' = throughput / (a) with 2 BLAS threads.",

@@ -35,9 +35,10 @@ __all__ = ["Table", "Chunk", "open_table", "read_chunk", "check_finite", "DEFAUL
 
 DEFAULT_CHUNK_ROWS = 100_000
 # Parquet partitions: row groups are packed into partitions of at most this much decoded data
-# (one row group if it is larger). dask's own default, one file per partition up to 512 MiB,
-# needs ~4x that per task while it decodes and converts, and restarted 1 GB workers on 125 MB
-# files (benchmarks/results/bench_out_of_core.md); 64 MiB keeps a task within ~250 MB.
+# (one row group if it is larger). A task needs ~8x its partition while it decodes, converts and
+# accumulates; dask's own default (one file per partition up to 512 MiB) paused and restarted
+# 1 GB workers on 125 MB files, while this default ran them at a 0.6 GB peak
+# (benchmarks/results/bench_out_of_core.md, deploy/README.md "Sizing").
 PARQUET_PARTITION_BYTES = "64 MiB"
 SENSITIVE_COLUMN = "__sensitive__"
 WEIGHT_COLUMN = "__sample_weight__"
@@ -294,10 +295,36 @@ def _array_chunk(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, 
     missing = pd.isna(labels)
     if np.any(missing):
         raise GroupError(f"sensitive_features has {int(np.sum(missing))} missing label(s) in partition {partition}")
-    codes, uniques = pd.factorize(labels, sort=False)
+    codes, groups = _factorize(labels)
     if weights is not None:
         weights = _checked_weights(np.asarray(weights, dtype=np.float64), partition)
-    return Chunk(x, codes, tuple(uniques.tolist()), weights)
+    return Chunk(x, codes, groups, weights)
+
+
+# Integer labels spanning at most this many values are coded by offset and a lookup table
+# (0.3 ms per 100k rows) instead of a hash table (pd.factorize: 1.6 ms, ~8 % of the kernel).
+_MAX_DIRECT_CODE_RANGE = 1 << 16
+
+
+def _factorize(labels: np.ndarray | pd.Series) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+    """Codes into the distinct labels of one partition, and those labels (in any order)."""
+    values = np.asarray(labels)
+    if values.dtype.kind in "iub" and values.size:
+        numbers = (values.view(np.uint8) if values.dtype.kind == "b" else values).astype(
+            np.uint64 if values.dtype.kind in "ub" else np.int64, copy=False
+        )
+        low, high = numbers.min(), numbers.max()
+        if int(high) - int(low) < _MAX_DIRECT_CODE_RANGE:  # so numbers − low cannot overflow
+            offsets = (numbers - low).astype(np.intp)
+            present = np.flatnonzero(np.bincount(offsets))
+            if present.size < offsets.max() + 1:
+                lookup = np.zeros(offsets.max() + 1, dtype=np.intp)
+                lookup[present] = np.arange(present.size)
+                offsets = lookup[offsets]
+            distinct = present.astype(numbers.dtype) + low
+            return offsets, tuple(distinct.astype(values.dtype).tolist())
+    codes, uniques = pd.factorize(labels, sort=False)
+    return codes, tuple(uniques.tolist())
 
 
 def _array_feature_names(p: int, feature_names: Sequence[str] | None) -> list[str]:
@@ -472,8 +499,7 @@ def _group_codes(part: pd.DataFrame, sensitive: Sequence[str], partition: int) -
                 f"sensitive feature {name} has {int(missing.sum())} missing label(s) in partition {partition}"
             )
     if len(sensitive) == 1:
-        codes, uniques = pd.factorize(part[sensitive[0]], sort=False)
-        return codes, tuple(uniques.tolist())
+        return _factorize(part[sensitive[0]])
     tuples = np.empty(len(part), dtype=object)
     tuples[:] = list(zip(*(part[c].tolist() for c in sensitive)))
     codes, uniques = pd.factorize(tuples, sort=False)

@@ -153,3 +153,32 @@ def test_large_partitions_are_read_in_slabs(monkeypatch):
         compute_moments(frame, sensitive_feature="g", chunk_rows=5000)
     frame.loc[4321, "c"] = 0.0
     assert_matches_reference(compute_moments(frame, sensitive_feature="g", chunk_rows=5000), frame[list("abcd")].to_numpy(), labels)
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        np.array([-128, 127, 0], dtype=np.int8),
+        np.array([0, 255], dtype=np.uint8),
+        np.array([False, True]),
+        np.array([2**63 + 1, 2**63 + 5], dtype=np.uint64),
+        np.array([-(2**63), 2**63 - 1]),  # range too wide for direct coding: hashed
+        np.array([3, 70_000, 9]),  # sparse integer labels
+    ],
+    ids=["int8 extremes", "uint8", "bool", "uint64 above 2**63", "int64 full range", "sparse int"],
+)
+def test_integer_labels_group_like_their_text(labels):
+    # Integer labels take a direct-coding fast path; it must group exactly like the same labels
+    # as strings, keep the label values and types, and work when partitions miss groups.
+    rng = np.random.default_rng(5)
+    pick = np.sort(rng.integers(0, len(labels), size=900))  # sorted: partitions miss groups
+    x = rng.normal(size=(900, 3)) + 1e8
+    by_value = compute_moments(x, sensitive_feature=labels[pick], chunk_rows=128)
+    by_text = compute_moments(x, sensitive_feature=labels[pick].astype(str), chunk_rows=128)
+    assert by_value.groups == tuple(sorted(labels.tolist()))
+    assert all(type(group) is type(labels.tolist()[0]) for group in by_value.groups)
+    order = np.argsort([str(group) for group in by_value.groups])
+    expected = np.argsort(by_text.groups)
+    np.testing.assert_array_equal(by_value.count[order], by_text.count[expected])
+    np.testing.assert_allclose(by_value.scatter[order], by_text.scatter[expected], rtol=1e-13)
+    assert_matches_reference(by_value, x, labels[pick])
