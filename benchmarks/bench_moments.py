@@ -218,18 +218,21 @@ def main() -> None:
                  times=" ".join(f"{x:.3f}" for x in t))
             for (case, method, threads, _), t, err in zip(cases, times, errors)]
 
-    def best(case: str, needle: str = "", blas: int | None = None) -> float:
-        return min(r["best_s"] for r in rows if r["case"] == case and needle in r["method"]
+    def best(case: str, needle: str = "", blas: int | None = None, key: str = "best_s") -> float:
+        return min(r[key] for r in rows if r["case"] == case and needle in r["method"]
                    and (blas is None or r["blas"] == blas))
+
+    def median(case: str, needle: str = "", blas: int | None = None) -> float:
+        return best(case, needle, blas, key="median_s")
 
     limit = best("(a)", blas=2)
     for r in rows:
         r["vs_limit"] = limit / r["best_s"]
     t_c = best("(c)")
     t_dask_ml, t_ipca = best("(f)", "dask-ml"), best("(f)", "Incremental")
-    targets = [
-        ("(c) throughput / (a) 2 threads", limit / t_c, 0.6),
-        ("dask-ml PCA time / (c) time", t_dask_ml / t_c, 5.0),
+    targets = [  # (target, best / best, median / median, required)
+        ("(c) throughput / (a) 2 threads", limit / t_c, median("(a)", blas=2) / median("(c)"), 0.6),
+        ("dask-ml PCA time / (c) time", t_dask_ml / t_c, median("(f)", "dask-ml") / median("(c)"), 5.0),
     ]
     extra = [
         ("IncrementalPCA time / (c) time", t_ipca / t_c),
@@ -280,11 +283,11 @@ def write_results(rows, targets, extra, args, disk) -> None:
         "",
         "## Targets",
         "",
-        "| target | measured | required | pass |",
-        "|---|---|---|---|",
+        "| target | measured (best times) | same from median times | required | pass (best times) |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {name} | {value:.2f} | >= {need} | {'PASS' if value >= need else 'FAIL'} |"
-              for name, value, need in targets]
+    lines += [f"| {name} | {value:.2f} | {from_medians:.2f} | >= {need} | {'PASS' if value >= need else 'FAIL'} |"
+              for name, value, from_medians, need in targets]
     lines += ["", "Other time ratios (> 1: ours faster): " + "; ".join(f"{name} = {value:.1f}" for name, value in extra) + "."]
     (RESULTS / "bench_moments.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -17,7 +17,7 @@ from typing import Any
 import dask
 import numpy as np
 import pandas as pd
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
@@ -32,21 +32,20 @@ _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
 def _chunk_moments(chunk: Chunk, partition: int, features: Sequence[str]) -> GroupMoments:
     """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
     needs the partition plus one slab of memory, whatever the partition size."""
-    total = GroupMoments.empty(features)
-    for start, stop in chunk.slabs(_SLAB_BYTES):
-        x = chunk.rows(start, stop)
-        weights = None if chunk.weights is None else chunk.weights[start:stop]
-        # Non-finite values propagate into the statistics; checking those (k·p² numbers)
-        # instead of the rows keeps clean data free of a validation pass.
-        with np.errstate(invalid="ignore", over="ignore"):
-            moments = GroupMoments.from_codes(
-                x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features
-            )
-            finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
-        if not finite:
-            check_finite(x, features, partition)
-        total = total + moments
-    return total
+    return _merge(*(_slab_moments(chunk, start, stop, partition, features) for start, stop in chunk.slabs(_SLAB_BYTES)))
+
+
+def _slab_moments(chunk: Chunk, start: int, stop: int, partition: int, features: Sequence[str]) -> GroupMoments:
+    x = chunk.rows(start, stop)
+    weights = None if chunk.weights is None else chunk.weights[start:stop]
+    # Non-finite values propagate into the statistics; checking those (k·p² numbers)
+    # instead of the rows keeps clean data free of a validation pass.
+    with np.errstate(invalid="ignore", over="ignore"):
+        moments = GroupMoments.from_codes(x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features)
+        finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
+    if not finite:
+        check_finite(x, features, partition)
+    return moments
 
 
 def _merge(*parts: GroupMoments) -> GroupMoments:
@@ -65,7 +64,7 @@ def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator
     if client is None:
         client = _active_client()
     if client is None:
-        with threadpool_limits(limits=1, user_api="blas"), _local_progress(progress):
+        with _blas_controller().limit(limits=1, user_api="blas"), _local_progress(progress):
             yield "threads"
         return
     if isinstance(client, str):
@@ -75,6 +74,13 @@ def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator
             yield connected
         return
     yield client
+
+
+@functools.cache
+def _blas_controller() -> ThreadpoolController:
+    """The BLAS libraries loaded in this process, found once (a scan of the loaded shared
+    objects costs ~5 ms, which every pass would otherwise pay)."""
+    return ThreadpoolController()
 
 
 def _active_client() -> Any:

@@ -182,3 +182,18 @@ def test_integer_labels_group_like_their_text(labels):
     np.testing.assert_array_equal(by_value.count[order], by_text.count[expected])
     np.testing.assert_allclose(by_value.scatter[order], by_text.scatter[expected], rtol=1e-13)
     assert_matches_reference(by_value, x, labels[pick])
+
+
+def test_threaded_passes_run_blas_single_threaded():
+    # Two dask threads each calling a 2-thread BLAS oversubscribe 2 cores; the threaded path
+    # limits BLAS to one thread per task, and restores the caller's setting afterwards.
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from fairpca_dist.passes import run_graph
+
+    def blas_threads() -> set[int]:
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert run_graph(dask.delayed(blas_threads)()) == {1}
+        assert blas_threads() == {2}
