@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import operator
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -76,10 +77,15 @@ def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator
     yield client
 
 
-@functools.cache
 def _blas_controller() -> ThreadpoolController:
-    """The BLAS libraries loaded in this process, found once (a scan of the loaded shared
-    objects costs ~5 ms, which every pass would otherwise pay)."""
+    """The BLAS libraries loaded in this process. Scanning the loaded shared objects costs
+    ~5 ms, which every pass would otherwise pay, so the scan is redone only after modules were
+    imported (an import is what loads another BLAS)."""
+    return _controller_after_imports(len(sys.modules))
+
+
+@functools.lru_cache(maxsize=1)
+def _controller_after_imports(n_modules: int) -> ThreadpoolController:
     return ThreadpoolController()
 
 

@@ -186,14 +186,24 @@ def test_integer_labels_group_like_their_text(labels):
 
 def test_threaded_passes_run_blas_single_threaded():
     # Two dask threads each calling a 2-thread BLAS oversubscribe 2 cores; the threaded path
-    # limits BLAS to one thread per task, and restores the caller's setting afterwards.
+    # limits every loaded BLAS to one thread per task, and restores the caller's setting.
     from threadpoolctl import threadpool_info, threadpool_limits
 
     from fairpca_dist.passes import run_graph
 
-    def blas_threads() -> set[int]:
-        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+    def blas_threads() -> dict[str, int]:
+        return {pool["filepath"]: pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    run_graph(dask.delayed(len)([]))
+    import scipy.linalg  # noqa: F401  (may load a second BLAS after that pass cached the first)
 
     with threadpool_limits(limits=2, user_api="blas"):
-        assert run_graph(dask.delayed(blas_threads)()) == {1}
-        assert blas_threads() == {2}
+        before = blas_threads()
+        inside = run_graph(dask.delayed(blas_threads)())
+        after = blas_threads()
+    if max(before.values()) < 2:  # OpenBLAS cannot grow past OPENBLAS_NUM_THREADS set at load
+        pytest.skip("no loaded BLAS accepts a second thread in this environment")
+    # Compare the libraries a task thread reports (an old OpenBLAS bundled by SCS may not).
+    assert any(before.get(path) == 2 for path in inside)
+    assert set(inside.values()) == {1}
+    assert after == before
