@@ -74,13 +74,14 @@ def _gather(x: np.ndarray, index: slice | np.ndarray) -> np.ndarray:
     return block if block.dtype == np.float64 else block.astype(np.float64)
 
 
-# Shift rule of the kernel. Unshifted sums lose about log10(G_jj / S_jj) digits in
-# S = G − s sᵀ / w (G_jj / S_jj = 1 + mean² / variance of column j), so an unshifted result is
+# Shift rule of the kernel. Sums about a centre c lose about log10(G_jj / S_jj) digits in
+# S = G − s sᵀ / w (G_jj / S_jj = 1 + (mean − c)² / variance of column j), so a result is
 # accepted only if every G_jj <= _CANCELLATION_LIMIT · S_jj: at most 2 digits lost, a relative
-# error of ~1e-14 in S. A group is shifted up front when its first sub-block predicts half that
-# cancellation (some column with 1 + mean² / variance > _SHIFT_AT, or constant and nonzero),
-# and recomputed shifted by its own mean when the unshifted check fails. Roughly centred
-# features thus skip the shift, and data with column means of 1e8 are as exact as centred data.
+# error below ~2e-13 in S. A group is shifted up front (c = mean of its first sub-block) when
+# that sub-block predicts half that cancellation (some column with 1 + mean² / variance >
+# _SHIFT_AT, or constant and nonzero); c = 0 otherwise. When the check fails either way, the
+# group is recomputed about its own weighted mean. Roughly centred features thus skip the
+# shift, and data with column means of 1e8 are as exact as centred data.
 _CANCELLATION_LIMIT = 100.0
 _SHIFT_AT = _CANCELLATION_LIMIT / 2
 
@@ -99,12 +100,13 @@ def _group_statistics(
     mean = first.mean(axis=0)
     shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
     weight_sum, total, gram = _accumulate(x, rows, weights, shift, step)
-    if shift is None and weight_sum > 0.0:
+    if weight_sum > 0.0:
         diagonal = np.diagonal(gram)
         if np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)):
-            # The first sub-block misled (e.g. rows sorted by a drifting column): shift by
-            # the group's own mean, accurate to far better than its standard deviation.
-            shift = total / weight_sum
+            # The first sub-block misled (rows sorted by a drifting column, or its rows carry
+            # little weight): shift by the group's own weighted mean, which these sums give to
+            # far better than its standard deviation.
+            shift = (0.0 if shift is None else shift) + total / weight_sum
             weight_sum, total, gram = _accumulate(x, rows, weights, shift, step)
     centre = np.zeros(x.shape[1]) if shift is None else shift
     if weight_sum == 0.0:

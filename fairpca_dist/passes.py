@@ -80,7 +80,8 @@ def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator
 def _blas_controller() -> ThreadpoolController:
     """The BLAS libraries loaded in this process. Scanning the loaded shared objects costs
     ~5 ms, which every pass would otherwise pay, so the scan is redone only after modules were
-    imported (an import is what loads another BLAS)."""
+    imported (an import is what loads another BLAS; one loaded by hand with ``ctypes`` is not
+    seen until the next import — the kernel's own BLAS, numpy's, is always in the scan)."""
     return _controller_after_imports(len(sys.modules))
 
 

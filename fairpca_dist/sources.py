@@ -26,8 +26,10 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.fs as pafs
 from dask.array.core import normalize_chunks
 from dask.base import tokenize
+from dask.utils import funcname
 from dask.delayed import Delayed
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
@@ -114,7 +116,7 @@ class Table:
             weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
             # One token for the whole map and the arguments as one graph literal: tokenizing and
             # unpacking them per partition (50 feature names each) cost ~10 ms per 20 partitions.
-            prefix = f"{func.__name__}-{tokenize(x.name, labels.name, None if weights is None else weights.name, func, args)}"
+            prefix = f"{funcname(func)}-{tokenize(x.name, labels.name, None if weights is None else weights.name, func, args)}"
             shared = dask.delayed(args, traverse=False, name=f"{prefix}-args")
             apply = dask.delayed(_apply_to_array_chunk)
             return [
@@ -192,7 +194,7 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
         raise InputError(f"no files match {text!r}")
     first = Path(matches[0])
     if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
-        if not {"split_row_groups", "blocksize"} & set(read_options):
+        if not {"split_row_groups", "blocksize"} & set(read_options) and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         return dd.read_parquet(text, **read_options)
     if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
@@ -203,6 +205,13 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
         f"cannot tell the format of {text!r}: expected a Parquet file or folder "
         "(.parquet, .pq) or a CSV file (.csv, .csv.gz, .tsv)"
     )
+
+
+def _arrow_filesystem(read_options: dict[str, Any]) -> bool:
+    """Whether dask reads through a pyarrow filesystem, whose reader plans its own partitions
+    and refuses ``split_row_groups``."""
+    filesystem = read_options.get("filesystem", "fsspec")
+    return (isinstance(filesystem, str) and filesystem == "arrow") or isinstance(filesystem, pafs.FileSystem)
 
 
 def _row_values(values: Any, name: str) -> Any:

@@ -71,6 +71,21 @@ def test_kernel_recomputes_shifted_when_the_first_rows_mislead():
     assert weight == 200_000 and np.abs(centre + correction - x.mean(axis=0)).max() < 1e-12
 
 
+def test_kernel_rechecks_a_shift_taken_from_unweighted_rows():
+    # The first sub-block (1024 rows at p = 50) sits at 1e8 with weight 0: its mean is a useless
+    # shift for the weighted rows, so the check after the pass must recompute about their mean.
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((20_000, 50))
+    x[:1024] += 1e8
+    weights = np.ones(20_000)
+    weights[:1024] = 0.0
+    moments = GroupMoments.from_arrays(x, np.zeros(20_000, dtype=int), weights=weights)
+    kept = x[1024:]
+    centred = kept - kept.mean(axis=0)
+    np.testing.assert_allclose(moments.mean[0], kept.mean(axis=0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(moments.scatter[0], centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max())
+
+
 def test_naive_sum_of_squares_would_fail_the_offset_test():
     # The guard: the raw-moment formula loses the answer at offset 1e8, so the test above can fail.
     rng = np.random.default_rng(1)
