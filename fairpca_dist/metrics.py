@@ -136,7 +136,7 @@ def mmd2_linear(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
     """Pairwise ‖Vᵀ(μ_a − μ_b)‖², shape (k, k): the squared MMD of the projected groups
     under the linear kernel (biased V-statistic, which is exact for this kernel)."""
     components = _check_components(moments, components)
-    projected = moments.mean_offset @ components
+    projected = moments.means_about(moments.origin[0]) @ components
     difference = projected[:, None, :] - projected[None, :, :]
     return np.einsum("abi,abi->ab", difference, difference)
 

@@ -153,9 +153,11 @@ def _accumulate(
 class GroupMoments:
     """Counts, means and centred scatter matrices of k groups of p-dimensional rows.
 
-    Means are stored as ``origin + mean_offset``: a reference point shared by all groups plus
-    small per-group offsets. Chan's merge needs the difference of two means; with column means
-    of 1e8 that difference would lose eight digits if each mean were rounded to float64 first.
+    Means are stored as ``origin + mean_offset``: a reference point per group (the centre its
+    rows were accumulated about) plus a small offset. Chan's merge needs the difference of two
+    means of a group; with column means of 1e8 that difference would lose eight digits if each
+    mean were rounded to float64 first, and one reference point for all groups would do the same
+    for a group far from the others. Differences between groups use :meth:`means_about`.
 
     Attributes
     ----------
@@ -168,12 +170,13 @@ class GroupMoments:
         Sum of sample weights per group (equal to ``count`` when unweighted). Every derived
         quantity uses ``weight``.
     mean_offset : ndarray of shape (k, p)
-        μ_g − origin.
+        μ_g − origin_g.
     scatter : ndarray of shape (k, p, p)
         S_g = Σ w (x − μ_g)(x − μ_g)ᵀ, symmetric positive semi-definite.
     feature_names : tuple of str, length p
-    origin : ndarray of shape (p,)
-        The reference point of the means (zeros unless given).
+    origin : ndarray of shape (k, p)
+        The reference point of each group's mean (zeros unless given; a (p,) array is shared
+        by all groups).
     """
 
     groups: tuple[Hashable, ...]
@@ -187,13 +190,15 @@ class GroupMoments:
     def __post_init__(self) -> None:
         k, p = len(self.groups), len(self.feature_names)
         if self.origin is None:
-            object.__setattr__(self, "origin", np.zeros(p))
+            object.__setattr__(self, "origin", np.zeros((k, p)))
+        elif np.shape(self.origin) == (p,):
+            object.__setattr__(self, "origin", np.tile(np.asarray(self.origin, dtype=np.float64), (k, 1)))
         shapes = {
             "count": (self.count.shape, (k,)),
             "weight": (self.weight.shape, (k,)),
             "mean_offset": (self.mean_offset.shape, (k, p)),
             "scatter": (self.scatter.shape, (k, p, p)),
-            "origin": (self.origin.shape, (p,)),
+            "origin": (self.origin.shape, (k, p)),
         }
         for name, (found, expected) in shapes.items():
             if found != expected:
@@ -262,15 +267,14 @@ class GroupMoments:
             bounds = np.searchsorted(codes[order], np.append(present, len(groups)))
             parts = [(g, order[bounds[i] : bounds[i + 1]]) for i, g in enumerate(present)]
         stats = [_group_statistics(x, rows, weights) for _, rows in parts]
-        origin = stats[0][1]
         unsorted = cls(
             groups=tuple(_as_python_label(groups[g]) for g, _ in parts),
             count=np.array([_n_rows(rows) for _, rows in parts], dtype=np.int64),
             weight=np.array([w for w, _, _, _ in stats]),
-            mean_offset=np.stack([(shift - origin) + offset for _, shift, offset, _ in stats]),
+            mean_offset=np.stack([offset for _, _, offset, _ in stats]),
             scatter=np.stack([scatter for _, _, _, scatter in stats]),
             feature_names=names,
-            origin=origin,
+            origin=np.stack([centre for _, centre, _, _ in stats]),
         )
         return unsorted._reordered(sorted_labels(unsorted.groups))
 
@@ -299,11 +303,13 @@ class GroupMoments:
             weight=self.weight[index],
             mean_offset=self.mean_offset[index],
             scatter=self.scatter[index],
+            origin=self.origin[index],
         )
 
-    def _moved_to(self, origin: np.ndarray) -> np.ndarray:
-        """Mean offsets relative to another origin (exact when the origins are close)."""
-        return self.mean_offset + (self.origin - origin)
+    def means_about(self, point: np.ndarray) -> np.ndarray:
+        """μ_g − point for every group, shape (k, p), as (origin_g − point) + offset_g: exact
+        differences between groups when ``point`` is near the origins (e.g. ``origin[0]``)."""
+        return (self.origin - point) + self.mean_offset
 
     # ------------------------------------------------------------------ merging
     def __add__(self, other: GroupMoments) -> GroupMoments:
@@ -319,29 +325,30 @@ class GroupMoments:
             return other
         if not other.groups:
             return self
-        origin = self.origin
-        offsets = {id(self): self.mean_offset, id(other): other._moved_to(origin)}
         groups = sorted_labels(self.groups + other.groups)
         k, p = len(groups), self.n_features
         count = np.zeros(k, dtype=np.int64)
         weight = np.zeros(k)
         mean_offset = np.zeros((k, p))
         scatter = np.zeros((k, p, p))
+        origin = np.zeros((k, p))
         for i, g in enumerate(groups):
-            sides = []
-            for m in (self, other):
-                if g in m.groups:
-                    j = m.groups.index(g)
-                    sides.append((m.count[j], m.weight[j], offsets[id(m)][j], m.scatter[j]))
+            sides = [
+                (m.count[j], m.weight[j], m.origin[j], m.mean_offset[j], m.scatter[j])
+                for m in (self, other)
+                if g in m.groups
+                for j in [m.groups.index(g)]
+            ]
             if len(sides) == 1:
-                count[i], weight[i], mean_offset[i], scatter[i] = sides[0]
+                count[i], weight[i], origin[i], mean_offset[i], scatter[i] = sides[0]
                 continue
-            (na, wa, ma, sa), (nb, wb, mb, sb) = sides
+            (na, wa, oa, ma, sa), (nb, wb, ob, mb, sb) = sides
             w = wa + wb
-            delta = mb - ma
+            delta = (ob - oa) + mb - ma  # both origins sit near the group's mean: exact
             share = wb / w if w > 0 else 0.0
             count[i] = na + nb
             weight[i] = w
+            origin[i] = oa
             mean_offset[i] = ma + delta * share
             scatter[i] = sa + sb + np.outer(delta, delta) * (wa * share)
         return GroupMoments(groups, count, weight, mean_offset, scatter, self.feature_names, origin)
@@ -368,10 +375,8 @@ class GroupMoments:
     @property
     def global_mean(self) -> np.ndarray:
         """μ = Σ_g w_g μ_g / Σ_g w_g, shape (p,)."""
-        return self.origin + self._global_offset()
-
-    def _global_offset(self) -> np.ndarray:
-        return self.weight @ self.mean_offset / self.weight.sum()
+        reference = self.origin[0]
+        return reference + self.weight @ self.means_about(reference) / self.weight.sum()
 
     def scatter_about(self, center: Center = "group") -> np.ndarray:
         """Per-group scatter C_g = Σ w (x − c_g)(x − c_g)ᵀ, shape (k, p, p).
@@ -383,7 +388,11 @@ class GroupMoments:
             raise InputError(f"center={center!r} is not one of {_CENTERS}")
         if center == "group":
             return self.scatter.copy()
-        offset = self.mean_offset - self._global_offset() if center == "global" else self.mean
+        if center == "global":
+            relative = self.means_about(self.origin[0])
+            offset = relative - self.weight @ relative / self.weight.sum()
+        else:
+            offset = self.mean
         return self.scatter + self.weight[:, None, None] * offset[:, :, None] * offset[:, None, :]
 
     def covariance(self, center: Center = "group") -> np.ndarray:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -185,6 +187,40 @@ def test_save_load_roundtrip_without_pickle(tmp_path):
     np.testing.assert_array_equal(loaded.scatter, moments.scatter)
     np.testing.assert_array_equal(loaded.mean, moments.mean)
     assert loaded.fingerprint() == moments.fingerprint()
+
+
+def test_moments_saved_with_one_shared_origin_still_load(tmp_path):
+    # Files written before origins became per group hold a (p,) origin shared by all groups.
+    x, labels = grouped_data(n_rows=60, n_features=3)
+    moments = GroupMoments.from_arrays(x, labels)
+    shared = np.array([1.0, -2.0, 3.0])
+    old = {
+        "header": np.array(json.dumps({"format_version": 1, "groups": list(moments.groups), "feature_names": list(moments.feature_names)})),
+        "count": moments.count, "weight": moments.weight, "scatter": moments.scatter,
+        "mean_offset": moments.mean - shared, "origin": shared,
+    }
+    np.savez(tmp_path / "old.npz", **old)
+    loaded = GroupMoments.load(tmp_path / "old.npz")
+    np.testing.assert_allclose(loaded.mean, moments.mean, rtol=1e-15)
+    np.testing.assert_allclose(loaded.total_scatter(), moments.total_scatter(), rtol=1e-13)
+
+
+def test_merge_is_exact_for_groups_far_apart():
+    # One group near 0, one at 1e8 with unit spread: each group keeps its own reference point,
+    # so merging 20 chunks loses nothing (a shared origin at 0 left 6e-11 in the far group).
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200_000, 5))
+    codes = rng.integers(0, 2, 200_000)
+    x[codes == 1] += 1e8
+    parts = [GroupMoments.from_codes(x[i : i + 10_000], codes[i : i + 10_000], (0, 1)) for i in range(0, 200_000, 10_000)]
+    merged = sum(parts[1:], parts[0])
+    for g in (0, 1):
+        rows = x[codes == g]
+        centred = rows - rows[0]  # exact (Sterbenz), then centred in two passes
+        centred -= centred.mean(axis=0)
+        centred -= centred.mean(axis=0)
+        reference = centred.T @ centred
+        assert np.linalg.norm(merged.scatter[g] - reference) <= 1e-13 * np.linalg.norm(reference)
 
 
 def test_group_checks_name_the_problem():
