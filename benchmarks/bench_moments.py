@@ -7,7 +7,10 @@ Run (about 5 minutes on the 2-core box)::
 Data: 2M x 50 float64 (0.8 GB), 4 groups of 50/30/15/5 % of the rows (shuffled), chunks of
 100k rows. Every case runs once untimed (imports, thread pools, first touch of the pages), then
 is timed ``--repeat`` times (default 5), in rounds (each case once per round, so a burst of load
-from other processes does not spoil every repeat of one case). The
+from other processes does not spoil every repeat of one case), each after a pause of
+``PAUSE`` seconds: OpenBLAS worker threads busy-wait ~0.1 s after a multi-threaded call
+(0.11 s of CPU measured during a 0.5 s sleep), which would otherwise be charged to whichever
+case runs next on the 2 cores (~60 ms on (c) right after (b) with 2 BLAS threads). The
 table shows the best and the median wall time, throughput (feature bytes n*d*8 / best time,
 GB = 1e9 bytes) and the ratio of its throughput to the practical limit, one ungrouped
 ``X.T @ X`` with 2 BLAS threads.
@@ -65,6 +68,7 @@ RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 SHARES = (0.50, 0.30, 0.15, 0.05)
 CHUNK = 100_000
 OFFSET = 1e6  # case (c1): raw data far from the origin
+PAUSE = 0.5  # seconds before each timed case, longer than OpenBLAS's idle spin (2^28 cycles)
 
 
 def make_data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -205,6 +209,7 @@ def main() -> None:
     for round_ in range(repeat + 1):
         print("warm-up round:" if round_ == 0 else f"round {round_}/{repeat}:", flush=True)
         for i, (case, method, threads, fn) in enumerate(cases):
+            time.sleep(PAUSE)
             with threadpool_limits(limits=threads, user_api="blas"):
                 seconds, out = timed(fn, 1)
             if round_ == 0:
@@ -261,7 +266,7 @@ def write_results(rows, targets, extra, args, disk) -> None:
         "",
         f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py', *sys.argv[1:]])}` — {n:,} x {d} float64 "
         f"({n * d * 8 / 1e9:.2f} GB), 4 groups 50/30/15/5 %, chunks of {CHUNK:,} rows, "
-        f"best of {args.repeat} after one untimed warm-up run. {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"best of {args.repeat} after one untimed warm-up run, each case after a {PAUSE} s pause (OpenBLAS idle spin). {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"numpy {np.__version__}, fairpca_dist at {commit}, load average {args.load_start:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at end (other processes share the 2 cores). "
         f"GB = 1e9 bytes of float64 features; 'vs limit' = throughput / (a) with 2 BLAS threads.",
