@@ -206,7 +206,7 @@ def main() -> None:
         ("(f)", "sklearn IncrementalPCA(5, batch 100k).fit(numpy)", 1, sk_ipca),
         ("(f)", "sklearn IncrementalPCA(5, batch 100k).fit(numpy)", 2, sk_ipca),
     ]
-    # Rounds: every case once per round, so a burst of load from other processes hits one
+    # Rounds: every case in every round, so a burst of load from other processes hits one
     # round of every case rather than all repeats of one case.
     times: list[list[float]] = [[] for _ in cases]
     round_best: list[list[float]] = [[] for _ in cases]  # per case, its best time in each round
@@ -226,12 +226,14 @@ def main() -> None:
             del out
     rows = [dict(case=case, method=method, blas=threads, best_s=min(t), median_s=statistics.median(t),
                  gb_s=nbytes / 1e9 / min(t), rows_s=n / min(t), rel_err=err,
-                 times=" ".join(f"{x:.3f}" for x in t))
-            for (case, method, threads, _), t, err in zip(cases, times, errors)]
+                 times=" ".join(f"{x:.3f}" for x in t), round_best=rb)
+            for (case, method, threads, _), t, rb, err in zip(cases, times, round_best, errors)]
+
+    def matching(case: str, needle: str = "", blas: int | None = None) -> list[dict]:
+        return [r for r in rows if r["case"] == case and needle in r["method"] and (blas is None or r["blas"] == blas)]
 
     def best(case: str, needle: str = "", blas: int | None = None, key: str = "best_s") -> float:
-        return min(r[key] for r in rows if r["case"] == case and needle in r["method"]
-                   and (blas is None or r["blas"] == blas))
+        return min(r[key] for r in matching(case, needle, blas))
 
     def median(case: str, needle: str = "", blas: int | None = None) -> float:
         return best(case, needle, blas, key="median_s")
@@ -241,14 +243,11 @@ def main() -> None:
         r["vs_limit"] = limit / r["best_s"]
     t_c = best("(c)")
 
-    def paired(case: str, needle: str, blas: int | None, over: str, over_blas: int | None = None) -> float:
+    def paired(case: str, needle: str, blas: int, over: str) -> float:
         """Median over rounds of (best of ``case`` in the round) / (best of ``over`` in the same
         round): both timed seconds apart, so slow phases of the shared VM cancel."""
-        def index(c: str, needle_: str, blas_: int | None) -> int:
-            return next(i for i, (c_, m, b, _) in enumerate(cases)
-                        if c_ == c and needle_ in m and (blas_ is None or b == blas_))
-        a, b = round_best[index(case, needle, blas)], round_best[index(over, "", over_blas)]
-        return statistics.median(x / y for x, y in zip(a, b))
+        (numerator,), (denominator,) = matching(case, needle, blas), matching(over)
+        return statistics.median(x / y for x, y in zip(numerator["round_best"], denominator["round_best"]))
 
     t_dask_ml, t_ipca = best("(f)", "dask-ml"), best("(f)", "Incremental")
     targets = [  # (target, best / best, median / median, median of per-round ratios, required)
