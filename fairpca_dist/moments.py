@@ -375,8 +375,15 @@ class GroupMoments:
     @property
     def global_mean(self) -> np.ndarray:
         """μ = Σ_g w_g μ_g / Σ_g w_g, shape (p,)."""
+        reference, _, global_offset = self._about_first_origin()
+        return reference + global_offset
+
+    def _about_first_origin(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(o, μ_g − o, μ − o) with o = ``origin[0]``: group and global means as small offsets
+        from one point near them, so their differences keep every digit."""
         reference = self.origin[0]
-        return reference + self.weight @ self.means_about(reference) / self.weight.sum()
+        relative = self.means_about(reference)
+        return reference, relative, self.weight @ relative / self.weight.sum()
 
     def scatter_about(self, center: Center = "group") -> np.ndarray:
         """Per-group scatter C_g = Σ w (x − c_g)(x − c_g)ᵀ, shape (k, p, p).
@@ -389,8 +396,8 @@ class GroupMoments:
         if center == "group":
             return self.scatter.copy()
         if center == "global":
-            relative = self.means_about(self.origin[0])
-            offset = relative - self.weight @ relative / self.weight.sum()
+            _, relative, global_offset = self._about_first_origin()
+            offset = relative - global_offset
         else:
             offset = self.mean
         return self.scatter + self.weight[:, None, None] * offset[:, :, None] * offset[:, None, :]
