@@ -10,6 +10,7 @@ from fairpca_dist.exceptions import (
     FairPCAError,
     GroupError,
     InputError,
+    ReadError,
     SchemaError,
     SolverError,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "InputError",
     "SchemaError",
     "GroupError",
+    "ReadError",
     "SolverError",
     "ConvergenceWarning",
     "__version__",

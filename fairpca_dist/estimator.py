@@ -208,7 +208,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
         x = validate_data(self, X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=2)
         names = [str(n) for n in getattr(self, "feature_names_in_", [f"x{j}" for j in range(x.shape[1])])]
         if not np.isfinite(x).all():
-            check_finite(x, names, 0)
+            check_finite(x, names, "the rows passed to fit")
         if labels is None:
             raise InputError(_MISSING_GROUPS)
         labels = np.asarray(labels, dtype=object if isinstance(labels, list) else None)

@@ -12,6 +12,7 @@ __all__ = [
     "InputError",
     "SchemaError",
     "GroupError",
+    "ReadError",
     "SolverError",
     "ConvergenceWarning",
 ]
@@ -31,6 +32,12 @@ class SchemaError(InputError):
 
 class GroupError(InputError):
     """The sensitive feature defines unusable groups (one group, a group with too few rows)."""
+
+
+class ReadError(InputError):
+    """A file or partition could not be read as the table it claims to be (a corrupt file,
+    values that do not parse as their column's type, a column missing from one file).
+    The message names the partition and, for files, the file."""
 
 
 class SolverError(FairPCAError, RuntimeError):

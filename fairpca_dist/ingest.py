@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -27,7 +26,7 @@ from fairpca_dist.atomic import atomic_directory, atomic_file
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
-from fairpca_dist.sources import open_table
+from fairpca_dist.sources import Partition, feature_values, open_table
 
 __all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "SCHEMA_FILE", "REJECTS_SAMPLE_ROWS"]
 
@@ -63,14 +62,14 @@ def _group_label(key: Any, n_columns: int) -> Any:
 
 
 def _clean_partition(
-    part: pd.DataFrame, columns: list[str], features: list[str], sensitive: list[str], path: Path
+    part: pd.DataFrame, partition: Partition, columns: list[str], features: list[str], sensitive: list[str], folder: Path
 ) -> _PartitionReport:
-    values = part[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    values = feature_values(part, features, partition)
     bad_values = ~np.isfinite(values)
     missing_group = part[sensitive].isna().to_numpy()
     bad = bad_values.any(axis=1) | missing_group.any(axis=1)
     good = part.loc[~bad, columns].astype({f: "float64" for f in features}).reset_index(drop=True)
-    pq.write_table(pa.Table.from_pandas(good, preserve_index=False), path)
+    pq.write_table(pa.Table.from_pandas(good, preserve_index=False), folder / f"part-{partition.index:05d}.parquet")
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
     counts.update({f"{column} (missing group)": int(n) for column, n in zip(sensitive, missing_group.sum(axis=0)) if n})
     groups = good.groupby(sensitive, sort=False, dropna=False).size() if len(good) else pd.Series(dtype=int)
@@ -137,12 +136,7 @@ def ingest_table(
     out = Path(out_dir)
     with atomic_directory(out) as staging:
         (staging / PARTS_DIR).mkdir()
-        tasks = [
-            dask.delayed(_clean_partition, pure=True)(
-                part, columns, features_, sensitive, staging / PARTS_DIR / f"part-{i:05d}.parquet"
-            )
-            for i, part in enumerate(table.frame[columns].to_delayed())
-        ]
+        tasks = table.map_partitions(_clean_partition, columns, features_, sensitive, staging / PARTS_DIR)
         reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress))
         rejected = sum(r.rejected for r in reports)
         sample = pd.concat([r.sample for r in reports]).head(REJECTS_SAMPLE_ROWS) if rejected else None

@@ -22,7 +22,7 @@ from threadpoolctl import ThreadpoolController
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Table, check_finite, open_table
+from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
 
 __all__ = ["compute_moments", "compute_file_moments", "sample_rows", "run_graph", "scheduler_context"]
 
@@ -30,13 +30,13 @@ __all__ = ["compute_moments", "compute_file_moments", "sample_rows", "run_graph"
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
 
 
-def _chunk_moments(chunk: Chunk, partition: int, features: Sequence[str]) -> GroupMoments:
+def _chunk_moments(chunk: Chunk, features: Sequence[str]) -> GroupMoments:
     """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
     needs the partition plus one slab of memory, whatever the partition size."""
-    return _merge(*(_slab_moments(chunk, start, stop, partition, features) for start, stop in chunk.slabs(_SLAB_BYTES)))
+    return _merge(*(_slab_moments(chunk, start, stop, features) for start, stop in chunk.slabs(_SLAB_BYTES)))
 
 
-def _slab_moments(chunk: Chunk, start: int, stop: int, partition: int, features: Sequence[str]) -> GroupMoments:
+def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str]) -> GroupMoments:
     x = chunk.rows(start, stop)
     weights = None if chunk.weights is None else chunk.weights[start:stop]
     # Non-finite values propagate into the statistics; checking those (k·p² numbers)
@@ -45,7 +45,7 @@ def _slab_moments(chunk: Chunk, start: int, stop: int, partition: int, features:
         moments = GroupMoments.from_codes(x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features)
         finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
     if not finite:
-        check_finite(x, features, partition)
+        check_finite(x, features, chunk.partition)
     return moments
 
 
@@ -229,14 +229,22 @@ def sample_rows(
     client: Any = None,
 ) -> pd.DataFrame:
     """A uniform random sample of about ``max_rows`` rows of ``columns`` (deterministic for a
-    given table, partitioning and ``seed``), e.g. to train a downstream model in a report."""
+    given table, partitioning and ``seed``), e.g. to train a downstream model in a report.
+    Two passes: the partition lengths, then each partition sampled at the same rate."""
     table = open_table(source, key_columns=list(columns), features=[], read_options=read_options)
-    frame = table.frame[list(columns)]
-    with scheduler_context(client) as scheduler:
-        total = int(_compute(frame.map_partitions(len), scheduler, False).sum())
-        fraction = min(1.0, max_rows / max(total, 1))
-        sample = _compute(frame.sample(frac=fraction, random_state=seed), scheduler, False)
-    return sample.reset_index(drop=True)
+    total = sum(run_graph(table.map_partitions(_partition_length), client=client))
+    fraction = min(1.0, max_rows / max(total, 1))
+    parts = run_graph(table.map_partitions(_sample_partition, list(columns), fraction, seed), client=client)
+    return pd.concat(parts, ignore_index=True)
+
+
+def _partition_length(part: pd.DataFrame, partition: Partition) -> int:
+    return len(part)
+
+
+def _sample_partition(part: pd.DataFrame, partition: Partition, columns: list[str], fraction: float, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng([seed, partition.index])
+    return part[columns].sample(frac=fraction, random_state=rng)
 
 
 def _check_split_every(split_every: int) -> None:

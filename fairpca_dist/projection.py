@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import dask
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -25,7 +24,7 @@ from fairpca_dist.atomic import atomic_directory
 from fairpca_dist.exceptions import SchemaError
 from fairpca_dist.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.sources import check_finite, open_table
+from fairpca_dist.sources import Partition, check_finite, feature_values, open_table
 
 __all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
 
@@ -47,20 +46,20 @@ def projected_columns(model: FairProjection, prefix: str = "fairpca") -> list[st
 
 def _project_partition(
     part: pd.DataFrame,
+    partition: Partition,
     features: list[str],
     pass_through: list[str],
     names: list[str],
     arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
-    path: Path,
-    partition: int,
+    folder: Path,
 ) -> int:
     mean, scale, components = arrays
-    x = part[features].to_numpy(dtype=np.float64, na_value=np.nan)
+    x = feature_values(part, features, partition)
     if not np.isfinite(x).all():
         check_finite(x, features, partition)
     projected = pd.DataFrame(((x - mean) / scale) @ components, columns=names)
     out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
-    pq.write_table(pa.Table.from_pandas(out, preserve_index=False), path)
+    pq.write_table(pa.Table.from_pandas(out, preserve_index=False), folder / f"part-{partition.index:05d}.parquet")
     return len(out)
 
 
@@ -88,15 +87,9 @@ def project_table(
     if clash:
         raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
     arrays = (model.mean, model.scale, model.components)
-    columns = list(dict.fromkeys([*pass_through, *features]))
     out = Path(out_dir)
     with atomic_directory(out) as staging:
-        tasks = [
-            dask.delayed(_project_partition, pure=True)(
-                part, features, list(pass_through), names, arrays, staging / f"part-{i:05d}.parquet", i
-            )
-            for i, part in enumerate(table.frame[columns].to_delayed())
-        ]
+        tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
         counts = run_graph(tasks, client=client, progress=progress)
         result = ProjectionResult(out, int(sum(counts)), len(counts), tuple([*pass_through, *names]))
         marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),

@@ -6,7 +6,12 @@ DataFrames) or as row-aligned dask arrays (numpy and dask arrays). Schema proble
 :class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read. Value problems
 (NaN, inf, negative weights, missing group labels) can only be seen in the rows and are
 raised while a partition is turned into the arrays the moments kernel needs (:class:`Chunk`),
-naming the column, the partition and the count of bad values.
+naming the column, the partition (and its file) and the count of bad values.
+
+Every pass over the partitions of a DataFrame table goes through :func:`map_partitions`, which
+reads each partition inside the task that consumes it; an error raised by the reader itself
+(a corrupt page, a CSV value dask cannot parse as the column's type, a column missing from one
+file) is re-raised naming the partition and its file.
 """
 
 from __future__ import annotations
@@ -27,14 +32,25 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
+from dask._task_spec import DataNode, Dict, GraphNode, Task, TaskRef
 from dask.array.core import normalize_chunks
 from dask.base import tokenize
-from dask.utils import funcname
 from dask.delayed import Delayed
+from dask.utils import funcname
 
-from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.exceptions import FairPCAError, GroupError, InputError, ReadError, SchemaError
 
-__all__ = ["Table", "Chunk", "open_table", "read_chunk", "check_finite", "DEFAULT_CHUNK_ROWS"]
+__all__ = [
+    "Table",
+    "Chunk",
+    "Partition",
+    "open_table",
+    "map_partitions",
+    "read_chunk",
+    "feature_values",
+    "check_finite",
+    "DEFAULT_CHUNK_ROWS",
+]
 
 DEFAULT_CHUNK_ROWS = 100_000
 # Parquet partitions: row groups are packed into partitions of at most this much decoded data
@@ -45,6 +61,21 @@ DEFAULT_CHUNK_ROWS = 100_000
 PARQUET_PARTITION_BYTES = "64 MiB"
 SENSITIVE_COLUMN = "__sensitive__"
 WEIGHT_COLUMN = "__sample_weight__"
+
+
+TABLE_SUFFIXES = (".parquet", ".parq", ".pq", ".csv", ".tsv", ".txt", ".gz", ".bz2", ".zst", ".json")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Where rows came from, for error messages: the partition's number and, when the table
+    was read from files, the file it was read from."""
+
+    index: int
+    file: str | None = None
+
+    def __str__(self) -> str:
+        return f"partition {self.index}" + (f" (file {self.file})" if self.file else "")
 
 
 @dataclass(frozen=True)
@@ -60,6 +91,7 @@ class Chunk:
     codes: np.ndarray
     groups: tuple[Hashable, ...]
     weights: np.ndarray | None
+    partition: Partition
 
     def __len__(self) -> int:
         return int(self.codes.shape[0])
@@ -78,7 +110,7 @@ class Chunk:
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a C-ordered float64 array (missing values become NaN)."""
         if isinstance(self.features, pd.DataFrame):
-            block = self.features.iloc[start:stop].to_numpy(dtype=np.float64, na_value=np.nan)
+            block = feature_values(self.features.iloc[start:stop], list(self.features.columns), self.partition)
         else:
             block = self.features[start:stop]
         return np.ascontiguousarray(block, dtype=np.float64)
@@ -104,40 +136,111 @@ class Table:
     def n_partitions(self) -> int:
         return self.frame.npartitions if self.frame is not None else self.rows[0].numblocks[0]
 
-    def map_chunks(self, func: Callable[..., Any], *args: Any) -> list[Delayed]:
-        """``func(chunk, partition, *args)`` on every partition's :class:`Chunk`, one task each.
+    @property
+    def columns(self) -> list[str]:
+        """Every column the table uses: features, sensitive, key and weight columns."""
+        return list(dict.fromkeys([*self.features, *self.sensitive, *self.keys, *filter(None, [self.sample_weight])]))
 
-        Reading a partition and applying ``func`` happen in one task (for files, inside the
-        read task itself), so no partition waits in worker memory between a read task and its
-        consumer: a worker holds the partitions it is processing, nothing more.
+    def map_partitions(self, func: Callable[..., Any], *args: Any) -> list[Delayed]:
+        """``func(part, partition, *args)`` on every partition of a DataFrame table (its
+        :attr:`columns` only), read inside the task; see :func:`map_partitions`."""
+        if self.frame is None:
+            raise SchemaError("this step needs named columns: pass a DataFrame or a path, not an array")
+        return map_partitions(self.frame[self.columns], func, *args)
+
+    def map_chunks(self, func: Callable[..., Any], *args: Any) -> list[Delayed]:
+        """``func(chunk, *args)`` on every partition's :class:`Chunk`, one task each.
+
+        Reading a partition and applying ``func`` happen in one task, so no partition waits in
+        worker memory between a read task and its consumer: a worker holds the partitions it
+        is processing, nothing more.
         """
-        if self.rows is not None:
-            x, labels, weights = self.rows
-            weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
-            # One token for the whole map and the arguments as one graph literal: tokenizing and
-            # unpacking them per partition (50 feature names each) cost ~10 ms per 20 partitions.
-            prefix = f"{funcname(func)}-{tokenize(x.name, labels.name, None if weights is None else weights.name, func, args)}"
-            shared = dask.delayed(args, traverse=False, name=f"{prefix}-args")
-            apply = dask.delayed(_apply_to_array_chunk)
-            return [
-                apply(func, xb, lb, wb, i, shared, dask_key_name=f"{prefix}-{i}")
-                for i, (xb, lb, wb) in enumerate(zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks))
-            ]
-        columns = list(dict.fromkeys([*self.features, *self.sensitive, *self.keys]))
-        if self.sample_weight is not None:
-            columns.append(self.sample_weight)
-        mapped = self.frame[columns].map_partitions(
-            _apply_to_frame_chunk,
-            func,
-            self.features,
-            self.sensitive,
-            self.sample_weight,
-            args,
-            meta=pd.Series(dtype=object),  # one object per partition: whatever func returns
-            enforce_metadata=False,
-            align_dataframes=False,
-        )
-        return list(mapped.to_delayed())
+        if self.frame is not None:
+            return self.map_partitions(_apply_to_frame_chunk, func, self.features, self.sensitive, self.sample_weight, args)
+        x, labels, weights = self.rows
+        weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
+        # One token for the whole map and the arguments as one graph literal: tokenizing and
+        # unpacking them per partition (50 feature names each) cost ~10 ms per 20 partitions.
+        prefix = f"{funcname(func)}-{tokenize(x.name, labels.name, None if weights is None else weights.name, func, args)}"
+        shared = dask.delayed(args, traverse=False, name=f"{prefix}-args")
+        apply = dask.delayed(_apply_to_array_chunk)
+        return [
+            apply(func, xb, lb, wb, i, shared, dask_key_name=f"{prefix}-{i}")
+            for i, (xb, lb, wb) in enumerate(zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks))
+        ]
+
+
+def map_partitions(frame: dd.DataFrame, func: Callable[..., Any], *args: Any) -> list[Delayed]:
+    """``func(part, partition, *args)`` on every partition of ``frame``, one task each.
+
+    ``part`` is the partition as a pandas DataFrame and ``partition`` its :class:`Partition`.
+    Each task runs the partition's own read task (dask's fused reader task: Parquet row groups,
+    a CSV block, a DataFrame slice) itself, then ``func``: the read and its consumer share one
+    task, and an error raised by the reader is re-raised naming the partition and its file —
+    as a :class:`ReadError` when it is about the data (a value dask cannot parse, a corrupt
+    page, a missing column), otherwise unchanged with that note added (I/O errors stay
+    retryable). Dependencies of the read task (other partitions' inputs of a user's graph)
+    stay ordinary graph dependencies, computed once.
+    """
+    parts = frame.to_delayed()  # optimized: column selection pushed into the reader, one task per partition
+    graph = dict(parts[0].dask) if parts else {}
+    name = f"{funcname(func)}-{tokenize(frame._name, func, args)}"
+    shared_key = f"{name}-args"
+    graph[shared_key] = DataNode(shared_key, args)
+    keys = []
+    for index, part in enumerate(parts):
+        read = graph.pop(part.key)
+        key = (name, index)
+        inputs = Dict({dependency: TaskRef(dependency) for dependency in read.dependencies})
+        graph[key] = Task(key, _run_partition, func, DataNode(None, read), inputs, index, TaskRef(shared_key))
+        keys.append(key)
+    return [Delayed(key, graph) for key in keys]
+
+
+def _run_partition(
+    func: Callable[..., Any], read: GraphNode, inputs: dict[Any, Any], index: int, args: tuple[Any, ...]
+) -> Any:
+    partition = Partition(index, _source_file(read))
+    try:
+        part = read(inputs)
+    except FairPCAError:
+        raise
+    except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
+        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}") from error
+    except Exception as error:  # OSError and the like may be transient: keep the type, add where
+        error.add_note(f"while reading {partition}")
+        raise
+    try:
+        return func(part, partition, *args)
+    finally:
+        # Arrow keeps freed decode buffers for reuse; hand them back so a long-running worker's
+        # memory reflects the partitions in flight, not the largest one it ever read.
+        pa.default_memory_pool().release_unused()
+
+
+def _source_file(node: Any, depth: int = 0) -> str | None:
+    """The file a reader task reads, found among its arguments (dask's Parquet pieces and
+    pyarrow fragments, CSV block paths), or None for in-memory partitions."""
+    if depth > 12:
+        return None
+    if isinstance(node, str):
+        return node if node.lower().endswith(TABLE_SUFFIXES) else None
+    if isinstance(node, GraphNode):
+        children: list[Any] = [*getattr(node, "args", ()), *getattr(node, "kwargs", {}).values()]
+        if isinstance(node, DataNode):
+            children.append(node.value)
+    elif isinstance(node, dict):
+        children = list(node.values())
+    elif isinstance(node, (list, tuple)):
+        children = list(node)
+    else:  # fsspec OpenFile, pyarrow fragments and dask's wrapper of them
+        path = getattr(node, "path", None) or getattr(getattr(node, "fragment", None), "path", None)
+        return path if isinstance(path, str) else None
+    for child in children:
+        found = _source_file(child, depth + 1)
+        if found:
+            return found
+    return None
 
 
 def _apply_to_array_chunk(
@@ -145,28 +248,22 @@ def _apply_to_array_chunk(
     x: np.ndarray,
     labels: np.ndarray,
     weights: np.ndarray | None,
-    partition: int,
+    index: int,
     args: tuple[Any, ...],
 ) -> Any:
-    return func(_array_chunk(x, labels, weights, partition), partition, *args)
+    return func(_array_chunk(x, labels, weights, Partition(index)), *args)
 
 
 def _apply_to_frame_chunk(
     part: pd.DataFrame,
+    partition: Partition,
     func: Callable[..., Any],
     features: Sequence[str],
     sensitive: Sequence[str],
     sample_weight: str | None,
     args: tuple[Any, ...],
-    partition_info: dict[str, Any] | None = None,
 ) -> Any:
-    partition = partition_info["number"] if partition_info else 0
-    try:
-        return func(read_chunk(part, features, sensitive, sample_weight, partition), partition, *args)
-    finally:
-        # Arrow keeps freed decode buffers for reuse; hand them back so a long-running worker's
-        # memory reflects the partitions in flight, not the largest one it ever read.
-        pa.default_memory_pool().release_unused()
+    return func(read_chunk(part, features, sensitive, sample_weight, partition), *args)
 
 
 def _closest(name: object, candidates: Sequence[str]) -> str:
@@ -174,12 +271,12 @@ def _closest(name: object, candidates: Sequence[str]) -> str:
     return f"; did you mean {match[0]!r}?" if match else ""
 
 
-def _require_columns(frame: dd.DataFrame, names: Sequence[str], role: str) -> None:
+def _require_columns(frame: dd.DataFrame, names: Sequence[str], role: str, origin: str) -> None:
     columns = list(frame.columns)
     for name in names:
         if name not in columns:
             raise SchemaError(
-                f"{role} column {name!r} not found{_closest(name, columns)} "
+                f"{role} column {name!r} not found{origin}{_closest(name, columns)} "
                 f"(available columns: {columns})"
             )
 
@@ -196,15 +293,27 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
     if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
         if not {"split_row_groups", "blocksize"} & set(read_options) and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
-        return dd.read_parquet(text, **read_options)
+        return _open_reader(dd.read_parquet, text, "Parquet", read_options)
     if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
         if first.name.endswith(".gz"):
             read_options = {"blocksize": None, **read_options}
-        return dd.read_csv(text, **read_options)
+        return _open_reader(dd.read_csv, text, "CSV", read_options)
     raise InputError(
         f"cannot tell the format of {text!r}: expected a Parquet file or folder "
         "(.parquet, .pq) or a CSV file (.csv, .csv.gz, .tsv)"
     )
+
+
+def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read_options: dict[str, Any]) -> dd.DataFrame:
+    """Plan the read (dask reads footers or a sample here); a file that cannot be read as
+    ``kind`` raises :class:`ReadError` naming ``text`` (pyarrow's message names the file)."""
+    try:
+        return reader(text, **read_options)
+    except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
+        raise ReadError(f"cannot read {text!r} as {kind}: {type(error).__name__}: {error}") from error
+    except OSError as error:  # may be transient (remote storage): keep the type, add where
+        error.add_note(f"while opening {text!r} as {kind}")
+        raise
 
 
 def _arrow_filesystem(read_options: dict[str, Any]) -> bool:
@@ -309,15 +418,15 @@ def _is_array(data: Any) -> bool:
     return not isinstance(data, (str, os.PathLike, pd.DataFrame, dd.DataFrame)) and hasattr(data, "__array__")
 
 
-def _array_chunk(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, partition: int) -> Chunk:
+def _array_chunk(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, partition: Partition) -> Chunk:
     labels = np.asarray(labels)
     missing = pd.isna(labels)
     if np.any(missing):
-        raise GroupError(f"sensitive_features has {int(np.sum(missing))} missing label(s) in partition {partition}")
+        raise GroupError(f"sensitive_features has {int(np.sum(missing))} missing label(s) in {partition}")
     codes, groups = _factorize(labels)
     if weights is not None:
         weights = _checked_weights(np.asarray(weights, dtype=np.float64), partition)
-    return Chunk(x, codes, groups, weights)
+    return Chunk(x, codes, groups, weights, partition)
 
 
 # Integer labels spanning at most this many values are coded by offset and a lookup table
@@ -423,15 +532,16 @@ def open_table(
         x = rows[0] if index == list(range(len(names))) else rows[0][:, index]
         return Table(tuple(chosen), tuple(sensitive), weight, (), rows=(x, rows[1], rows[2]))
     frame = _as_frame(data, extra, int(chunk_rows), dict(read_options or {}))
-    _require_columns(frame, sensitive, "sensitive feature")
+    origin = f" in {os.fspath(data)!r}" if isinstance(data, (str, os.PathLike)) else ""
+    _require_columns(frame, sensitive, "sensitive feature", origin)
     if weight is not None:
-        _require_columns(frame, [weight], "sample_weight")
+        _require_columns(frame, [weight], "sample_weight", origin)
         if not pd.api.types.is_numeric_dtype(frame[weight].dtype):
-            raise SchemaError(f"sample_weight column {weight!r} has dtype {frame[weight].dtype}, expected numeric")
+            raise SchemaError(f"sample_weight column {weight!r}{origin} has dtype {frame[weight].dtype}, expected numeric")
 
     keys = list(key_columns)
-    _require_columns(frame, keys, "key")
-    _require_columns(frame, list(exclude), "excluded")
+    _require_columns(frame, keys, "key", origin)
+    _require_columns(frame, list(exclude), "excluded", origin)
     reserved = set(sensitive) | set(keys) | set(exclude) | ({weight} if weight else set())
     if features is None:
         chosen = [
@@ -439,10 +549,10 @@ def open_table(
             if c not in reserved and pd.api.types.is_numeric_dtype(frame[c].dtype)
         ]
         if not chosen:
-            raise SchemaError(f"no numeric feature columns found among {list(frame.columns)}")
+            raise SchemaError(f"no numeric feature columns found{origin} among {list(frame.columns)}")
     else:
         chosen = list(features)
-        _require_columns(frame, chosen, "feature")
+        _require_columns(frame, chosen, "feature", origin)
         clash = [c for c in chosen if c in reserved]
         if clash:
             raise SchemaError(f"column(s) {clash} are used both as features and as sensitive/weight/key columns")
@@ -451,7 +561,7 @@ def open_table(
         for c in chosen:
             dtype = frame[c].dtype
             if not pd.api.types.is_numeric_dtype(dtype):
-                raise SchemaError(f"feature column {c!r} has dtype {dtype}, expected a numeric dtype")
+                raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype")
     return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame)
 
 
@@ -466,7 +576,7 @@ def read_chunk(
     features: Sequence[str],
     sensitive: Sequence[str],
     sample_weight: str | None,
-    partition: int,
+    partition: Partition,
 ) -> Chunk:
     """One partition as a :class:`Chunk`; labels and weights are checked here, features by
     the consumer of :meth:`Chunk.rows`."""
@@ -474,20 +584,43 @@ def read_chunk(
     weights = None
     if sample_weight is not None:
         weights = _checked_weights(part[sample_weight].to_numpy(dtype=np.float64, na_value=np.nan), partition)
-    return Chunk(part[list(features)], codes, groups, weights)
+    return Chunk(part[list(features)], codes, groups, weights, partition)
 
 
-def _checked_weights(weights: np.ndarray, partition: int) -> np.ndarray:
+def _checked_weights(weights: np.ndarray, partition: Partition) -> np.ndarray:
     bad = ~np.isfinite(weights) | (weights < 0)
     if bad.any():
         raise InputError(
             f"sample_weight has {int(bad.sum())} missing, infinite or negative value(s) in "
-            f"partition {partition} (first: {weights[bad][0]!r})"
+            f"{partition} (first: {weights[bad][0]!r})"
         )
     return weights
 
 
-def check_finite(x: np.ndarray, features: Sequence[str], partition: int) -> None:
+def feature_values(part: pd.DataFrame, features: Sequence[str], partition: Partition | str) -> np.ndarray:
+    """The ``features`` of a partition as a float64 array (missing values become NaN).
+
+    A value that is not a number (a string in one file of a folder whose first file typed the
+    column as numeric, an object column of a DataFrame) raises :class:`SchemaError` naming the
+    column, the partition (and file), the count and the first such value.
+    """
+    try:
+        return part[list(features)].to_numpy(dtype=np.float64, na_value=np.nan)
+    except (ValueError, TypeError):
+        for name in features:
+            column = part[name]
+            numbers = pd.to_numeric(column, errors="coerce")
+            bad = numbers.isna().to_numpy() & column.notna().to_numpy()
+            if bad.any():
+                first = column.to_numpy()[np.flatnonzero(bad)[0]]
+                raise SchemaError(
+                    f"feature column {name!r} in {partition} has {int(bad.sum())} value(s) that are not "
+                    f"numbers (first: {first!r}); a feature must be numeric in every file and partition"
+                ) from None
+        raise
+
+
+def check_finite(x: np.ndarray, features: Sequence[str], partition: Partition | str) -> None:
     """Raise :class:`InputError` naming each column with NaN/inf values and their counts.
 
     Callers run it only when a statistic computed from ``x`` came out non-finite, so clean
@@ -498,7 +631,7 @@ def check_finite(x: np.ndarray, features: Sequence[str], partition: int) -> None
         big = np.abs(x).max(axis=0)
         worst = features[int(np.argmax(big))]
         raise InputError(
-            f"feature values in partition {partition} overflow float64 when squared "
+            f"feature values in {partition} overflow float64 when squared "
             f"(largest |value| {big.max():.3g} in {worst!r}); rescale the column"
         )
     per_column = bad.sum(axis=0)
@@ -506,16 +639,16 @@ def check_finite(x: np.ndarray, features: Sequence[str], partition: int) -> None
         f"{features[j]!r}: {int(per_column[j])} ({'NaN' if np.isnan(x[bad[:, j], j]).any() else 'inf'})"
         for j in np.flatnonzero(per_column)
     )
-    raise InputError(f"non-finite feature values in partition {partition}: {detail}; clean or impute them first")
+    raise InputError(f"non-finite feature values in {partition}: {detail}; clean or impute them first")
 
 
-def _group_codes(part: pd.DataFrame, sensitive: Sequence[str], partition: int) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+def _group_codes(part: pd.DataFrame, sensitive: Sequence[str], partition: Partition) -> tuple[np.ndarray, tuple[Hashable, ...]]:
     for column in sensitive:
         missing = part[column].isna()
         if missing.any():
             name = "sensitive_features" if column == SENSITIVE_COLUMN else repr(column)
             raise GroupError(
-                f"sensitive feature {name} has {int(missing.sum())} missing label(s) in partition {partition}"
+                f"sensitive feature {name} has {int(missing.sum())} missing label(s) in {partition}"
             )
     if len(sensitive) == 1:
         return _factorize(part[sensitive[0]])

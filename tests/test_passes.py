@@ -98,7 +98,7 @@ def test_parquet_row_groups_become_partitions(tmp_path, monkeypatch):
     assert_matches_reference(arrow, x, labels)
     frame.loc[3100, "c"] = np.nan
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
-    with pytest.raises(InputError, match=r"partition 3: 'c': 1 \(NaN\)"):
+    with pytest.raises(InputError, match=r"partition 3 \(file \S+one\.parquet\): 'c': 1 \(NaN\)"):
         compute_moments(str(path), sensitive_feature="group")
 
 

@@ -40,10 +40,10 @@ def test_failure_half_way_leaves_previous_output_and_rerun_is_identical(table, t
     before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
     real = projection._project_partition
 
-    def fail_on_third(part, features, pass_through, names, arrays, path, partition):
-        if partition == 2:
+    def fail_on_third(part, partition, *args):
+        if partition.index == 2:
             raise OSError("disk went away")
-        return real(part, features, pass_through, names, arrays, path, partition)
+        return real(part, partition, *args)
 
     monkeypatch.setattr(projection, "_project_partition", fail_on_third)
     with pytest.raises(OSError, match="disk went away"):

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from conftest import grouped_data
-from fairpca_dist import GroupError, InputError, SchemaError, compute_moments, fit_projection
+from fairpca_dist import GroupError, InputError, ReadError, SchemaError, compute_moments, fit_projection
 from fairpca_dist.sources import open_table
 
 
@@ -112,3 +112,98 @@ def test_zero_variance_column_with_standardize(frame):
     with pytest.raises(SchemaError, match=r"\['debt'\] have zero variance"):
         fit_projection(moments, 2, standardize=True)
     fit_projection(moments, 2)  # without standardisation a constant column is harmless
+
+
+# ----------------------------------------------------------------------------- reading errors
+# An error raised while reading rows names the file (or partition) and the column, on every
+# reader path, and nothing is written.
+
+
+def _with_text_in(frame: pd.DataFrame, row: int, column: str = "age") -> pd.DataFrame:
+    bad = frame.astype({column: object})
+    bad.loc[row, column] = "0.39x"
+    return bad
+
+
+@pytest.fixture()
+def parquet_folder(frame, tmp_path):
+    """Two Parquet files; the second types 'age' as strings (the first as numbers)."""
+    folder = tmp_path / "table"
+    folder.mkdir()
+    frame.iloc[:100].to_parquet(folder / "part-0.parquet")
+    _with_text_in(frame.iloc[100:], 150).astype({"age": str}).to_parquet(folder / "part-1.parquet")
+    return folder
+
+
+@pytest.mark.parametrize("pattern", ["{folder}", "{folder}/*.parquet"])
+def test_text_in_a_numeric_column_of_one_parquet_file_names_file_and_column(parquet_folder, pattern):
+    source = pattern.format(folder=parquet_folder)
+    with pytest.raises(SchemaError, match=r"feature column 'age' in partition 1 \(file \S+part-1\.parquet\) "
+                                          r"has 1 value\(s\) that are not numbers \(first: '0\.39x'\)"):
+        compute_moments(source, sensitive_feature="sex")
+
+
+def test_parquet_file_with_a_text_feature_is_named_before_reading(frame, tmp_path):
+    path = tmp_path / "one.parquet"
+    frame.astype({"age": str}).to_parquet(path)
+    with pytest.raises(SchemaError, match=r"feature column 'age' in '\S+one\.parquet' has dtype"):
+        compute_moments(str(path), sensitive_feature="sex", features=["income", "age"])
+
+
+def test_corrupt_parquet_file_names_the_file(tmp_path):
+    path = tmp_path / "broken.parquet"
+    path.write_bytes(b"PAR1 this is not a parquet file PAR1")
+    with pytest.raises(ReadError, match=r"(?s)cannot read '\S+broken\.parquet' as Parquet.*Could not read schema from '\S+broken\.parquet'"):
+        compute_moments(str(path), sensitive_feature="sex")
+
+
+def test_parquet_file_missing_a_column_names_the_file(frame, tmp_path):
+    folder = tmp_path / "table"
+    folder.mkdir()
+    frame.iloc[:100].to_parquet(folder / "part-0.parquet")
+    frame.iloc[100:].drop(columns="debt").to_parquet(folder / "part-1.parquet")
+    with pytest.raises(ReadError, match=r"(?s)cannot read partition 1 \(file \S+part-1\.parquet\).*debt"):
+        compute_moments(str(folder), sensitive_feature="sex", read_options={"split_row_groups": False})
+
+
+@pytest.mark.parametrize("source", ["one", "glob"])
+def test_text_in_a_csv_column_names_file_and_column(frame, tmp_path, source):
+    # dask infers dtypes from the first 256 kB; the bad value comes far after that.
+    big = pd.concat([frame] * 40, ignore_index=True)
+    (tmp_path / "a.csv").write_text(big.to_csv(index=False))
+    _with_text_in(big, len(big) - 3).to_csv(tmp_path / "b.csv", index=False)
+    path = str(tmp_path / ("b.csv" if source == "one" else "*.csv"))
+    partition = 0 if source == "one" else 1
+    with pytest.raises(ReadError, match=rf"(?s)cannot read partition {partition} \(file \S+b\.csv\).*\| age +\| str"):
+        compute_moments(path, sensitive_feature="sex")
+
+
+def test_text_in_a_dask_dataframe_partition_names_partition_and_column(frame):
+    parts = [frame.iloc[:100], _with_text_in(frame.iloc[100:], 170)]
+    lying = dd.from_map(lambda i: parts[i], [0, 1], meta=frame.iloc[:0])  # meta says 'age' is float
+    with pytest.raises(SchemaError, match=r"feature column 'age' in partition 1 has 1 value\(s\) that are not numbers"):
+        compute_moments(lying, sensitive_feature="sex")
+
+
+def test_io_errors_keep_their_type_and_name_the_partition(frame):
+    def read(i):
+        if i == 1:
+            raise ConnectionError("storage went away")
+        return frame.iloc[:100]
+
+    flaky = dd.from_map(read, [0, 1], meta=frame.iloc[:0])
+    with pytest.raises(ConnectionError, match="storage went away") as caught:
+        compute_moments(flaky, sensitive_feature="sex")
+    assert caught.value.__notes__ == ["while reading partition 1"]
+
+
+def test_ingest_and_projection_name_the_bad_file_and_write_nothing(parquet_folder, frame, tmp_path):
+    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.projection import project_table
+
+    with pytest.raises(SchemaError, match=r"'age' in partition 1 \(file \S+part-1\.parquet\)"):
+        ingest_table(str(parquet_folder), tmp_path / "ingested", sensitive_feature="sex")
+    model = fit_projection(compute_moments(frame, sensitive_feature="sex"), 2)
+    with pytest.raises(SchemaError, match=r"'age' in partition 1 \(file \S+part-1\.parquet\)"):
+        project_table(model, str(parquet_folder), tmp_path / "projected")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]
