@@ -4,7 +4,6 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export OPENBLAS_NUM_THREADS ?= 1
-export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 
 .PHONY: env demo test bench clean
 
@@ -17,7 +16,7 @@ $(STAMP): pyproject.toml
 env: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/fairpca demo
+	$(VENV)/bin/fairpca demo $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -137,7 +137,7 @@ def ingest_table(
     with atomic_directory(out) as staging:
         (staging / PARTS_DIR).mkdir()
         tasks = table.map_partitions(_clean_partition, columns, features_, sensitive, staging / PARTS_DIR)
-        reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress))
+        reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress, label="ingest"))
         rejected = sum(r.rejected for r in reports)
         sample = pd.concat([r.sample for r in reports]).head(REJECTS_SAMPLE_ROWS) if rejected else None
         bad_by_column = Counter()

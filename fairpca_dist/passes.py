@@ -22,6 +22,7 @@ from threadpoolctl import ThreadpoolController
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
+from fairpca_dist.progress import threaded_progress, wait_with_progress
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
 
 __all__ = ["compute_moments", "compute_file_moments", "sample_rows", "run_graph", "scheduler_context"]
@@ -54,8 +55,8 @@ def _merge(*parts: GroupMoments) -> GroupMoments:
 
 
 @contextlib.contextmanager
-def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator[Any]:
-    """Yield the ``scheduler=`` argument for ``dask.compute`` and set up progress reporting.
+def scheduler_context(client: Any = None) -> Iterator[Any]:
+    """Yield the ``scheduler=`` argument for ``dask.compute``.
 
     ``client=None`` uses the active ``distributed`` client if there is one, else dask's
     threaded scheduler with BLAS limited to one thread per task (two BLAS pools on two cores
@@ -65,7 +66,7 @@ def scheduler_context(client: Any = None, *, progress: bool = False) -> Iterator
     if client is None:
         client = _active_client()
     if client is None:
-        with _blas_controller().limit(limits=1, user_api="blas"), _local_progress(progress):
+        with _blas_controller().limit(limits=1, user_api="blas"):
             yield "threads"
         return
     if isinstance(client, str):
@@ -101,33 +102,18 @@ def _active_client() -> Any:
         return None
 
 
-@contextlib.contextmanager
-def _local_progress(enabled: bool) -> Iterator[None]:
-    if not enabled:
-        yield
-        return
-    from dask.diagnostics import ProgressBar
-
-    with ProgressBar(minimum=1.0):
-        yield
-
-
-def run_graph(graph: Any, *, client: Any = None, progress: bool = False) -> Any:
+def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: str = "pass") -> Any:
     """Compute a dask graph (or a list of them) where ``client`` says (see
-    :func:`scheduler_context`); every pass of the library goes through here."""
-    with scheduler_context(client, progress=progress) as scheduler:
-        return _compute(graph, scheduler, progress)
-
-
-def _compute(graph: Any, scheduler: Any, progress: bool) -> Any:
-    if isinstance(scheduler, str):
-        return dask.compute(graph, scheduler=scheduler)[0]
-    futures = scheduler.compute(graph)
-    if progress:
-        from distributed import progress as distributed_progress
-
-        distributed_progress(futures)
-    return scheduler.gather(futures)
+    :func:`scheduler_context`); every pass of the library goes through here. ``progress``
+    draws a bar named ``label`` while it runs (see :mod:`fairpca_dist.progress`)."""
+    with scheduler_context(client) as scheduler:
+        if isinstance(scheduler, str):
+            with threaded_progress(label) if progress else contextlib.nullcontext():
+                return dask.compute(graph, scheduler=scheduler)[0]
+        futures = scheduler.compute(graph)
+        if progress:
+            wait_with_progress(futures, scheduler, label)
+        return scheduler.gather(futures)
 
 
 def compute_moments(
@@ -185,7 +171,7 @@ def compute_moments(
         chunk_rows=chunk_rows,
         read_options=read_options,
     )
-    moments: GroupMoments = run_graph(_moments_graph(table, split_every), client=client, progress=progress)
+    moments: GroupMoments = run_graph(_moments_graph(table, split_every), client=client, progress=progress, label="moments")
     return moments.check_groups(min_group_size)
 
 
@@ -216,7 +202,7 @@ def compute_file_moments(
     ]
     if not graphs:
         return []
-    return list(run_graph(graphs, client=client, progress=progress))
+    return list(run_graph(graphs, client=client, progress=progress, label="moments"))
 
 
 def sample_rows(

@@ -90,7 +90,7 @@ def project_table(
     out = Path(out_dir)
     with atomic_directory(out) as staging:
         tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
-        counts = run_graph(tasks, client=client, progress=progress)
+        counts = run_graph(tasks, client=client, progress=progress, label="project")
         result = ProjectionResult(out, int(sum(counts)), len(counts), tuple([*pass_through, *names]))
         marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),
                   "method": model.method, "n_components": model.n_components}

@@ -9,15 +9,18 @@ their Dask graphs run on that scheduler's workers.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
 
 from prefect import flow
+from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 from fairpca_dist.params import check_run_parameters
+from flows.steps import step
 from flows.tasks import fit_task, ingest_task, project_task, report_task
 
 
@@ -45,26 +48,41 @@ def _steps(
     target: str | None, method: str, n_components: int, center: str, standardize: bool,
     options: dict[str, Any] | None, on_bad_rows: str, read_options: dict[str, Any] | None,
 ) -> dict[str, Any]:
+    with step("dask") as outcome:
+        # prefect-dask starts (or connects to) the cluster on first use: do it here, timed.
+        client = FlowRunContext.get().task_runner.client
+        workers = client.scheduler_info()["workers"].values()
+        outcome.summary = (f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads "
+                           f"at {client.scheduler.address}")
     base = Path(root)
     pass_through = [*key_columns, *([target] if target else [])]
     # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
     # hands the library the same cluster for its own graphs; steps run one after another.
-    table = ingest_task.submit(
-        source, str(base / "table"), sensitive_feature=sensitive_feature, features=features,
-        key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
-        read_options=read_options,
-    ).result()
-    model = fit_task.submit(
-        table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,
-        standardize=standardize, options=options, cache_dir=str(base.parent / ".moments-cache"),
-    ).result()
-    projected = project_task.submit(
-        model["model_dir"], table["table_dir"], str(base / "projected"), pass_through=pass_through
-    ).result()
-    report = report_task.submit(
-        model["model_dir"], table["table_dir"], str(base / "report"), target=target, max_components=None,
-        sample_size=50_000, artifact_key=f"fairpca-report-{method}",
-    ).result()
+    with step("ingest") as outcome:
+        table = ingest_task.submit(
+            source, str(base / "table"), sensitive_feature=sensitive_feature, features=features,
+            key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
+            read_options=read_options,
+        ).result()
+        outcome.summary = f"{table['rows']:,} rows ({table['rejected']:,} rejected) -> {table['table_dir']}"
+    with step("fit") as outcome:
+        model = fit_task.submit(
+            table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,
+            standardize=standardize, options=options, cache_dir=str(base.parent / ".moments-cache"),
+        ).result()
+        outcome.summary = (f"{method} r={n_components}, largest group loss {model['max_loss']:.4g}"
+                           f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}")
+    with step("project") as outcome:
+        projected = project_task.submit(
+            model["model_dir"], table["table_dir"], str(base / "projected"), pass_through=pass_through
+        ).result()
+        outcome.summary = f"{projected['rows']:,} rows -> {projected['out_dir']}"
+    with step("report") as outcome:
+        report = report_task.submit(
+            model["model_dir"], table["table_dir"], str(base / "report"), target=target, max_components=None,
+            sample_size=50_000, artifact_key=f"fairpca-report-{method}",
+        ).result()
+        outcome.summary = f"-> {report['markdown']}"
     return {"run_dir": str(base), "table": table, "model": model, "projected": projected, "report": report}
 
 
@@ -91,8 +109,13 @@ def pipeline(
                          on_bad_rows=on_bad_rows, options=options)
     root = _run_dir(runs_dir, run_id, method, n_components)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
-    return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
-                 n_components, center, standardize, options, on_bad_rows, read_options)
+    try:
+        return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
+                     n_components, center, standardize, options, on_bad_rows, read_options)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a run that wrote nothing leaves no folder behind
+            root.rmdir()
+        raise
 
 
 if __name__ == "__main__":

@@ -1,0 +1,92 @@
+"""How the flows meet Prefect on this machine: default settings and the temporary API server.
+
+Without ``PREFECT_API_URL``, Prefect runs flows against a temporary ("ephemeral") API server
+that it starts in a subprocess on the first API call. On a new machine that first start also
+creates and migrates a SQLite database in ``PREFECT_HOME``: 8 s on an idle 2-core machine
+here, 26 s under load, while Prefect waits only 20 s by default — so a first run could fail
+with "Timed out while attempting to connect to ephemeral Prefect API server". Its telemetry
+service also fails without internet access and, while the database is being created, prints
+``database is locked`` tracebacks.
+
+Importing :mod:`flows` therefore sets, **only where the user has not set them** (in the
+environment, a Prefect profile or ``prefect.toml``), the defaults in :data:`PREFECT_DEFAULTS`.
+Nothing else of the user's Prefect configuration is touched; with ``PREFECT_API_URL`` set,
+flows run against that server and no temporary server starts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "start_api_server"]
+
+PREFECT_DEFAULTS: dict[str, str] = {
+    # Wait up to 3 minutes for the temporary server (first start: database creation).
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    # No usage telemetry from the temporary server (it fails offline and locks the database).
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+
+
+def apply_prefect_defaults() -> dict[str, str]:
+    """Set each of :data:`PREFECT_DEFAULTS` the user has not set; return those set.
+
+    They go into ``os.environ`` (so the server subprocess inherits them) and Prefect's settings
+    are refreshed, so this works whether or not Prefect was imported before.
+    """
+    import prefect.context
+    from prefect.settings import get_current_settings
+
+    configured = get_current_settings().to_environment_variables(exclude_unset=True)
+    applied = {name: value for name, value in PREFECT_DEFAULTS.items() if name not in configured and name not in os.environ}
+    if applied:
+        os.environ.update(applied)
+        prefect.context.refresh_global_settings_context()
+    return applied
+
+
+@dataclass(frozen=True)
+class ApiServer:
+    """The Prefect API the flows will use, and what it took to get it."""
+
+    url: str
+    temporary: bool
+    seconds: float
+    created_database: bool
+
+    def describe(self) -> str:
+        if not self.temporary:
+            return f"Prefect API at {self.url}"
+        first = ", database created (first run)" if self.created_database else ""
+        return f"temporary Prefect API server started in {self.seconds:.1f} s{first}"
+
+
+def start_api_server(announce: Callable[[str], None] | None = None) -> ApiServer:
+    """Start Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one.
+
+    The flows would start it on their first API call anyway (this is the same server: Prefect
+    keeps one per process); starting it first lets a command say what it is doing and how
+    long it took. ``announce`` receives one line before a temporary server starts. Raises
+    what Prefect raises when the server does not come up.
+    """
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    if settings.api.url:
+        return ApiServer(str(settings.api.url), temporary=False, seconds=0.0, created_database=False)
+    from prefect.server.api.server import SubprocessASGIServer
+
+    database = Path(settings.home) / "prefect.db"
+    url = settings.server.database.connection_url.get_secret_value()
+    new_database = url.startswith("sqlite") and str(database) in url and not database.exists()
+    server = SubprocessASGIServer()
+    if announce is not None and not server.running:
+        first = f" (first run: creating its database in {settings.home}, ~10-30 s)" if new_database else ""
+        announce(f"starting a temporary API server{first} ...")
+    started = time.perf_counter()
+    server.start()
+    return ApiServer(server.api_url, temporary=True, seconds=time.perf_counter() - started, created_database=new_database)
