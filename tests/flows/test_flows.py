@@ -92,11 +92,11 @@ def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, 
     real = projection._project_partition
     failures = []
 
-    def fail_once_on_partition_2(part, features, pass_through, names, arrays, path, partition):
-        if partition == 2 and not failures:
-            failures.append(partition)
+    def fail_once_on_partition_2(part, partition, *args):
+        if partition.index == 2 and not failures:
+            failures.append(partition.index)
             raise OSError("worker lost its disk")
-        return real(part, features, pass_through, names, arrays, path, partition)
+        return real(part, partition, *args)
 
     monkeypatch.setattr(projection, "_project_partition", fail_once_on_partition_2)
     monkeypatch.setattr(project_flow_module, "project_task", project_task.with_options(retry_delay_seconds=0))
