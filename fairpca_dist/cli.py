@@ -8,7 +8,6 @@ pipeline flow itself (an ephemeral Prefect server starts when ``PREFECT_API_URL`
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import json
 import logging
@@ -117,7 +116,7 @@ def _pipeline(args: argparse.Namespace) -> int:
           f"{', '.join(args.sensitive_feature)}, on {args.source}")
     server = start_api_server(announce=lambda message: print(f"  prefect  {message}", flush=True))
     print(f"  prefect  {server.describe()}")
-    with show_step_lines() if not args.verbose else contextlib.nullcontext() as lines:
+    with show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
         result = pipeline(
             source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
             features=args.features, key_columns=args.key_columns, target=args.target, method=args.method,
@@ -130,7 +129,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     report = json.loads((Path(result["report"]["report_dir"]) / "report.json").read_text())
     print("\n" + report_markdown_summary(report))
     total = time.perf_counter() - started
-    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, server.seconds, lines.seconds if lines else {})}")
+    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, server.seconds, lines.seconds)}")
     print(f"everything is in {result['run_dir']}: report {result['report']['markdown']} (and report.html, "
           f"report.json, PNGs), model in {result['model']['model_dir']}, projections in {result['projected']['out_dir']}")
     return 0
@@ -139,8 +138,6 @@ def _pipeline(args: argparse.Namespace) -> int:
 def _time_breakdown(total: float, imports: float, server: float, steps: dict[str, float]) -> str:
     """``": imports 2.0 s, Prefect API 2.7 s, dask 0.3 s, ingest 0.4 s, …, Prefect runs 2.1 s"``:
     where the time went; "Prefect runs" is the rest (flow and task runs' API calls and states)."""
-    if not steps:
-        return ""
     parts = {"imports": imports, "Prefect API": server, **steps}
     parts["Prefect runs"] = max(total - sum(parts.values()), 0.0)
     return ": " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts.items())

@@ -50,11 +50,13 @@ def step(name: str) -> Iterator[StepOutcome]:
 
 
 class StepLines(logging.Handler):
-    """Writes step lines to ``stream`` and keeps each finished step's time (in order)."""
+    """Keeps each finished step's time (in order) and, with ``echo``, writes the step lines
+    to ``stream``."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, echo: bool = True) -> None:
         super().__init__(logging.INFO)
         self.stream = stream or sys.stdout
+        self.echo = echo
         self.seconds: dict[str, float] = {}
         self.addFilter(lambda record: hasattr(record, _MARK))
 
@@ -62,15 +64,16 @@ class StepLines(logging.Handler):
         seconds = getattr(record, "fairpca_seconds", None)
         if seconds is not None:
             self.seconds[getattr(record, _MARK)] = seconds
-        self.stream.write(f"  {record.getMessage()}\n")
-        self.stream.flush()
+        if self.echo:
+            self.stream.write(f"  {record.getMessage()}\n")
+            self.stream.flush()
 
 
 @contextlib.contextmanager
-def show_step_lines(stream: TextIO | None = None) -> Iterator[StepLines]:
-    """While inside, write the step lines of flow runs in this process to ``stream``
-    (default standard output)."""
-    handler = StepLines(stream)
+def show_step_lines(stream: TextIO | None = None, *, echo: bool = True) -> Iterator[StepLines]:
+    """While inside, collect the step times of flow runs in this process and, with ``echo``,
+    write their step lines to ``stream`` (default standard output)."""
+    handler = StepLines(stream, echo=echo)
     logger = logging.getLogger("prefect.flow_runs")
     logger.addHandler(handler)
     try:

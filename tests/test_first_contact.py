@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -56,6 +57,7 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "temporary Prefect API server started" in second.stdout and "first run" not in second.stdout
     assert "Beginning flow run" in second.stderr and "distributed.scheduler" in second.stderr
+    assert re.search(r"finished in [\d.]+ s: imports .* ingest [\d.]+ s, fit", second.stdout)
     assert "Traceback" not in second.stdout + second.stderr
     first_report = json.loads((tmp_path / "runs" / "first" / "report" / "report.json").read_text())
     second_report = json.loads((tmp_path / "runs" / "second" / "report" / "report.json").read_text())
