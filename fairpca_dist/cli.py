@@ -82,7 +82,7 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fairpca_dist.fitting import MOMENTS_FILE
+    from fairpca_dist.fitting import MOMENTS_FILE, report_passes
     from fairpca_dist.ingest import read_schema, table_source
     from fairpca_dist.model_io import load_model
     from fairpca_dist.moments import GroupMoments
@@ -96,7 +96,9 @@ def _report(args: argparse.Namespace) -> int:
         schema = read_schema(args.table_dir)
         sample = sample_rows(table_source(args.table_dir), columns=[*schema["features"], *schema["sensitive_feature"], args.target],
                              max_rows=args.sample_size, client=args.dask_address)
-    report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target)
+    passes = report_passes(args.table_dir, model, moments, client=args.dask_address)
+    report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target,
+                          passes=passes)
     files = write_report(report, args.report_dir)
     print(report_markdown_summary(report))
     print(f"\nreport: {files.markdown} (also {files.html.name}, report.json and PNGs)")

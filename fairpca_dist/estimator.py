@@ -13,9 +13,10 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fairpca_dist import metrics
+from fairpca_dist.datapasses import ArrayPasses
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import compute_moments
+from fairpca_dist.passes import TablePasses, compute_moments, table_passes
 from fairpca_dist.solvers import CENTERS, SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.sources import check_finite
@@ -180,9 +181,9 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             else []
         )
         if _is_dask(X):
-            moments = self._dask_moments(X, sensitive_features, sample_weight)
+            moments, passes = self._dask_moments(X, sensitive_features, sample_weight)
         else:
-            moments = self._memory_moments(X, sensitive_features, sample_weight)
+            moments, passes = self._memory_moments(X, sensitive_features, sample_weight)
         n_components = (
             min(moments.n_features, moments.n_samples) if self.n_components is None else self.n_components
         )
@@ -193,12 +194,19 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             center=self.center,
             standardize=bool(self.standardize),
             random_state=self.random_state,
+            passes=passes,
             **self._solver_options(),
         )
         self._set_fitted(moments, projection)
         return self
 
-    def _memory_moments(self, X: Any, sensitive_features: Any, sample_weight: Any) -> GroupMoments:
+    def _needs_rows(self) -> bool:
+        """Whether the method reads the rows at every iteration (then fit builds DataPasses)."""
+        return not callable(self.method) and SOLVERS[self.method].needs_rows
+
+    def _memory_moments(
+        self, X: Any, sensitive_features: Any, sample_weight: Any
+    ) -> tuple[GroupMoments, ArrayPasses | None]:
         if self._sensitive_columns:
             labels = X[self._sensitive_columns]
             labels = labels.iloc[:, 0].to_numpy() if labels.shape[1] == 1 else labels.to_numpy()
@@ -229,9 +237,13 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 raise SchemaError(f"sample_weight must have shape ({x.shape[0]},), got {weights.shape}")
             if not np.all(np.isfinite(weights)) or np.any(weights < 0):
                 raise InputError("sample_weight must be finite and non-negative")
-        return GroupMoments.from_arrays(x, labels, weights=weights, feature_names=names).check_groups()
+        moments = GroupMoments.from_arrays(x, labels, weights=weights, feature_names=names).check_groups()
+        passes = ArrayPasses(x, labels, moments.groups, weights=weights) if self._needs_rows() else None
+        return moments, passes
 
-    def _dask_moments(self, X: Any, sensitive_features: Any, sample_weight: Any) -> GroupMoments:
+    def _dask_moments(
+        self, X: Any, sensitive_features: Any, sample_weight: Any
+    ) -> tuple[GroupMoments, TablePasses | None]:
         if sensitive_features is None:
             raise InputError(_MISSING_GROUPS)
         if isinstance(X, dd.DataFrame):
@@ -244,14 +256,10 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             features = None
             if hasattr(self, "feature_names_in_"):
                 del self.feature_names_in_
-        moments = compute_moments(
-            X,
-            sensitive_feature=self._sensitive_columns or sensitive_features,
-            features=features,
-            sample_weight=sample_weight,
-        )
+        roles = {"sensitive_feature": self._sensitive_columns or sensitive_features, "sample_weight": sample_weight}
+        moments = compute_moments(X, features=features, **roles)
         self.n_features_in_ = moments.n_features
-        return moments
+        return moments, table_passes(X, moments, **roles) if self._needs_rows() else None
 
     def _set_fitted(self, moments: GroupMoments, projection: FairProjection) -> None:
         working = moments.rescaled(projection.scale)

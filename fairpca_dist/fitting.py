@@ -23,11 +23,11 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
 from fairpca_dist.model_io import save_model
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import compute_file_moments
-from fairpca_dist.solvers import fit_projection
+from fairpca_dist.passes import TablePasses, compute_file_moments, table_passes
+from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "MOMENTS_FILE"]
+__all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "MOMENTS_FILE"]
 
 MOMENTS_FILE = "moments.npz"
 
@@ -111,6 +111,8 @@ def fit_table(
 
     Column roles come from the table's ``schema.json`` (written by :func:`ingest_table`) unless
     given. Moments are cached per file in ``cache_dir`` (default ``<table_dir>/../.moments-cache``).
+    Methods that read the rows at every iteration (``mm-robust``) read the table again, where
+    ``client`` says, one pass per iteration.
     """
     table = Path(table_dir)
     if sensitive_feature is None or features is None:
@@ -127,9 +129,13 @@ def fit_table(
         table, cache, sensitive_feature=sensitive_feature, features=features,
         sample_weight=sample_weight, client=client, progress=progress,
     )
+    passes = None
+    if method in SOLVERS and SOLVERS[method].needs_rows:  # e.g. mm-robust: a pass per iteration, on the cluster
+        passes = table_passes(table_source(table), moments, sensitive_feature=sensitive_feature,
+                              sample_weight=sample_weight, client=client)
     model = fit_projection(
         moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
-        random_state=random_state, **(options or {}),
+        random_state=random_state, passes=passes, **(options or {}),
     )
     folder = Path(model_dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -137,3 +143,14 @@ def fit_table(
         moments.save(path)
     save_model(model, folder, fingerprint=fingerprint)
     return model
+
+
+def report_passes(table_dir: str | os.PathLike[str], model: FairProjection, moments: GroupMoments,
+                  *, client: Any = None) -> TablePasses | None:
+    """The rows of an ingested table (roles from its ``schema.json``) when the report must
+    refit ``model``'s method on them (``mm-robust``), else None."""
+    if model.method not in SOLVERS or not SOLVERS[model.method].needs_rows:
+        return None
+    schema = read_schema(table_dir)
+    return table_passes(table_source(table_dir), moments, sensitive_feature=schema["sensitive_feature"],
+                        sample_weight=schema.get("sample_weight"), client=client)

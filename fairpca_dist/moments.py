@@ -385,6 +385,16 @@ class GroupMoments:
         relative = self.means_about(reference)
         return reference, relative, self.weight @ relative / self.weight.sum()
 
+    def centers(self, center: Center = "group") -> np.ndarray:
+        """The point each group's rows are centred about for ``center``, shape (k, p): its own
+        mean (``"group"``), the global mean (``"global"``) or zero (``"origin"``)."""
+        if center not in _CENTERS:
+            raise InputError(f"center={center!r} is not one of {_CENTERS}")
+        if center == "group":
+            return self.mean
+        point = self.global_mean if center == "global" else np.zeros(self.n_features)
+        return np.tile(point, (self.n_groups, 1))
+
     def scatter_about(self, center: Center = "group") -> np.ndarray:
         """Per-group scatter C_g = Σ w (x − c_g)(x − c_g)ᵀ, shape (k, p, p).
 

@@ -12,7 +12,7 @@ import contextlib
 import functools
 import operator
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import dask
@@ -20,12 +20,21 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import ThreadpoolController
 
+from fairpca_dist.datapasses import L1Sums, l1_block_sums
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.progress import threaded_progress, wait_with_progress
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
 
-__all__ = ["compute_moments", "compute_file_moments", "sample_rows", "run_graph", "scheduler_context"]
+__all__ = [
+    "compute_moments",
+    "compute_file_moments",
+    "sample_rows",
+    "run_graph",
+    "scheduler_context",
+    "TablePasses",
+    "table_passes",
+]
 
 
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
@@ -240,8 +249,81 @@ def _check_split_every(split_every: int) -> None:
 
 def _moments_graph(table: Table, split_every: int) -> Any:
     """Delayed GroupMoments of a table: one task per partition, merged in a tree."""
+    return _tree_sum(table.map_chunks(_chunk_moments, table.features), split_every)
+
+
+def _tree_sum(level: list[Any], split_every: int) -> Any:
+    """The ``+`` of delayed additive statistics, merged in a tree of fan-in ``split_every``."""
     merge = dask.delayed(_merge, pure=True)
-    level = table.map_chunks(_chunk_moments, table.features)
     while len(level) > 1:
         level = [merge(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
     return level[0]
+
+
+# ----------------------------------------------------------------------------- solver passes
+class TablePasses:
+    """:class:`~fairpca_dist.datapasses.DataPasses` over a table with dask.
+
+    Each request is one pass: a task per partition (read and sum fused, the partition walked
+    in slabs, as the moments pass) and a tree reduction of the additive per-group sums; the
+    request's arguments (V, the centres: k×p + p×r numbers) travel to the tasks once, and only
+    k×p×r + k numbers per partition come back.
+    """
+
+    def __init__(
+        self, table: Table, groups: Sequence[Hashable], *, scale: np.ndarray | None = None,
+        client: Any = None, split_every: int = 8,
+    ) -> None:
+        _check_split_every(split_every)
+        self.table = table
+        self.groups = tuple(groups)
+        self.scale = np.ones(len(table.features)) if scale is None else np.asarray(scale, dtype=np.float64)
+        self.client = client
+        self.split_every = split_every
+
+    def rescaled(self, scale: np.ndarray) -> TablePasses:
+        return TablePasses(self.table, self.groups, scale=scale, client=self.client, split_every=self.split_every)
+
+    def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
+        by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
+        parts = self.table.map_chunks(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
+        total: L1Sums = run_graph(_tree_sum(parts, self.split_every), client=self.client)
+        return total.in_order(self.groups)
+
+
+def _chunk_l1_sums(chunk: Chunk, components: np.ndarray, centers: dict[Hashable, np.ndarray], scale: np.ndarray) -> L1Sums:
+    return _merge(*(
+        l1_block_sums(chunk.rows(start, stop), chunk.codes[start:stop], chunk.groups, components, centers, scale,
+                      None if chunk.weights is None else chunk.weights[start:stop])
+        for start, stop in chunk.slabs(_SLAB_BYTES)
+    ))
+
+
+def table_passes(
+    data: Any,
+    moments: GroupMoments,
+    *,
+    sensitive_feature: Any,
+    sample_weight: Any = None,
+    key_columns: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    feature_names: Sequence[str] | None = None,
+    client: Any = None,
+    split_every: int = 8,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    read_options: dict[str, Any] | None = None,
+) -> TablePasses:
+    """The rows of ``data`` for a solver that reads them at every iteration (``mm-robust``):
+    the same arguments as :func:`compute_moments` gave ``moments`` (features are the moments'),
+    and ``client`` for where the passes run.
+
+    >>> moments = compute_moments(path, sensitive_feature="sex")
+    >>> passes = table_passes(path, moments, sensitive_feature="sex")
+    >>> fit_projection(moments, 3, method="mm-robust", passes=passes)
+    """
+    table = open_table(
+        data, sensitive_feature=sensitive_feature, features=list(moments.feature_names), sample_weight=sample_weight,
+        key_columns=key_columns, exclude=exclude, feature_names=feature_names, chunk_rows=chunk_rows,
+        read_options=read_options,
+    )
+    return TablePasses(table, moments.groups, client=client, split_every=split_every)

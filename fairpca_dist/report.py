@@ -49,6 +49,7 @@ from fairpca_dist import metrics
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
 from fairpca_dist.projection import projected_columns
+from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
@@ -250,6 +251,7 @@ def build_report(
     target: str | None = None,
     sensitive: Sequence[str] | str | None = None,
     title: str = "Fair PCA report",
+    passes: DataPasses | None = None,
 ) -> dict:
     """Every number of the fairness report of ``model``, as plain JSON values.
 
@@ -270,6 +272,9 @@ def build_report(
         the target.
     title : str
         Heading of the rendered report.
+    passes : DataPasses, optional
+        The rows, for a method that reads them at every iteration (``mm-robust``): its curve
+        refits it at every r, one pass over the rows per iteration.
 
     Returns
     -------
@@ -293,7 +298,8 @@ def build_report(
         The model was fitted on other features or groups than ``moments``.
     InputError
         Bad ``max_components``; a method that is not in :data:`~fairpca_dist.solvers.SOLVERS`
-        (the curves refit it); bad sample (see :func:`downstream_parity`).
+        (the curves refit it), or that reads rows while ``passes`` is missing; bad sample (see
+        :func:`downstream_parity`).
     """
     from fairpca_dist import __version__
 
@@ -331,7 +337,7 @@ def build_report(
         "curves": {
             "n_components": list(ranks),
             "pca": [_evaluate(working, _refit(moments, model, r, "pca", {})) for r in ranks],
-            "fair": [_evaluate(working, _refit(moments, model, r, model.method, options)) for r in ranks],
+            "fair": [_evaluate(working, _refit(moments, model, r, model.method, options, passes)) for r in ranks],
         },
         "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
     }
@@ -372,10 +378,11 @@ def _solver_options(model: FairProjection) -> dict[str, Any]:
 
 
 def _refit(moments: GroupMoments, model: FairProjection, n_components: int, method: str,
-           options: dict[str, Any]) -> FairProjection:
-    """``method`` at ``n_components`` with the model's centring and scale."""
-    return fit_projection(moments, n_components, method=method, center=model.center,
-                          standardize=model.scale, **options)
+           options: dict[str, Any], passes: DataPasses | None = None) -> FairProjection:
+    """``method`` at ``n_components`` with the model's centring and scale (and the rows, for a
+    method that reads them)."""
+    return fit_projection(moments, n_components, method=method, center=model.center, standardize=model.scale,
+                          passes=passes if SOLVERS[method].needs_rows else None, **options)
 
 
 def _evaluate(working: GroupMoments, projection: FairProjection) -> dict[str, Any]:

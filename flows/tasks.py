@@ -16,7 +16,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.fitting import MOMENTS_FILE, fit_table
+from fairpca_dist.fitting import MOMENTS_FILE, fit_table, report_passes
 from fairpca_dist.ingest import ingest_table, read_schema, table_source
 from fairpca_dist.model_io import load_model
 from fairpca_dist.moments import GroupMoments
@@ -106,7 +106,10 @@ def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str 
         columns = [*schema["features"], *schema["sensitive_feature"], target]
         with dask_client(dask_address) as client:
             sample = sample_rows(table_source(table_dir), columns=columns, max_rows=sample_size, client=client)
-    report = build_report(moments, model, max_components=max_components, sample=sample, target=target)
+    with dask_client(dask_address) as client:
+        passes = report_passes(table_dir, model, moments, client=client)
+        report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
+                              passes=passes)
     files = write_report(report, report_dir)
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
     create_table_artifact(report_table(report), key=f"{artifact_key}-groups", description="per-group errors and losses")

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import eigopt, pca, samadi
+from fairpca_dist.solvers import eigopt, mm, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "FairProjection", "CENTERS"]
@@ -62,6 +63,18 @@ SOLVERS: dict[str, SolverSpec] = {
         eigopt.solve, False, _options_of(eigopt.solve),
         "exact two-group min-max group loss by 1-D eigenvalue optimisation (hidden convexity)",
     ),
+    "mm": SolverSpec(
+        mm.solve_mm, False, _options_of(mm.solve_mm),
+        "max-min group variance by minorization-maximization, SDR-certified (Babu, Stoica & Saini, TMLR)",
+    ),
+    "mm-sparse": SolverSpec(
+        mm.solve_mm_sparse, False, _options_of(mm.solve_mm_sparse),
+        "max-min group variance with an l1 sparsity penalty by MM (Babu, Stoica & Saini, Algorithm 3)",
+    ),
+    "mm-robust": SolverSpec(
+        mm.solve_mm_robust, True, _options_of(mm.solve_mm_robust),
+        "outlier-robust max-min l1 criterion by MM, one pass over the rows per iteration (Babu et al., Algorithm 4)",
+    ),
 }
 
 
@@ -85,6 +98,7 @@ def fit_projection(
     ddof: int = 0,
     random_state: int | np.random.Generator | None = None,
     min_group_size: int = 2,
+    passes: DataPasses | None = None,
     **options: Any,
 ) -> FairProjection:
     """Fit a (fair) projection from group moments.
@@ -111,6 +125,10 @@ def fit_projection(
         Passed to solvers that draw random numbers.
     min_group_size : int
         Smallest group the fit accepts.
+    passes : DataPasses, optional
+        The rows the moments came from, for methods that read them at every iteration
+        (``SOLVERS[m].needs_rows``: ``mm-robust``); see :func:`fairpca_dist.passes.table_passes`
+        and :class:`fairpca_dist.datapasses.ArrayPasses`. It is rescaled with the moments.
     **options
         Method-specific options (see each solver's docstring).
 
@@ -134,6 +152,12 @@ def fit_projection(
             raise InputError(
                 f"unknown option(s) {unknown} for method {name!r}; valid options: {sorted(allowed) or 'none'}"
             )
+        if SOLVERS[name].needs_rows and passes is None:
+            raise InputError(
+                f"method {name!r} reads the rows at every iteration: pass passes= (fairpca_dist.passes."
+                "table_passes for a table, fairpca_dist.datapasses.ArrayPasses for arrays), or fit with "
+                "FairPCA or fit_table, which build it"
+            )
     n_components = _check_n_components(n_components, moments.n_features)
     moments.check_groups(min_group_size)
     if isinstance(standardize, np.ndarray):
@@ -141,5 +165,7 @@ def fit_projection(
     else:
         scale = moments.feature_scale(ddof) if standardize else np.ones(moments.n_features)
     working = moments.rescaled(scale)
+    if passes is not None:
+        options = {**options, "passes": passes.rescaled(scale)}
     result = solve(working, n_components, random_state=random_state, center=center, **options)
     return replace(result, method=name, mean=moments.global_mean, scale=scale)

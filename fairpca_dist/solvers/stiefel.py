@@ -12,7 +12,14 @@ import scipy.linalg
 
 from fairpca_dist.exceptions import SolverError
 
-__all__ = ["top_eigenvectors", "fix_signs", "check_orthonormal", "subspace_distance"]
+__all__ = [
+    "top_eigenvectors",
+    "fix_signs",
+    "check_orthonormal",
+    "subspace_distance",
+    "polar",
+    "random_orthonormal",
+]
 
 
 def fix_signs(components: np.ndarray) -> np.ndarray:
@@ -54,3 +61,26 @@ def subspace_distance(a: np.ndarray, b: np.ndarray) -> float:
     qa, _ = np.linalg.qr(a)
     qb, _ = np.linalg.qr(b)
     return float(np.linalg.norm(qa @ qa.T - qb @ qb.T, ord=2))
+
+
+def polar(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal polar factor of a p × r matrix (p ≥ r) and its singular values.
+
+    With the thin SVD A = P Σ Qᵀ the factor is P Qᵀ: the orthonormal matrix nearest to A
+    (Frobenius), the maximiser of tr(AᵀU) over ‖U‖₂ ≤ 1 (von Neumann), equal to
+    A (AᵀA)^{-1/2} when A has full column rank. Computed by the SVD, which stays orthonormal
+    when A is rank-deficient (the factor is then not unique; callers check the returned
+    singular values, in decreasing order).
+    """
+    left, singular, right_t = np.linalg.svd(matrix, full_matrices=False)
+    return left @ right_t, singular
+
+
+def random_orthonormal(rng: np.random.Generator, n_features: int, n_components: int) -> np.ndarray:
+    """A random p × r orthonormal matrix: the Q factor of a standard Gaussian draw.
+
+    Consumes exactly ``n_features * n_components`` normal draws from ``rng``, so a sequence
+    of calls on one generator gives reproducible independent starts.
+    """
+    q, r = np.linalg.qr(rng.standard_normal((n_features, n_components)))
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)

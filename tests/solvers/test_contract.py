@@ -9,6 +9,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import SOLVERS, FairProjection, GroupMoments, InputError, fit_projection
+from fairpca_dist.datapasses import ArrayPasses
 from fairpca_dist.solvers.result import STATUS_MESSAGES
 from fairpca_dist.solvers.stiefel import check_orthonormal, subspace_distance
 
@@ -29,9 +30,22 @@ def assert_valid_components(result: FairProjection, n_groups: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def moments() -> GroupMoments:
-    x, labels = grouped_data(n_rows=400, n_features=5, n_groups=2, seed=11)
-    return GroupMoments.from_arrays(x, labels)
+def rows() -> tuple[np.ndarray, np.ndarray]:
+    return grouped_data(n_rows=400, n_features=5, n_groups=2, seed=11)
+
+
+@pytest.fixture(scope="module")
+def moments(rows) -> GroupMoments:
+    return GroupMoments.from_arrays(*rows)
+
+
+@pytest.fixture(scope="module")
+def fit(rows, moments):
+    """fit_projection on the fixture, with the rows for the methods that read them."""
+    def fit(method: str, n_components: int = 2, **options) -> FairProjection:
+        passes = ArrayPasses(*rows, moments.groups) if SOLVERS[method].needs_rows else None
+        return fit_projection(moments, n_components, method=method, passes=passes, **options)
+    return fit
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -44,8 +58,8 @@ def test_signature(method):
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("center", ["group", "global"])
-def test_result_fields_and_orthonormality(method, center, moments):
-    result = fit_projection(moments, 2, method=method, center=center, random_state=0)
+def test_result_fields_and_orthonormality(method, center, moments, fit):
+    result = fit(method, center=center, random_state=0)
     assert isinstance(result, FairProjection)
     assert result.components.shape[0] == moments.n_features
     assert_valid_components(result, moments.n_groups)
@@ -64,9 +78,9 @@ def test_unknown_option_lists_valid_ones(method, moments):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_deterministic_under_random_state(method, moments):
-    a = fit_projection(moments, 2, method=method, random_state=3)
-    b = fit_projection(moments, 2, method=method, random_state=3)
+def test_deterministic_under_random_state(method, fit):
+    a = fit(method, random_state=3)
+    b = fit(method, random_state=3)
     np.testing.assert_array_equal(a.components, b.components)
 
 
