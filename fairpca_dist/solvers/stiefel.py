@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse.linalg
 
 from fairpca_dist.exceptions import SolverError
 
@@ -19,6 +20,7 @@ __all__ = [
     "subspace_distance",
     "polar",
     "random_orthonormal",
+    "largest_eigenvalue",
 ]
 
 
@@ -84,3 +86,13 @@ def random_orthonormal(rng: np.random.Generator, n_features: int, n_components: 
     """
     q, r = np.linalg.qr(rng.standard_normal((n_features, n_components)))
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def largest_eigenvalue(matrix: np.ndarray) -> float:
+    """The largest eigenvalue of a symmetric matrix: Lanczos (ARPACK) above 200 × 200, where a
+    full LAPACK decomposition costs ~0.4 s at p = 1764 and Lanczos ~0.02 s; LAPACK below."""
+    matrix = (matrix + matrix.T) / 2.0
+    p = matrix.shape[0]
+    if p <= 200:
+        return float(scipy.linalg.eigvalsh(matrix, subset_by_index=(p - 1, p - 1))[0])
+    return float(scipy.sparse.linalg.eigsh(matrix, k=1, which="LA", return_eigenvectors=False, tol=1e-10)[0])

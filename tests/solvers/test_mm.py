@@ -203,17 +203,18 @@ def test_more_groups_stay_below_the_sdr_bound(seed):
 
 
 def test_the_best_restart_is_reported():
-    # Four groups, p = 6, r = 2: restarts end at different MM fixed points (spec E11).
+    # Four groups, p = 6, r = 2: restarts end at different MM fixed points (spec E11). Run 0
+    # starts at the SDR dual eigenvectors, run i ≥ 1 at the i-th random draw, so n_restarts=n
+    # runs the first n of the same starts and its best is the best of those.
     moments = group_moments(random_matrices(3, 6, 4))
-    stream = np.random.default_rng(3)  # restart i uses the i-th start drawn from this stream
-    singles = [mm.solve_mm(moments, 2, random_state=stream, n_restarts=1) for _ in range(5)]
-    values = [s.certificate["lower_bound"] for s in singles]
-    best = mm.solve_mm(moments, 2, random_state=3, n_restarts=5)
-    assert max(values) > min(values) * (1 + 1e-3)  # the starts matter on this instance
-    assert best.certificate["lower_bound"] == max(values)
-    assert best.certificate["best_restart"] == int(np.argmax(values)) != 0
-    assert best.certificate["worst_restart_value"] == min(values)
-    np.testing.assert_array_equal(best.components, singles[int(np.argmax(values))].components)
+    prefixes = [mm.solve_mm(moments, 2, random_state=3, n_restarts=n) for n in range(1, 6)]
+    best_so_far = [p.certificate["lower_bound"] for p in prefixes]
+    assert best_so_far == sorted(best_so_far)
+    best = prefixes[-1]
+    assert best_so_far[-1] > best_so_far[0] * (1 + 1e-3)  # the starts matter on this instance
+    assert best.certificate["best_restart"] == best_so_far.index(best_so_far[-1]) != 0
+    assert best.certificate["worst_restart_value"] < best_so_far[-1] * (1 - 1e-3)
+    assert best.certificate["restarts_run"] == 5
 
 
 # ------------------------------------------------------------------ brute force (p = 3, r = 1)
@@ -329,3 +330,47 @@ def test_sparse_polar_output_is_orthonormal():
     assert projected.certificate["rank"] == 3
     with pytest.raises(SolverError, match="has no polar factor"):
         fit_projection(moments, 3, method="mm-sparse", penalty=1.0, random_state=0, output="polar")
+
+
+# ----------------------------------------------------------------------------- found in review
+def random_instance(rng: np.random.Generator, k: int, p: int, rank_one: bool) -> np.ndarray:
+    if rank_one:
+        return np.array([np.outer(a, a) for a in rng.normal(size=(k, p))])
+    halves = [rng.normal(size=(p, p)) * rng.uniform(0.2, 2.0, size=p) for _ in range(k)]
+    return np.array([h @ h.T / p for h in halves])
+
+
+def test_two_groups_reach_the_sdr_bound_on_random_problems():
+    # The relaxation is tight for two groups; from random starts MM stopped up to 62 % below it
+    # on 7 % of such problems (now it starts from the bound's dual eigenvectors).
+    rng = np.random.default_rng(2024)
+    for trial in range(40):
+        p = int(rng.integers(3, 13))
+        matrices = random_instance(rng, 2, p, rank_one=trial % 4 == 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            result = fit_projection(group_moments(matrices), int(rng.integers(1, p)), method="mm", random_state=trial)
+        assert result.certificate["relative_gap"] <= 1e-5, trial
+
+
+def test_rank_one_groups_do_not_break_newton():
+    # Newton on the dual cycled where A(μ) nearly loses rank, and the MM step then failed.
+    directions = np.array([[1.81, 0.27, 1.29, 0.81], [0.3, -0.18, -0.18, 0.05], [1.68, -0.95, 1.41, 0.19],
+                           [0.3, 0.14, -0.15, 1.01]])
+    cases = [np.array([np.outer(a, a) for a in directions])]
+    rng = np.random.default_rng(7)
+    cases += [random_instance(rng, int(rng.integers(3, 6)), int(rng.integers(3, 9)), rank_one=True) for _ in range(30)]
+    for matrices in cases:
+        r = max(1, matrices.shape[1] // 2)
+        result = fit_projection(group_moments(matrices), r, method="mm", random_state=0)
+        assert result.converged
+        assert result.certificate["lower_bound"] <= result.certificate["upper_bound"] * (1 + 1e-9)
+        np.testing.assert_allclose(result.certificate["lower_bound"], min_variance(matrices, result.components),
+                                   rtol=1e-9)
+
+
+def test_max_iter_is_reported():
+    matrices = random_matrices(3, 8, 3)
+    with pytest.warns(ConvergenceWarning, match="max_iter=1"):
+        result = fit_projection(group_moments(matrices), 3, method="mm", max_iter=1, n_restarts=1, tol=1e-12)
+    assert result.status == "max_iter" and not result.converged and result.n_iter == 1
