@@ -53,6 +53,7 @@ import pandas as pd  # noqa: E402
 
 from fairpca_dist import ConvergenceWarning, GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
+from fairpca_dist.datasets import outlier_groups  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -71,13 +72,7 @@ def provenance() -> str:
 
 def experiment(seed: int, alpha: float, spread: float) -> dict:
     """tests/solvers/test_mm_robust.py::outlier_experiment, all methods on the same draws."""
-    rng = np.random.default_rng(seed)
-    roots = [spread * rng.normal(size=(P, P)) for _ in range(2)]
-    labels = np.repeat([0, 1], N // 2)
-    clean = np.concatenate([rng.normal(size=(N // 2, P)) @ root.T for root in roots])
-    dirty = clean.copy()
-    rows = rng.choice(N, size=N // 10, replace=False)
-    dirty[rows] = alpha + rng.normal(size=(rows.size, P))
+    clean, dirty, labels = outlier_groups(seed, alpha, spread=spread, n_features=P, n_rows=N)
 
     def fit(x: np.ndarray, method: str, **options) -> object:
         moments = GroupMoments.from_arrays(x, labels)

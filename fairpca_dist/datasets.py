@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from fairpca_dist.exceptions import InputError
 
-__all__ = ["load_diabetes_table", "synthetic_group_table", "write_synthetic_parquet"]
+__all__ = ["load_diabetes_table", "synthetic_group_table", "write_synthetic_parquet", "outlier_groups"]
 
 
 def load_diabetes_table() -> pd.DataFrame:
@@ -93,3 +93,26 @@ def write_synthetic_parquet(
         )
         pq.write_table(pa.Table.from_pandas(part, preserve_index=False), folder / f"part-{index:05d}.parquet")
     return folder
+
+
+def outlier_groups(
+    seed: int,
+    alpha: float,
+    *,
+    spread: float = 2.0,
+    n_features: int = 10,
+    n_rows: int = 100,
+    share: float = 0.1,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Babu, Stoica & Saini's §5.4 outlier data (spec §A.8), with what the paper leaves open
+    fixed here: two groups of ``n_rows / 2`` rows y = R_g^{1/2} e, e ~ N(0, I), R_g^{1/2} with
+    N(0, spread²) entries; ``share`` of all rows, chosen at random, replaced by outliers
+    α·1 + N(0, I). Returns ``(clean, contaminated, labels)`` (labels 0 and 1)."""
+    rng = np.random.default_rng(seed)
+    roots = [spread * rng.normal(size=(n_features, n_features)) for _ in range(2)]
+    labels = np.repeat([0, 1], n_rows // 2)
+    clean = np.concatenate([rng.normal(size=(n_rows // 2, n_features)) @ root.T for root in roots])
+    contaminated = clean.copy()
+    rows = rng.choice(n_rows, size=int(round(share * n_rows)), replace=False)
+    contaminated[rows] = alpha + rng.normal(size=(rows.size, n_features))
+    return clean, contaminated, labels
