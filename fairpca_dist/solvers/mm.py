@@ -781,6 +781,9 @@ def solve_mm(
 
     Parameters
     ----------
+    center : {"group", "global", "origin"}
+        Which second moments the R_k are: about each group's mean (default), the global mean
+        (the paper's) or the origin.
     normalize : {"mean", "sum"}
         R_k per row (C_k / n_k, default) or summed over the group's rows (paper; E1).
     inner : {"auto", "newton", "qp", "line", "sdp"}
@@ -905,9 +908,10 @@ def solve_mm_sparse(
     group along any direction. ``penalty`` is therefore unit free: the solution does not change
     when every R_k is multiplied by c > 0 (feature units), nor, with ``normalize="mean"``, when
     groups grow by duplicating rows. ``penalty > 2`` always gives V = 0 (the surrogate's linear
-    terms satisfy 2|⟨A_k, V⟩| ≤ 2ρ‖V‖₁). The absolute λ is reported as ``penalty_absolute``
-    (the paper's λ when ``normalize="sum"``: the paper's λ with equal groups of n_k rows is
-    ``penalty_absolute / n_k`` in per-row units).
+    terms satisfy 2|⟨A_k, V⟩| ≤ 2ρ‖V‖₁). The absolute λ, in the units of R_k, is reported as
+    ``penalty_absolute``; with ``normalize="sum"`` it is the paper's λ. The penalty is not free
+    of the dimensions: ‖V‖₁ grows like r√p while the variance term is at most r, so one
+    ``penalty`` sparsifies more at large p.
 
     The paper claims (§4.1, abstract) that the surrogate maximiser is orthonormal at every
     iteration. That holds only while A(μ*) + (λ/2)B* has full column rank; for larger λ the
