@@ -3,8 +3,9 @@
     .venv/bin/python benchmarks/outliers_mm_robust.py [--seeds 20] [--alphas 0 2 5 10 20]
         [--spreads 0.316 1 2 3 5]                                     (~5-15 min)
 
-Recipe: ``outlier_experiment`` of tests/solvers/test_mm_robust.py, repeated here with the same
-random draws (so spread = 2 reproduces the test), with what the paper leaves open fixed there:
+Recipe: ``fairpca_dist.datasets.outlier_groups``, the data of the test's ``outlier_experiment``
+in tests/solvers/test_mm_robust.py (spread = 2 reproduces the test), with what the paper leaves
+open fixed there:
 p = 10, N = 100, K = 2 groups of 50 rows, r = 4; y = R_k^{1/2} e, e ~ N(0, I_p), R_k^{1/2} with
 i.i.d. N(0, spread²) entries ("spread" = std of the entries of R_k^{1/2}); 10 % of all rows (10,
 chosen at random across both groups) *replaced* by outliers α·1 + N(0, I_p); centring by the
@@ -71,8 +72,9 @@ def provenance() -> str:
 
 
 def experiment(seed: int, alpha: float, spread: float) -> dict:
-    """tests/solvers/test_mm_robust.py::outlier_experiment, all methods on the same draws."""
+    """``fairpca_dist.datasets.outlier_groups`` (the recipe the test uses), all methods on the same draws."""
     clean, dirty, labels = outlier_groups(seed, alpha, spread=spread, n_features=P, n_rows=N)
+    rows = np.flatnonzero((dirty != clean).any(axis=1))  # the replaced rows
 
     def fit(x: np.ndarray, method: str, **options) -> object:
         moments = GroupMoments.from_arrays(x, labels)
@@ -175,8 +177,8 @@ def plot(table: pd.DataFrame, spreads: list[float]) -> None:
 def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: float, loads) -> None:
     lines = ["# mm-robust vs mm under outliers (Babu et al. §5.4, Fig. 5b)", "",
              f"`.venv/bin/python benchmarks/outliers_mm_robust.py --seeds {args.seeds}` ({prov}); {seconds:.0f} s, "
-             f"load average {loads[0]:.2f} → {loads[1]:.2f}. Recipe: tests/solvers/test_mm_robust.py "
-             f"`outlier_experiment` (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
+             f"load average {loads[0]:.2f} → {loads[1]:.2f}. Recipe: "
+             f"`fairpca_dist.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
              "N(0, spread²), 10 rows replaced by α·1 + N(0, I), global centring). Error (45) ∈ [0, √2 ≈ 1.41] "
              "against `mm` on the clean rows. Cells: mean ± std over the seeds. Δ = paired mm − mm-robust "
              "(positive: mm-robust better), ± 2 standard errors; 'claim' = the paper's claim (mm-robust lower "
