@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.exceptions import GroupError, SchemaError
+from fairpca_dist.moments import block_rows
 
 __all__ = ["DataPasses", "L1Sums", "l1_block_sums", "ArrayPasses"]
 
@@ -79,25 +80,47 @@ def l1_block_sums(
 ) -> L1Sums:
     """:class:`L1Sums` of a block of rows ``x`` (original units) whose group is
     ``groups[codes[i]]``: y = x / scale − centers[group], z = Vᵀy, B += y sgn(z)ᵀ w, h += w‖z‖₁.
-    sgn(0) = 0, as the minorizer |z| ≥ z·sgn(z_t) allows (spec §A.5)."""
-    sums = L1Sums.zeros(groups, x.shape[1], components.shape[1])
-    for code, label in enumerate(groups):
-        mask = codes == code
-        if not mask.any():
-            continue
-        if label not in centers:
-            raise GroupError(f"group {label!r} of the rows is not one of the fitted groups {tuple(centers)}")
-        y = x[mask] / scale - centers[label]
-        z = y @ components
+    sgn(0) = 0, as the minorizer |z| ≥ z·sgn(z_t) allows (spec §A.5).
+
+    No gather per group: with a reference point c₀ (the first centre present) and
+    d_g = c_g − c₀, each cache-sized sub-block of rows is shifted once, x₀ = x / scale − c₀
+    (large common offsets cancel here, as in the moments pass), and
+
+        z = x₀V − (d V)[group],   B_g += x₀ᵀ S_g − d_g (1ᵀS_g),   h_g = tr(VᵀB_g),
+
+    where S_g holds the (weighted) signs of group g's rows and zeros elsewhere, so one
+    p × (k·r) product x₀ᵀ[S_1 … S_k] serves every group; h needs no sum of its own because
+    w‖z‖₁ = w sgn(z)ᵀVᵀy.
+    """
+    k, p, r = len(groups), x.shape[1], components.shape[1]
+    present = np.flatnonzero(np.bincount(codes, minlength=k))
+    for code in present:
+        if groups[code] not in centers:
+            raise GroupError(f"group {groups[code]!r} of the rows is not one of the fitted groups {tuple(centers)}")
+    if present.size == 0:
+        return L1Sums.zeros(groups, p, r)
+    offsets = np.zeros((k, p))
+    offsets[present] = [centers[groups[code]] for code in present]
+    reference = offsets[present[0]].copy()
+    offsets[present] -= reference
+    projected_offsets = offsets @ components
+    products = np.zeros((p, k * r))
+    sign_sums = np.zeros(k * r)
+    step = block_rows(p)
+    for begin in range(0, x.shape[0], step):
+        shifted = np.divide(x[begin : begin + step], scale)
+        shifted -= reference
+        member = codes[begin : begin + step, None] == np.arange(k)  # one-hot group membership
+        z = shifted @ components
+        z -= member @ projected_offsets
         signs = np.sign(z)
-        absolute = np.abs(z)
         if weights is not None:
-            w = weights[mask]
-            signs *= w[:, None]
-            absolute *= w[:, None]
-        sums.b[code] = y.T @ signs
-        sums.h[code] = absolute.sum()
-    return sums
+            signs *= weights[begin : begin + step, None]
+        spread = (member[:, :, None] * signs[:, None, :]).reshape(-1, k * r)  # [S_1 … S_k]
+        products += shifted.T @ spread
+        sign_sums += spread.sum(axis=0)
+    b = products.reshape(p, k, r).transpose(1, 0, 2) - offsets[:, :, None] * sign_sums.reshape(k, 1, r)
+    return L1Sums(tuple(groups), b, np.einsum("kpr,pr->k", b, components))
 
 
 @runtime_checkable

@@ -60,7 +60,7 @@ def sorted_labels(labels: Sequence[Hashable]) -> tuple[Hashable, ...]:
 _MAX_SCAN_GROUPS = 16
 
 
-def _block_rows(n_features: int) -> int:
+def block_rows(n_features: int) -> int:
     """Rows per sub-block: ~400 KB of float64 stays in L2 cache while it is shifted, summed
     and fed to BLAS (1024 rows at p = 50 measured fastest, between 256 and 16384)."""
     return int(np.clip(409_600 // (8 * max(n_features, 1)), 256, 65536))
@@ -95,7 +95,7 @@ def _group_statistics(
     ``_CANCELLATION_LIMIT``; c = 0 otherwise) and accumulated as G = Σ w (x−c)(x−c)ᵀ and
     s = Σ w (x−c); then μ = c + s/w and S = G − s sᵀ / w.
     """
-    step = _block_rows(x.shape[1])
+    step = block_rows(x.shape[1])
     first = _gather(x, _sub_block(rows, 0, step))
     mean = first.mean(axis=0)
     shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
