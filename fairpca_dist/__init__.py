@@ -5,8 +5,10 @@ run on those p×p statistics (:func:`fit_projection`); :class:`FairPCA` wraps bo
 scikit-learn transformer.
 """
 
+from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.exceptions import (
     ConvergenceWarning,
+    ModelWarning,
     FairPCAError,
     GroupError,
     InputError,
@@ -33,6 +35,8 @@ def __getattr__(name: str):  # noqa: ANN202 - module attribute hook (PEP 562)
 __all__ = [
     "FairPCA",
     "GroupMoments",
+    "CellMoments",
+    "HashCells",
     "FairProjection",
     "compute_moments",
     "fit_projection",
@@ -46,5 +50,6 @@ __all__ = [
     "ReadError",
     "SolverError",
     "ConvergenceWarning",
+    "ModelWarning",
     "__version__",
 ]

@@ -15,6 +15,7 @@ __all__ = [
     "ReadError",
     "SolverError",
     "ConvergenceWarning",
+    "ModelWarning",
 ]
 
 
@@ -46,3 +47,8 @@ class SolverError(FairPCAError, RuntimeError):
 
 class ConvergenceWarning(UserWarning):
     """A solver stopped before meeting its tolerance; also recorded as ``converged=False``."""
+
+
+class ModelWarning(UserWarning):
+    """The data violate a premise of the method as published (e.g. the conditions of a
+    closed form); the fit goes on with what is right and says which premise failed."""

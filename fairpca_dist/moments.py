@@ -338,7 +338,12 @@ class GroupMoments:
                 for m in (self, other)
                 if g in m.groups
                 for j in [m.groups.index(g)]
+                # A group without rows on one side (a cell that lacks it, see cells.py) adds
+                # nothing; its zero origin must not become the reference of the merged mean.
+                if m.count[j] > 0
             ]
+            if not sides:
+                continue
             if len(sides) == 1:
                 count[i], weight[i], origin[i], mean_offset[i], scatter[i] = sides[0]
                 continue
@@ -506,6 +511,8 @@ class GroupMoments:
         """Read what :meth:`save` wrote."""
         with np.load(path, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
+            if "kind" in header:
+                raise InputError(f"{path}: holds {header['kind']!r}, not GroupMoments (CellMoments.load reads cells)")
             if header.get("format_version") != _FORMAT_VERSION:
                 raise InputError(f"{path}: unsupported moments format {header.get('format_version')!r}")
             return cls(

@@ -4,6 +4,8 @@
 merges the partial statistics in a tree of fan-in ``split_every`` (dask's chunk / combine /
 aggregate pattern, with Chan's exact merge as the combine). Only (k, p, p) statistics travel
 between tasks, so memory per worker is bounded by one partition whatever the table size.
+With ``cells``, the same kernel runs on (cell, group) pair codes and the statistics stay
+per cell (:class:`~fairpca_dist.cells.CellMoments`, (n_cells, k, p, p) numbers).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import functools
 import operator
 import sys
 from collections.abc import Hashable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import dask
@@ -20,6 +23,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import ThreadpoolController
 
+from fairpca_dist.cells import CellMoments, HashCells, pair_codes
 from fairpca_dist.datapasses import L1Sums, l1_block_sums
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
@@ -57,6 +61,14 @@ def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str]) 
     if not finite:
         check_finite(x, features, chunk.partition)
     return moments
+
+
+def _chunk_cell_moments(chunk: Chunk, features: Sequence[str], assignment: str | HashCells | None) -> CellMoments:
+    """Statistics of one partition per cell and group: the kernel of :func:`_chunk_moments`
+    on the pair codes cell·k + group, split into cells afterwards (one pass over the rows)."""
+    k = len(chunk.groups)
+    pairs = replace(chunk, codes=pair_codes(chunk.cell_codes, chunk.codes, k), groups=range(len(chunk.cells) * k))
+    return CellMoments.from_pairs(_chunk_moments(pairs, features), chunk.cells, chunk.groups, assignment=assignment)
 
 
 def _merge(*parts: GroupMoments) -> GroupMoments:
@@ -140,7 +152,8 @@ def compute_moments(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
-) -> GroupMoments:
+    cells: str | HashCells | Any = None,
+) -> GroupMoments | CellMoments:
     """Per-group count, mean and centred scatter of a table, in one dask pass.
 
     Parameters
@@ -160,11 +173,20 @@ def compute_moments(
         Every group must have at least this many rows (:class:`GroupError` otherwise).
     progress : bool
         Show a progress bar while the pass runs.
+    cells : None, str, HashCells or array-like
+        Keep the statistics per cell as well (same single pass), so that every split and fold
+        made of cells needs no further pass (:mod:`fairpca_dist.cells`): the column holding each
+        row's cell label, a :class:`~fairpca_dist.cells.HashCells` (cells from a seeded hash of
+        key columns; no split column needed), or one label per row for in-memory input. A
+        missing cell label or key value raises :class:`InputError` naming the column and the
+        partition.
 
     Returns
     -------
-    GroupMoments
-        float64 statistics, groups in sorted order.
+    GroupMoments, or CellMoments when ``cells`` is given
+        float64 statistics, groups (and cells) in sorted order; with hash cells every cell
+        0 … n_cells−1 is present, even one that drew no rows. ``min_group_size`` is checked on
+        all rows; :meth:`CellMoments.union` checks each split.
     """
     _check_split_every(split_every)
     if sensitive_feature is None:
@@ -179,9 +201,19 @@ def compute_moments(
         feature_names=feature_names,
         chunk_rows=chunk_rows,
         read_options=read_options,
+        cells=cells,
     )
-    moments: GroupMoments = run_graph(_moments_graph(table, split_every), client=client, progress=progress, label="moments")
-    return moments.check_groups(min_group_size)
+    if cells is None:
+        graph = _moments_graph(table, split_every)
+        moments: GroupMoments = run_graph(graph, client=client, progress=progress, label="moments")
+        return moments.check_groups(min_group_size)
+    assignment = cells if isinstance(cells, (str, HashCells)) else None
+    graph = _tree_sum(table.map_chunks(_chunk_cell_moments, table.features, assignment), split_every)
+    by_cell: CellMoments = run_graph(graph, client=client, progress=progress, label="moments")
+    if isinstance(cells, HashCells):
+        by_cell = CellMoments(by_cell, feature_names=table.features, assignment=assignment, cells=range(cells.n_cells))
+    by_cell.total().check_groups(min_group_size)
+    return by_cell
 
 
 def compute_file_moments(

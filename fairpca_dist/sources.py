@@ -21,7 +21,7 @@ import glob
 import os
 import uuid
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.utils import funcname
 
+from fairpca_dist.cells import HashCells
 from fairpca_dist.exceptions import FairPCAError, GroupError, InputError, ReadError, SchemaError
 
 __all__ = [
@@ -61,6 +62,7 @@ DEFAULT_CHUNK_ROWS = 100_000
 PARQUET_PARTITION_BYTES = "64 MiB"
 SENSITIVE_COLUMN = "__sensitive__"
 WEIGHT_COLUMN = "__sample_weight__"
+CELL_COLUMN = "__cell__"
 
 
 TABLE_SUFFIXES = (".parquet", ".parq", ".pq", ".csv", ".tsv", ".txt", ".gz", ".bz2", ".zst", ".json")
@@ -80,7 +82,8 @@ class Partition:
 
 @dataclass(frozen=True)
 class Chunk:
-    """One partition: its feature rows, group ``codes`` into ``groups``, and weights.
+    """One partition: its feature rows, group ``codes`` into ``groups``, and weights; for a
+    table opened with ``cells``, also ``cell_codes`` into ``cells`` (labels of this partition).
 
     ``features`` stays as it came (a numpy block or the partition's feature columns);
     :meth:`rows` converts any row range to a C-ordered float64 array, so a consumer can
@@ -92,6 +95,8 @@ class Chunk:
     groups: tuple[Hashable, ...]
     weights: np.ndarray | None
     partition: Partition
+    cell_codes: np.ndarray | None = None
+    cells: tuple[Hashable, ...] = ()
 
     def __len__(self) -> int:
         return int(self.codes.shape[0])
@@ -123,6 +128,11 @@ class Table:
     Tables from files and DataFrames keep a dask DataFrame (``frame``); tables from numpy or
     dask arrays keep the arrays themselves (``rows``: features with one column chunk, then
     labels and optional weights with the same row chunks), so no DataFrame round trip is paid.
+
+    ``cells`` says how rows are assigned to cells (``None``: no cells): the column holding
+    the cell labels (:data:`CELL_COLUMN` for labels given per row; for arrays they are
+    ``cell_rows``, with the row chunks of ``rows``), or a :class:`~fairpca_dist.cells.HashCells`
+    whose key columns are resolved (feature names or :data:`SENSITIVE_COLUMN` for arrays).
     """
 
     features: tuple[str, ...]
@@ -131,6 +141,8 @@ class Table:
     keys: tuple[str, ...]
     frame: dd.DataFrame | None = None
     rows: tuple[da.Array, da.Array, da.Array | None] | None = None
+    cells: str | HashCells | None = None
+    cell_rows: da.Array | None = None
 
     @property
     def n_partitions(self) -> int:
@@ -138,8 +150,17 @@ class Table:
 
     @property
     def columns(self) -> list[str]:
-        """Every column the table uses: features, sensitive, key and weight columns."""
-        return list(dict.fromkeys([*self.features, *self.sensitive, *self.keys, *filter(None, [self.sample_weight])]))
+        """Every column the table uses: features, sensitive, key, weight and cell columns."""
+        return list(dict.fromkeys([
+            *self.features, *self.sensitive, *self.keys, *filter(None, [self.sample_weight]), *self.cell_columns,
+        ]))
+
+    @property
+    def cell_columns(self) -> tuple[str, ...]:
+        """The columns the cell of a row is read from (none without cells)."""
+        if isinstance(self.cells, HashCells):
+            return self.cells.key_columns
+        return () if self.cells is None else (self.cells,)
 
     def map_partitions(self, func: Callable[..., Any], *args: Any) -> list[Delayed]:
         """``func(part, partition, *args)`` on every partition of a DataFrame table (its
@@ -156,17 +177,23 @@ class Table:
         is processing, nothing more.
         """
         if self.frame is not None:
-            return self.map_partitions(_apply_to_frame_chunk, func, self.features, self.sensitive, self.sample_weight, args)
+            return self.map_partitions(
+                _apply_to_frame_chunk, func, self.features, self.sensitive, self.sample_weight, args, self.cells
+            )
         x, labels, weights = self.rows
         weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
+        cell_blocks = self.cell_rows.to_delayed().ravel() if self.cell_rows is not None else [None] * x.numblocks[0]
         # One token for the whole map and the arguments as one graph literal: tokenizing and
         # unpacking them per partition (50 feature names each) cost ~10 ms per 20 partitions.
-        prefix = f"{funcname(func)}-{tokenize(x.name, labels.name, None if weights is None else weights.name, func, args)}"
-        shared = dask.delayed(args, traverse=False, name=f"{prefix}-args")
+        names = [block.name if block is not None else None for block in (x, labels, weights, self.cell_rows)]
+        prefix = f"{funcname(func)}-{tokenize(*names, func, args, self.cells)}"
+        shared = dask.delayed((args, self.features, self.cells), traverse=False, name=f"{prefix}-args")
         apply = dask.delayed(_apply_to_array_chunk)
         return [
-            apply(func, xb, lb, wb, i, shared, dask_key_name=f"{prefix}-{i}")
-            for i, (xb, lb, wb) in enumerate(zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks))
+            apply(func, xb, lb, wb, cb, i, shared, dask_key_name=f"{prefix}-{i}")
+            for i, (xb, lb, wb, cb) in enumerate(
+                zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks, cell_blocks)
+            )
         ]
 
 
@@ -248,10 +275,15 @@ def _apply_to_array_chunk(
     x: np.ndarray,
     labels: np.ndarray,
     weights: np.ndarray | None,
+    cell_labels: np.ndarray | None,
     index: int,
-    args: tuple[Any, ...],
+    shared: tuple[tuple[Any, ...], tuple[str, ...], str | HashCells | None],
 ) -> Any:
-    return func(_array_chunk(x, labels, weights, Partition(index)), *args)
+    args, features, cells = shared
+    chunk = _array_chunk(x, labels, weights, Partition(index))
+    if cells is not None:
+        chunk = _with_cells(chunk, _array_cell_columns(x, labels, cell_labels, features, cells), cells)
+    return func(chunk, *args)
 
 
 def _apply_to_frame_chunk(
@@ -262,8 +294,9 @@ def _apply_to_frame_chunk(
     sensitive: Sequence[str],
     sample_weight: str | None,
     args: tuple[Any, ...],
+    cells: str | HashCells | None = None,
 ) -> Any:
-    return func(read_chunk(part, features, sensitive, sample_weight, partition), *args)
+    return func(read_chunk(part, features, sensitive, sample_weight, partition, cells=cells), *args)
 
 
 def _closest(name: object, candidates: Sequence[str]) -> str:
@@ -339,7 +372,7 @@ def _row_values(values: Any, name: str) -> Any:
     return array
 
 
-_ROLE = {SENSITIVE_COLUMN: "sensitive_features", WEIGHT_COLUMN: "sample_weight"}
+_ROLE = {SENSITIVE_COLUMN: "sensitive_features", WEIGHT_COLUMN: "sample_weight", CELL_COLUMN: "cells"}
 
 
 def _check_length(extra: dict[str, Any], n_rows: int) -> None:
@@ -361,7 +394,7 @@ def _as_frame(
         if extra:
             raise SchemaError(
                 "for a dask DataFrame or a path, pass sensitive_feature and sample_weight as "
-                "column names: an in-memory array cannot be aligned with its partitions"
+                "column names (cells too): an in-memory array cannot be aligned with its partitions"
             )
         return data
     if not isinstance(data, pd.DataFrame):
@@ -378,8 +411,8 @@ def _as_frame(
 
 def _as_rows(
     data: Any, extra: dict[str, Any], chunk_rows: int
-) -> tuple[da.Array, da.Array, da.Array | None]:
-    """Array input as aligned dask arrays: features (one column chunk), labels, weights."""
+) -> tuple[da.Array, da.Array, da.Array | None, da.Array | None]:
+    """Array input as aligned dask arrays: features (one column chunk), labels, weights, cells."""
     x = data if isinstance(data, da.Array) else _in_memory(np.asarray(data), chunk_rows)
     if x.ndim != 2:
         raise SchemaError(f"expected a 2-D array of rows, got shape {x.shape}")
@@ -394,7 +427,7 @@ def _as_rows(
         else _in_memory(np.asarray(values), x.chunks[0])
         for name, values in extra.items()
     }
-    return x, aligned[SENSITIVE_COLUMN], aligned.get(WEIGHT_COLUMN)
+    return x, aligned[SENSITIVE_COLUMN], aligned.get(WEIGHT_COLUMN), aligned.get(CELL_COLUMN)
 
 
 def _in_memory(values: np.ndarray, rows: int | tuple[int, ...]) -> da.Array:
@@ -475,6 +508,7 @@ def open_table(
     feature_names: Sequence[str] | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     read_options: dict[str, Any] | None = None,
+    cells: str | HashCells | Any = None,
 ) -> Table:
     """Open ``data`` as a :class:`Table` and check its schema (no rows are read).
 
@@ -503,6 +537,12 @@ def open_table(
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
         row groups per partition) unless either key is given.
+    cells : str, HashCells, array-like or None
+        How rows are assigned to cells (see :mod:`fairpca_dist.cells`): the column holding the
+        cell labels (never a feature, the sensitive or the weight column), a
+        :class:`~fairpca_dist.cells.HashCells` (its key columns leave the default feature set;
+        ``key_columns=()`` hashes every feature and sensitive column), or one label per row for
+        in-memory input.
     """
     if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
@@ -518,6 +558,9 @@ def open_table(
     if sample_weight is not None and weight is None:
         extra[WEIGHT_COLUMN] = _row_values(sample_weight, WEIGHT_COLUMN)
         weight = WEIGHT_COLUMN
+    if cells is not None and not isinstance(cells, (str, HashCells)):
+        extra[CELL_COLUMN] = _row_values(cells, CELL_COLUMN)
+        cells = CELL_COLUMN
     if _is_array(data):
         rows = _as_rows(data, extra, int(chunk_rows))
         names = _array_feature_names(rows[0].shape[1], feature_names)
@@ -530,7 +573,22 @@ def open_table(
         chosen = [c for c in chosen if c not in exclude]
         index = [names.index(c) for c in chosen]
         x = rows[0] if index == list(range(len(names))) else rows[0][:, index]
-        return Table(tuple(chosen), tuple(sensitive), weight, (), rows=(x, rows[1], rows[2]))
+        if isinstance(cells, str) and cells != CELL_COLUMN:
+            raise SchemaError(
+                f"array input has no cells column {cells!r}: pass one cell label per row (cells=array) "
+                "or HashCells over feature columns"
+            )
+        if isinstance(cells, HashCells):
+            for name in cells.key_columns:
+                if name not in chosen:
+                    raise SchemaError(
+                        f"HashCells key column {name!r} is not a feature of the array{_closest(name, chosen)} "
+                        f"(features: {chosen})"
+                    )
+            cells = _resolved_hash_cells(cells, chosen, sensitive)
+        return Table(
+            tuple(chosen), tuple(sensitive), weight, (), rows=(x, rows[1], rows[2]), cells=cells, cell_rows=rows[3]
+        )
     frame = _as_frame(data, extra, int(chunk_rows), dict(read_options or {}))
     origin = f" in {os.fspath(data)!r}" if isinstance(data, (str, os.PathLike)) else ""
     _require_columns(frame, sensitive, "sensitive feature", origin)
@@ -543,16 +601,25 @@ def open_table(
     _require_columns(frame, keys, "key", origin)
     _require_columns(frame, list(exclude), "excluded", origin)
     reserved = set(sensitive) | set(keys) | set(exclude) | ({weight} if weight else set())
+    if isinstance(cells, str):
+        _require_columns(frame, [cells], "cells", origin)
+        if cells in set(sensitive) | {weight}:
+            raise SchemaError(f"cells column {cells!r} is also the sensitive feature or sample_weight column")
+        reserved.add(cells)
+    elif isinstance(cells, HashCells):
+        _require_columns(frame, list(cells.key_columns), "HashCells key", origin)
     if features is None:
         chosen = [
             c for c in frame.columns
-            if c not in reserved and pd.api.types.is_numeric_dtype(frame[c].dtype)
+            if c not in reserved and c not in _hash_keys(cells) and pd.api.types.is_numeric_dtype(frame[c].dtype)
         ]
         if not chosen:
             raise SchemaError(f"no numeric feature columns found{origin} among {list(frame.columns)}")
     else:
         chosen = list(features)
         _require_columns(frame, chosen, "feature", origin)
+        if isinstance(cells, str) and cells in chosen:
+            raise SchemaError(f"column {cells!r} is used both as a feature and as the cells column")
         clash = [c for c in chosen if c in reserved]
         if clash:
             raise SchemaError(f"column(s) {clash} are used both as features and as sensitive/weight/key columns")
@@ -562,7 +629,22 @@ def open_table(
             dtype = frame[c].dtype
             if not pd.api.types.is_numeric_dtype(dtype):
                 raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype")
-    return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame)
+    if isinstance(cells, HashCells):
+        cells = _resolved_hash_cells(cells, chosen, sensitive)
+    return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame, cells=cells)
+
+
+def _hash_keys(cells: Any) -> tuple[str, ...]:
+    """Hash key columns (identifiers: out of the default features, allowed as listed ones)."""
+    return cells.key_columns if isinstance(cells, HashCells) else ()
+
+
+def _resolved_hash_cells(cells: HashCells, features: Sequence[str], sensitive: Sequence[str]) -> HashCells:
+    """``key_columns=()`` stands for every feature and sensitive column, each sorted by name (so
+    the order of ``features`` does not change the cells)."""
+    if cells.key_columns:
+        return cells
+    return replace(cells, key_columns=(*sorted(map(str, features)), *sorted(map(str, sensitive))))
 
 
 def _is_column_reference(value: Any) -> bool:
@@ -577,14 +659,49 @@ def read_chunk(
     sensitive: Sequence[str],
     sample_weight: str | None,
     partition: Partition,
+    *,
+    cells: str | HashCells | None = None,
 ) -> Chunk:
-    """One partition as a :class:`Chunk`; labels and weights are checked here, features by
-    the consumer of :meth:`Chunk.rows`."""
+    """One partition as a :class:`Chunk`; labels, weights and cells are checked here, features
+    by the consumer of :meth:`Chunk.rows`."""
     codes, groups = _group_codes(part, sensitive, partition)
     weights = None
     if sample_weight is not None:
         weights = _checked_weights(part[sample_weight].to_numpy(dtype=np.float64, na_value=np.nan), partition)
-    return Chunk(part[list(features)], codes, groups, weights, partition)
+    chunk = Chunk(part[list(features)], codes, groups, weights, partition)
+    if cells is None:
+        return chunk
+    return _with_cells(chunk, part[list(cells.key_columns if isinstance(cells, HashCells) else [cells])], cells)
+
+
+def _with_cells(chunk: Chunk, columns: pd.DataFrame, cells: str | HashCells) -> Chunk:
+    """``chunk`` with the cell of each row, read from ``columns`` (the hash key columns, or the
+    one column of cell labels)."""
+    if isinstance(cells, HashCells):
+        cell_codes = cells.assign(columns, where=f" in {chunk.partition}")
+        return replace(chunk, cell_codes=cell_codes, cells=tuple(range(cells.n_cells)))
+    labels = columns[cells]
+    missing = labels.isna()
+    if missing.any():
+        name = "cells" if cells == CELL_COLUMN else f"cells column {cells!r}"
+        raise InputError(
+            f"{name} has {int(missing.sum())} missing label(s) in {chunk.partition}; every row needs a cell"
+        )
+    cell_codes, cell_labels = _factorize(labels)
+    return replace(chunk, cell_codes=cell_codes, cells=cell_labels)
+
+
+def _array_cell_columns(
+    x: np.ndarray, labels: np.ndarray, cell_labels: np.ndarray | None, features: Sequence[str], cells: str | HashCells
+) -> pd.DataFrame:
+    """The columns of an array block that cells are read from, as :func:`_with_cells` wants them."""
+    if not isinstance(cells, HashCells):
+        return pd.DataFrame({cells: np.asarray(cell_labels)})
+    columns = {
+        name: np.asarray(labels) if name == SENSITIVE_COLUMN else np.asarray(x)[:, features.index(name)]
+        for name in cells.key_columns
+    }
+    return pd.DataFrame(columns)
 
 
 def _checked_weights(weights: np.ndarray, partition: Partition) -> np.ndarray:

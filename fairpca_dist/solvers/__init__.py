@@ -22,7 +22,7 @@ import numpy as np
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import eigopt, mm, pca, samadi
+from fairpca_dist.solvers import dro, eigopt, mm, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "FairProjection", "CENTERS"]
@@ -70,6 +70,10 @@ SOLVERS: dict[str, SolverSpec] = {
     "mm-sparse": SolverSpec(
         mm.solve_mm_sparse, False, _options_of(mm.solve_mm_sparse),
         "max-min group variance with an l1 sparsity penalty by MM (Babu, Stoica & Saini, Algorithm 3)",
+    ),
+    "dro": SolverSpec(
+        dro.solve_dro, False, _options_of(dro.solve_dro),
+        "distributionally robust fair PCA: worst case over Gelbrich balls, Riemannian descent (Vu et al., ICLR 2022)",
     ),
     "mm-robust": SolverSpec(
         mm.solve_mm_robust, True, _options_of(mm.solve_mm_robust),

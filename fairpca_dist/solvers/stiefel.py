@@ -2,7 +2,11 @@
 
 Every solver returns its components as such a V (or, for Samadi et al.'s rank-relaxed
 output, a p×r' map built from one); the helpers here give them one sign convention and one
-orthonormality check.
+orthonormality check. The Riemannian pieces (embedded metric; Absil, Mahony & Sepulchre 2008,
+§4.1 and Edelman, Arias & Smith 1998 for the geodesic) serve the descent methods (``dro``):
+:func:`tangent_projection` (which is also the Riemannian gradient of a Euclidean gradient),
+the retractions :func:`qr_retraction` and :func:`polar`, the exact :func:`geodesic`, and
+:func:`orthonormality_error`. Each works on one matrix or a stack (..., p, r).
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ __all__ = [
     "polar",
     "random_orthonormal",
     "largest_eigenvalue",
+    "qr_retraction",
+    "tangent_projection",
+    "geodesic",
+    "orthonormality_error",
 ]
 
 
@@ -96,3 +104,54 @@ def largest_eigenvalue(matrix: np.ndarray) -> float:
     if p <= 200:
         return float(scipy.linalg.eigvalsh(matrix, subset_by_index=(p - 1, p - 1))[0])
     return float(scipy.sparse.linalg.eigsh(matrix, k=1, which="LA", return_eigenvectors=False, tol=1e-10)[0])
+
+
+def qr_retraction(matrix: np.ndarray) -> np.ndarray:
+    """The Q factor of the thin QR of a p × r matrix (or a stack) with diag(R) > 0: the QR
+    retraction R_V(Δ) = qf(V + Δ) (Absil et al. (4.8)).
+
+    Computed as X L⁻ᵀ with L the Cholesky factor of XᵀX (the same Q: R = Lᵀ is the unique
+    QR factor with a positive diagonal), which for a stack of small r costs a few batched
+    r × r operations where Householder QR loops in Python (~8× slower on 21 × (22 × 3)). Its
+    orthonormality error is ~ε·κ(X)², and X = V + Δ near the manifold has κ ≈ 1; when XᵀX is
+    not numerically positive definite (κ(X) ≳ 10⁷), or the result is off by more than 10⁻¹²,
+    Householder QR is used instead."""
+    gram = np.swapaxes(matrix, -1, -2) @ matrix
+    try:
+        lower = np.linalg.cholesky(gram)
+        q = matrix @ np.swapaxes(np.linalg.inv(lower), -1, -2)
+        if orthonormality_error(q) <= 1e-12:
+            return q
+    except np.linalg.LinAlgError:
+        pass
+    q, r = np.linalg.qr(matrix)
+    signs = np.where(np.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0)
+    return q * signs[..., None, :]
+
+
+def tangent_projection(point: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """Orthogonal projection of D onto the tangent space at V, D − V sym(VᵀD) (embedded
+    metric). Applied to a Euclidean gradient it gives the Riemannian gradient."""
+    inner = np.swapaxes(point, -1, -2) @ direction
+    return direction - point @ ((inner + np.swapaxes(inner, -1, -2)) / 2.0)
+
+
+def geodesic(point: np.ndarray, direction: np.ndarray, t: float) -> np.ndarray:
+    """The geodesic from V with initial velocity Δ at time t, for horizontal Δ (VᵀΔ = 0, as
+    every gradient of a function of VVᵀ is): with the thin SVD Δ = QΣWᵀ,
+    V(t) = V W cos(tΣ) Wᵀ + Q sin(tΣ) Wᵀ (Edelman et al. 1998, Thm 2.3; the same curve is the
+    Grassmann geodesic of span V). The formula stays on the manifold only as far as VᵀV = I
+    and VᵀΔ = 0 hold; iterated, its rounding errors grow (10⁻⁵ after 40 steps, O(1) after
+    80 on St(22, 19)), so the result is re-orthonormalised (:func:`qr_retraction`), which moves
+    it by the rounding error only."""
+    q, sigma, wt = np.linalg.svd(direction, full_matrices=False)
+    w = np.swapaxes(wt, -1, -2)
+    angle = t * sigma[..., None, :]
+    moved = (point @ w) * np.cos(angle) + q * np.sin(angle)
+    return qr_retraction(moved @ wt)
+
+
+def orthonormality_error(matrix: np.ndarray) -> float:
+    """max |VᵀV − I| over the entries (and over a stack)."""
+    gram = np.swapaxes(matrix, -1, -2) @ matrix
+    return float(np.abs(gram - np.eye(gram.shape[-1])).max()) if gram.size else 0.0

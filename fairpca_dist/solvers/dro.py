@@ -1,0 +1,361 @@
+"""Distributionally robust fairness-aware PCA (Vu, Tran, Yue & Nguyen, ICLR 2022; seeds/003).
+
+Problem (paper (4), §3; spec/seeds-002-003.md §B.2–B.3, B.6). With M_b the second moment of
+group b about its centre (the paper's M̂_b: ``center="global"``), p̂_b its share of the
+rows and L_b(V) = ⟨I − VVᵀ, M_b⟩ its mean reconstruction error, minimise over orthonormal
+p × r V the worst case, over each group's distribution moving within a Gelbrich (2-Wasserstein
+between moments) ball of squared radius ε_b = α/√N_b, of
+
+    E[ℓ(V, X)] + λ · max_{a,a'} |E[ℓ | A = a] − E[ℓ | A = a']|.
+
+The ambiguity set fixes the group shares and the conditionals move independently, so with
+υ_b = p̂_b + λ[b = a] − λ[b = a'] (one piece per ordered pair a ≠ a')
+
+    F(V) = max_{a ≠ a'} Σ_b φ(υ_b, L_b(V), ε_b),
+
+    φ(υ, L, ε) = υ(√L + √ε)²                 υ ≥ 0
+               = υ · max(√L − √ε, 0)²        υ < 0          (Prop. 3.3, exact)
+
+This is the **exact** objective (spec F_exact; for two groups the paper's J_0, J_1). Where the
+paper is wrong, and what this module does (spec §B.10):
+
+* Theorem 3.2's closed form (6b), φ = υL + υε + 2|υ|√(εL), equals φ only where υ ≥ 0 or
+  L ≥ ε; the theorem's conditions ((i) λ ≤ p̂_b or (ii) the p − r smallest eigenvalues of M_b
+  sum to ≥ ε_b, for every group b) guarantee that for every V. ``objective="exact"`` (default)
+  always minimises F; the result says whether the conditions held (``certificate
+  ["conditions_hold"]``, ``options["formula"]``: "6b" when F equals (6b) everywhere, else
+  "exact") and a :class:`~fairpca_dist.exceptions.ModelWarning` names the failing groups.
+  ``objective="paper"`` minimises (6b) anyway, for comparison. (The authors' code instead
+  clips λ to min p̂ when the conditions fail: benchmarks/baselines/dro_authors.py.)
+* E2: C_a = (p̂_a + λ)M_a + (p̂_a' − λ)M_a' is indefinite once λ > p̂_a', so F is not convex
+  in U and Theorem 4.3 does not apply; the method is still a descent heuristic with restarts.
+* E4: the multi-group Theorem B.2 drops Σ_b p̂_b(L_b + ε_b), which depends on V; the pieces
+  above keep it (for two groups they are (6a)/(6b) exactly).
+* E6: subgradient descent is not monotone and the paper returns the last iterate; here each
+  start keeps its best iterate (``output="best"``, default), ``output="last"`` is the paper's.
+* (8): the paper's incremental polar retraction (U + Δ)(I + ΔᵀΔ)^{-1/2} assumes UᵀU = I and
+  UᵀΔ = 0 exactly and drifts off the manifold when iterated; ``retraction="polar"`` is the
+  polar factor of U + Δ by SVD (equal in exact arithmetic), ``"qr"`` the paper's default, and
+  ``"geodesic"`` the exact geodesic step (the paper's title says geodesic; its algorithm does not).
+
+Algorithm (paper Algorithm 1, §4): Riemannian subgradient descent with the constant step
+γ = 1/√(n_iter + 1) on the gradient of the active piece,
+∂F/∂L_b = dφ/dL (υ_b, L_b, ε_b) = υ_b(1 ± √(ε_b/L_b)) (0 where υ_b < 0 and L_b < ε_b).
+``form="U"`` is the paper's parametrisation by the orthonormal complement U ∈ St(p, p − r),
+L_b = ⟨UUᵀ, M_b⟩, gradient (I − UUᵀ) Σ_b 2 ∂F/∂L_b M_bU; ``form="V"`` (default) works on
+V ∈ St(p, r) with gradient −(I − VVᵀ) Σ_b 2 ∂F/∂L_b M_bV. Both move span V along the same
+Grassmann gradient with the same length (‖VᵀSU‖_F), so they differ at second order only; V
+costs O(p²r) per step instead of O(p²(p − r)). Starts: the PCA complement (top-r eigenvectors
+of Σ_b p̂_b M_b) and ``n_restarts`` random orthonormal ones (paper: 20), all iterated at once
+as one stack; the start with the smallest kept objective wins.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from dataclasses import dataclass
+from itertools import permutations
+from typing import Any, Literal
+
+import numpy as np
+
+from fairpca_dist.exceptions import InputError, ModelWarning
+from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers.result import FairProjection, make_projection
+from fairpca_dist.solvers.stiefel import (
+    fix_signs,
+    geodesic,
+    polar,
+    qr_retraction,
+    random_orthonormal,
+    tangent_projection,
+    top_eigenvectors,
+)
+
+__all__ = ["worst_case", "worst_case_slope", "DROProblem", "solve_dro", "RETRACTIONS", "FORMS"]
+
+Retraction = Literal["qr", "polar", "geodesic"]
+Form = Literal["V", "U"]
+RETRACTIONS = ("qr", "polar", "geodesic")
+FORMS = ("V", "U")
+OUTPUTS = ("best", "last")
+OBJECTIVES = ("exact", "paper")
+
+_LOSS_FLOOR = 1e-300  # L_b below this counts as 0 in √(ε/L) (no 0/0)
+
+
+def worst_case(upsilon: Any, loss: Any, radius: Any) -> np.ndarray:
+    """φ(υ, L, ε) = sup of υ·E_Q[ℓ] over the Gelbrich ball of squared radius ε around a group
+    whose mean error is L (Prop. 3.3): υ(√L + √ε)² for υ ≥ 0, υ·max(√L − √ε, 0)² for υ < 0.
+    Broadcasts."""
+    upsilon, loss, radius = (np.asarray(a, dtype=np.float64) for a in (upsilon, loss, radius))
+    root_loss, root_radius = np.sqrt(np.maximum(loss, 0.0)), np.sqrt(radius)
+    return np.where(
+        upsilon >= 0, upsilon * (root_loss + root_radius) ** 2, upsilon * np.maximum(root_loss - root_radius, 0.0) ** 2
+    )
+
+
+def worst_case_slope(upsilon: Any, loss: Any, radius: Any) -> np.ndarray:
+    """dφ/dL: υ(1 + √(ε/L)) for υ ≥ 0, υ(1 − √(ε/L)) for υ < 0 and L ≥ ε, else 0. Broadcasts."""
+    upsilon, loss, radius = (np.asarray(a, dtype=np.float64) for a in (upsilon, loss, radius))
+    ratio = np.sqrt(radius / np.maximum(loss, _LOSS_FLOOR))
+    return np.where(upsilon >= 0, upsilon * (1.0 + ratio), np.where(loss >= radius, upsilon * (1.0 - ratio), 0.0))
+
+
+def _paper_piece(upsilon: np.ndarray, loss: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    """(6b)'s term υL + υε + 2|υ|√(εL): φ wherever υ ≥ 0 or L ≥ ε (Theorem 3.2)."""
+    return upsilon * (loss + radius) + 2.0 * np.abs(upsilon) * np.sqrt(radius * np.maximum(loss, 0.0))
+
+
+def _paper_slope(upsilon: np.ndarray, loss: np.ndarray, radius: np.ndarray) -> np.ndarray:
+    return upsilon + np.abs(upsilon) * np.sqrt(radius / np.maximum(loss, _LOSS_FLOOR))
+
+
+@dataclass(frozen=True)
+class DROProblem:
+    """The data of the DRO objective: ``second`` (m, p, p) = M_b, ``shares`` (m,) = p̂_b,
+    ``radii`` (m,) = ε_b, ``lam`` = λ. Methods take one V (p, r) or a stack (s, p, r)."""
+
+    second: np.ndarray
+    shares: np.ndarray
+    radii: np.ndarray
+    lam: float
+
+    @classmethod
+    def from_moments(cls, moments: GroupMoments, *, alpha: float, lam: float, center: Center = "global") -> DROProblem:
+        """M_b = second moment about ``center`` per unit weight, p̂_b = weight share,
+        ε_b = α/√N_b with N_b the group's row count (paper §5)."""
+        weight = np.asarray(moments.weight, dtype=np.float64)
+        return cls(
+            second=moments.covariance(center),
+            shares=weight / weight.sum(),
+            radii=alpha / np.sqrt(np.asarray(moments.count, dtype=np.float64)),
+            lam=float(lam),
+        )
+
+    @functools.cached_property
+    def upsilons(self) -> np.ndarray:
+        """(P, m): υ_b for each ordered pair (a, a'), a ≠ a' — the pieces of the max."""
+        m = self.shares.size
+        pairs = list(permutations(range(m), 2))
+        out = np.tile(self.shares, (len(pairs), 1))
+        for row, (a, b) in enumerate(pairs):
+            out[row, a] += self.lam
+            out[row, b] -= self.lam
+        return out
+
+    def losses(self, components: np.ndarray) -> np.ndarray:
+        """L_b(V) = tr M_b − tr(VᵀM_bV), shape (..., m)."""
+        projected = np.einsum("...pr,bpq,...qr->...b", components, self.second, components)
+        return np.trace(self.second, axis1=1, axis2=2) - projected
+
+    def pieces(self, losses: np.ndarray, objective: str = "exact") -> np.ndarray:
+        """Value of every piece, shape (..., P), from the losses (..., m)."""
+        term = worst_case if objective == "exact" else _paper_piece
+        return term(self.upsilons, losses[..., None, :], self.radii).sum(axis=-1)
+
+    def value(self, components: np.ndarray) -> np.ndarray | float:
+        """F_exact(V), the worst-case objective."""
+        out = self.pieces(self.losses(components)).max(axis=-1)
+        return float(out) if out.ndim == 0 else out
+
+    def paper_value(self, components: np.ndarray) -> np.ndarray | float:
+        """(6b) / the corrected B.6 closed form: equal to F_exact where :meth:`conditions` hold."""
+        out = self.pieces(self.losses(components), "paper").max(axis=-1)
+        return float(out) if out.ndim == 0 else out
+
+    def conditions(self, n_components: int) -> np.ndarray:
+        """Theorem 3.2 per group: (i) 0 ≤ λ ≤ p̂_b or (ii) the p − r smallest eigenvalues of M_b
+        sum to at least ε_b (then L_b(V) ≥ ε_b for every V, by Ky Fan)."""
+        p = self.second.shape[1]
+        tails = np.array([np.linalg.eigvalsh(m)[: p - n_components].sum() for m in self.second])
+        return (self.lam <= self.shares) | (tails >= self.radii)
+
+    def slopes(self, losses: np.ndarray, objective: str = "exact") -> tuple[np.ndarray, np.ndarray]:
+        """(F, ∂F/∂L_b of the active piece): shapes (...,) and (..., m)."""
+        pieces = self.pieces(losses, objective)
+        active = np.argmax(pieces, axis=-1)
+        slope = (worst_case_slope if objective == "exact" else _paper_slope)(self.upsilons[active], losses, self.radii)
+        return pieces.max(axis=-1), slope
+
+    def gradient(self, components: np.ndarray, objective: str = "exact") -> np.ndarray:
+        """Riemannian gradient of F at V (V-parametrisation): −(I − VVᵀ) Σ_b 2 ∂F/∂L_b M_bV."""
+        _, slope = self.slopes(self.losses(components), objective)
+        euclidean = -2.0 * np.einsum("...b,bpq,...qr->...pr", slope, self.second, components)
+        return tangent_projection(components, euclidean)
+
+
+def _retract(kind: str, point: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """Move from ``point`` by the tangent ``step``."""
+    if kind == "qr":
+        return qr_retraction(point + step)
+    if kind == "polar":
+        return polar(point + step)[0]
+    return geodesic(point, step, 1.0)
+
+
+def _complement(components: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the orthogonal complement of span V, for each V of a stack."""
+    p, r = components.shape[-2:]
+    full = np.linalg.svd(components, full_matrices=True)[0]
+    return full[..., :, r:p]
+
+
+def _check_options(alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retraction: Any, form: Any, output: Any,
+                   objective: Any) -> None:
+    for name, value in (("alpha", alpha), ("lam", lam)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not np.isfinite(value) or value < 0:
+            raise InputError(f"{name} must be a non-negative number, got {value!r}")
+    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
+        raise InputError(f"n_iter must be a positive integer, got {n_iter!r}")
+    if isinstance(n_restarts, bool) or not isinstance(n_restarts, (int, np.integer)) or n_restarts < 0:
+        raise InputError(f"n_restarts must be a non-negative integer, got {n_restarts!r}")
+    for name, value, allowed in (("retraction", retraction, RETRACTIONS), ("form", form, FORMS),
+                                 ("output", output, OUTPUTS), ("objective", objective, OBJECTIVES)):
+        if value not in allowed:
+            raise InputError(f"{name}={value!r} is not one of {allowed}")
+
+
+def solve_dro(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    random_state: int | np.random.Generator | None = None,
+    center: Center = "group",
+    alpha: float = 0.15,
+    lam: float = 0.5,
+    n_iter: int = 1000,
+    n_restarts: int = 20,
+    retraction: Retraction = "qr",
+    form: Form = "V",
+    output: Literal["best", "last"] = "best",
+    objective: Literal["exact", "paper"] = "exact",
+) -> FairProjection:
+    """Distributionally robust fair PCA (method ``"dro"``; 003 §3–4, Algorithm 1; module
+    docstring for the objective and the corrections to the paper).
+
+    Parameters
+    ----------
+    center : {"group", "global", "origin"}
+        About which point each group's second moment M_b is taken, as for every method
+        (library default "group": only the groups' spreads count). The paper's is "global":
+        its data are centred and M̂_b = E[XXᵀ | A = b] includes the group's mean offset.
+    alpha : float
+        Radius scale: ε_b = α/√N_b in squared data units (paper grid 0.05, 0.1, 0.15).
+    lam : float
+        λ, the weight of the worst group gap (paper grid 0 … 2.5). λ = α = 0 is PCA.
+    n_iter : int
+        Subgradient steps τ per start; the step is γ = 1/√(τ + 1) (paper: 1000; not scale
+        invariant: the gradient scales with M, so standardised features are the paper's setting).
+    n_restarts : int
+        Random starts besides the PCA-complement start (paper: 20).
+    retraction : {"qr", "polar", "geodesic"}
+    form : {"V", "U"}
+        Iterate on V ∈ St(p, r) (default, cheaper) or on the complement U (the paper's).
+    output : {"best", "last"}
+        Keep each start's best iterate (default) or its last (the paper's).
+    objective : {"exact", "paper"}
+        Minimise F_exact (default) or the closed form (6b) whatever the conditions.
+    random_state : int, Generator or None
+        Seeds the random starts.
+
+    Returns
+    -------
+    FairProjection
+        ``objective_history``: per step, the best-so-far objective of the start that is kept
+        (the last-iterate objective with ``output="last"``). ``certificate``: ``objective`` (F
+        at the returned V, by ``objective``), ``objective_exact`` (F_exact there),
+        ``empirical`` (the same criterion with ε = 0: E[ℓ] + λ max gap, a lower bound),
+        ``conditions_hold`` (Theorem 3.2 for every group), ``best_start`` (0 = the PCA
+        complement), ``worst_start_value``, ``starts_run``.
+    """
+    _check_options(alpha, lam, n_iter, n_restarts, retraction, form, output, objective)
+    problem = DROProblem.from_moments(moments, alpha=float(alpha), lam=float(lam), center=center)
+    p, r = moments.n_features, n_components
+    hold = problem.conditions(r)
+    if not hold.all():
+        failing = [moments.groups[b] for b in np.flatnonzero(~hold)]
+        message = (f"dro: Theorem 3.2's conditions fail for group(s) {failing} (λ = {lam:g} > their share and their "
+                   f"{p - r} smallest eigenvalues sum below ε): ")
+        message += ("minimising the exact worst case, which differs from the closed form (6b) here"
+                    if objective == "exact" else "minimising (6b) anyway, which is not the worst case here")
+        warnings.warn(message, ModelWarning, stacklevel=2)
+
+    rng = np.random.default_rng(random_state)
+    pooled = np.tensordot(problem.shares, problem.second, axes=1)
+    start = top_eigenvectors(pooled, r)[1]
+    if form == "V":
+        starts = np.stack([start] + [random_orthonormal(rng, p, r) for _ in range(n_restarts)])
+    else:
+        starts = np.stack([_complement(start)] + [random_orthonormal(rng, p, p - r) for _ in range(n_restarts)])
+    history, kept, kept_values = _descend(problem, starts, form, n_iter, retraction, output, objective)
+    best = int(np.argmin(kept_values))
+    components = kept[best] if form == "V" else _complement(kept[best])
+    components = fix_signs(components)
+    losses = problem.losses(components)
+    empirical = float(problem.shares @ losses + problem.lam * (losses.max() - losses.min()))
+    certificate = {
+        "objective": float(kept_values[best]),
+        "objective_exact": float(problem.value(components)),
+        "empirical": empirical,
+        "conditions_hold": float(hold.all()),
+        "best_start": float(best),
+        "worst_start_value": float(kept_values.max()),
+        "starts_run": float(len(starts)),
+    }
+    return make_projection(
+        moments,
+        components,
+        method="dro",
+        n_components=n_components,
+        center=center,
+        objective_history=history[:, best],
+        n_iter=n_iter,
+        status="converged",
+        certificate=certificate,
+        options={
+            "alpha": float(alpha), "lam": float(lam), "n_iter": int(n_iter), "n_restarts": int(n_restarts),
+            "retraction": retraction, "form": form, "output": output, "objective": objective,
+            "formula": "6b" if hold.all() else "exact",
+            "radii": problem.radii.tolist(),
+        },
+    )
+
+
+def _descend(
+    problem: DROProblem, starts: np.ndarray, form: str, n_iter: int, retraction: str, output: str, objective: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Algorithm 1 on a stack of starts at once. Returns (history (n_iter + 1, s), the kept
+    iterate per start, its objective per start). One batched product Σ-stack @ U per step
+    gives every M_bU, from which the losses and the gradient follow."""
+    n_starts, p, width = starts.shape
+    m = problem.shares.size
+    step = 1.0 / np.sqrt(n_iter + 1.0)
+    stacked = problem.second.reshape(m * p, p)  # [M_1; …; M_m]
+    traces = np.trace(problem.second, axis1=1, axis2=2)
+    sign = -1.0 if form == "V" else 1.0  # L_b = tr M_b − tr(VᵀM_bV) = tr(UᵀM_bU)
+    point = starts
+    best_point, best_value = starts.copy(), np.full(n_starts, np.inf)
+    history = np.empty((n_iter + 1, n_starts))
+    for t in range(n_iter + 1):
+        products = (stacked @ point).reshape(n_starts, m, p, width)
+        quadratic = (products * point[:, None]).sum(axis=(2, 3))
+        losses = traces - quadratic if form == "V" else quadratic
+        value, slope = problem.slopes(losses, objective)
+        if output == "best":
+            better = value < best_value
+            best_value = np.where(better, value, best_value)
+            best_point[better] = point[better]
+            history[t] = best_value
+        else:
+            history[t] = value
+        if t == n_iter:
+            break
+        euclidean = (sign * 2.0) * (slope[:, :, None, None] * products).sum(axis=1)
+        gradient = euclidean - point @ (np.swapaxes(point, 1, 2) @ euclidean)  # VᵀE is symmetric
+        point = _retract(retraction, point, -step * gradient)
+    if output == "best":
+        return history, best_point, best_value
+    return history, point, value
