@@ -60,8 +60,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fairpca_dist.exceptions import InputError, ModelWarning
+from fairpca_dist.exceptions import ModelWarning
 from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import (
     fix_signs,
@@ -179,11 +180,35 @@ class DROProblem:
         slope = (worst_case_slope if objective == "exact" else _paper_slope)(self.upsilons[active], losses, self.radii)
         return pieces.max(axis=-1), slope
 
+    @functools.cached_property
+    def _stacked(self) -> np.ndarray:
+        """[M_1; …; M_m] as one (m·p, p) matrix: one product gives every M_bV of a stack."""
+        return self.second.reshape(-1, self.second.shape[-1])
+
+    @functools.cached_property
+    def _traces(self) -> np.ndarray:
+        return np.trace(self.second, axis1=1, axis2=2)
+
+    def value_and_gradient(
+        self, point: np.ndarray, form: str = "V", objective: str = "exact"
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """F and its Riemannian gradient at a stack (s, p, w) of points: V (``form="V"``,
+        L_b = tr M_b − tr(VᵀM_bV), gradient −(I − VVᵀ) Σ_b 2 ∂F/∂L_b M_bV) or the complement U
+        (``"U"``, L_b = tr(UᵀM_bU), gradient (I − UUᵀ) Σ_b 2 ∂F/∂L_b M_bU). One batched
+        product gives every M_b·point, from which the losses and the gradient both follow."""
+        n_points, p, width = point.shape
+        products = (self._stacked @ point).reshape(n_points, -1, p, width)
+        quadratic = (products * point[:, None]).sum(axis=(2, 3))
+        losses = self._traces - quadratic if form == "V" else quadratic
+        value, slope = self.slopes(losses, objective)
+        euclidean = (-2.0 if form == "V" else 2.0) * (slope[:, :, None, None] * products).sum(axis=1)
+        return value, tangent_projection(point, euclidean)
+
     def gradient(self, components: np.ndarray, objective: str = "exact") -> np.ndarray:
-        """Riemannian gradient of F at V (V-parametrisation): −(I − VVᵀ) Σ_b 2 ∂F/∂L_b M_bV."""
-        _, slope = self.slopes(self.losses(components), objective)
-        euclidean = -2.0 * np.einsum("...b,bpq,...qr->...pr", slope, self.second, components)
-        return tangent_projection(components, euclidean)
+        """Riemannian gradient of F at V (p, r) or a stack of them (V-parametrisation)."""
+        stack = np.asarray(components, dtype=np.float64)
+        gradient = self.value_and_gradient(stack.reshape(-1, *stack.shape[-2:]), "V", objective)[1]
+        return gradient.reshape(stack.shape)
 
 
 def _retract(kind: str, point: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -204,18 +229,14 @@ def _complement(components: np.ndarray) -> np.ndarray:
 
 def _check_options(alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retraction: Any, form: Any, output: Any,
                    objective: Any) -> None:
-    for name, value in (("alpha", alpha), ("lam", lam)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not np.isfinite(value) or value < 0:
-            raise InputError(f"{name} must be a non-negative number, got {value!r}")
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 1:
-        raise InputError(f"n_iter must be a positive integer, got {n_iter!r}")
-    if isinstance(n_restarts, bool) or not isinstance(n_restarts, (int, np.integer)) or n_restarts < 0:
-        raise InputError(f"n_restarts must be a non-negative integer, got {n_restarts!r}")
-    for name, value, allowed in (("retraction", retraction, RETRACTIONS), ("form", form, FORMS),
-                                 ("output", output, OUTPUTS), ("objective", objective, OBJECTIVES)):
-        if value not in allowed:
-            raise InputError(f"{name}={value!r} is not one of {allowed}")
+    checks.number("alpha", alpha)
+    checks.number("lam", lam)
+    checks.integer("n_iter", n_iter)
+    checks.integer("n_restarts", n_restarts, minimum=0)
+    checks.choice("retraction", retraction, RETRACTIONS)
+    checks.choice("form", form, FORMS)
+    checks.choice("output", output, OUTPUTS)
+    checks.choice("objective", objective, OBJECTIVES)
 
 
 def solve_dro(
@@ -328,22 +349,13 @@ def _descend(
     problem: DROProblem, starts: np.ndarray, form: str, n_iter: int, retraction: str, output: str, objective: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Algorithm 1 on a stack of starts at once. Returns (history (n_iter + 1, s), the kept
-    iterate per start, its objective per start). One batched product Σ-stack @ U per step
-    gives every M_bU, from which the losses and the gradient follow."""
-    n_starts, p, width = starts.shape
-    m = problem.shares.size
+    iterate per start, its objective per start)."""
     step = 1.0 / np.sqrt(n_iter + 1.0)
-    stacked = problem.second.reshape(m * p, p)  # [M_1; …; M_m]
-    traces = np.trace(problem.second, axis1=1, axis2=2)
-    sign = -1.0 if form == "V" else 1.0  # L_b = tr M_b − tr(VᵀM_bV) = tr(UᵀM_bU)
     point = starts
-    best_point, best_value = starts.copy(), np.full(n_starts, np.inf)
-    history = np.empty((n_iter + 1, n_starts))
+    best_point, best_value = starts.copy(), np.full(len(starts), np.inf)
+    history = np.empty((n_iter + 1, len(starts)))
     for t in range(n_iter + 1):
-        products = (stacked @ point).reshape(n_starts, m, p, width)
-        quadratic = (products * point[:, None]).sum(axis=(2, 3))
-        losses = traces - quadratic if form == "V" else quadratic
-        value, slope = problem.slopes(losses, objective)
+        value, gradient = problem.value_and_gradient(point, form, objective)
         if output == "best":
             better = value < best_value
             best_value = np.where(better, value, best_value)
@@ -353,8 +365,6 @@ def _descend(
             history[t] = value
         if t == n_iter:
             break
-        euclidean = (sign * 2.0) * (slope[:, :, None, None] * products).sum(axis=1)
-        gradient = euclidean - point @ (np.swapaxes(point, 1, 2) @ euclidean)  # VᵀE is symmetric
         point = _retract(retraction, point, -step * gradient)
     if output == "best":
         return history, best_point, best_value

@@ -27,6 +27,7 @@ import scipy.optimize
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
 
@@ -152,8 +153,7 @@ def solve(
     if moments.n_groups != 2:
         raise InputError(f"fair-eig solves two-group problems; the data have {moments.n_groups} groups "
                          "(use samadi-mw or samadi-sdp)")
-    if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 2):
-        raise InputError(f"max_iter must be an integer >= 2, got {max_iter!r}")
+    max_iter = checks.integer("max_iter", max_iter, minimum=2)
     covariance = moments.covariance(center)
     best = best_rank_variance(covariance, n_components)
     scale = max(float(best.max()), np.finfo(float).tiny)

@@ -124,6 +124,7 @@ import scipy.optimize
 from fairpca_dist.datapasses import DataPasses, L1Sums
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, largest_eigenvalue, polar, random_orthonormal, top_eigenvectors
 
@@ -514,8 +515,7 @@ def surrogate_step(
     values_k (inexact MM: ascent stays guaranteed, and the accuracy tightens by itself as the
     outer loop converges). The line search always runs to machine precision.
     """
-    if inner not in INNER:
-        raise InputError(f"inner={inner!r} is not one of {INNER}")
+    checks.choice("inner", inner, INNER)
     if inner == "line" and minorizer.offsets.size != 2:
         raise InputError(f"inner='line' needs exactly 2 groups, got {minorizer.offsets.size}")
     conic = conic or _ConicCache()
@@ -762,36 +762,15 @@ def _cutting_plane_lp(cuts: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 # ----------------------------------------------------------------------------- shared driver
-def _finite_number(value: Any) -> bool:
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, (int, float, np.integer, np.floating))
-        and bool(np.isfinite(value))
-    )
-
-
-def _positive_int(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise InputError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def _check_common(
     tol: Any, max_iter: Any, n_restarts: Any, normalize: Any, default_restarts: int
 ) -> tuple[float, int, int]:
     """Validate the options the solvers share; returns (tol, max_iter, n_restarts resolved)."""
-    if not (_finite_number(tol) and tol > 0):
-        raise InputError(f"tol must be a positive number, got {tol!r}")
-    max_iter = _positive_int("max_iter", max_iter)
-    restarts = default_restarts if n_restarts is None else _positive_int("n_restarts", n_restarts)
-    if normalize not in NORMALIZE:
-        raise InputError(f"normalize={normalize!r} is not one of {NORMALIZE}")
-    return float(tol), max_iter, restarts
-
-
-def _check_flag(name: str, value: Any) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise InputError(f"{name} must be True or False, got {value!r}")
+    tol = checks.number("tol", tol, strict=True)
+    max_iter = checks.integer("max_iter", max_iter)
+    restarts = default_restarts if n_restarts is None else checks.integer("n_restarts", n_restarts)
+    checks.choice("normalize", normalize, NORMALIZE)
+    return tol, max_iter, restarts
 
 
 @dataclass(frozen=True)
@@ -898,9 +877,8 @@ def solve_mm(
         duality gap of the kept run), ``fallback_steps`` (E8 conic fallbacks).
     """
     tol, max_iter, restarts = _check_common(tol, max_iter, n_restarts, normalize, 5 if moments.n_groups >= 3 else 2)
-    _check_flag("accelerate", accelerate)
-    if inner not in INNER:
-        raise InputError(f"inner={inner!r} is not one of {INNER}")
+    checks.flag("accelerate", accelerate)
+    checks.choice("inner", inner, INNER)
     if inner == "line" and moments.n_groups != 2:
         raise InputError(f"inner='line' needs exactly 2 groups, the data have {moments.n_groups}")
     resolved = ("line" if moments.n_groups == 2 else "newton") if inner == "auto" else inner
@@ -1067,13 +1045,10 @@ def solve_mm_sparse(
         ``penalty_absolute`` (λ), ``output_objective`` (h of the returned components, units of
         R_k), ``best_restart``, ``worst_restart_value``.
     """
-    if not (_finite_number(penalty) and penalty >= 0):
-        raise InputError(f"penalty must be a non-negative number, got {penalty!r}")
+    penalty = checks.number("penalty", penalty)
     tol, max_iter, restarts = _check_common(tol, max_iter, n_restarts, normalize, 5 if moments.n_groups >= 3 else 1)
-    if output not in OUTPUT:
-        raise InputError(f"output={output!r} is not one of {OUTPUT}")
+    checks.choice("output", output, OUTPUT)
     matrices, scale = _scaled(group_matrices(moments, center, normalize))
-    penalty = float(penalty)
     conic = _ConicCache()
 
     def retract(relaxed: np.ndarray, iteration: int) -> np.ndarray:
@@ -1228,9 +1203,8 @@ def solve_mm_robust(
         ``worst_restart_value``, ``passes`` (passes over the rows, all runs).
     """
     tol, max_iter, restarts = _check_common(tol, max_iter, n_restarts, normalize, 1)
-    if inner not in INNER:
-        raise InputError(f"inner={inner!r} is not one of {INNER}")
-    _check_flag("accelerate", accelerate)
+    checks.choice("inner", inner, INNER)
+    checks.flag("accelerate", accelerate)
     if passes is None:
         raise InputError(
             "method 'mm-robust' reads the rows at every iteration: pass passes= (e.g. "

@@ -29,9 +29,10 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import linprog
 
-from fairpca_dist.exceptions import InputError, SolverError
+from fairpca_dist.exceptions import SolverError
 from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
 
@@ -337,10 +338,8 @@ def solve_mw(
     3–27 oracle calls each. Its eigendecomposition is computed in the span of the iterates
     (≤ T·r columns), never as a dense p × p problem. Per spec §A.2.5's proposal.
     """
-    if not eta > 0:
-        raise InputError(f"eta must be positive, got {eta!r}")
-    if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
-        raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
+    eta = checks.number("eta", eta, strict=True)
+    max_iter = checks.integer("max_iter", max_iter)
     covariance, best, scale = _problem(moments, n_components, center)
     k = len(best)
     weights = np.full(k, 1.0 / k)
