@@ -1,7 +1,7 @@
 """The ``fairpca`` command: one subcommand per pipeline step, the whole pipeline, and a demo.
 
-``ingest``, ``fit``, ``project`` and ``report`` call the library functions the Prefect
-flows call, with the same parameters and outputs; ``pipeline`` and ``demo`` run the Prefect
+``ingest``, ``fit``, ``project``, ``report`` and ``evaluate`` call the library functions the
+Prefect flows call, with the same parameters and outputs; ``pipeline`` and ``demo`` run the Prefect
 pipeline flow itself (an ephemeral Prefect server starts when ``PREFECT_API_URL`` is unset).
 """
 
@@ -38,11 +38,16 @@ def _options(pairs: Sequence[str]) -> dict[str, Any]:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise InputError(f"option {pair!r} is not of the form key=value")
-        try:
-            options[key] = json.loads(value)
-        except json.JSONDecodeError:
-            options[key] = value
+        options[key] = _value(value)
     return options
+
+
+def _value(text: str) -> Any:
+    """A command-line value: JSON when it parses (numbers, booleans, lists), else the text."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
 
 
 # ----------------------------------------------------------------------------- steps
@@ -102,6 +107,43 @@ def _report(args: argparse.Namespace) -> int:
     files = write_report(report, args.report_dir)
     print(report_markdown_summary(report))
     print(f"\nreport: {files.markdown} (also {files.html.name}, report.json and PNGs)")
+    return 0
+
+
+def _method_options(pairs: Sequence[str], methods: Sequence[str], what: str) -> dict[str, dict[str, Any]]:
+    """``METHOD:KEY=VALUE`` pairs, per method; ``--grid`` values are comma-separated lists."""
+    by_method: dict[str, dict[str, Any]] = {method: {} for method in methods}
+    for pair in pairs:
+        method, sep, option = pair.partition(":")
+        if not sep or method not in by_method:
+            raise InputError(f"{what} {pair!r} must be METHOD:KEY=VALUE with METHOD one of the evaluated "
+                             f"methods {list(methods)}")
+        parsed = _options([option])
+        if what == "--grid":
+            key, _, values = option.partition("=")
+            parsed = {key: [_value(v) for v in values.split(",")]}
+        by_method[method].update(parsed)
+    return by_method
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from fairpca_dist.table_evaluation import evaluate_table
+
+    methods = list(dict.fromkeys(args.method or ["pca", "fair-eig", "dro"]))
+    options = _method_options(args.option, methods, "--option")
+    for method, grid in _method_options(args.grid, methods, "--grid").items():
+        options[method].update(grid)
+    print(f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
+          f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}")
+    evaluation = evaluate_table(
+        args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
+        cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
+        train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
+        random_state=args.seed, client=args.dask_address, progress=True,
+    )
+    print(evaluation.markdown())
+    print(f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
+          f"evaluation.md, .json, .csv in {args.out_dir}")
     return 0
 
 
@@ -247,6 +289,36 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--sample-size", type=_positive_int, default=50_000, help="rows sampled for the downstream check")
     _add_dask(report)
     report.set_defaults(handler=_report)
+
+    evaluate = add_command(
+        "evaluate", help="cross-validated ABDiff/ARE of methods over repeated train/test splits (one pass)",
+        description="The evaluation protocol of Vu et al. (ICLR 2022): random train/test splits of hash cells of "
+        "the rows, k-fold cross-validation of each method's grid on the training part (minimising ABDiff + ARE), "
+        "out-of-sample and in-sample scores of the refit; every split and fold from one pass over the rows.",
+    )
+    evaluate.add_argument("table_dir", help="ingested table (fairpca ingest)")
+    evaluate.add_argument("out_dir", help="folder for evaluation.md, .json, .csv and tradeoff.png")
+    evaluate.add_argument("--method", action="append", choices=sorted(SOLVERS), metavar="METHOD",
+                          help="method to evaluate, repeatable (default: pca, fair-eig, dro)")
+    evaluate.add_argument("--n-components", type=_positive_int, default=3, help="target dimension r (default 3)")
+    evaluate.add_argument("--center", default="group", choices=CENTERS, help="centring of the group errors")
+    evaluate.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
+                          help="z-score each fit with its training rows' statistics (default on)")
+    evaluate.add_argument("--option", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                          help="fixed solver option, repeatable (e.g. dro:n_restarts=5)")
+    evaluate.add_argument("--grid", action="append", default=[], metavar="METHOD:KEY=V1,V2,...",
+                          help="values to cross-validate, repeatable (default: the paper's grids, e.g. dro's "
+                          "alpha and lam)")
+    evaluate.add_argument("--splits", type=_positive_int, default=10, help="train/test splits (default 10)")
+    evaluate.add_argument("--train-fraction", type=float, default=0.3, help="training share (default 0.3)")
+    evaluate.add_argument("--folds", type=_positive_int, default=3, help="cross-validation folds (default 3)")
+    evaluate.add_argument("--cells", type=_positive_int, default=10,
+                          help="hash cells of the key columns (default 10); splits are unions of cells")
+    evaluate.add_argument("--cells-column", default=None, help="use this column's values as the cells instead")
+    evaluate.add_argument("--cell-seed", type=int, default=0, help="seed of the hash cells (default 0)")
+    evaluate.add_argument("--seed", type=int, default=0, help="seed of the splits and the solvers (default 0)")
+    _add_dask(evaluate)
+    evaluate.set_defaults(handler=_evaluate)
 
     pipeline = add_command("pipeline", help="run the Prefect pipeline: ingest -> fit -> project -> report")
     pipeline.add_argument("source")

@@ -32,6 +32,7 @@ __all__ = [
     "losses_from_covariance",
     "best_rank_variance",
     "group_errors",
+    "group_errors_about",
     "optimal_group_errors",
     "group_losses",
     "group_explained_variance_ratio",
@@ -80,6 +81,21 @@ def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Cente
     components = _check_components(moments, components)
     covariance = moments.covariance(center)
     return np.trace(covariance, axis1=1, axis2=2) - _kept_variance(covariance, components)
+
+
+def group_errors_about(moments: GroupMoments, components: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """err_g = E_g ‖(I − P)(x − c_g)‖² about given points c_g, shape (k,).
+
+    The reconstruction error of rows centred at a point that need not be their own (e.g. a
+    training mean applied to test rows): with d_g = μ_g − c_g, the second moment about c_g is
+    Σ_g + d_g d_gᵀ, so err_g = tr(Σ_g + d_g d_gᵀ) − ⟨Σ_g + d_g d_gᵀ, 2P − P²⟩.
+    ``points`` has shape (k, p), or (p,) for one point shared by all groups.
+    """
+    components = _check_components(moments, components)
+    points = np.broadcast_to(np.asarray(points, dtype=np.float64), moments.mean.shape)
+    offset = (moments.origin - points) + moments.mean_offset
+    second = moments.scatter / moments.weight[:, None, None] + offset[:, :, None] * offset[:, None, :]
+    return np.trace(second, axis1=1, axis2=2) - _kept_variance(second, components)
 
 
 def optimal_group_errors(moments: GroupMoments, n_components: int, *, center: Center = "group") -> np.ndarray:

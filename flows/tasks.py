@@ -7,6 +7,7 @@ Data-touching tasks retry on infrastructure errors (lost workers, I/O) but never
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.logging import get_run_logger
 
+from fairpca_dist.cells import CellMoments
+from fairpca_dist.evaluation import evaluate
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import MOMENTS_FILE, fit_table, report_passes
 from fairpca_dist.ingest import ingest_table, read_schema, table_source
@@ -23,6 +26,7 @@ from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import sample_rows
 from fairpca_dist.projection import project_table
 from fairpca_dist.report import build_report, report_markdown_summary, report_table, write_report
+from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 
 
 def retry_unless_input_error(task: Any, task_run: Any, state: Any) -> bool:
@@ -114,3 +118,28 @@ def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str 
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
     create_table_artifact(report_table(report), key=f"{artifact_key}-groups", description="per-group errors and losses")
     return {"report_dir": report_dir, "markdown": str(files.markdown), "html": str(files.html)}
+
+
+@task(name="cell-moments", **_RETRIES)
+def cell_moments_task(table_dir: str, *, cells_column: str | None, n_cells: int, cell_seed: int,
+                      cache_dir: str | None, dask_address: str | None = None) -> str:
+    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
+    with dask_client(dask_address) as client:
+        moments, path = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=True)
+    get_run_logger().info("moments of %d cells x %d groups of %d rows in %s", moments.n_cells, moments.n_groups,
+                          moments.n_samples, path)
+    return str(path)
+
+
+@task(name="evaluate-methods")
+def evaluation_task(cells_path: str, out_dir: str, *, methods: dict[str, dict[str, Any]] | list[str],
+                    n_components: int, n_splits: int, train_fraction: float, n_folds: int, center: str,
+                    standardize: bool, random_state: int | None, source: str) -> dict[str, Any]:
+    evaluation = evaluate(CellMoments.load(cells_path), n_components, methods, n_splits=n_splits,
+                          train_fraction=train_fraction, n_folds=n_folds, center=center, standardize=standardize,
+                          random_state=random_state, progress=True)
+    write_evaluation(evaluation, out_dir, source=source)
+    create_markdown_artifact(evaluation.markdown(), key="fairpca-evaluation",
+                             description="cross-validated ABDiff and ARE per method")
+    get_run_logger().info("evaluated %s in %.1f s", ", ".join(evaluation.methods), evaluation.seconds)
+    return {"out_dir": out_dir, "summary": json.loads(evaluation.summary().to_json(orient="index"))}

@@ -1,0 +1,174 @@
+"""Evaluate methods on an ingested Parquet table: one cached pass for the per-cell moments, the
+cross-validated protocol of :mod:`fairpca_dist.evaluation` on the driver, and its files.
+
+The cell moments are cached under a key made of every Parquet file's fingerprint (size and
+footer, as for the fit's moments cache), the column roles and the cell assignment: evaluating
+other methods, grids or split settings on the same table reads no rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from fairpca_dist.atomic import atomic_directory, atomic_file
+from fairpca_dist.cells import CellMoments, HashCells
+from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
+from fairpca_dist.fitting import file_fingerprint, table_files
+from fairpca_dist.ingest import read_schema, table_source
+from fairpca_dist.passes import compute_moments
+
+__all__ = ["table_cells", "check_settings", "cached_cell_moments", "evaluate_table", "write_evaluation", "EVALUATION_FILES"]
+
+EVALUATION_FILES = ("evaluation.json", "evaluation.csv", "evaluation.md", "tradeoff.png")
+"""What :func:`write_evaluation` writes (``tradeoff.png`` only when some method has a grid)."""
+
+
+def table_cells(table_dir: str | os.PathLike[str], *, n_cells: int = 10, cells_column: str | None = None,
+                seed: int = 0) -> HashCells | str:
+    """How the rows of an ingested table are assigned to cells: ``cells_column`` if given, else
+    a hash of the table's key columns (all feature and group columns when it has none) into
+    ``n_cells`` cells with ``seed``."""
+    if cells_column is not None:
+        return cells_column
+    return HashCells(tuple(read_schema(table_dir)["key_columns"]), n_cells, seed=seed)
+
+
+def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, train_fraction: float,
+                   n_folds: int) -> None:
+    """The checks of :func:`~fairpca_dist.evaluation.evaluate` that need no rows (methods, options,
+    and for hash cells the split settings), to fail before the pass."""
+    check_methods(methods)
+    if isinstance(cells, HashCells):
+        plan_splits(range(cells.n_cells), n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
+
+
+def cached_cell_moments(
+    table_dir: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str] | None = None,
+    *,
+    cells: HashCells | str,
+    client: Any = None,
+    progress: bool = False,
+) -> tuple[CellMoments, Path]:
+    """Per-cell moments of an ingested table (column roles from its ``schema.json``), from the
+    cache when the table's files, roles and ``cells`` are unchanged, else in one pass.
+
+    Returns the moments and the cache file they are in (``cache_dir`` defaults to
+    ``<table_dir>/../.moments-cache``, next to the fit's per-file moments).
+    """
+    cache = Path(cache_dir) if cache_dir is not None else Path(table_dir).parent / ".moments-cache"
+    schema = read_schema(table_dir)
+    roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
+             cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]
+    digest = hashlib.sha256(json.dumps(roles, sort_keys=True).encode())
+    for path in table_files(table_dir):
+        digest.update(file_fingerprint(path).encode())
+    path = cache / f"cells-{digest.hexdigest()[:32]}.npz"
+    if path.is_file():
+        return CellMoments.load(path), path
+    moments = compute_moments(
+        table_source(table_dir), sensitive_feature=schema["sensitive_feature"], features=schema["features"],
+        sample_weight=schema.get("sample_weight"), cells=cells, client=client, progress=progress, min_group_size=1,
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as staging:
+        moments.save(staging)
+    return moments, path
+
+
+def evaluate_table(
+    table_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    methods: Methods = ("pca", "fair-eig", "dro"),
+    *,
+    n_components: int = 3,
+    n_cells: int = 10,
+    cells_column: str | None = None,
+    cell_seed: int = 0,
+    n_splits: int = 10,
+    train_fraction: float = 0.3,
+    n_folds: int = 3,
+    center: str = "group",
+    standardize: bool = True,
+    random_state: int | None = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> Evaluation:
+    """Run :func:`~fairpca_dist.evaluation.evaluate` on an ingested table and write its files to
+    ``out_dir`` (:func:`write_evaluation`). Settings are checked before the pass over the rows.
+    The cell moments are cached (:func:`cached_cell_moments`).
+    """
+    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
+    check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
+    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
+    evaluation = evaluate(moments, n_components, methods, n_splits=n_splits, train_fraction=train_fraction,
+                          n_folds=n_folds, center=center, standardize=standardize, random_state=random_state,
+                          progress=progress)
+    write_evaluation(evaluation, out_dir, source=str(table_dir))
+    return evaluation
+
+
+def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *, source: str | None = None) -> Path:
+    """Write ``evaluation.json`` (everything), ``evaluation.csv`` (one row per method and split),
+    ``evaluation.md`` (the summary) and, when a method has a grid, ``tradeoff.png`` (ABDiff
+    against ARE of every grid point, cross-validated, and of the refits on the test parts).
+    The folder is replaced as a whole: readers see the old one or the new one."""
+    document = {"source": source, **evaluation.to_dict()}
+    with atomic_directory(out_dir) as folder:
+        (folder / "evaluation.json").write_text(
+            json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
+        evaluation.table().to_csv(folder / "evaluation.csv", index=False)
+        (folder / "evaluation.md").write_text(_markdown(evaluation, source), encoding="utf-8")
+        if not evaluation.tradeoff().empty:
+            plot_tradeoff(evaluation, folder / "tradeoff.png")
+    return Path(out_dir)
+
+
+def _markdown(evaluation: Evaluation, source: str | None) -> str:
+    settings = evaluation.settings
+    lines = [
+        f"# Evaluation{f' of {source}' if source else ''}",
+        "",
+        f"{settings['n_splits']} random train/test splits of {settings['n_cells']} cells "
+        f"({settings['train_fraction']:g} of the cells for training), {settings['n_folds']}-fold cross-validation "
+        f"of each grid on the training part minimising ABDiff + ARE; r = {settings['n_components']}, "
+        f"center = {settings['center']}, standardize = {settings['standardize']}. Mean ± s.d. over splits; test is "
+        "out of sample, train in sample. ARE: average reconstruction error; ABDiff: largest minus smallest "
+        "group error.",
+        "",
+        evaluation.markdown(),
+        "",
+        f"Took {evaluation.seconds:.1f} s.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot_tradeoff(evaluation: Evaluation, path: str | os.PathLike[str]) -> None:
+    """ABDiff against ARE: each method's grid points (cross-validated, averaged over splits) and
+    the mean test scores of its refits (a star)."""
+    figure = Figure(figsize=(6.4, 4.6))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    tradeoff, summary = evaluation.tradeoff(), evaluation.summary()
+    for i, method in enumerate(evaluation.methods):
+        points = tradeoff[tradeoff["method"] == method]
+        if len(points):
+            axes.plot(points["are"], points["abdiff"], "o", color=f"C{i}", markersize=4, alpha=0.7,
+                      label=f"{method}: grid (CV)")
+        axes.plot(summary.loc[method, "test_are"], summary.loc[method, "test_abdiff"], "*", color=f"C{i}",
+                  markersize=12, markeredgecolor="black", label=f"{method}: test")
+    axes.set_xlabel("ARE (average reconstruction error)")
+    axes.set_ylabel("ABDiff (group error gap)")
+    axes.set_title(f"ABDiff vs ARE, r = {evaluation.settings['n_components']}")
+    axes.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=110, metadata={"Software": None})
