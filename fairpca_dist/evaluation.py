@@ -398,11 +398,15 @@ class Evaluation:
 # ----------------------------------------------------------------------------- the protocol
 def _fit(moments: GroupMoments, n_components: int, plan: _Plan, params: dict[str, Any], seed: int,
          fit_options: dict[str, Any], caught: list[str]) -> FairProjection:
-    """Fit ``plan``'s method with ``params``; warnings are collected in ``caught``, not shown."""
+    """Fit ``plan``'s method with ``params``; warnings are collected in ``caught``, not shown.
+    With standardisation, a column constant on these fitting rows keeps scale 1."""
+    options = dict(fit_options)
+    if options["standardize"]:
+        options["standardize"] = moments.feature_scale(options["ddof"], constant="keep")
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         model = fit_projection(moments, n_components, method=plan.method, random_state=seed,
-                               **fit_options, **plan.fixed, **params)
+                               **options, **plan.fixed, **params)
     caught.extend(f"{r.category.__name__}: {r.message}" for r in records)
     return model
 
@@ -441,7 +445,9 @@ def evaluate(
     center, standardize, ddof, min_group_size
         As in :func:`~fairpca_dist.fit_projection`, for every fit. ``standardize=True`` scales
         each fit by its own fitting rows' standard deviations (the authors' pipeline z-scores
-        with the training statistics); scores are in the units of the fit.
+        with the training statistics); scores are in the units of the fit. A column constant on
+        the whole table raises :class:`~fairpca_dist.exceptions.SchemaError`; one that is
+        constant only on some fitting part keeps scale 1 there (as in the authors' code).
     random_state : int or None
         Seeds the splits and every solver (the same seed for every grid point of a fold, so
         grid points are compared on equal terms).
@@ -476,6 +482,8 @@ def evaluate(
                          random_state=rng)
     cross_validate = any(len(plan.grid) > 1 for plan in plans)
     _check_cover(cells, splits, min_group_size, cross_validate)
+    if standardize:
+        cells.total().feature_scale(ddof)  # a column constant on the whole table is refused here
     seeds = rng.integers(2**32, size=(len(splits), n_folds + 1))
     fit_options = {"center": center, "standardize": standardize, "ddof": ddof, "min_group_size": min_group_size}
     total = sum(len(splits) * (1 + (len(plan.grid) * n_folds if len(plan.grid) > 1 else 0)) for plan in plans)

@@ -432,14 +432,18 @@ class GroupMoments:
         """Covariance of all rows pooled, total_scatter / (Σ w − ddof)."""
         return self.total_scatter() / (self.weight.sum() - ddof)
 
-    def feature_scale(self, ddof: int = 0) -> np.ndarray:
+    def feature_scale(self, ddof: int = 0, *, constant: Literal["raise", "keep"] = "raise") -> np.ndarray:
         """Per-feature standard deviation of all rows pooled (the standardisation scale).
 
         ``ddof=1`` gives MATLAB ``std`` parity, as in Samadi et al.'s Credit preprocessing.
-        Raises :class:`SchemaError` naming every constant column (its scale would be 0).
+        A constant column (its scale would be 0) raises :class:`SchemaError` naming every such
+        column, or with ``constant="keep"`` gets scale 1 (left as it is: a column that happens
+        to be constant on one part of a table, e.g. a rare indicator in a small training split).
         """
         scale = np.sqrt(np.clip(np.diag(self.total_covariance(ddof)), 0.0, None))
         tiny = scale <= np.finfo(float).eps * np.maximum(np.abs(self.global_mean), 1.0)
+        if tiny.any() and constant == "keep":
+            return np.where(tiny, 1.0, scale)
         if tiny.any():
             names = [self.feature_names[j] for j in np.flatnonzero(tiny)]
             raise SchemaError(

@@ -142,4 +142,4 @@ def evaluation_task(cells_path: str, out_dir: str, *, methods: dict[str, dict[st
     create_markdown_artifact(evaluation.markdown(), key="fairpca-evaluation",
                              description="cross-validated ABDiff and ARE per method")
     get_run_logger().info("evaluated %s in %.1f s", ", ".join(evaluation.methods), evaluation.seconds)
-    return {"out_dir": out_dir, "summary": json.loads(evaluation.summary().to_json(orient="index"))}
+    return {"out_dir": out_dir, "summary": json.loads(evaluation.summary().to_json(orient="index", double_precision=15))}

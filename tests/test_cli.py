@@ -53,3 +53,47 @@ def test_bad_option_syntax(source, tmp_path, capsys):
     assert main(["ingest", str(source), str(tmp_path / "t"), "--sensitive-feature", "sex"]) == 0
     assert main(["fit", str(tmp_path / "t"), str(tmp_path / "m"), "--option", "tol"]) == 2
     assert "not of the form key=value" in capsys.readouterr().err
+
+
+def test_evaluate_writes_the_protocol_and_reads_the_rows_once(source, tmp_path, capsys, monkeypatch):
+    from fairpca_dist import table_evaluation
+    from fairpca_dist.cells import CellMoments
+
+    t, out = tmp_path / "table", tmp_path / "evaluation"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
+    arguments = ["evaluate", str(t), str(out), "--method", "pca", "--method", "dro", "--grid", "dro:lam=0,1",
+                 "--option", "dro:alpha=0.1", "--option", "dro:n_restarts=2", "--option", "dro:n_iter=100",
+                 "--splits", "3"]
+    assert main(arguments) == 0
+    printed = capsys.readouterr().out
+    assert "| dro |" in printed and "| pca |" in printed
+    document = json.loads((out / "evaluation.json").read_text())
+    assert document["settings"]["methods"]["dro"] == {"fixed": {"alpha": 0.1, "n_restarts": 2, "n_iter": 100},
+                                                       "grid": [{"lam": 0}, {"lam": 1}]}
+    assert {r["method"] for r in document["results"]} == {"pca", "dro"} and len(document["results"]) == 6
+    assert all(r["fits"] == (7 if r["method"] == "dro" else 1) for r in document["results"])
+    assert (out / "tradeoff.png").is_file() and len(pd.read_csv(out / "evaluation.csv")) == 6
+
+    passes = []
+    monkeypatch.setattr(table_evaluation, "compute_moments", lambda *a, **k: passes.append(1) or CellMoments.load(""))
+    assert main([*arguments[:2], str(tmp_path / "again"), *arguments[3:]]) == 0  # cached cells: no pass
+    assert passes == [] and (tmp_path / "again" / "evaluation.md").is_file()
+    again = json.loads((tmp_path / "again" / "evaluation.json").read_text())
+    def scores(results):
+        return [(r["method"], r["params"], r["test"], r["train"]) for r in results]
+
+    assert scores(again["results"]) == scores(document["results"])
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--method", "mm-robust"], "reads the rows at every iteration"),
+    (["--train-fraction", "0.25"], "not a whole number of the 10 cells"),
+    (["--grid", "pca:alpha=1,2"], "unknown option"),
+    (["--grid", "dro=1"], "must be METHOD:KEY=VALUE"),
+])
+def test_evaluate_settings_fail_before_the_pass(source, tmp_path, capsys, extra, message):
+    t = tmp_path / "table"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
+    assert main(["evaluate", str(t), str(tmp_path / "e"), "--method", "pca", *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "e").exists() and not (tmp_path / ".moments-cache").exists()

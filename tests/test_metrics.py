@@ -90,3 +90,20 @@ def test_rank_relaxed_maps_match_rows(data, center):
          metrics.group_explained_variance_ratio_from_rows(x, labels, components, center=center, weights=weights)),
     ]:
         np.testing.assert_allclose(moment_value, row_value, rtol=1e-8, atol=1e-9)
+
+
+def test_errors_about_given_points_match_rows(data):
+    """err_g about arbitrary points (a training mean applied to other rows) equals the weighted
+    mean of ‖(x − c_g) − (x − c_g)VVᵀ‖² over the group's rows; a wrong centre changes it."""
+    x, labels, weights, v, _ = data
+    w = np.ones(len(x)) if weights is None else weights
+    moments = GroupMoments.from_arrays(x + 1e6, labels, weights=weights)
+    points = np.random.default_rng(3).standard_normal((moments.n_groups, x.shape[1])) + 1e6
+    expected = []
+    for g, point in zip(moments.groups, points):
+        y, wg = x[labels == g] + 1e6 - point, w[labels == g]
+        expected.append(wg @ np.sum((y - y @ v @ v.T) ** 2, axis=1) / wg.sum())
+    np.testing.assert_allclose(metrics.group_errors_about(moments, v, points), expected, rtol=1e-7)
+    shared = metrics.group_errors_about(moments, v, moments.global_mean)
+    np.testing.assert_allclose(shared, metrics.group_errors(moments, v, center="global"), rtol=1e-9)
+    assert not np.allclose(shared, metrics.group_errors(moments, v, center="group"), rtol=1e-3)

@@ -172,6 +172,8 @@ def test_constant_column_cannot_be_standardised():
     x[:, 2] = 7.0
     with pytest.raises(SchemaError, match=r"\['x2'\].*zero variance"):
         GroupMoments.from_arrays(x, labels).feature_scale()
+    kept = GroupMoments.from_arrays(x, labels).feature_scale(constant="keep")
+    np.testing.assert_allclose(kept, np.where(np.arange(5) == 2, 1.0, x.std(axis=0)), rtol=1e-12)
 
 
 def test_save_load_roundtrip_without_pickle(tmp_path):

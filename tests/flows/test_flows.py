@@ -138,3 +138,36 @@ def test_bad_column_fails_once_with_its_own_error_inside_dask(credit_csv, tmp_pa
     with pytest.raises(SchemaError, match="'NO_SUCH_COLUMN' not found"):
         pipeline(source=str(credit_csv), sensitive_feature=["NO_SUCH_COLUMN"], runs_dir=str(tmp_path), run_id="bad")
     assert time.perf_counter() - started < 30
+
+
+def test_evaluate_flow_agrees_with_the_library(tmp_path):
+    from conftest import grouped_data
+    from fairpca_dist import HashCells
+    from fairpca_dist.evaluation import evaluate as evaluate_cells
+    from fairpca_dist.ingest import ingest_table
+    from flows.evaluate import evaluate
+
+    x, labels = grouped_data(n_rows=900, n_features=4, n_groups=2)
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(900), sex=labels)
+    ingest_table(frame, tmp_path / "table", sensitive_feature=["sex"], key_columns=["id"])
+    methods = {"pca": {}, "dro": {"lam": [0.0, 1.0], "alpha": 0.1, "n_restarts": 2, "n_iter": 100}}
+    result = evaluate(str(tmp_path / "table"), str(tmp_path / "out"), methods=methods, n_splits=3)
+    cells = compute_moments(frame, sensitive_feature="sex", features=list("abcd"),
+                            cells=HashCells(("id",), n_cells=10))
+    with pytest.warns(UserWarning):  # dro's Theorem 3.2 conditions fail at λ = 1 on these groups
+        direct = evaluate_cells(cells, 3, methods, n_splits=3, standardize=True, random_state=0).summary()
+    for method in ("pca", "dro"):
+        for column in ("test_abdiff", "test_are", "train_abdiff", "train_are"):
+            assert result["summary"][method][column] == pytest.approx(direct.loc[method, column], rel=1e-9)
+    assert (tmp_path / "out" / "evaluation.md").is_file()
+
+
+def test_evaluate_flow_checks_settings_before_the_pass(tmp_path):
+    from fairpca_dist.ingest import ingest_table
+    from flows.evaluate import evaluate
+
+    frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 2, "id": np.arange(40), "g": [0, 1] * 20})
+    ingest_table(frame, tmp_path / "table", sensitive_feature=["g"], key_columns=["id"])
+    with pytest.raises(InputError, match="n_folds=3"):
+        evaluate(str(tmp_path / "table"), str(tmp_path / "out"), methods=["pca"], train_fraction=0.2)
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".moments-cache").exists()
