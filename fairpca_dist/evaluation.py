@@ -48,7 +48,7 @@ from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.metrics import group_errors, group_errors_about
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
-from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
+from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection, solver_options
 from fairpca_dist.solvers.checks import integer, number
 
 __all__ = [
@@ -251,16 +251,15 @@ def _plans(methods: Methods) -> tuple[_Plan, ...]:
                     f"method {method!r} reads the rows at every iteration; the evaluation works from "
                     "per-cell moments only"
                 )
-            spec = {**PAPER_GRIDS.get(method, {}), **(spec or {})}
-            unknown = sorted(set(spec) - SOLVERS[method].options)
-            if unknown:
-                raise InputError(f"unknown option(s) {unknown} for method {method!r}; valid options: "
-                                 f"{sorted(SOLVERS[method].options) or 'none'}")
-            name = method
+            name, spec, allowed = method, {**PAPER_GRIDS.get(method, {}), **(spec or {})}, SOLVERS[method].options
         elif callable(method):
-            name, spec = getattr(method, "__name__", "custom"), spec or {}
+            name, spec, allowed = getattr(method, "__name__", "custom"), spec or {}, solver_options(method)
         else:
             raise InputError(f"a method must be a name in {sorted(SOLVERS)} or a solver function, got {method!r}")
+        unknown = sorted(set(spec) - allowed) if allowed is not None else []
+        if unknown:
+            raise InputError(f"unknown option(s) {unknown} for method {name!r}; valid options: "
+                             f"{sorted(allowed) or 'none'}")
         swept = {key: tuple(values) for key, values in spec.items() if _swept(values)}
         empty = [key for key, values in swept.items() if not values]
         if empty:

@@ -25,7 +25,7 @@ from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import dro, eigopt, mm, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "FairProjection", "CENTERS"]
+__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "FairProjection", "CENTERS"]
 
 CENTERS = ("group", "global", "origin")
 
@@ -40,13 +40,19 @@ class SolverSpec:
     description: str
 
 
-def _options_of(solve: Callable[..., FairProjection]) -> frozenset[str]:
+def solver_options(solve: Callable[..., FairProjection]) -> frozenset[str] | None:
+    """The method-specific options a solver function accepts by keyword (everything but the
+    common arguments), or None when it takes ``**kwargs`` (any option)."""
     common = {"moments", "n_components", "random_state", "center", "passes"}
-    return frozenset(
-        name
-        for name, parameter in inspect.signature(solve).parameters.items()
-        if name not in common and parameter.kind is inspect.Parameter.KEYWORD_ONLY
-    )
+    parameters = inspect.signature(solve).parameters.values()
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        return None
+    keyword = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return frozenset(p.name for p in parameters if p.name not in common and p.kind in keyword)
+
+
+def _options_of(solve: Callable[..., FairProjection]) -> frozenset[str]:
+    return solver_options(solve) or frozenset()  # registered solvers list their options
 
 
 SOLVERS: dict[str, SolverSpec] = {
@@ -144,7 +150,7 @@ def fit_projection(
     if center not in CENTERS:
         raise InputError(f"center={center!r} is not one of {CENTERS}")
     if callable(method):
-        solve, name, allowed = method, getattr(method, "__name__", "custom"), None
+        solve, name, allowed = method, getattr(method, "__name__", "custom"), solver_options(method)
     else:
         if method not in SOLVERS:
             raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
@@ -156,7 +162,7 @@ def fit_projection(
             raise InputError(
                 f"unknown option(s) {unknown} for method {name!r}; valid options: {sorted(allowed) or 'none'}"
             )
-        if SOLVERS[name].needs_rows and passes is None:
+        if name in SOLVERS and SOLVERS[name].needs_rows and passes is None:
             raise InputError(
                 f"method {name!r} reads the rows at every iteration: pass passes= (fairpca_dist.passes."
                 "table_passes for a table, fairpca_dist.datapasses.ArrayPasses for arrays), or fit with "
