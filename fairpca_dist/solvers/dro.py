@@ -47,7 +47,9 @@ V ∈ St(p, r) with gradient −(I − VVᵀ) Σ_b 2 ∂F/∂L_b M_bV. Both move
 Grassmann gradient with the same length (‖VᵀSU‖_F), so they differ at second order only; V
 costs O(p²r) per step instead of O(p²(p − r)). Starts: the PCA complement (top-r eigenvectors
 of Σ_b p̂_b M_b) and ``n_restarts`` random orthonormal ones (paper: 20), all iterated at once
-as one stack; the start with the smallest kept objective wins.
+as one stack; the start with the smallest kept objective wins. Every start takes ``n_iter``
+steps, as in the paper, unless the opt-in ``patience`` lets a start stop once its best value
+has stalled (benchmarks/bench_dro_speed.py times both against the authors' code).
 """
 
 from __future__ import annotations
@@ -86,31 +88,48 @@ OBJECTIVES = ("exact", "paper")
 _LOSS_FLOOR = 1e-300  # L_b below this counts as 0 in √(ε/L) (no 0/0)
 
 
+def _exact_terms(loss: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """φ's two branches per unit υ: ((√L + √ε)², max(√L − √ε, 0)²), taken for υ ≥ 0 and υ < 0."""
+    root_loss, root_radius = np.sqrt(np.maximum(loss, 0.0)), np.sqrt(radius)
+    return (root_loss + root_radius) ** 2, np.maximum(root_loss - root_radius, 0.0) ** 2
+
+
+def _exact_slope_terms(loss: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """dφ/dL's two branches per unit υ: (1 + √(ε/L), 1 − √(ε/L) where L ≥ ε else 0)."""
+    ratio = np.sqrt(radius / np.maximum(loss, _LOSS_FLOOR))
+    return 1.0 + ratio, np.where(loss >= radius, 1.0 - ratio, 0.0)
+
+
+def _paper_terms(loss: np.ndarray, radius: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(6b)'s term υL + υε + 2|υ|√(εL) (φ wherever υ ≥ 0 or L ≥ ε, Theorem 3.2) as the
+    coefficients of υ and of |υ|: (L + ε, 2√(εL))."""
+    return loss + radius, 2.0 * np.sqrt(radius * np.maximum(loss, 0.0))
+
+
+def _paper_slope_terms(loss: np.ndarray, radius: np.ndarray) -> tuple[float, np.ndarray]:
+    """d/dL of (6b)'s term, υ + |υ|√(ε/L), as the coefficients of υ and of |υ|."""
+    return 1.0, np.sqrt(radius / np.maximum(loss, _LOSS_FLOOR))
+
+
 def worst_case(upsilon: Any, loss: Any, radius: Any) -> np.ndarray:
     """φ(υ, L, ε) = sup of υ·E_Q[ℓ] over the Gelbrich ball of squared radius ε around a group
     whose mean error is L (Prop. 3.3): υ(√L + √ε)² for υ ≥ 0, υ·max(√L − √ε, 0)² for υ < 0.
     Broadcasts."""
     upsilon, loss, radius = (np.asarray(a, dtype=np.float64) for a in (upsilon, loss, radius))
-    root_loss, root_radius = np.sqrt(np.maximum(loss, 0.0)), np.sqrt(radius)
-    return np.where(
-        upsilon >= 0, upsilon * (root_loss + root_radius) ** 2, upsilon * np.maximum(root_loss - root_radius, 0.0) ** 2
-    )
+    plus, minus = _exact_terms(loss, radius)
+    return np.where(upsilon >= 0, upsilon * plus, upsilon * minus)
 
 
 def worst_case_slope(upsilon: Any, loss: Any, radius: Any) -> np.ndarray:
     """dφ/dL: υ(1 + √(ε/L)) for υ ≥ 0, υ(1 − √(ε/L)) for υ < 0 and L ≥ ε, else 0. Broadcasts."""
     upsilon, loss, radius = (np.asarray(a, dtype=np.float64) for a in (upsilon, loss, radius))
-    ratio = np.sqrt(radius / np.maximum(loss, _LOSS_FLOOR))
-    return np.where(upsilon >= 0, upsilon * (1.0 + ratio), np.where(loss >= radius, upsilon * (1.0 - ratio), 0.0))
+    plus, minus = _exact_slope_terms(loss, radius)
+    return np.where(upsilon >= 0, upsilon * plus, upsilon * minus)
 
 
-def _paper_piece(upsilon: np.ndarray, loss: np.ndarray, radius: np.ndarray) -> np.ndarray:
-    """(6b)'s term υL + υε + 2|υ|√(εL): φ wherever υ ≥ 0 or L ≥ ε (Theorem 3.2)."""
-    return upsilon * (loss + radius) + 2.0 * np.abs(upsilon) * np.sqrt(radius * np.maximum(loss, 0.0))
-
-
-def _paper_slope(upsilon: np.ndarray, loss: np.ndarray, radius: np.ndarray) -> np.ndarray:
-    return upsilon + np.abs(upsilon) * np.sqrt(radius / np.maximum(loss, _LOSS_FLOOR))
+# For each objective: the per-group terms of a piece and of its slope, both linear in two
+# coefficient matrices derived from υ (DROProblem._coefficients): piece = Σ_b (c1_b A_b + c2_b B_b).
+_TERMS = {"exact": (_exact_terms, _exact_slope_terms), "paper": (_paper_terms, _paper_slope_terms)}
 
 
 @dataclass(frozen=True)
@@ -151,10 +170,24 @@ class DROProblem:
         projected = np.einsum("...pr,bpq,...qr->...b", components, self.second, components)
         return np.trace(self.second, axis1=1, axis2=2) - projected
 
+    @functools.cached_property
+    def _coefficients(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per objective, the (P, m) matrices multiplying the two per-group terms of _TERMS:
+        exact, (υ for υ ≥ 0 else 0, υ for υ < 0 else 0), so each group takes φ's branch of the
+        sign of its υ; paper, (υ, |υ|)."""
+        upsilons = self.upsilons
+        return {
+            "exact": (np.where(upsilons >= 0, upsilons, 0.0), np.where(upsilons < 0, upsilons, 0.0)),
+            "paper": (upsilons, np.abs(upsilons)),
+        }
+
     def pieces(self, losses: np.ndarray, objective: str = "exact") -> np.ndarray:
-        """Value of every piece, shape (..., P), from the losses (..., m)."""
-        term = worst_case if objective == "exact" else _paper_piece
-        return term(self.upsilons, losses[..., None, :], self.radii).sum(axis=-1)
+        """Value of every piece, shape (..., P), from the losses (..., m): Σ_b φ(υ_b, L_b, ε_b)
+        (``"exact"``) or Σ_b of (6b)'s term (``"paper"``), as two products with the
+        coefficient matrices (one per branch; the other branch's coefficient is 0)."""
+        first, second = self._coefficients[objective]
+        a, b = _TERMS[objective][0](losses, self.radii)
+        return a @ first.T + b @ second.T
 
     def value(self, components: np.ndarray) -> np.ndarray | float:
         """F_exact(V), the worst-case objective."""
@@ -176,9 +209,10 @@ class DROProblem:
     def slopes(self, losses: np.ndarray, objective: str = "exact") -> tuple[np.ndarray, np.ndarray]:
         """(F, ∂F/∂L_b of the active piece): shapes (...,) and (..., m)."""
         pieces = self.pieces(losses, objective)
-        active = np.argmax(pieces, axis=-1)
-        slope = (worst_case_slope if objective == "exact" else _paper_slope)(self.upsilons[active], losses, self.radii)
-        return pieces.max(axis=-1), slope
+        active = pieces.argmax(axis=-1)
+        first, second = self._coefficients[objective]
+        a, b = _TERMS[objective][1](losses, self.radii)
+        return pieces.max(axis=-1), first.take(active, axis=0) * a + second.take(active, axis=0) * b
 
     @functools.cached_property
     def _stacked(self) -> np.ndarray:
@@ -194,14 +228,19 @@ class DROProblem:
     ) -> tuple[np.ndarray, np.ndarray]:
         """F and its Riemannian gradient at a stack (s, p, w) of points: V (``form="V"``,
         L_b = tr M_b − tr(VᵀM_bV), gradient −(I − VVᵀ) Σ_b 2 ∂F/∂L_b M_bV) or the complement U
-        (``"U"``, L_b = tr(UᵀM_bU), gradient (I − UUᵀ) Σ_b 2 ∂F/∂L_b M_bU). One batched
-        product gives every M_b·point, from which the losses and the gradient both follow."""
+        (``"U"``, L_b = tr(UᵀM_bU), gradient (I − UUᵀ) Σ_b 2 ∂F/∂L_b M_bU).
+
+        One batched product of [M_1; …; M_m] with the stack gives every M_b·point; the losses
+        ⟨point, M_b·point⟩ and the Euclidean gradient Σ_b c_b M_b·point then follow from two
+        batched matrix–vector products over the m groups (only the order of the
+        floating-point sums differs from an elementwise evaluation)."""
         n_points, p, width = point.shape
-        products = (self._stacked @ point).reshape(n_points, -1, p, width)
-        quadratic = (products * point[:, None]).sum(axis=(2, 3))
+        products = (self._stacked @ point).reshape(n_points, -1, p * width)  # (s, m, p·w): vec(M_b·point)
+        quadratic = (products @ point.reshape(n_points, p * width, 1))[..., 0]  # ⟨point, M_b·point⟩
         losses = self._traces - quadratic if form == "V" else quadratic
         value, slope = self.slopes(losses, objective)
-        euclidean = (-2.0 if form == "V" else 2.0) * (slope[:, :, None, None] * products).sum(axis=1)
+        weights = (-2.0 if form == "V" else 2.0) * slope
+        euclidean = (weights[:, None, :] @ products).reshape(n_points, p, width)
         return value, tangent_projection(point, euclidean)
 
     def gradient(self, components: np.ndarray, objective: str = "exact") -> np.ndarray:
@@ -228,7 +267,7 @@ def _complement(components: np.ndarray) -> np.ndarray:
 
 
 def _check_options(alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retraction: Any, form: Any, output: Any,
-                   objective: Any) -> None:
+                   objective: Any, patience: Any, patience_rtol: Any) -> None:
     checks.number("alpha", alpha)
     checks.number("lam", lam)
     checks.integer("n_iter", n_iter)
@@ -237,6 +276,9 @@ def _check_options(alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retractio
     checks.choice("form", form, FORMS)
     checks.choice("output", output, OUTPUTS)
     checks.choice("objective", objective, OBJECTIVES)
+    if patience is not None:
+        checks.integer("patience", patience)
+    checks.number("patience_rtol", patience_rtol)
 
 
 def solve_dro(
@@ -253,6 +295,8 @@ def solve_dro(
     form: Form = "V",
     output: Literal["best", "last"] = "best",
     objective: Literal["exact", "paper"] = "exact",
+    patience: int | None = None,
+    patience_rtol: float = 1e-10,
 ) -> FairProjection:
     """Distributionally robust fair PCA (method ``"dro"``; 003 §3–4, Algorithm 1; module
     docstring for the objective and the corrections to the paper).
@@ -279,6 +323,13 @@ def solve_dro(
         Keep each start's best iterate (default) or its last (the paper's).
     objective : {"exact", "paper"}
         Minimise F_exact (default) or the closed form (6b) whatever the conditions.
+    patience : int or None
+        Opt-in early stop (not in the paper): a start stops once ``patience`` steps have
+        passed since its best objective last fell by more than ``patience_rtol`` × |best|,
+        and the fit ends when every start has stopped (``n_iter`` stays the budget and sets
+        the step γ). None (default): every start takes all ``n_iter`` steps, as in the paper.
+    patience_rtol : float
+        The relative decrease that counts as progress for ``patience``.
     random_state : int, Generator or None
         Seeds the random starts.
 
@@ -286,13 +337,14 @@ def solve_dro(
     -------
     FairProjection
         ``objective_history``: per step, the best-so-far objective of the start that is kept
-        (the last-iterate objective with ``output="last"``). ``certificate``: ``objective`` (F
+        (the last-iterate objective with ``output="last"``); ``n_iter``: the steps taken (fewer
+        than the option only with ``patience``). ``certificate``: ``objective`` (F
         at the returned V, by ``objective``), ``objective_exact`` (F_exact there),
         ``empirical`` (the same criterion with ε = 0: E[ℓ] + λ max gap, a lower bound),
         ``conditions_hold`` (Theorem 3.2 for every group), ``best_start`` (0 = the PCA
         complement), ``worst_start_value``, ``starts_run``.
     """
-    _check_options(alpha, lam, n_iter, n_restarts, retraction, form, output, objective)
+    _check_options(alpha, lam, n_iter, n_restarts, retraction, form, output, objective, patience, patience_rtol)
     problem = DROProblem.from_moments(moments, alpha=float(alpha), lam=float(lam), center=center)
     p, r = moments.n_features, n_components
     hold = problem.conditions(r)
@@ -311,7 +363,9 @@ def solve_dro(
         starts = np.stack([start] + [random_orthonormal(rng, p, r) for _ in range(n_restarts)])
     else:
         starts = np.stack([_complement(start)] + [random_orthonormal(rng, p, p - r) for _ in range(n_restarts)])
-    history, kept, kept_values = _descend(problem, starts, form, n_iter, retraction, output, objective)
+    history, kept, kept_values = _descend(
+        problem, starts, form, n_iter, retraction, output, objective, patience, patience_rtol
+    )
     best = int(np.argmin(kept_values))
     components = kept[best] if form == "V" else _complement(kept[best])
     components = fix_signs(components)
@@ -333,12 +387,13 @@ def solve_dro(
         n_components=n_components,
         center=center,
         objective_history=history[:, best],
-        n_iter=n_iter,
+        n_iter=len(history) - 1,
         status="converged",
         certificate=certificate,
         options={
             "alpha": float(alpha), "lam": float(lam), "n_iter": int(n_iter), "n_restarts": int(n_restarts),
             "retraction": retraction, "form": form, "output": output, "objective": objective,
+            "patience": None if patience is None else int(patience), "patience_rtol": float(patience_rtol),
             "formula": "6b" if hold.all() else "exact",
             "radii": problem.radii.tolist(),
         },
@@ -346,26 +401,66 @@ def solve_dro(
 
 
 def _descend(
-    problem: DROProblem, starts: np.ndarray, form: str, n_iter: int, retraction: str, output: str, objective: str
+    problem: DROProblem,
+    starts: np.ndarray,
+    form: str,
+    n_iter: int,
+    retraction: str,
+    output: str,
+    objective: str,
+    patience: int | None = None,
+    patience_rtol: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Algorithm 1 on a stack of starts at once. Returns (history (n_iter + 1, s), the kept
-    iterate per start, its objective per start)."""
+    """Algorithm 1 on a stack of starts at once. Returns (history (steps run + 1, s), the kept
+    iterate per start, its objective per start).
+
+    With ``patience``, a start leaves the stack once ``patience`` steps have passed since its
+    best objective last fell by more than ``patience_rtol`` × |best| (its history stays flat
+    from there), and the loop ends when no start is left. Without it (default) every start
+    takes all ``n_iter`` steps."""
     step = 1.0 / np.sqrt(n_iter + 1.0)
+    n_starts = len(starts)
     point = starts
-    best_point, best_value = starts.copy(), np.full(len(starts), np.inf)
-    history = np.empty((n_iter + 1, len(starts)))
+    best_point, best_value = starts.copy(), np.full(n_starts, np.inf)
+    history = np.empty((n_iter + 1, n_starts))
+    if patience is not None:
+        running = np.arange(n_starts)  # the original index of every start still in the stack
+        kept_point, kept_value = np.empty_like(starts), np.empty(n_starts)
+        since = np.zeros(n_starts, dtype=np.int64)  # steps since the last progress
     for t in range(n_iter + 1):
         value, gradient = problem.value_and_gradient(point, form, objective)
-        if output == "best":
+        if output == "best" or patience is not None:
             better = value < best_value
-            best_value = np.where(better, value, best_value)
-            best_point[better] = point[better]
-            history[t] = best_value
+            np.copyto(best_value, value, where=better)
+            np.copyto(best_point, point, where=better[:, None, None])
+        row = best_value if output == "best" else value
+        if patience is None:
+            history[t] = row
         else:
-            history[t] = value
+            history[t, running] = row
+            if t == 0:
+                reference = best_value.copy()  # the best value at the last progress
+            else:
+                progress = best_value < reference - patience_rtol * np.abs(reference)
+                np.copyto(reference, best_value, where=progress)
+                since = np.where(progress, 0, since + 1)
+            stop = since >= patience
+            if t == n_iter:
+                stop[:] = True
+            if stop.any():
+                leaving = running[stop]
+                kept_point[leaving] = (best_point if output == "best" else point)[stop]
+                kept_value[leaving] = (best_value if output == "best" else value)[stop]
+                history[t + 1 :, leaving] = history[t, leaving]
+                stay = ~stop
+                running, point, gradient, since = running[stay], point[stay], gradient[stay], since[stay]
+                best_point, best_value, reference = best_point[stay], best_value[stay], reference[stay]
+                if not running.size:
+                    return history[: t + 1], kept_point, kept_value
         if t == n_iter:
             break
-        point = _retract(retraction, point, -step * gradient)
+        gradient *= -step
+        point = _retract(retraction, point, gradient)
     if output == "best":
         return history, best_point, best_value
     return history, point, value

@@ -111,15 +111,16 @@ def qr_retraction(matrix: np.ndarray) -> np.ndarray:
     retraction R_V(Δ) = qf(V + Δ) (Absil et al. (4.8)).
 
     Computed as X L⁻ᵀ with L the Cholesky factor of XᵀX (the same Q: R = Lᵀ is the unique
-    QR factor with a positive diagonal), which for a stack of small r costs a few batched
-    r × r operations where Householder QR loops in Python (~8× slower on 21 × (22 × 3)). Its
+    QR factor with a positive diagonal): a few batched r × r operations. (With numpy 2.4 and
+    1 BLAS thread, check included, this takes about as long as numpy's batched Householder
+    QR on 21 × (22 × 3) — 32 vs 31 µs — less on 21 × (100 × 10), 111 vs 138 µs, more on
+    21 × (22 × 19), 211 vs 143 µs.) Its
     orthonormality error is ~ε·κ(X)², and X = V + Δ near the manifold has κ ≈ 1; when XᵀX is
     not numerically positive definite (κ(X) ≳ 10⁷), or the result is off by more than 10⁻¹²,
     Householder QR is used instead."""
-    gram = np.swapaxes(matrix, -1, -2) @ matrix
     try:
-        lower = np.linalg.cholesky(gram)
-        q = matrix @ np.swapaxes(np.linalg.inv(lower), -1, -2)
+        lower = np.linalg.cholesky(matrix.mT @ matrix)
+        q = matrix @ np.linalg.inv(lower).mT
         if orthonormality_error(q) <= 1e-12:
             return q
     except np.linalg.LinAlgError:
@@ -132,8 +133,8 @@ def qr_retraction(matrix: np.ndarray) -> np.ndarray:
 def tangent_projection(point: np.ndarray, direction: np.ndarray) -> np.ndarray:
     """Orthogonal projection of D onto the tangent space at V, D − V sym(VᵀD) (embedded
     metric). Applied to a Euclidean gradient it gives the Riemannian gradient."""
-    inner = np.swapaxes(point, -1, -2) @ direction
-    return direction - point @ ((inner + np.swapaxes(inner, -1, -2)) / 2.0)
+    inner = point.mT @ direction
+    return direction - point @ ((inner + inner.mT) / 2.0)
 
 
 def geodesic(point: np.ndarray, direction: np.ndarray, t: float) -> np.ndarray:

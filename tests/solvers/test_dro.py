@@ -785,6 +785,58 @@ def test_paper_objective_descends_the_closed_form_where_the_conditions_fail(form
     assert subspace_distance(subspaces["exact"], subspaces["paper"]) > 1e-3
 
 
+def stop_step(best: np.ndarray, patience: int, rtol: float) -> int:
+    """The step at which the early-stop rule, written here from its definition, stops a start
+    whose best-so-far values are ``best`` (t = 0, 1, ...): ``patience`` steps after the last
+    step that lowered the best value by more than rtol × |the best value at the previous
+    such step|; the last step if that never happens."""
+    reference, last = best[0], 0
+    for t in range(1, len(best)):
+        if best[t] < reference - rtol * abs(reference):
+            reference, last = best[t], t
+        if t - last >= patience:
+            return t
+    return len(best) - 1
+
+
+@pytest.mark.parametrize("output", ["best", "last"])
+def test_patience_stops_each_start_where_the_rule_says(output):
+    """The opt-in early stop changes nothing but where each start stops: every start's
+    history is a prefix of its full run (then flat), it stops at the step the rule gives on
+    its full run's best-so-far values, and the kept point is the full run's at that step."""
+    moments, p, r = smooth_instance()
+    problem = dro.DROProblem.from_moments(moments, alpha=0.15, lam=0.1, center="global")
+    rng = np.random.default_rng(4)
+    starts = np.stack([random_orthonormal(rng, p, r) for _ in range(4)])
+    n_iter, patience, rtol = 3000, 25, 1e-9
+    full_best, _, _ = dro._descend(problem, starts, "V", n_iter, "qr", "best", "exact")
+    full_last, last_points, _ = dro._descend(problem, starts, "V", n_iter, "qr", "last", "exact")
+    history, kept, kept_values = dro._descend(problem, starts, "V", n_iter, "qr", output, "exact", patience, rtol)
+    stops = [stop_step(full_best[:, j], patience, rtol) for j in range(len(starts))]
+    assert max(stops) < n_iter and min(stops) < max(stops)  # starts leave at different steps
+    assert len(history) == max(stops) + 1
+    full = full_best if output == "best" else full_last
+    for j, t in enumerate(stops):
+        np.testing.assert_allclose(history[: t + 1, j], full[: t + 1, j], rtol=1e-13)
+        assert np.all(history[t:, j] == history[t, j])  # flat once stopped
+        assert kept_values[j] == pytest.approx(full[t, j], rel=1e-13)
+        assert float(problem.value(kept[j])) == pytest.approx(kept_values[j], rel=1e-12)
+    assert np.all(np.diff(history[:, 0]) <= 0) or output == "last"
+
+
+def test_patience_is_opt_in_and_reported():
+    moments, p, r = smooth_instance()
+    options = dict(alpha=0.15, lam=0.1, n_restarts=3, n_iter=3000, random_state=0)
+    full = fit(moments, r, **options)
+    assert full.n_iter == 3000 and full.objective_history.size == 3001 and full.options["patience"] is None
+    early = fit(moments, r, patience=25, patience_rtol=1e-9, **options)
+    assert early.options["patience"] == 25 and early.options["patience_rtol"] == 1e-9
+    assert early.n_iter < 3000 and early.objective_history.size == early.n_iter + 1
+    assert early.certificate["objective"] == pytest.approx(full.certificate["objective"], rel=1e-6)
+    if early.certificate["best_start"] == full.certificate["best_start"]:
+        np.testing.assert_allclose(early.objective_history, full.objective_history[: early.n_iter + 1], rtol=1e-12)
+
+
 @pytest.mark.parametrize("output", ["best", "last"])
 def test_restarts_never_do_worse_than_the_pca_start_alone(output):
     """Start 0 is the deterministic PCA start whatever n_restarts, and the start with the
@@ -853,6 +905,9 @@ BAD_OPTIONS = [
     ({"form": "W"}, "form"),
     ({"output": "mean"}, "output"),
     ({"objective": "robust"}, "objective"),
+    ({"patience": 0}, "patience"),
+    ({"patience": 2.5}, "patience"),
+    ({"patience": 5, "patience_rtol": -1e-3}, "patience_rtol"),
 ]
 
 
