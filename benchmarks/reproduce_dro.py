@@ -58,7 +58,7 @@ from fairpca_dist import HashCells, compute_moments, fit_projection  # noqa: E40
 from fairpca_dist.evaluation import PAPER_GRIDS, evaluate, score_projection  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(os.environ.get("DRO_RESULTS", ROOT / "benchmarks" / "results"))
+RESULTS = ROOT / "benchmarks" / "results"
 METHODS = ("dro", "pca", "samadi-mw", "fair-eig", "mm")
 N_COMPONENTS = 3
 
