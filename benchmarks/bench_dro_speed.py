@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import cProfile
-import hashlib
 import io
 import os
 import pstats
@@ -68,6 +67,7 @@ import pandas as pd  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import provenance  # noqa: E402
 from baselines.dro_authors import (  # noqa: E402
     authors_eps,
     authors_stratified_split,
@@ -89,13 +89,8 @@ MOMENTS_ATOL = 1e-10
 SOLVERS = ("ours", "ours_early", "ours_paper_form", "authors")
 
 
-def provenance() -> str:
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    files = ["fairpca_dist/solvers/dro.py", "fairpca_dist/solvers/stiefel.py", "benchmarks/baselines/dro_authors.py",
+MEASURED = ["fairpca_dist/solvers/dro.py", "fairpca_dist/solvers/stiefel.py", "benchmarks/baselines/dro_authors.py",
              "benchmarks/datasets_paper.py"]
-    hashes = ", ".join(f"`{f}` {hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:12]}" for f in files)
-    return f"commit {commit}; sha256[:12] {hashes}"
 
 
 def solver_at(ref: str) -> ModuleType:
@@ -409,7 +404,7 @@ def main() -> None:
     verdicts = compare(table)
     profile = profile_ours(args)
     loads.append(os.getloadavg()[0])
-    write(table, verdicts, checks, args, provenance(), (loads[0], loads[1]), command, profile)
+    write(table, verdicts, checks, args, provenance(MEASURED), (loads[0], loads[1]), command, profile)
     print((RESULTS / "dro_speed.md").read_text())
 
 

@@ -43,11 +43,10 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import hashlib
 import io
 import pstats
 import os
-import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -57,6 +56,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from provenance import provenance  # noqa: E402
 from fairpca_dist import GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.solvers.mm import group_matrices  # noqa: E402
 from fantope_sdr import solve_fantope_sdr  # noqa: E402
@@ -75,12 +76,7 @@ TARGET = (100, 5, 5)
 TARGET_RATIO = 100.0
 
 
-def provenance() -> str:
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    files = ["fairpca_dist/solvers/mm.py", "fairpca_dist/solvers/samadi.py"]
-    hashes = ", ".join(f"`{f}` {hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:12]}" for f in files)
-    return f"commit {commit}; sha256[:12] {hashes}"
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/solvers/samadi.py"]
 
 
 def problem(n: int, r: int, k: int, seed: int) -> GroupMoments:
@@ -254,7 +250,7 @@ def main() -> None:
                         help="BLAS threads for everything timed (1: robust to other processes on this 2-core VM)")
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else list(PAPER)
-    prov = provenance()
+    prov = provenance(MEASURED)
     load_start = os.getloadavg()[0]
     rows = []
     for n, r, k in sizes:

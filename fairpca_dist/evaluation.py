@@ -45,6 +45,7 @@ import pandas as pd
 
 from fairpca_dist.cells import CellMoments
 from fairpca_dist.exceptions import GroupError, InputError
+from fairpca_dist.jsonable import jsonable
 from fairpca_dist.metrics import group_errors, group_errors_about
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
@@ -373,10 +374,10 @@ class Evaluation:
                         "test": [label_to_json(c) for c in s.test],
                         "folds": [[label_to_json(c) for c in fold] for fold in s.folds]} for s in self.splits],
             "results": [{
-                "method": r.method, "split": r.split, "params": _jsonable(r.params), "fits": r.fits, "seconds": r.seconds,
+                "method": r.method, "split": r.split, "params": jsonable(r.params), "fits": r.fits, "seconds": r.seconds,
                 "converged": r.converged, "warnings": list(r.warnings), "test": scores(r.test),
                 "train": scores(r.train),
-                "cross_validation": [{"params": _jsonable(g.params), "abdiff": g.abdiff, "are": g.are}
+                "cross_validation": [{"params": jsonable(g.params), "abdiff": g.abdiff, "are": g.are}
                                      for g in r.cross_validation],
             } for r in self.results],
         }
@@ -506,8 +507,8 @@ def evaluate(
         "n_components": n_components, "n_splits": len(splits), "train_fraction": train_fraction,
         "n_folds": n_folds, "center": center, "standardize": standardize, "ddof": ddof,
         "min_group_size": min_group_size, "random_state": random_state, "n_cells": cells.n_cells,
-        "cells": _jsonable(getattr(cells.assignment, "to_json", lambda: cells.assignment)()),
-        "methods": {plan.name: {"fixed": _jsonable(plan.fixed), "grid": _jsonable(list(plan.grid))} for plan in plans},
+        "cells": jsonable(getattr(cells.assignment, "to_json", lambda: cells.assignment)()),
+        "methods": {plan.name: {"fixed": jsonable(plan.fixed), "grid": jsonable(list(plan.grid))} for plan in plans},
     }
     return Evaluation(settings=settings, groups=cells.groups, splits=splits, results=tuple(results),
                       seconds=time.perf_counter() - started, methods=tuple(plan.name for plan in plans))
@@ -541,14 +542,3 @@ def _evaluate_split(plan: _Plan, split: Split, train: GroupMoments, test: GroupM
         fits=len(plan.grid) * len(folds) * (len(plan.grid) > 1) + 1, seconds=time.perf_counter() - started,
         converged=model.converged, warnings=tuple(dict.fromkeys(caught)),
     )
-
-
-def _jsonable(value: Any) -> Any:
-    """Options and labels as JSON values (numpy scalars and arrays, tuples → lists)."""
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value

@@ -24,7 +24,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -47,6 +46,7 @@ from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist import metrics
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.datapasses import DataPasses
@@ -167,7 +167,7 @@ def downstream_parity(
         classifier = _classifier().fit(inputs[train], y[train])
         return _parity_scores(y[test], classifier.predict(inputs[test]), groups[test], inputs.shape[1])
 
-    return _jsonable({
+    return jsonable({
         "target": target,
         "positive_class": positive,
         "sensitive": sensitive,
@@ -341,7 +341,7 @@ def build_report(
         },
         "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
     }
-    return _jsonable(report)
+    return jsonable(report)
 
 
 def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
@@ -415,19 +415,6 @@ def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequ
 def _group_name(label: Hashable) -> str:
     """Display name of a group label; intersectional (tuple) labels read ``"a & b"``."""
     return " & ".join(map(str, label)) if isinstance(label, tuple) else str(label)
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON values: numpy -> Python, tuples and arrays -> lists, NaN and ±inf -> None."""
-    if isinstance(value, Mapping):
-        return {str(key): _jsonable(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 # ---------------------------------------------------------------------- tables for artifacts
@@ -700,7 +687,7 @@ def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
     try:
-        names = _render(_jsonable(report), staging)
+        names = _render(jsonable(report), staging)
         out_dir.mkdir(exist_ok=True)
         for name in names:
             os.replace(staging / name, out_dir / name)

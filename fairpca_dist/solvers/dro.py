@@ -388,7 +388,7 @@ def solve_dro(
         center=center,
         objective_history=history[:, best],
         n_iter=len(history) - 1,
-        status="converged",
+        status="fixed_steps",
         certificate=certificate,
         options={
             "alpha": float(alpha), "lam": float(lam), "n_iter": int(n_iter), "n_restarts": int(n_restarts),

@@ -16,6 +16,7 @@ __all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection"]
 STATUS_MESSAGES: dict[str, str] = {
     "closed_form": "solved in closed form (eigendecomposition)",
     "converged": "converged: the stopping tolerance was met",
+    "fixed_steps": "ran the method's prescribed number of steps (it has no convergence test)",
     "max_iter": "stopped at max_iter before meeting the tolerance",
     "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate')",
     "infeasible": "the optimisation problem is infeasible",
@@ -122,7 +123,7 @@ def make_projection(
         group_error=metrics.group_errors(moments, components, center=center),
         objective_history=np.asarray(objective_history, dtype=np.float64),
         n_iter=n_iter,
-        converged=status in ("closed_form", "converged"),
+        converged=status in ("closed_form", "converged", "fixed_steps"),
         status=status,
         message=STATUS_MESSAGES[status],
         certificate=dict(certificate or {}),
