@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -135,12 +136,20 @@ def _evaluate(args: argparse.Namespace) -> int:
         options[method].update(grid)
     print(f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
           f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}")
-    evaluation = evaluate_table(
-        args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
-        cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
-        train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
-        random_state=args.seed, client=args.dask_address, progress=True,
-    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        evaluation = evaluate_table(
+            args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
+            cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
+            train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
+            random_state=args.seed, client=args.dask_address, progress=True,
+        )
+    library_notices = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+    for record in caught:  # one line each (the solvers' own warnings are summarised by evaluate)
+        if not issubclass(record.category, library_notices):
+            print(f"fairpca: warning: {record.message}", file=sys.stderr)
+        elif args.verbose:  # other libraries' deprecation notices: shown with -v only
+            warnings.showwarning(record.message, record.category, record.filename, record.lineno)
     print(evaluation.markdown())
     print(f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
           f"evaluation.md, .json, .csv in {args.out_dir}")

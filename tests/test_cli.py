@@ -65,8 +65,9 @@ def test_evaluate_writes_the_protocol_and_reads_the_rows_once(source, tmp_path, 
                  "--option", "dro:alpha=0.1", "--option", "dro:n_restarts=2", "--option", "dro:n_iter=100",
                  "--splits", "3"]
     assert main(arguments) == 0
-    printed = capsys.readouterr().out
-    assert "| dro |" in printed and "| pca |" in printed
+    captured = capsys.readouterr()
+    assert "| dro |" in captured.out and "| pca |" in captured.out
+    assert all(line.startswith("fairpca: warning: evaluate: ") for line in captured.err.splitlines()), captured.err
     document = json.loads((out / "evaluation.json").read_text())
     assert document["settings"]["methods"]["dro"] == {"fixed": {"alpha": 0.1, "n_restarts": 2, "n_iter": 100},
                                                        "grid": [{"lam": 0}, {"lam": 1}]}
