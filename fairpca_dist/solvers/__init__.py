@@ -22,7 +22,7 @@ import numpy as np
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import dro, eigopt, mm, pca, samadi
+from fairpca_dist.solvers import dro, eigopt, jevd, mm, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "FairProjection", "CENTERS"]
@@ -84,6 +84,15 @@ SOLVERS: dict[str, SolverSpec] = {
     "mm-robust": SolverSpec(
         mm.solve_mm_robust, True, _options_of(mm.solve_mm_robust),
         "outlier-robust max-min l1 criterion by MM, one pass over the rows per iteration (Babu et al., Algorithm 4)",
+    ),
+    "jevd": SolverSpec(
+        jevd.solve, False, _options_of(jevd.solve),
+        "joint eigenvalue decomposition of the group covariances (Rathore & Manwani, Algorithm 1); "
+        "no fairness guarantee (its Thm 4.1 is false)",
+    ),
+    "jevd-orthogonal": SolverSpec(
+        jevd.solve_orthogonal, False, _options_of(jevd.solve_orthogonal),
+        "orthogonal joint diagonalisation of the group covariances by Jacobi rotations (Cardoso-Souloumiac 1996)",
     ),
 }
 

@@ -29,6 +29,7 @@ __all__ = [
     "tangent_projection",
     "geodesic",
     "orthonormality_error",
+    "offdiagonal_energy",
 ]
 
 
@@ -156,3 +157,11 @@ def orthonormality_error(matrix: np.ndarray) -> float:
     """max |VᵀV − I| over the entries (and over a stack)."""
     gram = np.swapaxes(matrix, -1, -2) @ matrix
     return float(np.abs(gram - np.eye(gram.shape[-1])).max()) if gram.size else 0.0
+
+
+def offdiagonal_energy(matrices: np.ndarray) -> float:
+    """Σ_g ‖offdiag(T_g)‖_F² of one matrix or a stack (..., d, d): the joint-diagonalisation
+    criterion (used by the JEVD solvers)."""
+    matrices = np.asarray(matrices, dtype=np.float64)
+    off = ~np.eye(matrices.shape[-1], dtype=bool)  # summed entry by entry: no cancellation
+    return float(np.sum(matrices[..., off] ** 2))
