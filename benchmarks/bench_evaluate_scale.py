@@ -36,6 +36,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
 from fairpca_dist import HashCells, compute_moments
 from fairpca_dist.datasets import write_synthetic_parquet
@@ -68,10 +69,7 @@ def main() -> None:
     from distributed import Client, LocalCluster
 
     table = SCRATCH / "evaluate_parquet"
-    need = max(5e9, 3 * args.rows * 21 * 8)
-    SCRATCH.mkdir(parents=True, exist_ok=True)
-    if shutil.disk_usage(SCRATCH).free < need:
-        raise SystemExit(f"refusing: {need / 1e9:.1f} GB free needed under {SCRATCH}")
+    require_free_disk(SCRATCH, max(5e9, 3 * args.rows * 21 * 8), f"{args.rows:,} x 20")
     load_start = os.getloadavg()[0]
     write_seconds = None
     if not (args.reuse and table.is_dir()):

@@ -50,7 +50,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
-from fairpca_dist import compute_moments, fit_projection
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from disk import require_free_disk  # noqa: E402
+from fairpca_dist import compute_moments, fit_projection  # noqa: E402
 from fairpca_dist.datasets import write_synthetic_parquet
 from fairpca_dist.passes import table_passes
 from fairpca_dist.solvers.stiefel import random_orthonormal
@@ -141,12 +143,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="reuse a kept table of the same size")
     args = parser.parse_args()
     n, d = args.rows, args.features
-    SCRATCH.mkdir(exist_ok=True)
-    free = shutil.disk_usage(SCRATCH).free
-    need = max(5e9, 3 * n * (d + 2) * 8)
-    if free < need:
-        sys.exit(f"refusing to run: {free / 1e9:.1f} GB free under {SCRATCH}, need {need / 1e9:.1f} GB "
-                 f"for {n:,} x {d} (use a smaller --rows)")
+    require_free_disk(SCRATCH, max(5e9, 3 * n * (d + 2) * 8), f"{n:,} x {d}")
     folder = SCRATCH / "mm_robust_parquet"
     result: dict = {"command": " ".join(["benchmarks/bench_mm_robust.py", *sys.argv[1:]]), "provenance": provenance(),
                     "rows": n, "features": d, "r": args.r, "rows_per_file": args.rows_per_file,

@@ -54,8 +54,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from threadpoolctl import threadpool_limits
 
-from fairpca_dist import compute_moments
-from fairpca_dist.sources import open_table
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from disk import require_free_disk  # noqa: E402
+from fairpca_dist import compute_moments  # noqa: E402
+from fairpca_dist.sources import open_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
@@ -233,12 +235,7 @@ def main() -> None:
 
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                             text=True, cwd=HERE).stdout.strip()  # the code this run imported
-    SCRATCH.mkdir(exist_ok=True)
-    free = shutil.disk_usage(SCRATCH).free
-    need = max(20e9, 2.5 * n * (d + 1) * 8)
-    if free < need:
-        sys.exit(f"refusing to run: {free / 1e9:.1f} GB free under {SCRATCH}, need at least "
-                 f"{need / 1e9:.1f} GB for a {n:,} x {d} table (use a smaller --rows)")
+    require_free_disk(SCRATCH, max(20e9, 2.5 * n * (d + 1) * 8), f"a {n:,} x {d} table")
 
     folder = SCRATCH / "ooc_parquet"
     print(f"writing {n:,} x {d} float64 ({feature_bytes / 1e9:.2f} GB) to {folder} ...", flush=True)

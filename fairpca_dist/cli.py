@@ -8,13 +8,14 @@ pipeline flow itself (an ephemeral Prefect server starts when ``PREFECT_API_URL`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
 import sys
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -136,20 +137,12 @@ def _evaluate(args: argparse.Namespace) -> int:
         options[method].update(grid)
     print(f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
           f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        evaluation = evaluate_table(
-            args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
-            cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
-            train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
-            random_state=args.seed, client=args.dask_address, progress=True,
-        )
-    library_notices = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
-    for record in caught:  # one line each (the solvers' own warnings are summarised by evaluate)
-        if not issubclass(record.category, library_notices):
-            print(f"fairpca: warning: {record.message}", file=sys.stderr)
-        elif args.verbose:  # other libraries' deprecation notices: shown with -v only
-            warnings.showwarning(record.message, record.category, record.filename, record.lineno)
+    evaluation = evaluate_table(
+        args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
+        cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
+        train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
+        random_state=args.seed, client=args.dask_address, progress=True,
+    )
     print(evaluation.markdown())
     print(f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
           f"evaluation.md, .json, .csv in {args.out_dir}")
@@ -386,6 +379,25 @@ class _Console:
                 handler.addFilter(self._hold_errors)
                 self._handlers.append(handler)
 
+    @contextlib.contextmanager
+    def warnings_as_lines(self) -> Iterator[None]:
+        """Within: a warning prints as one line, ``fairpca: warning: <message>``; other libraries'
+        deprecation notices are shown (as Python shows them) only with ``--verbose``."""
+        original = warnings.showwarning
+
+        def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                 line: str | None = None) -> None:
+            if not issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
+                print(f"fairpca: warning: {message}", file=sys.stderr)
+            elif self.verbose:
+                original(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            warnings.showwarning = original
+
     def _hold_errors(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:
             self.held.append(record)
@@ -405,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.console = console = _Console(args.verbose)
     try:
-        code = int(args.handler(args))
+        with console.warnings_as_lines():
+            code = int(args.handler(args))
     except FairPCAError as error:
         print(f"fairpca: error: {error}", file=sys.stderr)
         return 2

@@ -37,7 +37,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Union
 
 import numpy as np
@@ -317,7 +317,11 @@ class Evaluation:
     splits: tuple[Split, ...]
     results: tuple[SplitResult, ...]
     seconds: float = 0.0
-    methods: tuple[str, ...] = field(default=())
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        """The evaluated methods, in the order they were given."""
+        return tuple(dict.fromkeys(result.method for result in self.results))
 
     def table(self) -> pd.DataFrame:
         """One row per method and split: chosen parameters and the four scores."""
@@ -511,7 +515,7 @@ def evaluate(
         "methods": {plan.name: {"fixed": jsonable(plan.fixed), "grid": jsonable(list(plan.grid))} for plan in plans},
     }
     return Evaluation(settings=settings, groups=cells.groups, splits=splits, results=tuple(results),
-                      seconds=time.perf_counter() - started, methods=tuple(plan.name for plan in plans))
+                      seconds=time.perf_counter() - started)
 
 
 def _evaluate_split(plan: _Plan, split: Split, train: GroupMoments, test: GroupMoments,
