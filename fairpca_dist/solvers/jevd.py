@@ -55,17 +55,35 @@ Robustness additions (spec B.2 items 1–7; each a documented option, deviations
    largest group loss of the selected (orthonormalised) set; ``"as_returned"``: the first r
    columns. The rule used is in ``options["columns"]``.
 7. ``init``: ``"identity"`` (the paper) or ``"eig_sum"`` (U = eigenvectors of Σ_g Σ_g,
-   T_g = UᵀΣ_gU). With ``fallback=True`` an identity start that is stuck — some pair has a zero
-   denominator (item 1) but a non-zero off-diagonal Σ_g |O_g(mn)| > denominator_tol ·
-   max_g ‖T_g‖_F, so it can never be rotated — restarts from ``"eig_sum"``;
-   ``options["init_used"]`` and ``certificate["fallback_eig_sum"]`` record it. With
-   ``fallback=False`` the stuck start is a fixed point (V = 0): the run stops at once with
-   ``options["stop_reason"] == "step"`` and U = I.
+   T_g = UᵀΣ_gU). With ``fallback=True`` the run restarts from ``"eig_sum"`` when the identity
+   start
+
+   * is stuck: some pair has a zero denominator (item 1) but a non-zero off-diagonal
+     Σ_g |O_g(mn)| > denominator_tol · max_g ‖T_g‖_F, so it can never be rotated; or
+   * diverges: the first-order step assumes off-diagonal entries small against the diagonal
+     gaps Δ_g(mn). When they are not, C grows by many orders of magnitude and the run ends
+     on a singular step or settles on columns that diagonalise worse than I did. Examples:
+     z-scored features, where every diagonal is near 1 (LSAC z-scored: C from 14.5 to 1e37 in
+     72 steps), and generic inputs of moderate d (random Wishart pairs: 34 of 100 at d = 10,
+     100 of 100 at d = 20; benchmarks/results/jevd_lsac.md). A run (from either start)
+     counts as diverged when it ends on a singular step or with unit columns Ū whose
+     orthogonal criterion Σ_g ‖offdiag(ŪᵀΣ_gŪ)‖² is above that of its orthonormal start
+     (C_0). Raw C is no guide, because it changes with the column scaling; or
+   * stops at max_iter.
+
+   The restart is kept unless its unit columns diagonalise worse. ``options["init_used"]``,
+   ``options["fallback_reason"]`` (``"stuck"``, ``"diverged"`` or ``"max_iter"``) and
+   ``certificate["fallback_eig_sum"]`` record it. With ``fallback=False`` the paper's behaviour
+   is kept: the stuck start is a fixed point (V = 0, the run stops at once with
+   ``options["stop_reason"] == "step"`` and U = I), and a diverged run returns its last
+   finite iterate. A diverged result has status ``"inaccurate"`` and emits a
+   ``ConvergenceWarning``, whatever the option.
 
 Singular group covariances: nothing here inverts Σ_g; only B = I + V is inverted (by a linear
 solve). Zero variance directions give zero denominators, which item 1 guards, so singular Σ_g
 produce no NaN. If a step B is numerically singular (condition number above 1e12) or produces
-non-finite values, the iteration stops at the previous iterate with status ``"inaccurate"``.
+non-finite values, the iteration stops at the previous iterate with status ``"inaccurate"``
+(and, with ``fallback=True`` from the identity start, restarts from ``"eig_sum"``: item 7).
 
 The paper's errors (spec B.6)
 -----------------------------
@@ -117,7 +135,8 @@ class JointDiagonalization:
     ``basis`` is the raw U (faithful: unnormalised columns; Jacobi: orthogonal), ``unit`` its
     columns normalised to unit norm, ``history`` the criterion per iteration (entry 0 at the
     start), ``reason`` the stopping test met (``"criterion"``, ``"stagnation"``, ``"step"``,
-    ``"rotation"``, ``"singular_step"``, or ``"max_iter"``).
+    ``"rotation"``, ``"singular_step"``, or ``"max_iter"``); ``diverged`` is set by
+    :meth:`check_divergence`.
     """
 
     basis: np.ndarray
@@ -126,6 +145,8 @@ class JointDiagonalization:
     reason: str
     init_used: str = "identity"
     fallback: bool = False
+    fallback_reason: str = ""
+    diverged: bool = False
 
     @property
     def unit(self) -> np.ndarray:
@@ -134,7 +155,20 @@ class JointDiagonalization:
 
     @property
     def converged(self) -> bool:
-        return self.reason in ("criterion", "stagnation", "step", "rotation")
+        return self.reason in ("criterion", "stagnation", "step", "rotation") and not self.diverged
+
+    def orthogonal_criterion(self, matrices: np.ndarray) -> float:
+        """Σ_g ‖offdiag(ŪᵀΣ_gŪ)‖² of the unit columns Ū: comparable across runs and column scalings."""
+        unit = self.unit
+        return offdiagonal_energy(np.swapaxes(unit, 0, 1) @ matrices @ unit)
+
+    def check_divergence(self, matrices: np.ndarray) -> None:
+        """Set ``diverged``: the run ended on a singular step, or its unit columns diagonalise
+        ``matrices`` worse than the (orthonormal) start did, whose criterion is history[0]
+        (module docstring, item 7)."""
+        slack = 1e-12 * float(np.sum(matrices * matrices))  # rounding at a C_0 of zero
+        worse = self.orthogonal_criterion(matrices) > (1.0 + 1e-9) * self.history[0] + slack
+        self.diverged = self.reason == "singular_step" or worse
 
 
 # ---------------------------------------------------------------------------- faithful
@@ -211,14 +245,24 @@ def faithful_jevd(
     d = matrices.shape[1]
     settings = dict(max_iter=max_iter, tol=tol, stall_tol=stall_tol, step_tol=step_tol,
                     denominator_tol=denominator_tol)
-    if init == "identity":
-        if fallback and _stuck(matrices, denominator_tol):
-            result = _faithful_loop(matrices, _eig_sum_start(matrices), **settings)
-            result.init_used, result.fallback = "eig_sum", True
-            return result
-        return _faithful_loop(matrices, np.eye(d), **settings)
-    result = _faithful_loop(matrices, _eig_sum_start(matrices), **settings)
-    result.init_used = "eig_sum"
+    if init == "eig_sum":
+        return _run(matrices, _eig_sum_start(matrices), settings, init_used="eig_sum")
+    if fallback and _stuck(matrices, denominator_tol):
+        return _run(matrices, _eig_sum_start(matrices), settings, init_used="eig_sum", fallback_reason="stuck")
+    result = _run(matrices, np.eye(d), settings)
+    if fallback and (result.diverged or result.reason == "max_iter"):
+        restart = _run(matrices, _eig_sum_start(matrices), settings, init_used="eig_sum",
+                       fallback_reason="diverged" if result.diverged else "max_iter")
+        if restart.orthogonal_criterion(matrices) <= result.orthogonal_criterion(matrices):
+            return restart
+    return result
+
+
+def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, *, init_used: str = "identity",
+         fallback_reason: str = "") -> JointDiagonalization:
+    result = _faithful_loop(matrices, start, **settings)
+    result.init_used, result.fallback, result.fallback_reason = init_used, bool(fallback_reason), fallback_reason
+    result.check_divergence(matrices)
     return result
 
 
@@ -306,15 +350,23 @@ def _finish(
     best = best_rank_variance(covariance, n_components)
     chosen = select_columns(unit, covariance, n_components, columns, pooled=moments.total_covariance(), best=best)
     components = fix_signs(_qr_in_order(unit[:, chosen]))
-    status = "converged" if found.converged else ("inaccurate" if found.reason == "singular_step" else "max_iter")
+    orthogonal = found.orthogonal_criterion(covariance)
+    status = "inaccurate" if found.diverged else ("converged" if found.converged else "max_iter")
     if status == "max_iter":
         warnings.warn(f"{method}: stopped at max_iter={options['max_iter']} before meeting a stopping test",
+                      ConvergenceWarning, stacklevel=3)
+    elif status == "inaccurate":
+        hint = " (fallback=True restarts from init='eig_sum')" if options.get("fallback") is False else ""
+        ending = "stopped at a numerically singular step" if found.reason == "singular_step" else \
+            f"ended with unit columns diagonalising worse than the start ({orthogonal:.3g} > {found.history[0]:.3g})"
+        warnings.warn(f"{method}: the iteration diverged (criterion {found.history[0]:.3g} -> up to "
+                      f"{max(found.history):.3g}) and {ending}: the columns are not a joint diagonaliser{hint}",
                       ConvergenceWarning, stacklevel=3)
     certificate = {
         **certificate,
         "criterion_initial": found.history[0],
         "criterion": found.history[-1],
-        "orthogonal_criterion": offdiagonal_energy(np.swapaxes(unit, 0, 1) @ covariance @ unit),
+        "orthogonal_criterion": orthogonal,
         "max_column_cosine": cosine,
     }
     if moments.n_groups == 2:
@@ -352,7 +404,7 @@ def solve(
     init : {"identity", "eig_sum"}
         Start U = I (the paper) or the eigenvectors of Σ_g Σ_g (item 7).
     fallback : bool
-        Restart from ``"eig_sum"`` when the identity start is stuck (item 7).
+        Restart from ``"eig_sum"`` when the identity start is stuck or diverges (item 7).
     max_iter : int
         S_max, iterations at most (≥ 1).
     tol : float
@@ -382,7 +434,8 @@ def solve(
     covariance = moments.covariance(center)
     found = faithful_jevd(covariance, init=init, fallback=fallback, max_iter=max_iter, tol=tol,
                           stall_tol=stall_tol, step_tol=step_tol, denominator_tol=denominator_tol)
-    options = {"init": init, "init_used": found.init_used, "fallback": fallback, "max_iter": max_iter,
+    options = {"init": init, "init_used": found.init_used, "fallback": fallback,
+               "fallback_reason": found.fallback_reason, "max_iter": max_iter,
                "tol": tol, "stall_tol": stall_tol, "step_tol": step_tol, "denominator_tol": denominator_tol}
     return _finish(moments, n_components, center, covariance, found, method="jevd", columns=columns,
                    options=options, certificate={"fallback_eig_sum": float(found.fallback)})

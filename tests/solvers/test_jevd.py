@@ -273,6 +273,55 @@ def test_singular_group_covariance_gives_no_nan():
         assert np.all(np.isfinite(result.group_loss)) and np.all(np.isfinite(result.objective_history))
 
 
+# ================================================================== divergence of the identity start
+def correlation_pair(p: int, seed: int) -> np.ndarray:
+    """Two correlation matrices with diagonals jittered by ±0.1: off-diagonal entries large
+    against the diagonal gaps, where the paper's first-order step is not valid."""
+    rng = np.random.default_rng(seed)
+    matrices = []
+    for _ in range(2):
+        half = rng.normal(size=(p, p))
+        c = half @ half.T
+        s = 1 / np.sqrt(np.diag(c))
+        matrices.append(c * s[:, None] * s[None, :] + np.diag(rng.uniform(-0.1, 0.1, p)))
+    return np.stack(matrices)
+
+
+def test_diverging_identity_start_is_reported_and_falls_back_to_eig_sum():
+    matrices = correlation_pair(10, 0)
+    paper = jevd.faithful_jevd(matrices, fallback=False)
+    assert paper.init_used == "identity" and paper.diverged and not paper.converged
+    # the unit columns diagonalise worse than U = I did, by the scale-free criterion (written out)
+    assert offdiag_energy(matrices, unit_columns(paper.basis)) > 2 * offdiag_energy(matrices, np.eye(10))
+    moments = group_moments(matrices)
+    with pytest.warns(ConvergenceWarning, match="diverged"):
+        as_paper = fit_projection(moments, 3, method="jevd", fallback=False)
+    assert as_paper.status == "inaccurate" and not as_paper.converged
+    assert np.all(np.isfinite(as_paper.components)) and np.all(np.isfinite(as_paper.group_loss))
+    check_orthonormal(as_paper.components)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        default = fit_projection(moments, 3, method="jevd")
+    assert default.status == "converged" and default.certificate["fallback_eig_sum"] == 1.0
+    assert default.options["init_used"] == "eig_sum" and default.options["fallback_reason"] == "diverged"
+    jacobi = offdiag_energy(matrices, jevd.jacobi_jd(matrices).basis)
+    assert abs(default.certificate["orthogonal_criterion"] - jacobi) <= 1e-6 * jacobi
+    assert as_paper.certificate["orthogonal_criterion"] > 10 * jacobi
+
+
+def test_singular_step_stops_at_the_last_finite_iterate():
+    moments = group_moments(correlation_pair(8, 0))
+    matrices = moments.covariance("group")  # the solver's input, bit for bit (the divergence is chaotic)
+    paper = jevd.faithful_jevd(matrices, fallback=False)
+    assert paper.reason == "singular_step" and paper.diverged
+    assert np.all(np.isfinite(paper.basis)) and np.isfinite(paper.history).all()
+    assert len(paper.history) == paper.n_iter + 1
+    with pytest.warns(ConvergenceWarning, match="singular step"):
+        result = fit_projection(moments, 2, method="jevd", fallback=False)
+    assert result.status == "inaccurate" and result.options["stop_reason"] == "singular_step"
+    assert fit_projection(moments, 2, method="jevd").options["fallback_reason"] == "diverged"
+
+
 # ================================================================== fixture F1: Theorem 4.1 is false
 def test_f1_theorem_4_1_is_false():
     """Σ_A = diag(1, 0), Σ_B = diag(0, 1), r = 1 (spec §C, F1; B.6 item 1).

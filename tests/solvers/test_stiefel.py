@@ -8,6 +8,7 @@ import pytest
 
 from fairpca_dist.solvers.stiefel import (
     geodesic,
+    offdiagonal_energy,
     orthonormality_error,
     polar,
     qr_retraction,
@@ -202,3 +203,14 @@ def test_geodesic_for_a_general_tangent_direction_stays_on_the_manifold(seed):
     h = 1e-5
     velocity = (geodesic(v, delta, h) - geodesic(v, delta, -h)) / (2 * h)
     np.testing.assert_allclose(velocity, delta, atol=1e-8)
+
+
+def test_offdiagonal_energy_sums_the_squared_offdiagonal_entries_of_every_matrix():
+    rng = np.random.default_rng(3)
+    stack = rng.normal(size=(3, 4, 4))  # not symmetric: T_g = U⁻¹Σ_gU in the faithful JEVD is not
+    literal = sum(stack[g, i, j] ** 2 for g in range(3) for i in range(4) for j in range(4) if i != j)
+    assert offdiagonal_energy(stack) == pytest.approx(literal, rel=1e-14)
+    assert offdiagonal_energy(stack[1]) == pytest.approx(
+        sum(stack[1, i, j] ** 2 for i in range(4) for j in range(4) if i != j), rel=1e-14)
+    assert offdiagonal_energy(np.stack([np.diag([1e8, -2.0, 3.0])] * 2)) == 0.0  # diagonal: exactly zero
+    assert offdiagonal_energy(np.ones((1, 1))) == 0.0
