@@ -22,7 +22,7 @@ import numpy as np
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import dro, eigopt, jevd, mm, pca, samadi
+from fairpca_dist.solvers import dro, eigopt, jevd, mm, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "FairProjection", "CENTERS"]
@@ -93,6 +93,11 @@ SOLVERS: dict[str, SolverSpec] = {
     "jevd-orthogonal": SolverSpec(
         jevd.solve_orthogonal, False, _options_of(jevd.solve_orthogonal),
         "orthogonal joint diagonalisation of the group covariances by Jacobi rotations (Cardoso-Souloumiac 1996)",
+    ),
+    "olfat-sdp": SolverSpec(
+        olfat.solve, False, _options_of(olfat.solve),
+        "two-group FPCA: max variance s.t. projected mean gap <= delta, minus mu x covariance gap, convex SDP "
+        "(Olfat & Aswani 2019); Lee et al.'s Table 1 prints its (mu, delta) tuples, which are really (delta, mu)",
     ),
 }
 
