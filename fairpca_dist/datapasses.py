@@ -10,9 +10,18 @@ with y_i = x_i / scale − c_g the row in the solver's units, centred about its 
 c_g. Both are sums over rows, so one additive pass per iteration gives them (fused: the pass
 at V_t yields the objective min_g h_g(V_t) and the minorizer of the next step).
 
+MMD-constrained fair PCA with the RBF kernel (``mmd``; Lee et al. 2022, spec seed-004.md §3)
+needs the rows at every evaluation too: the projected rows U = ZV (:meth:`DataPasses.projected`,
+for the all-pairs kernel blocks of :func:`fairpca_dist.kernels.rbf_blocks`), then Zᵀ S
+(:meth:`DataPasses.backprojected`), or the additive random-feature sums
+(:meth:`DataPasses.rff_sums`), or a fixed subsample held in memory (:meth:`DataPasses.sample`).
+Rows there are z = x / scale − origin: the kernel is translation invariant, and the origin (the
+global mean) keeps large common offsets from rounding.
+
 This module holds what a solver may ask (:class:`DataPasses`), the arithmetic on a block of
-rows that every implementation shares (:func:`l1_block_sums`), its additive result
-(:class:`L1Sums`), and the in-memory implementation (:class:`ArrayPasses`).
+rows that every implementation shares (:func:`l1_block_sums`; the kernel arithmetic is in
+:mod:`fairpca_dist.kernels`), its additive result (:class:`L1Sums`), and the in-memory
+implementation (:class:`ArrayPasses`).
 :class:`fairpca_dist.passes.TablePasses` runs the same arithmetic over the partitions of a
 table with dask. Nothing here imports dask: solvers import this module.
 """
@@ -20,14 +29,15 @@ table with dask. Nothing here imports dask: solvers import this module.
 from __future__ import annotations
 
 import copy
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
 
-from fairpca_dist.exceptions import GroupError, SchemaError
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
 from fairpca_dist.moments import block_rows
 
 __all__ = ["DataPasses", "L1Sums", "l1_block_sums", "ArrayPasses"]
@@ -141,6 +151,24 @@ class DataPasses(Protocol):
         (k × p, in the order of :attr:`groups`), one pass over the rows."""
         ...
 
+    def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """U = ZV (n × r), the rows' group codes into :attr:`groups` and their sample weights
+        (None without), rows in a fixed order that :meth:`backprojected` follows; one pass."""
+        ...
+
+    def backprojected(self, s: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        """Zᵀ S (p × q) for rows S (n × q) in the order of :meth:`projected`; one pass."""
+        ...
+
+    def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
+        """Per-group random-feature sums at V (:func:`fairpca_dist.kernels.rff_sums`); one pass."""
+        ...
+
+    def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
+        """At most ``max_rows_per_group`` rows of each group, drawn uniformly without
+        replacement (deterministic for a seed), in memory, in the same units."""
+        ...
+
 
 class ArrayPasses:
     """:class:`DataPasses` over rows held in memory: a (n, p) array, one group label per row
@@ -185,3 +213,41 @@ class ArrayPasses:
             total = total + l1_block_sums(self.x[block], self.codes[block], self.groups, components, by_label,
                                           self.scale, weights)
         return total
+
+    def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+        """Row ranges and their rows z = x / scale − origin, a bounded block at a time."""
+        for start in range(0, self.x.shape[0], _BLOCK_ROWS):
+            block = slice(start, start + _BLOCK_ROWS)
+            yield block, self.x[block] / self.scale - origin
+
+    def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        u = np.empty((self.x.shape[0], components.shape[1]))
+        for block, z in self._blocks(origin):
+            u[block] = z @ components
+        return u, self.codes, self.weights
+
+    def backprojected(self, s: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        return sum((backprojection(z, s[block]) for block, z in self._blocks(origin)),
+                   np.zeros((self.x.shape[1], s.shape[1])))
+
+    def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
+        k = len(self.groups)
+        total = RFFSums(np.zeros((k, features.n_features)), np.zeros((k, self.x.shape[1], features.n_features)),
+                        np.zeros(k))
+        for block, z in self._blocks(origin):
+            total = total + rff_sums(z, self.codes[block], k, components, features,
+                                     None if self.weights is None else self.weights[block])
+        return total
+
+    def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
+        if max_rows_per_group < 2:
+            raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
+        rng = np.random.default_rng(seed)
+        keep = np.sort(np.concatenate([
+            rng.choice(rows, size=min(max_rows_per_group, rows.size), replace=False)
+            for rows in (np.flatnonzero(self.codes == g) for g in range(len(self.groups)))
+        ]))
+        subset = copy.copy(self)
+        subset.x, subset.codes = self.x[keep], self.codes[keep]
+        subset.weights = None if self.weights is None else self.weights[keep]
+        return subset

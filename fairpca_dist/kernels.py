@@ -54,13 +54,16 @@ __all__ = [
 DEFAULT_BLOCK_ROWS = 2048  # a 2048 × 2048 float64 kernel block is 32 MiB
 
 
-def pair_weights(codes: np.ndarray, pair: tuple[int, int], sizes: np.ndarray) -> np.ndarray:
-    """w_i = 1/size_a for rows of group ``pair[0]``, −1/size_b for ``pair[1]``, 0 otherwise
-    (``sizes`` per group code: row counts, or total sample weights for weighted rows)."""
+def pair_weights(
+    codes: np.ndarray, pair: tuple[int, int], sizes: np.ndarray, row_weights: np.ndarray | None = None,
+) -> np.ndarray:
+    """w_i = s_i/size_a for rows of group ``pair[0]``, −s_i/size_b for ``pair[1]``, 0 otherwise,
+    with s_i the rows' sample weights (1 without) and ``sizes`` per group code their totals."""
     a, b = pair
+    s = np.ones(codes.shape[0]) if row_weights is None else np.asarray(row_weights, dtype=np.float64)
     w = np.zeros(codes.shape[0])
-    w[codes == a] = 1.0 / sizes[a]
-    w[codes == b] = -1.0 / sizes[b]
+    w[codes == a] = s[codes == a] / sizes[a]
+    w[codes == b] = -s[codes == b] / sizes[b]
     return w
 
 

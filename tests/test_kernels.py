@@ -193,3 +193,44 @@ def test_moment_kernels_equal_the_v_statistic_on_rows(kernel):
 def test_bad_block_size():
     with pytest.raises(InputError, match="block_rows"):
         rbf_blocks(np.zeros((3, 1)), np.ones(3), 1.0, block_rows=0)
+
+
+# ================================================================== the in-memory row passes of mmd
+def test_array_passes_project_backproject_and_sum_random_features_in_row_order():
+    from fairpca_dist.datapasses import ArrayPasses
+
+    rng = np.random.default_rng(21)
+    x = rng.normal(size=(150_000, 4)) + 1e6  # several internal blocks; a large common offset
+    labels = np.where(rng.random(150_000) < 0.3, "a", "b")
+    scale = np.array([1.0, 2.0, 0.5, 4.0])
+    origin = x.mean(axis=0) / scale
+    passes = ArrayPasses(x, labels, ("a", "b")).rescaled(scale)
+    v = random_orthonormal(rng, 4, 2)
+    z = x / scale - origin
+    u, codes, weights = passes.projected(v, origin)
+    np.testing.assert_allclose(u, z @ v, atol=1e-9)
+    assert weights is None and np.array_equal(codes, (labels == "b").astype(int))
+    s = rng.normal(size=(150_000, 3))
+    np.testing.assert_allclose(passes.backprojected(s, origin), z.T @ s, rtol=1e-9)
+    features = RandomFeatures.draw(2, 20, 1.0, rng)
+    total = passes.rff_sums(v, origin, features)
+    whole = rff_sums(z, codes, 2, v, features)
+    np.testing.assert_allclose(total.cosines, whole.cosines, rtol=1e-9)
+    np.testing.assert_allclose(total.sines, whole.sines, rtol=1e-9, atol=1e-6)
+    np.testing.assert_array_equal(total.weight, np.bincount(codes))
+
+
+def test_array_passes_sample_is_per_group_and_deterministic():
+    from fairpca_dist.datapasses import ArrayPasses
+
+    rng = np.random.default_rng(22)
+    labels = np.r_[np.full(500, "a"), np.full(30, "b")]
+    passes = ArrayPasses(rng.normal(size=(530, 3)), labels, ("a", "b"), weights=rng.random(530))
+    sample = passes.sample(100, seed=3)
+    assert np.bincount(sample.codes).tolist() == [100, 30]
+    np.testing.assert_array_equal(sample.x, passes.sample(100, seed=3).x)
+    assert not np.array_equal(sample.x, passes.sample(100, seed=4).x)
+    row = np.flatnonzero((passes.x == sample.x[0]).all(axis=1))[0]
+    assert sample.weights[0] == passes.weights[row]
+    with pytest.raises(InputError, match="max_rows_per_group"):
+        passes.sample(1, seed=0)
