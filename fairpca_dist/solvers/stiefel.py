@@ -7,15 +7,22 @@ orthonormality check. The Riemannian pieces (embedded metric; Absil, Mahony & Se
 :func:`tangent_projection` (which is also the Riemannian gradient of a Euclidean gradient),
 the retractions :func:`qr_retraction` and :func:`polar`, the exact :func:`geodesic`, and
 :func:`orthonormality_error`. Each works on one matrix or a stack (..., p, r).
+:func:`minimize_lbfgs` is a Riemannian limited-memory BFGS minimiser built on them (the
+inner solver of the MMD-constrained fair PCA, spec 004 §2.3).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
 
-from fairpca_dist.exceptions import SolverError
+from fairpca_dist.exceptions import InputError, SolverError
+from fairpca_dist.solvers import checks
 
 __all__ = [
     "top_eigenvectors",
@@ -30,6 +37,9 @@ __all__ = [
     "geodesic",
     "orthonormality_error",
     "offdiagonal_energy",
+    "qr_retraction_velocity",
+    "LBFGSResult",
+    "minimize_lbfgs",
 ]
 
 
@@ -165,3 +175,244 @@ def offdiagonal_energy(matrices: np.ndarray) -> float:
     matrices = np.asarray(matrices, dtype=np.float64)
     off = ~np.eye(matrices.shape[-1], dtype=bool)  # summed entry by entry: no cancellation
     return float(np.sum(matrices[..., off] ** 2))
+
+
+# ------------------------------------------------------------------ Riemannian L-BFGS
+Cost = Callable[[np.ndarray], tuple[float, np.ndarray]]
+StopReason = Literal["gradient", "max_iter", "no_progress"]
+
+_MIN_COSINE = 1e-8  # an L-BFGS direction at a smaller angle cosine to −grad is not "descent"
+_ROUNDING = 1e-12  # a predicted decrease below this × |f| is at the cost's rounding level
+
+
+@dataclass(frozen=True)
+class LBFGSResult:
+    """The outcome of :func:`minimize_lbfgs`.
+
+    ``point`` is the last iterate (orthonormal to 10⁻¹⁰), ``value`` the cost there,
+    ``gradient`` the Riemannian gradient P_V(∇f(V)) there and ``gradient_norm`` its Frobenius
+    norm. ``n_iter`` counts accepted steps, ``n_evaluations`` calls of the cost (the start and
+    every line-search trial). ``reason`` says why it stopped: ``"gradient"`` (‖grad f‖ ≤
+    gradient_tol), ``"max_iter"`` or ``"no_progress"`` (no step along −grad decreased the cost,
+    which happens at the cost's rounding level or with a gradient that does not match the
+    value). ``values`` and ``gradient_norms`` hold f and ‖grad f‖ at every iterate, the start
+    included (n_iter + 1 entries; ``values`` decreasing, but for changes at the rounding
+    level of f, below 10⁻¹²·|f|, see :func:`minimize_lbfgs`).
+    """
+
+    point: np.ndarray
+    value: float
+    gradient: np.ndarray
+    gradient_norm: float
+    n_iter: int
+    n_evaluations: int
+    reason: StopReason
+    values: tuple[float, ...]
+    gradient_norms: tuple[float, ...]
+
+    @property
+    def converged(self) -> bool:
+        """Whether the gradient tolerance was met."""
+        return self.reason == "gradient"
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """A line-search point R_V(tη) with its cost, Riemannian gradient and φ'(t)."""
+
+    step: float
+    point: np.ndarray
+    value: float
+    gradient: np.ndarray
+    slope: float
+
+
+def qr_retraction_velocity(matrix: np.ndarray, q: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    """d/dt qf(X + tẊ) at t = 0, given Q = qf(X): the differential of the QR retraction,
+    D qf(X)[Ẋ] = Q ρ_skew(QᵀẊR⁻¹) + (I − QQᵀ)ẊR⁻¹ with R = QᵀX and ρ_skew(A) the strictly
+    lower triangle of A minus its transpose (Absil et al. 2008, Example 8.1.5). With
+    X = V + tη it is the velocity of the retraction curve t ↦ R_V(tη), a tangent vector at Q;
+    at t = 0 it is η itself."""
+    upper = np.triu(q.T @ matrix)
+    scaled = scipy.linalg.solve_triangular(upper, direction.T, trans="T").T  # Ẋ R⁻¹
+    inner = q.T @ scaled
+    lower = np.tril(inner, -1)
+    return q @ (lower - lower.T - inner) + scaled
+
+
+def _evaluate(cost: Cost, point: np.ndarray) -> tuple[float, np.ndarray | None]:
+    """f(V) and the Riemannian gradient P_V(∇f(V)); (inf, None) when either is not finite."""
+    value, euclidean = cost(point)
+    euclidean = np.asarray(euclidean, dtype=np.float64)
+    if euclidean.shape != point.shape:
+        raise InputError(f"cost must return a gradient of shape {point.shape}, got {euclidean.shape}")
+    value = float(value)
+    if not (np.isfinite(value) and np.all(np.isfinite(euclidean))):
+        return np.inf, None
+    return value, tangent_projection(point, euclidean)
+
+
+def _wolfe_search(cost: Cost, point: np.ndarray, value: float, direction: np.ndarray, slope: float,
+                  step: float, armijo: float, wolfe: float, max_evaluations: int) -> tuple[_Trial | None, int]:
+    """A step t along the retraction curve φ(t) = f(R_V(tη)) meeting the weak Wolfe conditions
+    φ(t) ≤ φ(0) + c₁tφ'(0) and φ'(t) ≥ c₂φ'(0), with φ'(t) = ⟨grad f(R_V(tη)), d/dt R_V(tη)⟩
+    exact (:func:`qr_retraction_velocity`); found by bisection and doubling (Lewis & Overton
+    2013). Where the decrease c₁t|φ'(0)| is below the rounding level of f
+    (``_ROUNDING``·|f|), sufficient decrease is read from the derivative instead, by Hager &
+    Zhang's (2005) approximate Wolfe test φ'(t) ≤ (2c₁ − 1)φ'(0) (exact for a quadratic φ),
+    with φ(t) ≤ φ(0) + ``_ROUNDING``·|φ(0)|.
+    Returns the accepted trial (or, after ``max_evaluations`` trials, the longest one with
+    sufficient decrease, or None when none had it) and the number of cost evaluations."""
+    lower, upper = 0.0, np.inf
+    fallback = None
+    rounding = _ROUNDING * abs(value)
+    for evaluation in range(1, max_evaluations + 1):
+        moved = point + step * direction
+        candidate = qr_retraction(moved)
+        new_value, gradient = _evaluate(cost, candidate)
+        decrease = False
+        if gradient is not None:
+            new_slope = float(np.sum(gradient * qr_retraction_velocity(moved, candidate, direction)))
+            decrease = new_value <= value + armijo * step * slope
+            if not decrease and new_value <= value + rounding and -armijo * step * slope <= rounding:
+                decrease = new_slope <= (2.0 * armijo - 1.0) * slope
+        if not decrease:
+            upper = step
+        else:
+            trial = _Trial(step, candidate, new_value, gradient, new_slope)
+            if new_slope >= wolfe * slope:
+                return trial, evaluation
+            lower, fallback = step, trial
+        step = (lower + upper) / 2.0 if np.isfinite(upper) else 2.0 * step
+    return fallback, max_evaluations
+
+
+def _lbfgs_direction(gradient: np.ndarray, pairs: list[tuple[np.ndarray, np.ndarray, float, float]]) -> np.ndarray:
+    """−H grad f by the two-loop recursion (Nocedal & Wright 2006, Alg. 7.4) on the stored
+    pairs (s, y, ρ = 1/⟨s, y⟩, γ = ⟨s, y⟩/⟨y, y⟩), oldest first, all transported to the current
+    tangent space; H₀ = γ I from the newest pair. ρ and γ are those of the pair when stored."""
+    q = gradient.copy()
+    alphas = []
+    for s, y, rho, _ in reversed(pairs):
+        alpha = rho * float(np.sum(s * q))
+        q -= alpha * y
+        alphas.append(alpha)
+    r = pairs[-1][3] * q
+    for (s, y, rho, _), alpha in zip(pairs, reversed(alphas)):
+        r += (alpha - rho * float(np.sum(y * r))) * s
+    return -r
+
+
+def _check_start(start: np.ndarray) -> np.ndarray:
+    """A finite p × r (p ≥ r ≥ 1) matrix orthonormal to 10⁻⁸, re-orthonormalised by QR."""
+    point = np.asarray(start, dtype=np.float64)
+    if point.ndim != 2 or not 1 <= point.shape[1] <= point.shape[0] or not np.all(np.isfinite(point)):
+        raise InputError(f"start must be a finite p × r matrix with p >= r >= 1, got shape {point.shape}")
+    error = orthonormality_error(point)
+    if error > 1e-8:
+        raise InputError(f"start must be orthonormal: max |VᵀV − I| = {error:.3g} > 1e-08")
+    return qr_retraction(point)
+
+
+def minimize_lbfgs(
+    cost: Cost,
+    start: np.ndarray,
+    *,
+    gradient_tol: float,
+    max_iter: int = 300,
+    memory: int = 10,
+    cautious: float = 1e-4,
+    armijo: float = 1e-4,
+    wolfe: float = 0.9,
+    max_line_search: int = 30,
+) -> LBFGSResult:
+    """Minimise f over St(p, r) by a cautious Riemannian limited-memory BFGS method.
+
+    ``cost(V)`` returns f(V) and the Euclidean gradient ∇f(V) (p × r); the Riemannian
+    gradient is its tangent projection grad f(V) = P_V(∇f(V)) (embedded metric). Each
+    iteration:
+
+    1. direction η = −H grad f by the two-loop recursion over the last ``memory`` pairs with
+       H₀ = γI, γ = ⟨s, y⟩/⟨y, y⟩ of the newest pair; −grad f when there are no pairs or when
+       η is not a descent direction (⟨grad f, η⟩ > −10⁻⁸‖grad f‖‖η‖; the pairs are then
+       dropped);
+    2. a weak Wolfe line search along the QR retraction t ↦ qf(V + tη) (c₁ = ``armijo``,
+       c₂ = ``wolfe``), first trial t = 1 (t = min(1, 1/‖grad f‖) along −grad f, a step of
+       length ≤ 1); if it fails along the L-BFGS direction the pairs are dropped and −grad f
+       is tried; if that fails too the run stops with ``"no_progress"``;
+    3. with V₊ = qf(V + tη), vector transport by projection T(ξ) = P_{V₊}(ξ):
+       s = T(tη), y = grad f(V₊) − T(grad f(V)), and every stored pair is transported to
+       T_{V₊}St;
+    4. the cautious update of Huang, Absil & Gallivan (2018, SIAM J. Optim. 28(1)): the pair
+       is stored only if ⟨y, s⟩/‖s‖² ≥ ϑ(‖grad f(V)‖) with ϑ(τ) = ``cautious``·τ, which keeps
+       H positive definite without a locking condition or a differentiated retraction; ρ and
+       γ of a pair are those computed when it was stored.
+
+    It stops when ‖grad f(V)‖_F ≤ ``gradient_tol`` (``"gradient"``; checked first, so also at
+    the start), after ``max_iter`` steps (``"max_iter"``), or with ``"no_progress"``. The cost
+    values of the iterates decrease (Armijo) except at the rounding level of f, where a step
+    is accepted on the slope and f may rise by at most 10⁻¹²·|f|; every point passed to
+    ``cost`` (trials included) is a QR factor, orthonormal to rounding. The paper (spec 004 §2.3) used ROPTLIB's dense
+    cautious RBFGS with a gradient-norm stop ε_k and 300 iterations; this is its
+    limited-memory counterpart (ROPTLIB's LRBFGS). Deterministic.
+
+    Raises :class:`InputError` for a bad argument (naming it) or a start that is not
+    orthonormal, :class:`SolverError` when f or ∇f is not finite at the start.
+    """
+    gradient_tol = checks.number("gradient_tol", gradient_tol, strict=True)
+    max_iter = checks.integer("max_iter", max_iter)
+    memory = checks.integer("memory", memory)
+    cautious = checks.number("cautious", cautious)
+    armijo = checks.number("armijo", armijo, strict=True)
+    wolfe = checks.number("wolfe", wolfe, strict=True)
+    if not armijo < wolfe < 1.0:
+        raise InputError(
+            f"armijo and wolfe must satisfy 0 < armijo < wolfe < 1, got armijo={armijo!r}, wolfe={wolfe!r}")
+    max_line_search = checks.integer("max_line_search", max_line_search)
+    if not callable(cost):
+        raise InputError(f"cost must be callable, got {cost!r}")
+    point = _check_start(start)
+    value, gradient = _evaluate(cost, point)
+    if gradient is None:
+        raise SolverError("the cost or its gradient is not finite at the start")
+    norm = float(np.linalg.norm(gradient))
+    values, norms = [value], [norm]
+    pairs: list[tuple[np.ndarray, np.ndarray, float, float]] = []
+    n_evaluations = 1
+    while True:
+        if norm <= gradient_tol:
+            reason: StopReason = "gradient"
+            break
+        if len(values) > max_iter:
+            reason = "max_iter"
+            break
+        trial = None
+        if pairs:
+            direction = tangent_projection(point, _lbfgs_direction(gradient, pairs))
+            slope = float(np.sum(gradient * direction))
+            if np.isfinite(slope) and slope <= -_MIN_COSINE * norm * float(np.linalg.norm(direction)):
+                trial, used = _wolfe_search(cost, point, value, direction, slope, 1.0, armijo, wolfe, max_line_search)
+                n_evaluations += used
+        if trial is None:
+            pairs.clear()
+            direction, slope = -gradient, -norm**2
+            trial, used = _wolfe_search(
+                cost, point, value, direction, slope, min(1.0, 1.0 / norm), armijo, wolfe, max_line_search)
+            n_evaluations += used
+        if trial is None or np.array_equal(trial.point, point):
+            reason = "no_progress"
+            break
+        new = trial.point
+        s = tangent_projection(new, trial.step * direction)
+        y = trial.gradient - tangent_projection(new, gradient)
+        pairs = [(tangent_projection(new, ps), tangent_projection(new, py), rho, gamma) for ps, py, rho, gamma in pairs]
+        sy = float(np.sum(s * y))
+        if sy > 0.0 and sy >= cautious * norm * float(np.sum(s * s)):
+            pairs.append((s, y, 1.0 / sy, sy / float(np.sum(y * y))))
+            del pairs[:-memory]
+        point, value, gradient = new, trial.value, trial.gradient
+        norm = float(np.linalg.norm(gradient))
+        values.append(value)
+        norms.append(norm)
+    return LBFGSResult(point=point, value=value, gradient=gradient, gradient_norm=norm, n_iter=len(values) - 1,
+                       n_evaluations=n_evaluations, reason=reason, values=tuple(values), gradient_norms=tuple(norms))

@@ -6,12 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers.stiefel import (
     geodesic,
+    minimize_lbfgs,
     offdiagonal_energy,
     orthonormality_error,
     polar,
     qr_retraction,
+    qr_retraction_velocity,
     random_orthonormal,
     tangent_projection,
 )
@@ -214,3 +217,266 @@ def test_offdiagonal_energy_sums_the_squared_offdiagonal_entries_of_every_matrix
         sum(stack[1, i, j] ** 2 for i in range(4) for j in range(4) if i != j), rel=1e-14)
     assert offdiagonal_energy(np.stack([np.diag([1e8, -2.0, 3.0])] * 2)) == 0.0  # diagonal: exactly zero
     assert offdiagonal_energy(np.ones((1, 1))) == 0.0
+
+
+# ------------------------------------------------------------------ Riemannian L-BFGS
+def symmetric_with_spectrum(rng: np.random.Generator, eigenvalues: np.ndarray) -> np.ndarray:
+    q, _ = np.linalg.qr(rng.standard_normal((eigenvalues.size, eigenvalues.size)))
+    a = (q * eigenvalues) @ q.T
+    return (a + a.T) / 2
+
+
+def brockett(a: np.ndarray, weights: np.ndarray | None = None):
+    """f(V) = −tr(VᵀAV) (PCA) or, with weights N, the weighted Brockett cost tr(VᵀAVN);
+    Euclidean gradients −2AV and 2AVN."""
+    if weights is None:
+        return lambda v: (-float(np.sum(v * (a @ v))), -2.0 * a @ v)
+    return lambda v: (float(np.sum((v * (a @ v)) * weights)), 2.0 * (a @ v) * weights)
+
+
+class Recorder:
+    """Wraps a cost and keeps every point it was called at."""
+
+    def __init__(self, cost):
+        self.cost, self.points = cost, []
+
+    def __call__(self, v):
+        self.points.append(v.copy())
+        return self.cost(v)
+
+
+def riemannian_gradient_reference(v: np.ndarray, euclidean: np.ndarray) -> np.ndarray:
+    """G − V (VᵀG + GᵀV)/2, written out (the reference for the solver's gradient)."""
+    return euclidean - v @ (v.T @ euclidean + euclidean.T @ v) / 2
+
+
+def q_factor(x: np.ndarray) -> np.ndarray:
+    """Householder QR with a positive diagonal of R (the reference retraction)."""
+    q, r = np.linalg.qr(x)
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def steepest_descent_iterations(cost, v: np.ndarray, tol: float, max_iter: int = 20_000) -> int:
+    """Riemannian steepest descent with Armijo backtracking (c₁ = 10⁻⁴, halving, each search
+    starting from twice the last accepted step): the reference the L-BFGS method must beat."""
+    value, euclidean = cost(v)
+    step = 1.0
+    for k in range(max_iter):
+        g = riemannian_gradient_reference(v, euclidean)
+        squared = float(np.sum(g * g))
+        if np.sqrt(squared) <= tol:
+            return k
+        step *= 2.0
+        while True:
+            w = q_factor(v - step * g)
+            new_value, new_euclidean = cost(w)
+            if new_value <= value - 1e-4 * step * squared:
+                break
+            step /= 2.0
+            assert step > 1e-20, "the reference line search failed"
+        v, value, euclidean = w, new_value, new_euclidean
+    return max_iter
+
+
+@pytest.mark.parametrize("seed, memory", [(0, 10), (1, 10), (2, 3), (3, 1)])
+def test_lbfgs_finds_the_top_eigenspace(seed, memory):
+    """Brockett/PCA: min −tr(VᵀAV) is attained at the top-r eigenvectors (Ky Fan), value −Σλ_top."""
+    rng = np.random.default_rng(100 + seed)
+    p, r = 25, 3
+    eigenvalues = np.concatenate([[5.0, 4.5, 4.2], rng.uniform(0.0, 4.0, p - r)])
+    a = symmetric_with_spectrum(rng, eigenvalues)
+    cost = Recorder(brockett(a))
+    start = random_orthonormal(rng, p, r)
+    result = minimize_lbfgs(cost, start, gradient_tol=1e-8, memory=memory)
+    values, vectors = np.linalg.eigh(a)
+    top = vectors[:, -r:]
+    assert result.reason == "gradient" and result.converged
+    assert result.gradient_norm <= 1e-8
+    assert np.linalg.norm(result.point @ result.point.T - top @ top.T, ord=2) <= 1e-6
+    assert result.value == pytest.approx(-values[-r:].sum(), rel=1e-12)
+    # every point the cost saw (line-search trials too) is orthonormal; all of them counted
+    assert max(gram_error(v) for v in cost.points) <= 1e-10
+    assert result.n_evaluations == len(cost.points)
+    assert len(result.values) == len(result.gradient_norms) == result.n_iter + 1
+    np.testing.assert_allclose(cost.points[0], start, atol=1e-14)  # the start, re-orthonormalised
+    assert result.values[0] == cost.cost(cost.points[0])[0]
+    # non-increasing up to the rounding of f (below 10⁻¹² the line search reads the slope)
+    assert np.all(np.diff(result.values) <= 1e-12 * np.abs(result.values).max())
+    assert result.values[-1] < result.values[0]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_lbfgs_needs_far_fewer_iterations_than_steepest_descent(seed):
+    """An ill-conditioned Brockett problem: eigengap 0.005 against a spread of 1."""
+    rng = np.random.default_rng(200 + seed)
+    p, r = 20, 3
+    a = symmetric_with_spectrum(rng, np.concatenate([[1.0, 0.995, 0.99], rng.uniform(0.0, 0.985, p - r)]))
+    cost = brockett(a)
+    start = random_orthonormal(rng, p, r)
+    result = minimize_lbfgs(cost, start, gradient_tol=1e-6, max_iter=1000)
+    reference = steepest_descent_iterations(cost, start, 1e-6)
+    assert result.reason == "gradient"
+    assert 3 * result.n_iter < reference
+    # without stored pairs (cautious threshold never met) it is steepest descent: slower
+    memoryless = minimize_lbfgs(cost, start, gradient_tol=1e-6, max_iter=1000, cautious=1e12)
+    assert memoryless.n_iter > 2 * result.n_iter
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lbfgs_weighted_brockett_gives_the_eigenvectors_in_order(seed):
+    """min tr(VᵀAVN), N = diag(r, …, 1): column i is the eigenvector of the i-th smallest
+    eigenvalue (Brockett 1991), up to sign; value Σ N_ii λ_i."""
+    rng = np.random.default_rng(300 + seed)
+    p, r = 15, 4
+    a = symmetric_with_spectrum(rng, np.concatenate([[0.0, 0.3, 0.7, 1.0], rng.uniform(1.3, 3.0, p - r)]))
+    weights = np.arange(r, 0, -1.0)
+    result = minimize_lbfgs(brockett(a, weights), random_orthonormal(rng, p, r), gradient_tol=1e-9)
+    values, vectors = np.linalg.eigh(a)
+    assert result.reason == "gradient"
+    alignment = np.abs(np.sum(result.point * vectors[:, :r], axis=0))
+    np.testing.assert_allclose(alignment, 1.0, atol=1e-9)
+    assert result.value == pytest.approx(float(weights @ values[:r]), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_lbfgs_on_a_quartic_cost_decreases_to_a_stationary_point(seed):
+    """f(V) = Σ_i (‖Vᵀx_i‖² − c)², ∇f = 4 Σ_i (‖Vᵀx_i‖² − c) x_i x_iᵀ V: not quadratic, no
+    closed form; checked for exact descent (tolerance far above rounding), stationarity and
+    the reported gradient."""
+    rng = np.random.default_rng(400 + seed)
+    n, p, r, c = 30, 10, 3, 1.0
+    x = rng.standard_normal((n, p)) * np.linspace(1.5, 0.5, p)
+
+    def quartic(v):
+        residual = np.sum((x @ v) ** 2, axis=1) - c
+        return float(np.sum(residual**2)), 4.0 * x.T @ (residual[:, None] * (x @ v))
+
+    cost = Recorder(quartic)
+    loose = minimize_lbfgs(cost, random_orthonormal(rng, p, r), gradient_tol=1e-4)
+    assert loose.reason == "gradient"
+    assert np.all(np.diff(loose.values) < 0)  # Armijo/Wolfe: strictly decreasing
+    result = minimize_lbfgs(cost, loose.point, gradient_tol=1e-9)
+    assert result.reason == "gradient" and result.value <= loose.value
+    assert max(gram_error(v) for v in cost.points) <= 1e-10
+    # the reported gradient is P_V(∇f) at the returned point, tangent, of the reported norm
+    value, euclidean = quartic(result.point)
+    gradient = riemannian_gradient_reference(result.point, euclidean)
+    assert result.value == value
+    np.testing.assert_allclose(result.gradient, gradient, atol=1e-13)
+    assert result.gradient_norm == pytest.approx(np.linalg.norm(gradient), rel=1e-6, abs=1e-14)
+    assert np.abs(result.point.T @ result.gradient + result.gradient.T @ result.point).max() <= 1e-12
+    assert np.linalg.norm(gradient) <= 1e-9
+    # deterministic
+    again = minimize_lbfgs(quartic, loose.point, gradient_tol=1e-9)
+    np.testing.assert_array_equal(again.point, result.point)
+    assert again.values == result.values and again.n_evaluations == result.n_evaluations
+
+
+def test_lbfgs_stopping_reasons():
+    rng = np.random.default_rng(5)
+    p, r = 12, 2
+    a = symmetric_with_spectrum(rng, np.linspace(1.0, 3.0, p))
+    start = random_orthonormal(rng, p, r)
+    one = minimize_lbfgs(brockett(a), start, gradient_tol=1e-8, max_iter=1)
+    assert one.reason == "max_iter" and not one.converged
+    assert one.n_iter == 1 and len(one.values) == 2 and one.values[1] < one.values[0]
+    # already stationary: no step
+    _, vectors = np.linalg.eigh(a)
+    done = minimize_lbfgs(brockett(a), vectors[:, -r:], gradient_tol=1e-8)
+    assert done.reason == "gradient" and done.n_iter == 0 and done.n_evaluations == 1
+    # a gradient pointing uphill: no step decreases the cost
+    target = random_orthonormal(rng, p, r)
+    wrong = minimize_lbfgs(lambda v: (float(np.sum((v - target) ** 2)), -2.0 * (v - target)), start,
+                           gradient_tol=1e-8)
+    assert wrong.reason == "no_progress" and wrong.n_iter == 0
+    np.testing.assert_allclose(wrong.point, start, atol=1e-15)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"gradient_tol": 0.0}, "gradient_tol"),
+    ({"gradient_tol": -1e-6}, "gradient_tol"),
+    ({"gradient_tol": float("nan")}, "gradient_tol"),
+    ({"gradient_tol": 1e-6, "max_iter": 0}, "max_iter"),
+    ({"gradient_tol": 1e-6, "max_iter": 2.0}, "max_iter"),
+    ({"gradient_tol": 1e-6, "memory": 0}, "memory"),
+    ({"gradient_tol": 1e-6, "cautious": -1.0}, "cautious"),
+    ({"gradient_tol": 1e-6, "armijo": 0.95}, "armijo"),
+    ({"gradient_tol": 1e-6, "wolfe": 1.0}, "wolfe"),
+    ({"gradient_tol": 1e-6, "max_line_search": 0}, "max_line_search"),
+])
+def test_lbfgs_rejects_bad_arguments(kwargs, name):
+    a = np.diag(np.arange(1.0, 6.0))
+    with pytest.raises(InputError, match=name):
+        minimize_lbfgs(brockett(a), np.eye(5)[:, :2], **kwargs)
+
+
+def test_lbfgs_rejects_a_bad_start_or_gradient():
+    a = np.diag(np.arange(1.0, 6.0))
+    with pytest.raises(InputError, match="start"):
+        minimize_lbfgs(brockett(a), 2.0 * np.eye(5)[:, :2], gradient_tol=1e-6)
+    with pytest.raises(InputError, match="start"):
+        minimize_lbfgs(brockett(a), np.eye(2, 5), gradient_tol=1e-6)  # r > p
+    with pytest.raises(InputError, match="gradient of shape"):
+        minimize_lbfgs(lambda v: (0.0, v.T), np.eye(5)[:, :2], gradient_tol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_qr_retraction_velocity_is_the_derivative_of_the_retraction_curve(seed):
+    rng = np.random.default_rng(500 + seed)
+    p, r = 9, 3
+    v = random_orthonormal(rng, p, r)
+    eta = random_tangent(rng, v)
+    np.testing.assert_allclose(qr_retraction_velocity(v, v, eta), eta, atol=1e-14)  # t = 0
+    for t in (0.4, 1.5):
+        x = v + t * eta
+        velocity = qr_retraction_velocity(x, q_factor(x), eta)
+        h = 1e-6
+        difference = (q_factor(x + h * eta) - q_factor(x - h * eta)) / (2 * h)
+        np.testing.assert_allclose(velocity, difference, atol=1e-8)
+        q = q_factor(x)
+        assert np.abs(q.T @ velocity + velocity.T @ q).max() <= 1e-13  # tangent at R_V(tη)
+
+
+def test_lbfgs_memory_changes_the_path_and_a_nearly_orthonormal_start_is_cleaned():
+    rng = np.random.default_rng(6)
+    p, r = 15, 3
+    a = symmetric_with_spectrum(rng, np.concatenate([[3.0, 2.8, 2.7], rng.uniform(0.0, 2.5, p - r)]))
+    start = random_orthonormal(rng, p, r)
+    runs = {m: minimize_lbfgs(brockett(a), start, gradient_tol=1e-7, memory=m) for m in (1, 2, 50)}
+    assert all(run.reason == "gradient" for run in runs.values())
+    assert runs[1].values != runs[2].values != runs[50].values  # the memory bound is applied
+    # a start off the manifold by 10⁻⁹ (accepted, < 10⁻⁸) is re-orthonormalised before use
+    cost = Recorder(brockett(a))
+    noisy = start + 1e-9 * rng.standard_normal((p, r))
+    assert gram_error(noisy) > 1e-10
+    minimize_lbfgs(cost, noisy, gradient_tol=1e-6)
+    assert max(gram_error(v) for v in cost.points) <= 1e-10
+
+
+@pytest.mark.parametrize("first_step", [1e-6, 1.0, 1e3])
+def test_wolfe_search_meets_both_conditions_along_the_retraction(first_step):
+    """The line search (private) from a far too short, a fair and a far too long first trial:
+    the accepted t satisfies φ(t) ≤ φ(0) + c₁tφ'(0) and φ'(t) ≥ c₂φ'(0) for
+    φ(t) = f(qf(V + tη)), with φ'(t) taken here by central differences."""
+    from fairpca_dist.solvers.stiefel import _wolfe_search
+
+    rng = np.random.default_rng(7)
+    p, r = 10, 2
+    a = symmetric_with_spectrum(rng, np.linspace(0.0, 2.0, p))
+    cost = brockett(a)
+    v = random_orthonormal(rng, p, r)
+    value, euclidean = cost(v)
+    eta = -riemannian_gradient_reference(v, euclidean)
+    slope = -float(np.sum(eta * eta))
+    trial, used = _wolfe_search(cost, v, value, eta, slope, first_step, 1e-4, 0.9, 30)
+    assert trial is not None and 1 <= used <= 30
+    phi = lambda t: cost(q_factor(v + t * eta))[0]
+    t = trial.step
+    assert trial.value == pytest.approx(phi(t), abs=1e-13)
+    assert trial.value <= value + 1e-4 * t * slope
+    h = 1e-6 * t
+    derivative = (phi(t + h) - phi(t - h)) / (2 * h)
+    assert trial.slope == pytest.approx(derivative, rel=1e-5, abs=1e-8)
+    assert trial.slope >= 0.9 * slope
+    if first_step == 1e-6:
+        assert t > 1e-6  # it expanded
