@@ -202,7 +202,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _needs_rows(self) -> bool:
         """Whether the method reads the rows at every iteration (then fit builds DataPasses)."""
-        return not callable(self.method) and SOLVERS[self.method].needs_rows
+        return not callable(self.method) and SOLVERS[self.method].reads_rows(self._solver_options())
 
     def _memory_moments(
         self, X: Any, sensitive_features: Any, sample_weight: Any

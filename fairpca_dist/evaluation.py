@@ -247,7 +247,7 @@ def _plans(methods: Methods) -> tuple[_Plan, ...]:
         if isinstance(method, str):
             if method not in SOLVERS:
                 raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
-            if SOLVERS[method].needs_rows:
+            if SOLVERS[method].reads_rows(spec or {}):
                 raise InputError(
                     f"method {method!r} reads the rows at every iteration; the evaluation works from "
                     "per-cell moments only"

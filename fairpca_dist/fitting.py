@@ -130,7 +130,7 @@ def fit_table(
         sample_weight=sample_weight, client=client, progress=progress,
     )
     passes = None
-    if method in SOLVERS and SOLVERS[method].needs_rows:  # e.g. mm-robust: a pass per iteration, on the cluster
+    if method in SOLVERS and SOLVERS[method].reads_rows(options or {}):  # mm-robust, RBF mmd: passes on the cluster
         passes = table_passes(table_source(table), moments, sensitive_feature=sensitive_feature,
                               sample_weight=sample_weight, client=client)
     model = fit_projection(
@@ -149,7 +149,7 @@ def report_passes(table_dir: str | os.PathLike[str], model: FairProjection, mome
                   *, client: Any = None) -> TablePasses | None:
     """The rows of an ingested table (roles from its ``schema.json``) when the report must
     refit ``model``'s method on them (``mm-robust``), else None."""
-    if model.method not in SOLVERS or not SOLVERS[model.method].needs_rows:
+    if model.method not in SOLVERS or not SOLVERS[model.method].reads_rows(model.options):
         return None
     schema = read_schema(table_dir)
     return table_passes(table_source(table_dir), moments, sensitive_feature=schema["sensitive_feature"],

@@ -382,7 +382,7 @@ def _refit(moments: GroupMoments, model: FairProjection, n_components: int, meth
     """``method`` at ``n_components`` with the model's centring and scale (and the rows, for a
     method that reads them)."""
     return fit_projection(moments, n_components, method=method, center=model.center, standardize=model.scale,
-                          passes=passes if SOLVERS[method].needs_rows else None, **options)
+                          passes=passes if SOLVERS[method].reads_rows(options) else None, **options)
 
 
 def _evaluate(working: GroupMoments, projection: FairProjection) -> dict[str, Any]:

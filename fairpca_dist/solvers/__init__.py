@@ -22,7 +22,7 @@ import numpy as np
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import dro, eigopt, jevd, mm, olfat, pca, samadi
+from fairpca_dist.solvers import dro, eigopt, jevd, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "FairProjection", "CENTERS"]
@@ -32,12 +32,24 @@ CENTERS = ("group", "global", "origin")
 
 @dataclass(frozen=True)
 class SolverSpec:
-    """A registered method: its solve function and what it accepts."""
+    """A registered method: its solve function and what it accepts.
+
+    ``needs_rows``: whether the method may read the rows during the fit (then it takes
+    ``passes``); ``rows_needed``, when given, decides it from the options of one fit (``mmd``
+    reads rows for the RBF kernel only). Ask :meth:`reads_rows`.
+    """
 
     solve: Callable[..., FairProjection]
     needs_rows: bool
     options: frozenset[str]
     description: str
+    rows_needed: Callable[[dict[str, Any]], bool] | None = None
+
+    def reads_rows(self, options: dict[str, Any]) -> bool:
+        """Whether a fit with these method options reads the rows."""
+        if not self.needs_rows:
+            return False
+        return True if self.rows_needed is None else self.rows_needed(options)
 
 
 def solver_options(solve: Callable[..., FairProjection]) -> frozenset[str] | None:
@@ -93,6 +105,12 @@ SOLVERS: dict[str, SolverSpec] = {
     "jevd-orthogonal": SolverSpec(
         jevd.solve_orthogonal, False, _options_of(jevd.solve_orthogonal),
         "orthogonal joint diagonalisation of the group covariances by Jacobi rotations (Cardoso-Souloumiac 1996)",
+    ),
+    "mmd": SolverSpec(
+        mmd.solve, True, _options_of(mmd.solve),
+        "max explained variance s.t. MMD² between projected groups <= tau, REPMS with Riemannian L-BFGS "
+        "(Lee et al., AAAI 2022); the RBF kernel reads the rows (exact blocks, random features or a sample)",
+        rows_needed=mmd.rows_needed,
     ),
     "olfat-sdp": SolverSpec(
         olfat.solve, False, _options_of(olfat.solve),
@@ -151,7 +169,7 @@ def fit_projection(
         Smallest group the fit accepts.
     passes : DataPasses, optional
         The rows the moments came from, for methods that read them at every iteration
-        (``SOLVERS[m].needs_rows``: ``mm-robust``); see :func:`fairpca_dist.passes.table_passes`
+        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``mmd`` with the RBF kernel); see :func:`fairpca_dist.passes.table_passes`
         and :class:`fairpca_dist.datapasses.ArrayPasses`. It is rescaled with the moments.
     **options
         Method-specific options (see each solver's docstring).
@@ -176,7 +194,7 @@ def fit_projection(
             raise InputError(
                 f"unknown option(s) {unknown} for method {name!r}; valid options: {sorted(allowed) or 'none'}"
             )
-        if name in SOLVERS and SOLVERS[name].needs_rows and passes is None:
+        if name in SOLVERS and SOLVERS[name].reads_rows(options) and passes is None:
             raise InputError(
                 f"method {name!r} reads the rows at every iteration: pass passes= (fairpca_dist.passes."
                 "table_passes for a table, fairpca_dist.datapasses.ArrayPasses for arrays), or fit with "

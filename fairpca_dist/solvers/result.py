@@ -20,6 +20,8 @@ STATUS_MESSAGES: dict[str, str] = {
     "max_iter": "stopped at max_iter before meeting the tolerance",
     "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate')",
     "infeasible": "the optimisation problem is infeasible",
+    "constraint_unmet": "ended without meeting the fairness constraint (the paper's improper termination): "
+    "the last iterate is returned",
     "not_tight": "the relaxed surrogate maximiser is not orthonormal (singular values < 1, or zero): "
     "the penalty is past the range where the relaxation is tight",
 }

@@ -1,0 +1,387 @@
+"""MMD-constrained fair PCA (method ``"mmd"``): Lee, Kim, Olfat, Hasegawa-Johnson & Yoo,
+"Fast and Efficient MMD-based Fair PCA via Optimization over Stiefel Manifold" (AAAI 2022;
+spec seed-004.md).
+
+The problem (the paper's Eq. 8, §5; Definition 8)::
+
+    minimise over V ∈ St(p, r)   f(V) = −tr(VᵀΣV) / tr Σ
+    subject to                   h_ab(V) = MMD²(projected group a, projected group b) ≤ τ
+
+Σ is the pooled covariance about the global mean; f is normalised by tr Σ as in the authors'
+code (the paper's f is unnormalised: this changes the scale of ρ and of the inner tolerances ε by
+tr Σ, spec E6). h is the biased V-statistic of the chosen kernel (:mod:`fairpca_dist.kernels`).
+With k > 2 groups every pair a < b is constrained (a documented generalisation: the paper has
+two groups); the penalty is ρ Σ_{a<b} h_ab and "feasible" means max_{a<b} h_ab ≤ τ.
+
+Algorithm (the paper's Algorithm 1, REPMS with the plain penalty: h ≥ 0 and smooth, so no
+smoothing; spec §0.1, §2.2). For k = 0, 1, …, ``max_iter``:
+
+1. V_{k+1} ≈ argmin f + ρ_k Σ h_ab by Riemannian L-BFGS from V_k
+   (:func:`~fairpca_dist.solvers.stiefel.minimize_lbfgs`: the paper used ROPTLIB's cautious
+   RBFGS; ours is its limited-memory form), stopping at ‖grad‖ ≤ ε_k or ``max_inner`` steps;
+2. return V_{k+1} ("proper" termination, status ``"converged"``) when ‖V_{k+1} − V_k‖_F ≤
+   ``step_tol``, ε_k ≤ ε_min and max h ≤ τ: the paper's rule, which "forces the algorithm to
+   continue … until the desired level of fairness is achieved";
+3. ε_{k+1} = max(ε_min, θ_ε ε_k), θ_ε = (ε_min/ε_0)^{1/5}; when max h > τ, ρ_{k+1} = θ_ρ ρ_k,
+   clamped at ρ_max (``rho_update="paper"``), or, as the authors' code does, not clamped and the
+   run stops once ρ > ρ_max (``rho_update="code"``).
+
+A run that ends without meeting τ is what the paper calls an improper termination: status
+``"constraint_unmet"`` and a :class:`~fairpca_dist.exceptions.ConvergenceWarning`, the last
+iterate returned (as the code does). One that meets τ but not the step test has status
+``"max_iter"``.
+
+Defaults not in the paper are the code's (spec §2.5, §2.6): ρ_0 = 1 / Σ h_ab(V_pca); the start
+``"aux-mmd"``: the best of 11 random orthonormal matrices by explained variance, then
+minimising Σ h_ab alone (Eq. 10). ``"pca"`` and ``"random"`` starts, or an array, are offered.
+
+Kernels and estimators (``kernel``, ``estimator``):
+
+* ``"rbf"`` (the paper's): bandwidth σ from the median heuristic on the rows projected by PCA
+  (``bandwidth="code"``: σ = √(median squared distance / 2), the authors' code; ``"paper"``:
+  the median distance; spec E3), on a stratified subsample of at most ``bandwidth_rows`` rows
+  per group (the code uses every row: the median of N² distances is not additive), fixed for the
+  run; or ``sigma`` given. It needs the rows (``passes``):
+
+  - ``"exact"``: every pair of rows, in kernel blocks of ``block_rows`` (memory O(block²),
+    never N²); per evaluation one pass projects the rows, the blocks run on the driver in r
+    dimensions, and one pass forms Zᵀ S. O(N²r) work: realistic to N ≈ 10⁵;
+  - ``"rff"``: ``n_random_features`` random Fourier features fixed for the run (a seed from
+    ``random_state``); value and gradient from per-group sums, one pass per evaluation, O(N);
+  - ``"sample"``: a fixed stratified subsample of at most ``sample_rows`` rows per group, held
+    in memory, exact on it.
+
+* ``"linear"`` and ``"quadratic"`` (k(u, v) = (uᵀv + ``offset``)²): exact from the group moments,
+  no rows read. They compare only the first two moments (the paper's Synthetic #1 defeats them).
+
+The RBF estimator's null bias (spec §1.3, E2): for two samples of one distribution,
+E h = (1/m + 1/n)(1 − κ) with κ the mean kernel value between distinct rows. A τ below that floor
+(computed at the PCA projection on the bandwidth subsample, ``certificate["null_bias_floor"]``)
+can only be met by collapsing the projected spread against the fixed σ, so a
+:class:`~fairpca_dist.exceptions.ModelWarning` names both numbers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fairpca_dist.datapasses import DataPasses
+from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
+from fairpca_dist.kernels import (
+    DEFAULT_BLOCK_ROWS,
+    RandomFeatures,
+    median_bandwidth,
+    moment_mmd2,
+    pair_weights,
+    rbf_blocks,
+    rff_mmd2,
+)
+from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.solvers import checks
+from fairpca_dist.solvers.result import FairProjection, make_projection
+from fairpca_dist.solvers.stiefel import minimize_lbfgs, qr_retraction, random_orthonormal, top_eigenvectors
+
+__all__ = ["KERNELS", "ESTIMATORS", "STARTS", "RHO_UPDATES", "solve", "rows_needed"]
+
+KERNELS = ("rbf", "linear", "quadratic")
+ESTIMATORS = ("exact", "rff", "sample")
+STARTS = ("aux-mmd", "pca", "random")
+RHO_UPDATES = ("paper", "code")
+BANDWIDTHS = ("code", "paper")
+_AUX_CANDIDATES = 11  # the code's start: 1 + 10 random orthonormal matrices
+
+
+def rows_needed(options: dict) -> bool:
+    """Whether a fit with these options reads the rows (the RBF kernel does; the others not)."""
+    return options.get("kernel", "rbf") == "rbf"
+
+
+Evaluation = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass
+class _Constraint:
+    """h_ab(V) for every pair of groups and their gradients (n_pairs, p, r), counting calls."""
+
+    evaluate: Evaluation
+    n_evaluations: int = 0
+
+    def __call__(self, components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.n_evaluations += 1
+        return self.evaluate(components)
+
+
+def _moment_constraint(moments: GroupMoments, pairs: list[tuple[int, int]], kernel: str, offset: float) -> Evaluation:
+    means = moments.mean - moments.global_mean  # rows centred at the global mean, as the code does
+    second = moments.covariance("global")  # uncentred second moments of the centred rows
+
+    def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        parts = [moment_mmd2(means, second, components, pair, kernel=kernel, offset=offset) for pair in pairs]
+        return np.array([v for v, _ in parts]), np.stack([g for _, g in parts])
+
+    return evaluate
+
+
+def _exact_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], sigma: float,
+                      block_rows: int) -> Evaluation:
+    def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        projected, codes, weights = passes.projected(components, origin)
+        sizes = np.bincount(codes, weights=weights, minlength=len(passes.groups))
+        values, s_rows = [], []
+        for pair in pairs:
+            value, s = rbf_blocks(projected, pair_weights(codes, pair, sizes, weights), sigma, block_rows=block_rows)
+            values.append(value)
+            s_rows.append(s)
+        back = passes.backprojected(np.hstack(s_rows), origin)  # one pass for every pair
+        r = components.shape[1]
+        gradients = np.stack([-2.0 / sigma**2 * back[:, i * r : (i + 1) * r] for i in range(len(pairs))])
+        return np.array(values), gradients
+
+    return evaluate
+
+
+def _rff_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]],
+                    features: RandomFeatures) -> Evaluation:
+    def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sums = passes.rff_sums(components, origin, features)
+        parts = [rff_mmd2(sums, pair, features) for pair in pairs]
+        return np.array([v for v, _ in parts]), np.stack([g for _, g in parts])
+
+    return evaluate
+
+
+@dataclass
+class _Log:
+    """Per outer iteration: f, max h, ρ, ε, ‖V_{k+1} − V_k‖_F, inner steps."""
+
+    objective: list[float] = field(default_factory=list)
+    mmd2: list[float] = field(default_factory=list)
+    rho: list[float] = field(default_factory=list)
+    eps: list[float] = field(default_factory=list)
+    step: list[float] = field(default_factory=list)
+    inner: list[int] = field(default_factory=list)
+
+    def add(self, objective: float, mmd2: float, rho: float, eps: float, step: float, inner: int) -> None:
+        for name, value in zip(("objective", "mmd2", "rho", "eps", "step", "inner"),
+                               (objective, mmd2, rho, eps, step, inner)):
+            getattr(self, name).append(value)
+
+
+def _check_options(tau: float, kernel: str, estimator: str, start: object, rho_update: str, bandwidth: str,
+                   numbers: dict[str, tuple[float, bool]], integers: dict[str, int]) -> None:
+    checks.number("tau", tau, strict=True)
+    checks.choice("kernel", kernel, KERNELS)
+    checks.choice("estimator", estimator, ESTIMATORS)
+    checks.choice("rho_update", rho_update, RHO_UPDATES)
+    checks.choice("bandwidth", bandwidth, BANDWIDTHS)
+    if not isinstance(start, np.ndarray):
+        checks.choice("start", start, STARTS)
+    for name, (value, strict) in numbers.items():
+        checks.number(name, value, strict=strict)
+    for name, value in integers.items():
+        checks.integer(name, value)
+
+
+def _start(start: str | np.ndarray, pca: np.ndarray, total: np.ndarray, penalty: _Constraint,
+           rng: np.random.Generator, max_inner: int, eps_min: float) -> np.ndarray:
+    p, r = pca.shape
+    if isinstance(start, np.ndarray):
+        if start.shape != (p, r) or not np.isfinite(start).all():
+            raise InputError(f"start must be a finite ({p}, {r}) array, got shape {start.shape}")
+        return qr_retraction(start)
+    if start == "pca":
+        return pca
+    candidates = [random_orthonormal(rng, p, r) for _ in range(_AUX_CANDIDATES)]
+    best = max(candidates, key=lambda v: float(np.sum(v * (total @ v))))
+    if start == "random":
+        return candidates[0]
+
+    def aux(v: np.ndarray) -> tuple[float, np.ndarray]:  # Eq. 10: min Σ h_ab alone
+        values, gradients = penalty(v)
+        return float(values.sum()), gradients.sum(axis=0)
+
+    return minimize_lbfgs(aux, best, gradient_tol=eps_min, max_iter=max_inner).point
+
+
+def solve(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    random_state: int | np.random.Generator | None = None,
+    center: Center = "group",
+    passes: DataPasses | None = None,
+    tau: float = 1e-3,
+    kernel: str = "rbf",
+    estimator: str = "exact",
+    sigma: float | None = None,
+    bandwidth: str = "code",
+    bandwidth_rows: int = 2000,
+    n_random_features: int = 1000,
+    sample_rows: int = 2000,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
+    offset: float = 1.0,
+    start: str | np.ndarray = "aux-mmd",
+    rho0: float | None = None,
+    rho_factor: float = 2.0,
+    rho_max: float = 1e10,
+    rho_update: str = "paper",
+    eps0: float = 1e-1,
+    eps_min: float = 1e-6,
+    step_tol: float = 1e-6,
+    max_iter: int = 100,
+    max_inner: int = 300,
+) -> FairProjection:
+    """MMD-constrained fair PCA by REPMS (module docstring; Lee et al. 2022, Algorithm 1).
+
+    Parameters
+    ----------
+    passes : DataPasses
+        The rows, for ``kernel="rbf"`` (read at every evaluation, or sampled once).
+    tau : float
+        τ > 0: the largest MMD² allowed between any two projected groups.
+    kernel : {"rbf", "linear", "quadratic"}
+    estimator : {"exact", "rff", "sample"}
+        How the RBF MMD² is computed (module docstring); reported in ``options``.
+    sigma : float, optional
+        RBF bandwidth; by default the median heuristic (``bandwidth``, ``bandwidth_rows``).
+    n_random_features, sample_rows, block_rows : int
+        D of ``"rff"``; rows per group of ``"sample"``; rows per kernel block of ``"exact"``.
+    offset : float
+        c of the quadratic kernel (uᵀv + c)².
+    start : {"aux-mmd", "pca", "random"} or ndarray of shape (n_features, n_components)
+    rho0 : float, optional
+        ρ_0; default 1 / Σ h_ab(V_pca) (the code's).
+    rho_factor, rho_max, rho_update : θ_ρ, ρ_max, and "paper" (clamp) or "code" (stop above).
+    eps0, eps_min : inner gradient tolerances ε_0 and ε_min (θ_ε = (ε_min/ε_0)^{1/5}).
+    step_tol : d_min, the largest ‖V_{k+1} − V_k‖_F of a proper termination.
+    max_iter, max_inner : K outer iterations (the loop runs k = 0..K), L-BFGS steps per sub-problem.
+
+    Returns
+    -------
+    FairProjection
+        ``certificate``: ``mmd2`` (max over pairs at the solution), ``tau``, ``explained_variance``
+        (−f), ``rho`` (final), ``sigma`` and ``null_bias_floor`` (RBF), ``n_evaluations`` of the
+        constraint; ``options["log"]``: f, max h, ρ, ε, step and inner steps per outer iteration.
+    """
+    numbers = {"rho_factor": (rho_factor, True), "rho_max": (rho_max, True), "eps0": (eps0, True),
+               "eps_min": (eps_min, True), "step_tol": (step_tol, False), "offset": (offset, False)}
+    if sigma is not None:
+        numbers["sigma"] = (sigma, True)
+    if rho0 is not None:
+        numbers["rho0"] = (rho0, True)
+    _check_options(tau, kernel, estimator, start, rho_update, bandwidth, numbers,
+                   {"bandwidth_rows": bandwidth_rows, "n_random_features": n_random_features,
+                    "sample_rows": sample_rows, "block_rows": block_rows, "max_iter": max_iter,
+                    "max_inner": max_inner})
+    if moments.n_groups < 2:
+        raise InputError(f"mmd compares groups: got {moments.n_groups} group ({moments.groups})")
+    if kernel == "rbf" and passes is None:
+        raise InputError("kernel='rbf' reads the rows: pass passes= (or use kernel='linear' / 'quadratic', "
+                         "which need only the moments)")
+    rng = np.random.default_rng(random_state)
+    total = moments.total_covariance()
+    trace = float(np.trace(total))
+    if not trace > 0:
+        raise InputError("the rows have zero variance: there is nothing to project")
+    _, pca = top_eigenvectors(total, n_components)
+    pairs = list(itertools.combinations(range(moments.n_groups), 2))
+    certificate: dict[str, float] = {"tau": float(tau)}
+
+    if kernel == "rbf":
+        assert passes is not None
+        origin = moments.global_mean
+        sampled = passes.sample(bandwidth_rows, int(rng.integers(2**32)))
+        if sigma is None:
+            sigma = median_bandwidth(sampled.projected(pca, origin)[0], mode=bandwidth)
+        certificate["sigma"] = float(sigma)
+        certificate["null_bias_floor"] = _null_bias_floor(sampled, pca, origin, sigma, moments, pairs)
+        if tau < certificate["null_bias_floor"]:
+            warnings.warn(f"mmd: tau={tau:g} is below the estimator's null-bias floor "
+                          f"{certificate['null_bias_floor']:.3g} (the MMD² of two samples of one distribution "
+                          "of these sizes): it can only be met by collapsing the projected spread",
+                          ModelWarning, stacklevel=3)
+        if estimator == "exact":
+            evaluate = _exact_constraint(passes, origin, pairs, sigma, block_rows)
+        elif estimator == "sample":
+            evaluate = _exact_constraint(passes.sample(sample_rows, int(rng.integers(2**32))), origin, pairs,
+                                         sigma, block_rows)
+        else:
+            features = RandomFeatures.draw(n_components, n_random_features, sigma, rng)
+            evaluate = _rff_constraint(passes, origin, pairs, features)
+    else:
+        evaluate = _moment_constraint(moments, pairs, kernel, offset)
+    penalty = _Constraint(evaluate)
+
+    def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
+        sv = total @ v
+        return -float(np.sum(v * sv)) / trace, -2.0 / trace * sv
+
+    if rho0 is None:
+        at_pca = float(penalty(pca)[0].sum())
+        rho0 = 1.0 / at_pca if at_pca > 0 else 1.0
+    components = _start(start, pca, total, penalty, rng, max_inner, eps_min)
+    theta_eps = (eps_min / eps0) ** (1.0 / 5.0) if eps_min < eps0 else 1.0
+    rho, eps = float(rho0), float(eps0)
+    log = _Log()
+    status = "max_iter"
+
+    def penalised(v: np.ndarray) -> tuple[float, np.ndarray]:
+        value, gradient = objective(v)
+        h, dh = penalty(v)
+        return value + rho * float(h.sum()), gradient + rho * dh.sum(axis=0)
+
+    for _ in range(max_iter + 1):
+        inner = minimize_lbfgs(penalised, components, gradient_tol=eps, max_iter=max_inner)
+        step = float(np.linalg.norm(inner.point - components))
+        components = inner.point
+        worst = float(penalty(components)[0].max())
+        log.add(objective(components)[0], worst, rho, eps, step, inner.n_iter)
+        violated = worst > tau
+        if step <= step_tol and eps <= eps_min * (1 + 1e-12) and not violated:
+            status = "converged"
+            break
+        if rho_update == "code" and rho > rho_max:
+            break
+        eps = max(eps_min, theta_eps * eps)
+        if violated:
+            rho = rho * rho_factor if rho_update == "code" else min(rho * rho_factor, rho_max)
+    if status != "converged" and log.mmd2[-1] > tau:
+        status = "constraint_unmet"
+        warnings.warn(f"mmd: ended without meeting tau={tau:g} (MMD² {log.mmd2[-1]:.3g} after {len(log.mmd2)} "
+                      f"outer iterations, rho {rho:.3g}): the paper's improper termination", ConvergenceWarning,
+                      stacklevel=3)
+    elif status == "max_iter":
+        warnings.warn(f"mmd: stopped at max_iter={max_iter} before the step test (tau is met)",
+                      ConvergenceWarning, stacklevel=3)
+    certificate.update(mmd2=log.mmd2[-1], explained_variance=-log.objective[-1], rho=rho,
+                       n_evaluations=float(penalty.n_evaluations))
+    options = {"tau": tau, "kernel": kernel, "estimator": estimator if kernel == "rbf" else "moments",
+               "bandwidth": bandwidth, "start": start if isinstance(start, str) else "array", "rho0": rho0,
+               "rho_factor": rho_factor, "rho_max": rho_max, "rho_update": rho_update, "eps0": eps0,
+               "eps_min": eps_min, "step_tol": step_tol, "max_iter": max_iter, "max_inner": max_inner,
+               "log": log.__dict__}
+    return make_projection(moments, components, method="mmd", n_components=n_components, center=center,
+                           objective_history=log.objective, n_iter=len(log.objective), status=status,
+                           certificate=certificate, options=options)
+
+
+def _null_bias_floor(sampled: DataPasses, pca: np.ndarray, origin: np.ndarray, sigma: float,
+                     moments: GroupMoments, pairs: list[tuple[int, int]]) -> float:
+    """max over pairs of (1 − ū_a)/n_a + (1 − ū_b)/n_b: ū_g the mean RBF kernel value between
+    distinct rows of group g at the PCA projection (on the sample), n_g the group's full size."""
+    projected, codes, _ = sampled.projected(pca, origin)
+    offdiagonal = np.ones(moments.n_groups)
+    for g in range(moments.n_groups):
+        u = projected[codes == g]
+        if len(u) > 1:
+            d = ((u[:, None, :] - u[None, :, :]) ** 2).sum(-1) if len(u) <= 2000 else None
+            if d is not None:
+                kernel = np.exp(-d / (2 * sigma**2))
+                offdiagonal[g] = (kernel.sum() - len(u)) / (len(u) * (len(u) - 1))
+    sizes = moments.weight
+    return max((1 - offdiagonal[a]) / sizes[a] + (1 - offdiagonal[b]) / sizes[b] for a, b in pairs)
