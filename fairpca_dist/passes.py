@@ -24,8 +24,9 @@ import pandas as pd
 from threadpoolctl import ThreadpoolController
 
 from fairpca_dist.cells import CellMoments, HashCells, pair_codes
-from fairpca_dist.datapasses import L1Sums, l1_block_sums
-from fairpca_dist.exceptions import InputError
+from fairpca_dist.datapasses import ArrayPasses, L1Sums, l1_block_sums
+from fairpca_dist.exceptions import GroupError, InputError
+from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.progress import threaded_progress, wait_with_progress
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
@@ -321,6 +322,111 @@ class TablePasses:
         parts = self.table.map_chunks(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
         total: L1Sums = run_graph(_tree_sum(parts, self.split_every), client=self.client)
         return total.in_order(self.groups)
+
+
+    # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
+    def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """U = ZV of every row, in partition order, collected on the driver (n × r numbers)."""
+        parts = run_graph(self.table.map_chunks(_chunk_projected, np.asarray(components, dtype=np.float64),
+                                                np.asarray(origin, dtype=np.float64), self.scale, self.groups),
+                          client=self.client)
+        weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
+        return np.concatenate([u for u, _, _ in parts]), np.concatenate([c for _, c, _ in parts]), weights
+
+    def backprojected(self, s: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        """Zᵀ S: S (in the row order of :meth:`projected`) travels to every task once, each
+        partition takes its rows' slice (the exact path is for tables where N × q fits)."""
+        lengths = run_graph(self.table.map_chunks(len), client=self.client)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        if offsets[-1] != s.shape[0]:
+            raise InputError(f"{s.shape[0]} rows of S for a table of {offsets[-1]} rows")
+        parts = self.table.map_chunks(_chunk_backprojected, np.asarray(s, dtype=np.float64), offsets,
+                                      np.asarray(origin, dtype=np.float64), self.scale)
+        return run_graph(_tree_sum(parts, self.split_every), client=self.client)
+
+    def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
+        parts = self.table.map_chunks(_chunk_rff_sums, np.asarray(components, dtype=np.float64),
+                                      np.asarray(origin, dtype=np.float64), self.scale, self.groups, features)
+        return run_graph(_tree_sum(parts, self.split_every), client=self.client)
+
+    def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
+        """Uniform per group over the whole table: one pass counts each group's rows per
+        partition, the driver draws row numbers, a second pass gathers them."""
+        if max_rows_per_group < 2:
+            raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
+        counts = np.array(run_graph(self.table.map_chunks(_chunk_group_counts, self.groups), client=self.client))
+        rng = np.random.default_rng(seed)
+        chosen = np.zeros(counts.shape, dtype=object)
+        for g in range(len(self.groups)):
+            total = int(counts[:, g].sum())
+            picks = np.sort(rng.choice(total, size=min(max_rows_per_group, total), replace=False))
+            bounds = np.concatenate([[0], np.cumsum(counts[:, g])])
+            for part in range(counts.shape[0]):
+                chosen[part, g] = picks[(picks >= bounds[part]) & (picks < bounds[part + 1])] - bounds[part]
+        parts = run_graph(self.table.map_chunks(_chunk_gather, self.groups, list(chosen)), client=self.client)
+        x = np.concatenate([x for x, _, _ in parts])
+        codes = np.concatenate([c for _, c, _ in parts])
+        weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
+        return ArrayPasses(x, [self.groups[c] for c in codes], self.groups, weights=weights, scale=self.scale)
+
+
+def _fitted_codes(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:
+    """The chunk's group codes into the fitted ``groups`` (its own labels may be a subset)."""
+    unknown = [g for g in chunk.groups if g not in groups]
+    if unknown:
+        raise GroupError(f"{chunk.partition}: group {unknown[0]!r} is not one of the fitted groups {groups}")
+    index = np.array([groups.index(g) for g in chunk.groups], dtype=np.int64)
+    return index[chunk.codes] if len(chunk) else np.zeros(0, dtype=np.int64)
+
+
+def _chunk_slabs(chunk: Chunk, origin: np.ndarray, scale: np.ndarray) -> Iterator[tuple[int, int, np.ndarray]]:
+    for start, stop in chunk.slabs(_SLAB_BYTES):
+        yield start, stop, chunk.rows(start, stop) / scale - origin
+
+
+def _chunk_projected(chunk: Chunk, components: np.ndarray, origin: np.ndarray, scale: np.ndarray,
+                     groups: tuple[Hashable, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    u = np.zeros((len(chunk), components.shape[1]))
+    for start, stop, z in _chunk_slabs(chunk, origin, scale):
+        u[start:stop] = z @ components
+    return u, _fitted_codes(chunk, groups), chunk.weights
+
+
+def _chunk_backprojected(chunk: Chunk, s: np.ndarray, offsets: np.ndarray, origin: np.ndarray,
+                         scale: np.ndarray) -> np.ndarray:
+    first = int(offsets[chunk.partition.index])
+    total = np.zeros((scale.shape[0], s.shape[1]))
+    for start, stop, z in _chunk_slabs(chunk, origin, scale):
+        total += backprojection(z, s[first + start : first + stop])
+    return total
+
+
+def _chunk_rff_sums(chunk: Chunk, components: np.ndarray, origin: np.ndarray, scale: np.ndarray,
+                    groups: tuple[Hashable, ...], features: RandomFeatures) -> RFFSums:
+    codes = _fitted_codes(chunk, groups)
+    total = RFFSums(np.zeros((len(groups), features.n_features)),
+                    np.zeros((len(groups), scale.shape[0], features.n_features)), np.zeros(len(groups)))
+    for start, stop, z in _chunk_slabs(chunk, origin, scale):
+        weights = None if chunk.weights is None else chunk.weights[start:stop]
+        total = total + rff_sums(z, codes[start:stop], len(groups), components, features, weights)
+    return total
+
+
+def _chunk_group_counts(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:
+    return np.bincount(_fitted_codes(chunk, groups), minlength=len(groups))
+
+
+def _chunk_gather(chunk: Chunk, groups: tuple[Hashable, ...], chosen: list[np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The rows picked for this partition: ``chosen[partition][g]`` are positions among its
+    rows of group g."""
+    codes = _fitted_codes(chunk, groups)
+    keep = np.sort(np.concatenate([np.flatnonzero(codes == g)[picks]
+                                   for g, picks in enumerate(chosen[chunk.partition.index])]).astype(np.int64))
+    pieces = [chunk.rows(start, stop)[keep[(keep >= start) & (keep < stop)] - start]
+              for start, stop in chunk.slabs(_SLAB_BYTES)]
+    rows = np.concatenate(pieces) if pieces else np.zeros((0, chunk.features.shape[1]))
+    return rows, codes[keep], None if chunk.weights is None else chunk.weights[keep]
 
 
 def _chunk_l1_sums(chunk: Chunk, components: np.ndarray, centers: dict[Hashable, np.ndarray], scale: np.ndarray) -> L1Sums:

@@ -145,3 +145,99 @@ def test_rbf_needs_rows_but_moment_kernels_do_not():
         fit_projection(moments, 2, method="mmd")
     result = fit_projection(moments, 2, method="mmd", kernel="quadratic", tau=0.5)
     assert result.options["estimator"] == "moments"
+
+
+# ----------------------------------------------------------------------------- dask equals numpy
+@pytest.fixture(scope="module")
+def mmd_table(tmp_path_factory):
+    import pandas as pd
+
+    rng = np.random.default_rng(31)
+    n = 900
+    labels = np.where(rng.random(n) < 0.4, "a", "b")
+    x = rng.normal(size=(n, 5)) * np.array([3.0, 2.0, 1.5, 1.0, 0.5]) + 1e3  # far from the origin
+    x[labels == "b", 1] += 1.0
+    frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(5)]).assign(group=labels)
+    folder = tmp_path_factory.mktemp("mmd")
+    for i, start in enumerate(range(0, n, 200)):
+        frame.iloc[start : start + 200].to_parquet(folder / f"part-{i}.parquet")
+    moments = GroupMoments.from_arrays(x, labels, feature_names=list(frame.columns[:5]))
+    return frame, folder, moments
+
+
+OPTIONS = dict(tau=0.02, standardize=True, random_state=0, max_iter=4)
+
+
+def _reference(frame, moments, **extra):
+    x = frame.drop(columns="group").to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return fit_projection(moments, 2, method="mmd", passes=ArrayPasses(x, frame["group"], moments.groups),
+                              **OPTIONS, **extra)
+
+
+@pytest.mark.parametrize(("n_partitions", "estimator"), [(1, "exact"), (4, "exact"), (7, "rff"), (3, "sample")])
+def test_dask_frame_passes_equal_numpy(mmd_table, n_partitions, estimator):
+    import dask.dataframe as dd
+
+    from fairpca_dist.passes import table_passes
+
+    frame, _, moments = mmd_table
+    extra = {"estimator": estimator, "block_rows": 128, "sample_rows": 150, "n_random_features": 200}
+    reference = _reference(frame, moments, **extra)
+    passes = table_passes(dd.from_pandas(frame, npartitions=n_partitions), moments, sensitive_feature="group")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = fit_projection(moments, 2, method="mmd", passes=passes, **OPTIONS, **extra)
+    np.testing.assert_allclose(model.options["log"]["mmd2"], reference.options["log"]["mmd2"], rtol=1e-6, atol=1e-10)
+    assert subspace_distance(model.components, reference.components) <= 1e-6
+    assert model.certificate["sigma"] == pytest.approx(reference.certificate["sigma"], rel=1e-12)
+
+
+def test_parquet_passes_on_a_local_cluster_equal_numpy(mmd_table):
+    from distributed import Client, LocalCluster
+
+    from fairpca_dist.passes import compute_moments, table_passes
+
+    frame, folder, _ = mmd_table
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
+        moments = compute_moments(str(folder), sensitive_feature="group", client=client)
+        passes = table_passes(str(folder), moments, sensitive_feature="group", client=client,
+                              read_options={"split_row_groups": False})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = fit_projection(moments, 2, method="mmd", passes=passes, **OPTIONS)
+    reference = _reference(frame, moments)
+    np.testing.assert_allclose(model.options["log"]["mmd2"], reference.options["log"]["mmd2"], rtol=1e-6, atol=1e-10)
+    assert subspace_distance(model.components, reference.components) <= 1e-6
+
+
+@pytest.mark.parametrize("n_partitions", [1, 4, 9])
+def test_table_passes_evaluate_exactly_what_the_numpy_passes_do(mmd_table, n_partitions):
+    import dask.dataframe as dd
+
+    from fairpca_dist.kernels import RandomFeatures
+    from fairpca_dist.passes import table_passes
+
+    frame, _, moments = mmd_table
+    x = frame.drop(columns="group").to_numpy()
+    scale = moments.feature_scale()
+    numpy = ArrayPasses(x, frame["group"], moments.groups).rescaled(scale)
+    dask_passes = table_passes(dd.from_pandas(frame, npartitions=n_partitions), moments,
+                               sensitive_feature="group").rescaled(scale)
+    rng = np.random.default_rng(32)
+    v = np.linalg.qr(rng.normal(size=(5, 2)))[0]
+    origin = moments.global_mean / scale
+    u, codes, weights = dask_passes.projected(v, origin)
+    u_ref, codes_ref, _ = numpy.projected(v, origin)
+    np.testing.assert_allclose(u, u_ref, atol=1e-10)
+    np.testing.assert_array_equal(codes, codes_ref)
+    s = rng.normal(size=(len(frame), 3))
+    np.testing.assert_allclose(dask_passes.backprojected(s, origin), numpy.backprojected(s, origin), rtol=1e-10)
+    features = RandomFeatures.draw(2, 50, 1.0, rng)
+    a, b = dask_passes.rff_sums(v, origin, features), numpy.rff_sums(v, origin, features)
+    np.testing.assert_allclose(a.cosines, b.cosines, rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(a.sines, b.sines, rtol=1e-10, atol=1e-9)
+    sample = dask_passes.sample(100, seed=5)
+    assert np.bincount(sample.codes).tolist() == [100, 100]
+    assert np.array_equal(sample.x, dask_passes.sample(100, seed=5).x)
