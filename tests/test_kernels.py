@@ -234,3 +234,17 @@ def test_array_passes_sample_is_per_group_and_deterministic():
     assert sample.weights[0] == passes.weights[row]
     with pytest.raises(InputError, match="max_rows_per_group"):
         passes.sample(1, seed=0)
+
+
+def test_null_bias_of_the_biased_estimator():
+    """Two samples of one distribution: E h_b = (1/m + 1/n)(1 − κ), κ = E k(x, x′) (spec §1.3, test 7)."""
+    rng = np.random.default_rng(23)
+    sigma, m, n = 1.0, 30, 20
+    big = rng.normal(size=(3000, 2))
+    kappa = (rbf(big, big, sigma).sum() - 3000) / (3000 * 2999)
+    draws = []
+    for _ in range(400):
+        x, y = rng.normal(size=(m, 2)), rng.normal(size=(n, 2))
+        draws.append(lemma1(x, y, np.eye(2), sigma))
+    expected = (1 / m + 1 / n) * (1 - kappa)
+    assert np.mean(draws) == pytest.approx(expected, rel=0.08)  # 400 draws: standard error ~3 %

@@ -372,16 +372,15 @@ def solve(
 
 def _null_bias_floor(sampled: DataPasses, pca: np.ndarray, origin: np.ndarray, sigma: float,
                      moments: GroupMoments, pairs: list[tuple[int, int]]) -> float:
-    """max over pairs of (1 − ū_a)/n_a + (1 − ū_b)/n_b: ū_g the mean RBF kernel value between
-    distinct rows of group g at the PCA projection (on the sample), n_g the group's full size."""
+    """max over pairs of (1 − ū_a)/n_a + (1 − ū_b)/n_b (spec §1.3): ū_g the mean RBF kernel
+    value between distinct rows of group g at the PCA projection, on the sample (kernel blocks:
+    Σ_ij K_ij = wᵀKw with w = 1), n_g the group's full size."""
     projected, codes, _ = sampled.projected(pca, origin)
     offdiagonal = np.ones(moments.n_groups)
     for g in range(moments.n_groups):
-        u = projected[codes == g]
-        if len(u) > 1:
-            d = ((u[:, None, :] - u[None, :, :]) ** 2).sum(-1) if len(u) <= 2000 else None
-            if d is not None:
-                kernel = np.exp(-d / (2 * sigma**2))
-                offdiagonal[g] = (kernel.sum() - len(u)) / (len(u) * (len(u) - 1))
+        n = int(np.sum(codes == g))
+        if n > 1:
+            total, _ = rbf_blocks(projected[codes == g], np.ones(n), sigma)
+            offdiagonal[g] = (total - n) / (n * (n - 1))
     sizes = moments.weight
     return max((1 - offdiagonal[a]) / sizes[a] + (1 - offdiagonal[b]) / sizes[b] for a, b in pairs)
