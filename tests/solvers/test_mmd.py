@@ -241,3 +241,18 @@ def test_table_passes_evaluate_exactly_what_the_numpy_passes_do(mmd_table, n_par
     sample = dask_passes.sample(100, seed=5)
     assert np.bincount(sample.codes).tolist() == [100, 100]
     assert np.array_equal(sample.x, dask_passes.sample(100, seed=5).x)
+
+
+def test_invariances_group_swap_shift_and_joint_rescaling():
+    """Spec §1.6: h is symmetric in the groups, unchanged by a common shift, and h(cX, cY; cσ) =
+    h(X, Y; σ); f is scale free (normalised by tr Σ). So the fitted subspace is the same."""
+    rows, labels, _ = shifted_copy(n=50, seed=6)
+    rows = rows + np.random.default_rng(7).normal(size=rows.shape) * 0.3  # no longer an exact copy
+    options = dict(tau=5e-3, sigma=1.5, start="pca", max_iter=30)
+    base, _ = fit(rows, labels, **options)
+    swapped, _ = fit(rows, np.where(labels == "a", "b", "a"), **options)
+    shifted, _ = fit(rows + 1e4, labels, **options)
+    scaled, _ = fit(3.0 * rows, labels, **{**options, "sigma": 4.5})
+    for other in (swapped, shifted, scaled):
+        assert subspace_distance(other.components, base.components) <= 1e-6
+        assert other.certificate["mmd2"] == pytest.approx(base.certificate["mmd2"], rel=1e-6, abs=1e-12)
