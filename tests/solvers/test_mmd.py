@@ -128,7 +128,7 @@ class ForbiddenPasses(ArrayPasses):
 @pytest.mark.parametrize(("option", "value"), [
     ("tau", 0.0), ("tau", -1.0), ("kernel", "laplace"), ("estimator", "nystrom"), ("n_random_features", 0),
     ("block_rows", 0), ("sample_rows", 0), ("start", "best"), ("rho_update", "fast"), ("bandwidth", "mean"),
-    ("sigma", -1.0), ("max_iter", 0),
+    ("sigma", -1.0), ("max_iter", 0), ("feasible_pca", "yes"),
 ])
 def test_bad_options_fail_before_any_pass(option, value):
     rows, labels, _ = shifted_copy(n=20)
@@ -256,3 +256,41 @@ def test_invariances_group_swap_shift_and_joint_rescaling():
     for other in (swapped, shifted, scaled):
         assert subspace_distance(other.components, base.components) <= 1e-6
         assert other.certificate["mmd2"] == pytest.approx(base.certificate["mmd2"], rel=1e-6, abs=1e-12)
+
+
+def synthetic_1(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Paper §8.1: N(0, 0.1I + 11ᵀ) against ½N(+1, 0.1I) + ½N(−1, 0.1I) in R³ (equal mean and covariance)."""
+    rng = np.random.default_rng(seed)
+    ones = np.ones(3)
+    blue = rng.multivariate_normal(np.zeros(3), 0.1 * np.eye(3) + np.outer(ones, ones), size=n)
+    orange = np.where(rng.random(n) < 0.5, 1.0, -1.0)[:, None] * ones + np.sqrt(0.1) * rng.normal(size=(n, 3))
+    return np.vstack([blue, orange]), np.r_[np.full(n, "blue"), np.full(n, "orange")]
+
+
+def test_synthetic_1_rbf_sees_what_moment_kernels_cannot():
+    """Paper §8.1 (spec §4.2, test 17): moment kernels see only sampling noise between the groups
+    (≈ 0 on a large sample: nothing to fix, `mmd` returns PCA); the RBF MMD² is large at PCA, and
+    `mmd` with the RBF kernel trades variance to bring it under τ."""
+    from fairpca_dist.kernels import median_bandwidth, moment_mmd2, pair_weights, rbf_blocks
+
+    big = GroupMoments.from_arrays(*synthetic_1(20_000, seed=1))
+    pca_big = fit_projection(big, 2, method="pca").components
+    means, second = big.mean - big.global_mean, big.covariance("global")
+    rows, labels = synthetic_1(300, seed=0)
+    moments = GroupMoments.from_arrays(rows, labels)
+    pca = fit_projection(moments, 2, method="pca").components
+    projected = (rows - moments.global_mean) @ pca
+    codes = (labels == "orange").astype(int)
+    rbf_at_pca = rbf_blocks(projected, pair_weights(codes, (0, 1), np.array([300.0, 300.0])),
+                            median_bandwidth(projected))[0]
+    for kernel in ("linear", "quadratic"):
+        assert moment_mmd2(means, second, pca_big, (0, 1), kernel=kernel)[0] < 0.02 * rbf_at_pca
+    tau = 0.01
+    blind = fit_projection(big, 2, method="mmd", kernel="quadratic", tau=tau)
+    assert blind.status == "converged" and blind.n_iter == 0  # PCA is feasible, hence optimal
+    assert subspace_distance(blind.components, pca_big) <= 1e-12
+    paper = fit_projection(big, 2, method="mmd", kernel="quadratic", tau=tau, feasible_pca=False)
+    assert paper.certificate["explained_variance"] < blind.certificate["explained_variance"] - 0.1
+    result, _ = fit(rows, labels, tau=tau)
+    assert result.status == "converged" and result.certificate["mmd2"] <= tau < rbf_at_pca / 5
+    assert result.certificate["explained_variance"] < blind.certificate["explained_variance"] - 0.3
