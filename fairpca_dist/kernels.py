@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.spatial.distance
 
 from fairpca_dist.exceptions import InputError
 
@@ -48,6 +49,7 @@ __all__ = [
     "rff_sums",
     "rff_mmd2",
     "moment_mmd2",
+    "null_bias",
     "unbiased_from_biased",
 ]
 
@@ -124,8 +126,7 @@ def median_bandwidth(projected: np.ndarray, *, mode: str = "code") -> float:
     u = np.asarray(projected, dtype=np.float64)
     if u.shape[0] < 2:
         raise InputError("the median heuristic needs at least 2 rows")
-    upper = np.triu_indices(u.shape[0], k=1)
-    median = float(np.median(_squared_distances(u, u)[upper]))
+    median = float(np.median(scipy.spatial.distance.pdist(u, "sqeuclidean")))  # the n(n−1)/2 pairs i < j
     if not median > 0:
         raise InputError("the projected rows all coincide: the median heuristic gives bandwidth 0; pass sigma")
     return float(np.sqrt(median / 2.0)) if mode == "code" else float(np.sqrt(median))
@@ -174,7 +175,8 @@ def rff_sums(
     w = np.ones(rows.shape[0]) if weights is None else weights
     member = (codes[:, None] == np.arange(n_groups)) * w[:, None]  # (n, k) weighted one-hot
     cosines = member.T @ np.cos(angle)
-    sines = np.einsum("ng,np,nd->gpd", member, rows, np.sin(angle), optimize=True)
+    spread = (member[:, :, None] * rows[:, None, :]).reshape(rows.shape[0], -1)  # [w z on group g's rows]_g
+    sines = (spread.T @ np.sin(angle)).reshape(n_groups, rows.shape[1], -1)  # one (k·p) × D product
     return RFFSums(cosines, sines, member.sum(axis=0))
 
 
@@ -215,10 +217,15 @@ def moment_mmd2(
     return value, 4.0 * gap_v @ inner + 2.0 * offset * linear_gradient
 
 
-def unbiased_from_biased(biased: float, sizes: tuple[float, float], offdiagonal_means: tuple[float, float]) -> float:
-    """h_u = h_b − (1/m)(1 − ū_a) − (1/n)(1 − ū_b) for a kernel with k(x, x) = 1 (spec §1.3),
-    ū_g the mean of group g's off-diagonal kernel values. Under equal distributions
-    E h_b = (1/m + 1/n)(1 − κ): the null-bias floor below which τ cannot be met by matching
-    distributions (spec E2)."""
+def null_bias(sizes: tuple[float, float], offdiagonal_means: tuple[float, float]) -> float:
+    """(1/m)(1 − ū_a) + (1/n)(1 − ū_b) for a kernel with k(x, x) = 1 (spec §1.3): what the
+    diagonal terms add to the biased estimator, ū_g the mean of group g's off-diagonal kernel
+    values. Under equal distributions E h_b = (1/m + 1/n)(1 − κ): the floor below which τ cannot
+    be met by matching distributions (spec E2)."""
     (m, n), (ua, ub) = sizes, offdiagonal_means
-    return biased - (1.0 - ua) / m - (1.0 - ub) / n
+    return (1.0 - ua) / m + (1.0 - ub) / n
+
+
+def unbiased_from_biased(biased: float, sizes: tuple[float, float], offdiagonal_means: tuple[float, float]) -> float:
+    """h_u = h_b − :func:`null_bias` (an exact identity; h_u can be negative)."""
+    return biased - null_bias(sizes, offdiagonal_means)

@@ -313,9 +313,12 @@ class TablePasses:
         self.scale = np.ones(len(table.features)) if scale is None else np.asarray(scale, dtype=np.float64)
         self.client = client
         self.split_every = split_every
+        self._offsets: np.ndarray | None = None  # first row of each partition, learnt by projected()
 
     def rescaled(self, scale: np.ndarray) -> TablePasses:
-        return TablePasses(self.table, self.groups, scale=scale, client=self.client, split_every=self.split_every)
+        view = TablePasses(self.table, self.groups, scale=scale, client=self.client, split_every=self.split_every)
+        view._offsets = self._offsets
+        return view
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
@@ -331,13 +334,17 @@ class TablePasses:
                                                 np.asarray(origin, dtype=np.float64), self.scale, self.groups),
                           client=self.client)
         weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
+        self._offsets = np.concatenate([[0], np.cumsum([len(c) for _, c, _ in parts])])
         return np.concatenate([u for u, _, _ in parts]), np.concatenate([c for _, c, _ in parts]), weights
 
     def backprojected(self, s: np.ndarray, origin: np.ndarray) -> np.ndarray:
         """Zᵀ S: S (in the row order of :meth:`projected`) travels to every task once, each
-        partition takes its rows' slice (the exact path is for tables where N × q fits)."""
-        lengths = run_graph(self.table.map_chunks(len), client=self.client)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        partition takes its rows' slice (the exact path is for tables where N × q fits). The
+        partition offsets come from the last :meth:`projected` pass (a pass counts them if none
+        ran), so an evaluation reads the table twice, not three times."""
+        if self._offsets is None:
+            self._offsets = np.concatenate([[0], np.cumsum(run_graph(self.table.map_chunks(len), client=self.client))])
+        offsets = self._offsets
         if offsets[-1] != s.shape[0]:
             raise InputError(f"{s.shape[0]} rows of S for a table of {offsets[-1]} rows")
         parts = self.table.map_chunks(_chunk_backprojected, np.asarray(s, dtype=np.float64), offsets,

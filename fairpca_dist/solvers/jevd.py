@@ -144,9 +144,13 @@ class JointDiagonalization:
     n_iter: int
     reason: str
     init_used: str = "identity"
-    fallback: bool = False
     fallback_reason: str = ""
     diverged: bool = False
+
+    @property
+    def fallback(self) -> bool:
+        """Whether this run is the restart from ``eig_sum`` (``fallback_reason`` says why)."""
+        return bool(self.fallback_reason)
 
     @property
     def unit(self) -> np.ndarray:
@@ -261,7 +265,7 @@ def faithful_jevd(
 def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, *, init_used: str = "identity",
          fallback_reason: str = "") -> JointDiagonalization:
     result = _faithful_loop(matrices, start, **settings)
-    result.init_used, result.fallback, result.fallback_reason = init_used, bool(fallback_reason), fallback_reason
+    result.init_used, result.fallback_reason = init_used, fallback_reason
     result.check_divergence(matrices)
     return result
 

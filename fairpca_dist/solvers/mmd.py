@@ -84,6 +84,7 @@ from fairpca_dist.kernels import (
     RandomFeatures,
     median_bandwidth,
     moment_mmd2,
+    null_bias,
     pair_weights,
     rbf_blocks,
     rff_mmd2,
@@ -428,4 +429,4 @@ def _null_bias_floor(sampled: DataPasses, pca: np.ndarray, origin: np.ndarray, s
             total, _ = rbf_blocks(projected[codes == g], np.ones(n), sigma)
             offdiagonal[g] = (total - n) / (n * (n - 1))
     sizes = moments.weight
-    return max((1 - offdiagonal[a]) / sizes[a] + (1 - offdiagonal[b]) / sizes[b] for a, b in pairs)
+    return max(null_bias((sizes[a], sizes[b]), (offdiagonal[a], offdiagonal[b])) for a, b in pairs)
