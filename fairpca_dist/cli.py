@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fairpca_dist.exceptions import FairPCAError, InputError
+from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
 from fairpca_dist.solvers import CENTERS, SOLVERS
 
 __all__ = ["main"]
@@ -103,9 +104,9 @@ def _report(args: argparse.Namespace) -> int:
         schema = read_schema(args.table_dir)
         sample = sample_rows(table_source(args.table_dir), columns=[*schema["features"], *schema["sensitive_feature"], args.target],
                              max_rows=args.sample_size, client=args.dask_address)
-    passes = report_passes(args.table_dir, model, moments, client=args.dask_address)
+    passes = report_passes(args.table_dir, moments, client=args.dask_address)
     report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target,
-                          passes=passes)
+                          passes=passes, rbf_mmd=args.rbf_mmd)
     files = write_report(report, args.report_dir)
     print(report_markdown_summary(report))
     print(f"\nreport: {files.markdown} (also {files.html.name}, report.json and PNGs)")
@@ -289,6 +290,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--target", default=None, help="binary label column for the downstream parity check")
     report.add_argument("--max-components", type=_positive_int, default=None, help="largest r in the curves")
     report.add_argument("--sample-size", type=_positive_int, default=50_000, help="rows sampled for the downstream check")
+    report.add_argument("--rbf-mmd", default="auto", choices=RBF_MMD_CHOICES,
+                        help="RBF-kernel MMD² of the projected groups over every row: all pairs (exact), random "
+                             f"Fourier features (rff), auto (exact up to {RBF_EXACT_MAX_ROWS:,} rows) or none")
     _add_dask(report)
     report.set_defaults(handler=_report)
 

@@ -132,7 +132,7 @@ def fit_table(
     passes = None
     if method in SOLVERS and SOLVERS[method].reads_rows(options or {}):  # mm-robust, RBF mmd: passes on the cluster
         passes = table_passes(table_source(table), moments, sensitive_feature=sensitive_feature,
-                              sample_weight=sample_weight, client=client)
+                              sample_weight=sample_weight, client=client, progress=progress)
     model = fit_projection(
         moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
         random_state=random_state, passes=passes, **(options or {}),
@@ -145,12 +145,10 @@ def fit_table(
     return model
 
 
-def report_passes(table_dir: str | os.PathLike[str], model: FairProjection, moments: GroupMoments,
-                  *, client: Any = None) -> TablePasses | None:
-    """The rows of an ingested table (roles from its ``schema.json``) when the report must
-    refit ``model``'s method on them (``mm-robust``), else None."""
-    if model.method not in SOLVERS or not SOLVERS[model.method].reads_rows(model.options):
-        return None
+def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, client: Any = None) -> TablePasses:
+    """The rows of an ingested table (roles from its ``schema.json``) for the report: its
+    RBF-kernel MMD² reads them, and so does refitting a method that reads rows (``mm-robust``,
+    ``mmd`` with the RBF kernel). Nothing is read until a pass is asked for."""
     schema = read_schema(table_dir)
     return table_passes(table_source(table_dir), moments, sensitive_feature=schema["sensitive_feature"],
                         sample_weight=schema.get("sample_weight"), client=client)

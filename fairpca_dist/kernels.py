@@ -32,6 +32,7 @@ accumulated in float64 block by block. No dask here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,12 +43,14 @@ from fairpca_dist.exceptions import InputError
 __all__ = [
     "pair_weights",
     "rbf_blocks",
+    "pairwise_rbf",
     "backprojection",
     "median_bandwidth",
     "RandomFeatures",
     "RFFSums",
     "rff_sums",
     "rff_mmd2",
+    "pairwise_rff",
     "moment_mmd2",
     "null_bias",
     "unbiased_from_biased",
@@ -77,13 +80,15 @@ def _squared_distances(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 def rbf_blocks(
     projected: np.ndarray, weights: np.ndarray, sigma: float, *, block_rows: int = DEFAULT_BLOCK_ROWS,
-) -> tuple[float, np.ndarray]:
+    gradient: bool = True,
+) -> tuple[float, np.ndarray | None]:
     """h = wᵀKw and S = diag(W1)U − WU of the RBF kernel on ``projected`` rows U (N × r).
 
     Pairs of row blocks I ≤ J (spec §3.2): W_IJ = (w_I w_Jᵀ) ∘ K_IJ; h += c·1ᵀW_IJ1 with c = 2
     off the diagonal; S_I += diag(W_IJ1)U_I − W_IJU_J and, for I ≠ J, S_J += diag(W_IJᵀ1)U_J −
     W_IJᵀU_I. Rows with w = 0 are skipped. Memory O(block_rows²); the result does not depend on
-    the blocking beyond rounding. ∇h(V) = −(2/σ²) Zᵀ S.
+    the blocking beyond rounding. ∇h(V) = −(2/σ²) Zᵀ S. With ``gradient=False`` only h is
+    formed and S is None (a metric, not a solver step).
     """
     if block_rows < 1:
         raise InputError(f"block_rows must be a positive integer, got {block_rows!r}")
@@ -102,16 +107,32 @@ def rbf_blocks(
             block = np.exp(scale * _squared_distances(ui, uj))
             block *= wi[:, None]
             block *= wj[None, :]
-            rows, cols = block.sum(axis=1), block.sum(axis=0)
+            rows = block.sum(axis=1)
+            h += float(rows.sum()) if j == i else 2.0 * float(rows.sum())
+            if not gradient:
+                continue
             s_active[i : i + block_rows] += rows[:, None] * ui - block @ uj
-            if j == i:
-                h += float(rows.sum())
-            else:
-                h += 2.0 * float(rows.sum())
-                s_active[j : j + block_rows] += cols[:, None] * uj - block.T @ ui
+            if j != i:
+                s_active[j : j + block_rows] += block.sum(axis=0)[:, None] * uj - block.T @ ui
+    if not gradient:
+        return h, None
     s = np.zeros((weights.shape[0], u.shape[1]))
     s[active] = s_active
     return h, s
+
+
+def pairwise_rbf(
+    projected: np.ndarray, codes: np.ndarray, row_weights: np.ndarray | None, pairs: Sequence[tuple[int, int]],
+    sigma: float, *, block_rows: int = DEFAULT_BLOCK_ROWS, gradient: bool = True,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """h_ab for every pair (a, b) of group codes from the projected rows (:func:`rbf_blocks`
+    with :func:`pair_weights`), and their S side by side (N × (n_pairs·r)) for one Zᵀ S pass,
+    or None with ``gradient=False``."""
+    sizes = np.bincount(codes, weights=row_weights, minlength=1 + max(max(pair) for pair in pairs))
+    parts = [rbf_blocks(projected, pair_weights(codes, pair, sizes, row_weights), sigma, block_rows=block_rows,
+                        gradient=gradient) for pair in pairs]
+    values = np.array([value for value, _ in parts])
+    return values, (np.hstack([s for _, s in parts]) if gradient else None)
 
 
 def backprojection(rows: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -189,6 +210,12 @@ def rff_mmd2(sums: RFFSums, pair: tuple[int, int], features: RandomFeatures) -> 
     mixed = sums.sines[a] / sums.weight[a] - sums.sines[b] / sums.weight[b]
     gradient = -2.0 * root * (mixed * delta) @ features.frequencies.T
     return float(delta @ delta), gradient
+
+
+def pairwise_rff(sums: RFFSums, pairs: Sequence[tuple[int, int]], features: RandomFeatures) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rff_mmd2` for every pair: values (n_pairs,) and gradients (n_pairs, p, r)."""
+    parts = [rff_mmd2(sums, pair, features) for pair in pairs]
+    return np.array([value for value, _ in parts]), np.stack([g for _, g in parts])
 
 
 def moment_mmd2(

@@ -10,6 +10,11 @@ centre (:meth:`GroupMoments.covariance`), following spec/seeds-000-001.md §0.3
     EVR_g(V)  = 1 − err_g(V) / tr Σ_g          share of group g's variance kept
     MMD²_ab(V) = ‖Vᵀ(μ_a − μ_b)‖²              squared MMD of the projected groups, linear kernel
 
+The RBF-kernel MMD² of the projected groups (:func:`mmd2_rbf`; Lee et al. 2022, spec
+seed-004.md §1.3) has no finite statistic: it reads the rows, through a
+:class:`~fairpca_dist.datapasses.DataPasses` (all pairs in kernel blocks, or random Fourier
+features in one additive pass), and :func:`rbf_bandwidth` gives its median-heuristic σ.
+
 Components need not be orthonormal: Samadi et al.'s rank-(r + k − 1) output is a map
 E = [√λ*_j u_j] with reconstruction x ↦ x EEᵀ. With P* = EEᵀ the reconstruction error is
 tr((I − P*) Σ_g (I − P*)) = tr Σ_g − ⟨Σ_g, 2P* − P*²⟩, which is the formula used throughout
@@ -25,7 +30,9 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from fairpca_dist.exceptions import InputError
+from fairpca_dist.datapasses import DataPasses
+from fairpca_dist.exceptions import GroupError, InputError
+from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, pairwise_rbf, pairwise_rff
 from fairpca_dist.moments import Center, GroupMoments, sorted_labels
 
 __all__ = [
@@ -39,6 +46,9 @@ __all__ = [
     "explained_variance",
     "explained_variance_ratio",
     "mmd2_linear",
+    "RBF_ESTIMATORS",
+    "rbf_bandwidth",
+    "mmd2_rbf",
     "group_errors_from_rows",
     "group_losses_from_rows",
     "group_explained_variance_ratio_from_rows",
@@ -155,6 +165,72 @@ def mmd2_linear(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
     projected = moments.means_about(moments.origin[0]) @ components
     difference = projected[:, None, :] - projected[None, :, :]
     return np.einsum("abi,abi->ab", difference, difference)
+
+
+RBF_ESTIMATORS = ("exact", "rff")
+"""How :func:`mmd2_rbf` reads the rows: every pair of rows, or random Fourier features."""
+
+
+def _check_passes(moments: GroupMoments, passes: DataPasses) -> None:
+    if tuple(passes.groups) != moments.groups:
+        raise GroupError(f"the rows have groups {list(passes.groups)}, the moments {list(moments.groups)}")
+
+
+def rbf_bandwidth(
+    moments: GroupMoments, passes: DataPasses, components: np.ndarray, *, mode: str = "code",
+    max_rows_per_group: int = 2000, seed: int = 0,
+) -> float:
+    """σ of the RBF kernel by the median heuristic (:func:`fairpca_dist.kernels.median_bandwidth`,
+    ``mode`` "code" or "paper") on the rows projected by ``components``, from a uniform sample
+    of at most ``max_rows_per_group`` rows per group (two passes; deterministic for a seed):
+    what the ``mmd`` solver does at the PCA projection."""
+    components = _check_components(moments, components)
+    _check_passes(moments, passes)
+    sampled = passes.sample(max_rows_per_group, seed)
+    return median_bandwidth(sampled.projected(components, moments.global_mean)[0], mode=mode)
+
+
+def mmd2_rbf(
+    moments: GroupMoments,
+    passes: DataPasses,
+    components: np.ndarray,
+    sigma: float,
+    *,
+    estimator: str = "exact",
+    n_random_features: int = 1000,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
+    random_state: int | np.random.Generator | None = 0,
+) -> np.ndarray:
+    """Pairwise squared MMD of the projected groups under the RBF kernel
+    k(u, v) = exp(−‖u − v‖² / (2σ²)), shape (k, k): the biased V-statistic of Lee et al.
+    (spec seed-004.md §1.3; the ``mmd`` method's constraint), over every row of ``passes``
+    (the rows of ``moments``, in its units: pass ``passes.rescaled(scale)`` for rescaled moments).
+
+    ``estimator="exact"``: one pass projects the rows (N × r numbers on the driver), then every
+    pair of rows in kernel blocks of ``block_rows`` (O(N² r) work, O(block_rows²) memory:
+    practical to N ≈ 10⁵). ``"rff"``: ``n_random_features`` random Fourier features drawn
+    from ``random_state``; one additive pass, O(N), an unbiased estimate of the kernel whose
+    error shrinks as 1/√D (:func:`fairpca_dist.kernels.rff_mmd2`).
+    """
+    components = _check_components(moments, components)
+    _check_passes(moments, passes)
+    if estimator not in RBF_ESTIMATORS:
+        raise InputError(f"estimator must be one of {list(RBF_ESTIMATORS)}, got {estimator!r}")
+    if not (np.isfinite(sigma) and sigma > 0):
+        raise InputError(f"sigma must be a positive number, got {sigma!r}")
+    pairs = [(a, b) for a in range(moments.n_groups) for b in range(a + 1, moments.n_groups)]
+    origin = moments.global_mean
+    if estimator == "exact":
+        values, _ = pairwise_rbf(*passes.projected(components, origin), pairs, sigma, block_rows=block_rows,
+                                 gradient=False)
+    else:
+        features = RandomFeatures.draw(components.shape[1], n_random_features, sigma,
+                                       np.random.default_rng(random_state))
+        values, _ = pairwise_rff(passes.rff_sums(components, origin, features), pairs, features)
+    out = np.zeros((moments.n_groups, moments.n_groups))
+    for (a, b), value in zip(pairs, values):
+        out[a, b] = out[b, a] = value
+    return out
 
 
 # ---------------------------------------------------------------------- from rows

@@ -10,7 +10,14 @@ from typing import Any
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers import CENTERS, SOLVERS
 
-__all__ = ["check_run_parameters"]
+__all__ = ["check_run_parameters", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS"]
+
+RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
+"""How a report computes the RBF-kernel MMD² (:func:`fairpca_dist.report.build_report`)."""
+
+RBF_EXACT_MAX_ROWS = 50_000
+"""Largest table ``rbf_mmd="auto"`` evaluates on every pair of rows (N²/2 kernel values per
+arm, seconds at this size); above it, random Fourier features (one pass per arm)."""
 
 
 def check_run_parameters(
@@ -21,6 +28,7 @@ def check_run_parameters(
     center: str | None = None,
     on_bad_rows: str | None = None,
     options: Mapping[str, Any] | None = None,
+    rbf_mmd: str | None = None,
 ) -> None:
     """Raise :class:`InputError` for the first bad parameter among those given."""
     if isinstance(source, (str, os.PathLike)):
@@ -35,6 +43,8 @@ def check_run_parameters(
         raise InputError(f"n_components must be a positive integer, got {n_components!r}")
     if center is not None and center not in CENTERS:
         raise InputError(f"center={center!r} is not one of {CENTERS}")
+    if rbf_mmd is not None and rbf_mmd not in RBF_MMD_CHOICES:
+        raise InputError(f"rbf_mmd={rbf_mmd!r} is not one of {RBF_MMD_CHOICES}")
     if on_bad_rows is not None and on_bad_rows not in ("fail", "drop"):
         raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")
     if options and method is not None:

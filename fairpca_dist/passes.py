@@ -11,7 +11,9 @@ per cell (:class:`~fairpca_dist.cells.CellMoments`, (n_cells, k, p, p) numbers).
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
+import itertools
 import operator
 import sys
 from collections.abc import Hashable, Iterator, Sequence
@@ -301,11 +303,15 @@ class TablePasses:
     in slabs, as the moments pass) and a tree reduction of the additive per-group sums; the
     request's arguments (V, the centres: k×p + p×r numbers) travel to the tasks once, and only
     k×p×r + k numbers per partition come back.
+
+    With ``progress``, each pass draws its bar (:func:`run_graph`), labelled with its number
+    and kind ("pass 37 over the rows: rff sums"): a fit that reads the rows hundreds of times
+    shows where it is. Rescaled views share the count.
     """
 
     def __init__(
         self, table: Table, groups: Sequence[Hashable], *, scale: np.ndarray | None = None,
-        client: Any = None, split_every: int = 8,
+        client: Any = None, split_every: int = 8, progress: bool = False,
     ) -> None:
         _check_split_every(split_every)
         self.table = table
@@ -313,26 +319,33 @@ class TablePasses:
         self.scale = np.ones(len(table.features)) if scale is None else np.asarray(scale, dtype=np.float64)
         self.client = client
         self.split_every = split_every
+        self.progress = progress
+        self._passes = itertools.count(1)
         self._offsets: np.ndarray | None = None  # first row of each partition, learnt by projected()
 
     def rescaled(self, scale: np.ndarray) -> TablePasses:
-        view = TablePasses(self.table, self.groups, scale=scale, client=self.client, split_every=self.split_every)
-        view._offsets = self._offsets
+        view = copy.copy(self)
+        view.scale = np.asarray(scale, dtype=np.float64)
         return view
+
+    def _run(self, graph: Any, kind: str) -> Any:
+        """One pass over the rows (every request goes through here)."""
+        return run_graph(graph, client=self.client, progress=self.progress,
+                         label=f"pass {next(self._passes)} over the rows: {kind}")
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
         parts = self.table.map_chunks(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
-        total: L1Sums = run_graph(_tree_sum(parts, self.split_every), client=self.client)
+        total: L1Sums = self._run(_tree_sum(parts, self.split_every), "l1 sums")
         return total.in_order(self.groups)
 
 
     # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """U = ZV of every row, in partition order, collected on the driver (n × r numbers)."""
-        parts = run_graph(self.table.map_chunks(_chunk_projected, np.asarray(components, dtype=np.float64),
+        parts = self._run(self.table.map_chunks(_chunk_projected, np.asarray(components, dtype=np.float64),
                                                 np.asarray(origin, dtype=np.float64), self.scale, self.groups),
-                          client=self.client)
+                          "projection")
         weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
         self._offsets = np.concatenate([[0], np.cumsum([len(c) for _, c, _ in parts])])
         return np.concatenate([u for u, _, _ in parts]), np.concatenate([c for _, c, _ in parts]), weights
@@ -343,25 +356,25 @@ class TablePasses:
         partition offsets come from the last :meth:`projected` pass (a pass counts them if none
         ran), so an evaluation reads the table twice, not three times."""
         if self._offsets is None:
-            self._offsets = np.concatenate([[0], np.cumsum(run_graph(self.table.map_chunks(len), client=self.client))])
+            self._offsets = np.concatenate([[0], np.cumsum(self._run(self.table.map_chunks(len), "row counts"))])
         offsets = self._offsets
         if offsets[-1] != s.shape[0]:
             raise InputError(f"{s.shape[0]} rows of S for a table of {offsets[-1]} rows")
         parts = self.table.map_chunks(_chunk_backprojected, np.asarray(s, dtype=np.float64), offsets,
                                       np.asarray(origin, dtype=np.float64), self.scale)
-        return run_graph(_tree_sum(parts, self.split_every), client=self.client)
+        return self._run(_tree_sum(parts, self.split_every), "kernel gradient")
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
         parts = self.table.map_chunks(_chunk_rff_sums, np.asarray(components, dtype=np.float64),
                                       np.asarray(origin, dtype=np.float64), self.scale, self.groups, features)
-        return run_graph(_tree_sum(parts, self.split_every), client=self.client)
+        return self._run(_tree_sum(parts, self.split_every), "random-feature sums")
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
         """Uniform per group over the whole table: one pass counts each group's rows per
         partition, the driver draws row numbers, a second pass gathers them."""
         if max_rows_per_group < 2:
             raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
-        counts = np.array(run_graph(self.table.map_chunks(_chunk_group_counts, self.groups), client=self.client))
+        counts = np.array(self._run(self.table.map_chunks(_chunk_group_counts, self.groups), "group counts"))
         rng = np.random.default_rng(seed)
         chosen = np.zeros(counts.shape, dtype=object)
         for g in range(len(self.groups)):
@@ -370,7 +383,7 @@ class TablePasses:
             bounds = np.concatenate([[0], np.cumsum(counts[:, g])])
             for part in range(counts.shape[0]):
                 chosen[part, g] = picks[(picks >= bounds[part]) & (picks < bounds[part + 1])] - bounds[part]
-        parts = run_graph(self.table.map_chunks(_chunk_gather, self.groups, list(chosen)), client=self.client)
+        parts = self._run(self.table.map_chunks(_chunk_gather, self.groups, list(chosen)), "sample")
         x = np.concatenate([x for x, _, _ in parts])
         codes = np.concatenate([c for _, c, _ in parts])
         weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
@@ -457,10 +470,12 @@ def table_passes(
     split_every: int = 8,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     read_options: dict[str, Any] | None = None,
+    progress: bool = False,
 ) -> TablePasses:
-    """The rows of ``data`` for a solver that reads them at every iteration (``mm-robust``):
+    """The rows of ``data`` for a solver that reads them at every iteration (``mm-robust``,
+    ``mmd`` with the RBF kernel) or a metric that does (:func:`fairpca_dist.metrics.mmd2_rbf`):
     the same arguments as :func:`compute_moments` gave ``moments`` (features are the moments'),
-    and ``client`` for where the passes run.
+    ``client`` for where the passes run, and ``progress`` for a bar per pass.
 
     >>> moments = compute_moments(path, sensitive_feature="sex")
     >>> passes = table_passes(path, moments, sensitive_feature="sex")
@@ -471,4 +486,4 @@ def table_passes(
         key_columns=key_columns, exclude=exclude, feature_names=feature_names, chunk_rows=chunk_rows,
         read_options=read_options,
     )
-    return TablePasses(table, moments.groups, client=client, split_every=split_every)
+    return TablePasses(table, moments.groups, client=client, split_every=split_every, progress=progress)

@@ -9,6 +9,11 @@ both it records, from the group moments (:mod:`fairpca_dist.metrics`):
   EVR_g, the largest loss, the total explained-variance ratio and the linear-kernel MMD² matrix
   ‖Vᵀ(μ_a − μ_b)‖² between the projected groups;
 * the same against r = 1..R, refitting both methods at every r (the curves behind the figures);
+* given the rows (a :class:`~fairpca_dist.datapasses.DataPasses`), the RBF-kernel MMD² matrix of
+  both arms at the fitted n_components over every row (:func:`fairpca_dist.metrics.mmd2_rbf`:
+  all pairs in kernel blocks up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows, random Fourier features
+  above), one σ for both arms (the model's own for an ``mmd`` fit, else the median heuristic at
+  the PCA projection), so the two are comparable;
 * optionally, a downstream check (:func:`downstream_parity`): accuracy and demographic parity
   of a logistic regression trained on each arm's projection of a row sample.
 
@@ -27,7 +32,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,7 @@ from fairpca_dist import metrics
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
+from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.solvers import SOLVERS, fit_projection
@@ -74,6 +80,7 @@ FIGURES: dict[str, tuple[str, str]] = {
 }
 """Figure file stem -> (per-group quantity in the curves, axis label)."""
 
+_RBF_FEATURES = 1000
 _CLASSIFIER_MAX_ITER = 1000
 _CLASSIFIER = f"StandardScaler + LogisticRegression(lbfgs, C=1, max_iter={_CLASSIFIER_MAX_ITER})"
 _COLUMN_TITLES = {"error": "error", "loss": "loss", "explained_variance_ratio": "EVR"}
@@ -252,6 +259,7 @@ def build_report(
     sensitive: Sequence[str] | str | None = None,
     title: str = "Fair PCA report",
     passes: DataPasses | None = None,
+    rbf_mmd: str = "auto",
 ) -> dict:
     """Every number of the fairness report of ``model``, as plain JSON values.
 
@@ -273,8 +281,13 @@ def build_report(
     title : str
         Heading of the rendered report.
     passes : DataPasses, optional
-        The rows, for a method that reads them at every iteration (``mm-robust``): its curve
-        refits it at every r, one pass over the rows per iteration.
+        The rows (in the units of ``moments``), for the RBF-kernel MMD² and for a method that
+        reads them at every iteration (``mm-robust``, ``mmd`` with the RBF kernel): its curve
+        refits it at every r.
+    rbf_mmd : {"auto", "exact", "rff", "none"}
+        The RBF-kernel MMD² at the model's n_components (module docstring): ``"auto"`` is
+        ``"exact"`` up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows and ``"rff"`` above, and skipped when
+        ``passes`` is None; ``"none"`` skips it.
 
     Returns
     -------
@@ -286,6 +299,8 @@ def build_report(
         ``converged``, ``status``, ``message``, ``n_iter``, ``certificate``;
         ``at_model``: arm -> evaluation at the model's n_components;
         ``curves``: ``n_components`` (1..R) and arm -> one evaluation per r;
+        ``rbf_mmd``: ``estimator``, ``sigma``, ``sigma_source``, ``n_random_features`` (rff) and
+        arm -> k × k matrix, or ``{"skipped": reason}``;
         ``downstream``: :func:`downstream_parity` of both arms, or ``{"skipped": reason}``.
         An evaluation holds ``n_components``, ``group_error``, ``group_loss``, ``max_loss``,
         ``group_explained_variance_ratio``, ``explained_variance_ratio`` (total),
@@ -297,13 +312,18 @@ def build_report(
     SchemaError, GroupError
         The model was fitted on other features or groups than ``moments``.
     InputError
-        Bad ``max_components``; a method that is not in :data:`~fairpca_dist.solvers.SOLVERS`
-        (the curves refit it), or that reads rows while ``passes`` is missing; bad sample (see
+        Bad ``max_components`` or ``rbf_mmd``; a method that is not in
+        :data:`~fairpca_dist.solvers.SOLVERS` (the curves refit it), or that reads rows while
+        ``passes`` is missing; ``rbf_mmd="exact"`` or ``"rff"`` without ``passes``; bad sample (see
         :func:`downstream_parity`).
     """
     from fairpca_dist import __version__
 
     _check_model_matches(moments, model)
+    if rbf_mmd not in RBF_MMD_CHOICES:
+        raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
+    if passes is None and rbf_mmd in ("exact", "rff"):
+        raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
     ranks = range(1, _curve_length(max_components, moments.n_features, model.n_components) + 1)
     options = _solver_options(model)
     working = moments.rescaled(model.scale)
@@ -339,6 +359,7 @@ def build_report(
             "pca": [_evaluate(working, _refit(moments, model, r, "pca", {})) for r in ranks],
             "fair": [_evaluate(working, _refit(moments, model, r, model.method, options, passes)) for r in ranks],
         },
+        "rbf_mmd": _rbf_mmd(working, {"pca": pca, "fair": model}, passes, rbf_mmd),
         "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
     }
     return jsonable(report)
@@ -399,6 +420,30 @@ def _evaluate(working: GroupMoments, projection: FairProjection) -> dict[str, An
         "mmd2_linear": metrics.mmd2_linear(working, components),
         "converged": projection.converged,
     }
+
+
+def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None,
+             choice: str) -> dict:
+    """The RBF-kernel MMD² of both arms over every row, with one σ (module docstring)."""
+    if choice == "none":
+        return {"skipped": "not asked for (rbf_mmd='none')"}
+    if passes is None:
+        return {"skipped": "the rows were not given"}
+    model = models["fair"]
+    rows = passes.rescaled(model.scale)
+    if "sigma" in model.certificate:
+        sigma, source = float(model.certificate["sigma"]), f"the {model.method} model's"
+    else:
+        sigma = metrics.rbf_bandwidth(working, rows, models["pca"].components)
+        source = "median heuristic at the PCA projection (at most 2000 rows per group)"
+    estimator = choice if choice != "auto" else "exact" if working.n_samples <= RBF_EXACT_MAX_ROWS else "rff"
+    result: dict[str, Any] = {"estimator": estimator, "sigma": sigma, "sigma_source": source}
+    if estimator == "rff":
+        result["n_random_features"] = _RBF_FEATURES
+    for arm, projection in models.items():
+        result[arm] = metrics.mmd2_rbf(working, rows, projection.components, sigma, estimator=estimator,
+                                       n_random_features=_RBF_FEATURES)
+    return result
 
 
 def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequence[str] | str | None,
@@ -527,7 +572,9 @@ def _document_blocks(report: dict) -> list[_Block]:
         _Heading(2, "Linear-kernel MMD² between the projected groups"),
         _Paragraph("MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
                    "project to the same mean."),
-        _mmd_table(report, labels),
+        _mmd_table(report, labels, lambda arm: report["at_model"][arm]["mmd2_linear"]),
+        _Heading(2, "RBF-kernel MMD² between the projected groups"),
+        *_rbf_mmd_blocks(report, labels),
         _Heading(2, "Against the number of components"),
         _Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}."),
         _Table(
@@ -546,14 +593,27 @@ def _document_blocks(report: dict) -> list[_Block]:
     ]
 
 
-def _mmd_table(report: dict, labels: dict[str, str]) -> _Table:
+def _mmd_table(report: dict, labels: dict[str, str], matrix: Callable[[str], list[list[float]]]) -> _Table:
     names = [group["name"] for group in report["data"]["groups"]]
     pairs = [(a, b) for a in range(len(names)) for b in range(a + 1, len(names))]
     return _Table(
         ["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
-        [[names[a], names[b], *(_number(report["at_model"][arm]["mmd2_linear"][a][b]) for arm in ARMS)]
-         for a, b in pairs],
+        [[names[a], names[b], *(_number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in pairs],
     )
+
+
+def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[_Block]:
+    rbf = report["rbf_mmd"]
+    if "skipped" in rbf:
+        return [_Paragraph(f"Skipped: {rbf['skipped']}.")]
+    how = ("every pair of rows, in kernel blocks" if rbf["estimator"] == "exact"
+           else f"{rbf['n_random_features']} random Fourier features (an estimate; its error shrinks as 1/√D)")
+    return [
+        _Paragraph(f"Biased MMD² of the projected groups under k(u, v) = exp(−‖u − v‖² / (2σ²)), over every "
+                   f"row: {how}; σ = {_number(rbf['sigma'])} ({rbf['sigma_source']}), the same for both arms. "
+                   "0 means the projected groups have the same distribution."),
+        _mmd_table(report, labels, lambda arm: rbf[arm]),
+    ]
 
 
 def _downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[_Block]:

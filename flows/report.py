@@ -20,16 +20,18 @@ def report(
     sample_size: int = 50_000,
     artifact_key: str = "fairpca-report",
     dask_address: str | None = None,
+    rbf_mmd: str = "auto",
 ) -> dict[str, Any]:
     """Per-group errors, losses and explained variance for PCA and the fitted method,
-    MMD², and (with ``target``) the demographic-parity difference of a classifier trained
-    on the projected data.
+    linear- and RBF-kernel MMD² (``rbf_mmd``: "auto", "exact", "rff" or "none"), and (with
+    ``target``) the demographic-parity difference of a classifier trained on the projected data.
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     """
-    check_run_parameters(source=model_dir)
+    check_run_parameters(source=model_dir, rbf_mmd=rbf_mmd)
     check_run_parameters(source=table_dir)
     return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
-                       sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address)
+                       sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address,
+                       rbf_mmd=rbf_mmd)
 
 
 if __name__ == "__main__":

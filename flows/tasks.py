@@ -101,7 +101,7 @@ def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: 
 @task(name="fairness-report", **_RETRIES)
 def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str | None,
                 max_components: int | None, sample_size: int, artifact_key: str,
-                dask_address: str | None = None) -> dict[str, Any]:
+                dask_address: str | None = None, rbf_mmd: str = "auto") -> dict[str, Any]:
     model = load_model(model_dir)
     moments = GroupMoments.load(Path(model_dir) / MOMENTS_FILE)
     sample = None
@@ -111,9 +111,9 @@ def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str 
         with dask_client(dask_address) as client:
             sample = sample_rows(table_source(table_dir), columns=columns, max_rows=sample_size, client=client)
     with dask_client(dask_address) as client:
-        passes = report_passes(table_dir, model, moments, client=client)
+        passes = report_passes(table_dir, moments, client=client)
         report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
-                              passes=passes)
+                              passes=passes, rbf_mmd=rbf_mmd)
     files = write_report(report, report_dir)
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
     create_table_artifact(report_table(report), key=f"{artifact_key}-groups", description="per-group errors and losses")

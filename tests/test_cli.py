@@ -98,3 +98,23 @@ def test_evaluate_settings_fail_before_the_pass(source, tmp_path, capsys, extra,
     assert main(["evaluate", str(t), str(tmp_path / "e"), "--method", "pca", *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "e").exists() and not (tmp_path / ".moments-cache").exists()
+
+
+def test_fit_and_report_mmd_on_a_table(source, tmp_path, capsys):
+    """The RBF mmd method reads the ingested table at every evaluation; the report measures
+    both arms' RBF-kernel MMD² over every row with the model's σ."""
+    t, m, r = tmp_path / "table", tmp_path / "model", tmp_path / "report"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
+    assert main(["fit", str(t), str(m), "--method", "mmd", "--n-components", "1", "--option", "tau=0.01",
+                 "--option", "estimator=rff", "--option", "n_random_features=300"]) == 0
+    saved = json.loads((m / "model.json").read_text())
+    certificate = saved["diagnostics"]["certificate"]
+    assert saved["options"]["estimator"] == "rff" and saved["diagnostics"]["status"] == "converged"
+    assert certificate["mmd2"] <= 0.01 and certificate["n_evaluations"] > 1
+    assert main(["report", str(m), str(t), str(r), "--max-components", "1", "--rbf-mmd", "exact"]) == 0
+    report = json.loads((r / "report.json").read_text())
+    assert report["rbf_mmd"]["estimator"] == "exact" and report["rbf_mmd"]["sigma"] == certificate["sigma"]
+    assert report["rbf_mmd"]["fair"][0][1] < report["rbf_mmd"]["pca"][0][1]
+    with pytest.raises(SystemExit):
+        main(["report", str(m), str(t), str(r), "--rbf-mmd", "all-pairs"])
+    assert "invalid choice: 'all-pairs'" in capsys.readouterr().err

@@ -107,3 +107,94 @@ def test_errors_about_given_points_match_rows(data):
     shared = metrics.group_errors_about(moments, v, moments.global_mean)
     np.testing.assert_allclose(shared, metrics.group_errors(moments, v, center="global"), rtol=1e-9)
     assert not np.allclose(shared, metrics.group_errors(moments, v, center="group"), rtol=1e-3)
+
+
+# ---------------------------------------------------------------------- RBF MMD², from the rows
+def _dense_rbf_mmd2(x, labels, components, sigma, weights=None):
+    """The biased V-statistic literally: weighted means of the N × N kernel matrix per pair."""
+    u = x @ components
+    kernel = np.exp(-((u[:, None, :] - u[None, :, :]) ** 2).sum(-1) / (2 * sigma**2))
+    w = np.ones(len(x)) if weights is None else weights
+    groups = sorted(set(labels))
+    labels = np.asarray(labels)
+    out = np.zeros((len(groups), len(groups)))
+    for a, ga in enumerate(groups):
+        for b, gb in enumerate(groups):
+            wa = np.where(labels == ga, w, 0.0) / w[labels == ga].sum()
+            wb = np.where(labels == gb, w, 0.0) / w[labels == gb].sum()
+            out[a, b] = wa @ kernel @ wa + wb @ kernel @ wb - 2 * wa @ kernel @ wb
+    return out
+
+
+@pytest.mark.parametrize("block_rows", [7, 64, 4096])
+def test_rbf_mmd_exact_equals_the_dense_kernel_matrix(data, block_rows):
+    from fairpca_dist.datapasses import ArrayPasses
+
+    x, labels, weights, components, moments = data
+    passes = ArrayPasses(x, labels, moments.groups, weights=weights)
+    sigma = metrics.rbf_bandwidth(moments, passes, components, max_rows_per_group=10_000)
+    got = metrics.mmd2_rbf(moments, passes, components, sigma, block_rows=block_rows)
+    np.testing.assert_allclose(got, _dense_rbf_mmd2(x, labels, components, sigma, weights), rtol=1e-9, atol=1e-13)
+    assert got.shape == (3, 3) and np.all(got[~np.eye(3, dtype=bool)] > 0)
+
+
+def test_rbf_bandwidth_is_the_median_heuristic_on_every_row_when_the_sample_holds_them(data):
+    from scipy.spatial.distance import pdist
+
+    from fairpca_dist.datapasses import ArrayPasses
+
+    x, labels, _, components, moments = data
+    passes = ArrayPasses(x, labels, moments.groups)
+    median = np.median(pdist(x @ components, "sqeuclidean"))
+    assert metrics.rbf_bandwidth(moments, passes, components, max_rows_per_group=500) == pytest.approx(np.sqrt(median / 2))
+    assert metrics.rbf_bandwidth(moments, passes, components, mode="paper", max_rows_per_group=500) == pytest.approx(
+        np.sqrt(median))
+
+
+def test_rbf_mmd_random_features_converge_to_exact(data):
+    from fairpca_dist.datapasses import ArrayPasses
+
+    x, labels, weights, components, moments = data
+    passes = ArrayPasses(x, labels, moments.groups, weights=weights)
+    exact = metrics.mmd2_rbf(moments, passes, components, 1.5)
+    errors = [np.abs(metrics.mmd2_rbf(moments, passes, components, 1.5, estimator="rff", n_random_features=d,
+                                      random_state=3) - exact).max() for d in (30, 30_000)]
+    assert errors[1] < 0.05 * exact[~np.eye(3, dtype=bool)].min() and errors[1] < errors[0]
+
+
+def test_rbf_mmd_on_a_dask_table_equals_numpy(data):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.passes import table_passes
+
+    x, labels, weights, components, moments = data
+    frame = pd.DataFrame(x, columns=list(moments.feature_names)).assign(group=labels)
+    if weights is not None:
+        frame["w"] = weights
+    table = table_passes(dd.from_pandas(frame, npartitions=5), moments, sensitive_feature="group",
+                         sample_weight="w" if weights is not None else None)
+    numpy = ArrayPasses(x, labels, moments.groups, weights=weights)
+    for estimator in ("exact", "rff"):
+        np.testing.assert_allclose(metrics.mmd2_rbf(moments, table, components, 2.0, estimator=estimator),
+                                   metrics.mmd2_rbf(moments, numpy, components, 2.0, estimator=estimator),
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_rbf_mmd_bad_input(data):
+    from fairpca_dist import GroupError, InputError
+    from fairpca_dist.datapasses import ArrayPasses
+
+    x, labels, _, components, moments = data
+    passes = ArrayPasses(x, labels, moments.groups)
+    with pytest.raises(InputError, match="estimator"):
+        metrics.mmd2_rbf(moments, passes, components, 1.0, estimator="nystroem")
+    with pytest.raises(InputError, match="sigma"):
+        metrics.mmd2_rbf(moments, passes, components, 0.0)
+    with pytest.raises(InputError, match="n_features"):
+        metrics.mmd2_rbf(moments, passes, components, 1.0, estimator="rff", n_random_features=0)
+    with pytest.raises(InputError, match="block_rows"):
+        metrics.mmd2_rbf(moments, passes, components, 1.0, block_rows=0)
+    with pytest.raises(GroupError, match="groups"):
+        metrics.mmd2_rbf(moments, ArrayPasses(x, labels, moments.groups[::-1]), components, 1.0)

@@ -6,9 +6,12 @@ import io
 import re
 
 import dask
+import numpy as np
+import pandas as pd
 import pytest
 from distributed import Client, LocalCluster
 
+from fairpca_dist import GroupMoments
 from fairpca_dist.progress import threaded_progress, wait_with_progress
 
 
@@ -49,3 +52,28 @@ def test_bar_is_off_when_standard_error_is_not_a_terminal(capsys):
     with threaded_progress("moments") as bar:
         dask.compute(_graph(3), scheduler="threads")
     assert bar.disable and capsys.readouterr().err == ""
+
+
+def test_row_passes_of_a_fit_are_numbered_and_shown(monkeypatch):
+    """A fit that reads the rows many times shows each pass with its number and kind; rescaled
+    views (standardised fits) continue the count."""
+    import dask.dataframe as dd
+
+    from fairpca_dist import passes as passes_module
+    from fairpca_dist.kernels import RandomFeatures
+
+    frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 0.5, "g": ["x", "y"] * 20})
+    moments = GroupMoments.from_arrays(frame[["a", "b"]].to_numpy(), frame["g"], feature_names=["a", "b"])
+    rows = passes_module.table_passes(dd.from_pandas(frame, npartitions=3), moments, sensitive_feature="g",
+                                      progress=True)
+    shown = []
+    run_graph = passes_module.run_graph
+    monkeypatch.setattr(passes_module, "run_graph",
+                        lambda graph, **kw: shown.append((kw["label"], kw["progress"])) or run_graph(graph, **kw))
+    v, origin = np.eye(2)[:, :1], np.zeros(2)
+    rows.projected(v, origin)
+    view = rows.rescaled(np.full(2, 2.0))
+    view.backprojected(np.ones((40, 1)), origin)
+    view.rff_sums(v, origin, RandomFeatures.draw(1, 5, 1.0, np.random.default_rng(0)))
+    assert shown == [("pass 1 over the rows: projection", True), ("pass 2 over the rows: kernel gradient", True),
+                     ("pass 3 over the rows: random-feature sums", True)]

@@ -317,3 +317,62 @@ def test_loaded_model_with_intersectional_groups(tmp_path):
     np.testing.assert_array_equal(report["at_model"]["fair"]["group_loss"],
                                   metrics.group_losses(working, model.components, n_components=2))
     assert report["curves"]["fair"][1]["max_loss"] <= report["curves"]["pca"][1]["max_loss"] * (1 + 1e-6)
+
+
+# ---------------------------------------------------------------------- RBF-kernel MMD² over the rows
+def test_rbf_mmd_of_both_arms_over_every_row(synthetic, tmp_path, monkeypatch):
+    """One σ for both arms (median heuristic at the PCA projection), every pair of rows; the
+    same numbers by random features when the table is above the exact limit."""
+    from fairpca_dist import report as report_module
+    from fairpca_dist.datapasses import ArrayPasses
+
+    frame, moments, model, _ = synthetic
+    passes = ArrayPasses(frame[FEATURES].to_numpy(), frame["group"], moments.groups)
+    report = build_report(moments, model, max_components=2, passes=passes)
+    rbf = report["rbf_mmd"]
+    working, rows = moments.rescaled(model.scale), passes.rescaled(model.scale)
+    pca = pca_at(moments, model, 2)
+    sigma = metrics.rbf_bandwidth(working, rows, pca.components)
+    assert rbf["estimator"] == "exact" and rbf["sigma"] == pytest.approx(sigma, rel=1e-12)
+    for arm, projection in (("pca", pca), ("fair", model)):
+        u = (frame[FEATURES].to_numpy() / model.scale) @ projection.components
+        a, b = u[frame["group"].to_numpy() == "a"], u[frame["group"].to_numpy() == "b"]
+
+        def mean_kernel(p, q):
+            return np.exp(-((p[:, None] - q[None]) ** 2).sum(-1) / (2 * sigma**2)).mean()
+
+        dense = mean_kernel(a, a) + mean_kernel(b, b) - 2 * mean_kernel(a, b)
+        assert rbf[arm][0][1] == pytest.approx(dense, rel=1e-9) and rbf[arm][1][0] == rbf[arm][0][1]
+    assert rbf["fair"][0][1] < rbf["pca"][0][1]  # fair-eig removes the mean gap PCA keeps
+    markdown = write_report(report, tmp_path / "r").markdown.read_text()
+    assert "## RBF-kernel MMD² between the projected groups" in markdown and "every pair of rows" in markdown
+
+    monkeypatch.setattr(report_module, "RBF_EXACT_MAX_ROWS", 100)
+    estimated = build_report(moments, model, max_components=2, passes=passes)["rbf_mmd"]
+    assert estimated["estimator"] == "rff" and estimated["n_random_features"] == 1000
+    assert estimated["fair"][0][1] == pytest.approx(rbf["fair"][0][1], rel=0.2, abs=2e-3)
+    assert build_report(moments, model, max_components=2, passes=passes, rbf_mmd="none")["rbf_mmd"] == {
+        "skipped": "not asked for (rbf_mmd='none')"}
+
+
+def test_rbf_mmd_of_an_mmd_model_uses_its_sigma(synthetic):
+    from fairpca_dist.datapasses import ArrayPasses
+
+    frame = two_group_frame(n_rows=400, seed=1)
+    moments = moments_of(frame, FEATURES, "group")
+    passes = ArrayPasses(frame[FEATURES].to_numpy(), frame["group"], moments.groups)
+    model = fit_projection(moments, 1, method="mmd", standardize=True, passes=passes, tau=0.02, random_state=0)
+    assert model.status == "converged" and model.certificate["mmd2"] <= 0.02
+    rbf = build_report(moments, model, max_components=1, passes=passes)["rbf_mmd"]
+    assert rbf["sigma"] == model.certificate["sigma"] and rbf["sigma_source"] == "the mmd model's"
+    assert rbf["fair"][0][1] == pytest.approx(model.certificate["mmd2"], rel=1e-9)  # the solver's own value
+    assert rbf["pca"][0][1] > 0.02  # PCA does not meet tau: the fit was constrained
+
+
+def test_rbf_mmd_settings(synthetic):
+    _, moments, model, _ = synthetic
+    assert build_report(moments, model, max_components=2)["rbf_mmd"] == {"skipped": "the rows were not given"}
+    with pytest.raises(InputError, match="rbf_mmd"):
+        build_report(moments, model, max_components=2, rbf_mmd="nystroem")
+    with pytest.raises(InputError, match="reads the rows"):
+        build_report(moments, model, max_components=2, rbf_mmd="exact")

@@ -85,9 +85,9 @@ from fairpca_dist.kernels import (
     median_bandwidth,
     moment_mmd2,
     null_bias,
-    pair_weights,
+    pairwise_rbf,
+    pairwise_rff,
     rbf_blocks,
-    rff_mmd2,
 )
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
@@ -145,29 +145,17 @@ def _moment_constraint(moments: GroupMoments, pairs: list[tuple[int, int]], kern
 def _exact_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], sigma: float,
                       block_rows: int) -> Evaluation:
     def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        projected, codes, weights = passes.projected(components, origin)
-        sizes = np.bincount(codes, weights=weights, minlength=len(passes.groups))
-        values, s_rows = [], []
-        for pair in pairs:
-            value, s = rbf_blocks(projected, pair_weights(codes, pair, sizes, weights), sigma, block_rows=block_rows)
-            values.append(value)
-            s_rows.append(s)
-        back = passes.backprojected(np.hstack(s_rows), origin)  # one pass for every pair
+        values, s = pairwise_rbf(*passes.projected(components, origin), pairs, sigma, block_rows=block_rows)
+        back = passes.backprojected(s, origin)  # one pass for every pair
         r = components.shape[1]
-        gradients = np.stack([-2.0 / sigma**2 * back[:, i * r : (i + 1) * r] for i in range(len(pairs))])
-        return np.array(values), gradients
+        return values, -2.0 / sigma**2 * back.reshape(back.shape[0], len(pairs), r).transpose(1, 0, 2)
 
     return evaluate
 
 
 def _rff_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]],
                     features: RandomFeatures) -> Evaluation:
-    def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        sums = passes.rff_sums(components, origin, features)
-        parts = [rff_mmd2(sums, pair, features) for pair in pairs]
-        return np.array([v for v, _ in parts]), np.stack([g for _, g in parts])
-
-    return evaluate
+    return lambda components: pairwise_rff(passes.rff_sums(components, origin, features), pairs, features)
 
 
 @dataclass
