@@ -22,7 +22,7 @@ import numpy as np
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import dro, eigopt, jevd, mm, mmd, olfat, pca, samadi
+from fairpca_dist.solvers import dro, eigopt, jevd, kleindessner, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "FairProjection", "CENTERS"]
@@ -116,6 +116,16 @@ SOLVERS: dict[str, SolverSpec] = {
         olfat.solve, False, _options_of(olfat.solve),
         "two-group FPCA: max variance s.t. projected mean gap <= delta, minus mu x covariance gap, convex SDP "
         "(Olfat & Aswani 2019); Lee et al.'s Table 1 prints its (mu, delta) tuples, which are really (delta, mu)",
+    ),
+    "kleindessner": SolverSpec(
+        kleindessner.solve, False, _options_of(kleindessner.solve),
+        "PCA in the complement of the group-mean differences: every projected group has the same mean, closed form "
+        "(Kleindessner et al., AISTATS 2023)",
+    ),
+    "kleindessner-cov": SolverSpec(
+        kleindessner.solve_covariance, False, _options_of(kleindessner.solve_covariance),
+        "kleindessner that also keeps only the n_directions where the group covariances differ least "
+        "(Kleindessner et al. 2023, FairPCAEqualizeCovariance)",
     ),
 }
 
