@@ -54,7 +54,8 @@ from provenance import provenance  # noqa: E402
 from datasets_paper import DRO_DATASETS, features_of, load_dro_dataset  # noqa: E402
 
 from fairpca_dist import HashCells, compute_moments, fit_projection  # noqa: E402
-from fairpca_dist.evaluation import PAPER_GRIDS, evaluate, score_projection  # noqa: E402
+from fairpca_dist.evaluation import PAPER_GRIDS, evaluate  # noqa: E402
+from fairpca_dist.scoring import score_projection  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

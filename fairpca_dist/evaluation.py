@@ -10,7 +10,8 @@ protocol 3), for any registered method and its hyper-parameter grid:
    part (out of sample, Table 1) and on the training part (in sample, Table 3).
 
 Metrics of a projection V (orthonormal p × r; rank-relaxed maps use ⟨·, 2P − P²⟩ as in
-:mod:`fairpca_dist.metrics`) on a set of rows, in the fitted model's units (its ``scale``):
+:mod:`fairpca_dist.metrics`) on a set of rows, in the fitted model's units (its ``scale``),
+by :func:`fairpca_dist.scoring.score_projection` (which also scores every other criterion):
 
     L_g   = E_g ‖(I − VVᵀ)(x − c_g)‖²       mean reconstruction error of group g
     ARE   = Σ_g p̂_g L_g                     p̂_g the group's share of the set's rows (weights)
@@ -19,7 +20,7 @@ Metrics of a projection V (orthonormal p × r; rank-relaxed maps use ⟨·, 2P �
 c_g is the centre the method was fitted about, taken from the **fitting** rows (their mean for
 ``center="global"``, the paper's setting; each group's mean for ``"group"``; 0 for
 ``"origin"``): a model is scored as it would be used, without peeking at the scored rows. Each
-score also keeps the errors about the scored rows' own group means (``group_errors_within``):
+score also keeps the errors about the scored rows' own group means (``group_error_within``):
 the authors' code computes its ABDiff that way (benchmarks/baselines/dro_authors.py).
 
 Every set here is a union of cells (:class:`~fairpca_dist.cells.CellMoments`), so the whole
@@ -46,23 +47,21 @@ import pandas as pd
 from fairpca_dist.cells import CellMoments
 from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.jsonable import jsonable
-from fairpca_dist.metrics import group_errors, group_errors_about
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
+from fairpca_dist.scoring import ProjectionScores, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection, solver_options
 from fairpca_dist.solvers.checks import integer, number
 
 __all__ = [
     "PAPER_GRIDS",
     "Split",
-    "Scores",
     "GridScore",
     "SplitResult",
     "Evaluation",
     "Methods",
     "check_methods",
     "plan_splits",
-    "score_projection",
     "evaluate",
 ]
 
@@ -174,52 +173,6 @@ def _check_cover(cells: CellMoments, splits: Sequence[Split], min_group_size: in
                          ". Use fewer, larger cells, a larger train_fraction or fewer folds.")
 
 
-# ----------------------------------------------------------------------------- scores
-@dataclass(frozen=True)
-class Scores:
-    """How well one projection reconstructs one set of rows (Vu et al. §5).
-
-    ``group_errors``: L_g about the centres of the fit (module docstring);
-    ``group_errors_within``: about the scored rows' own group means.
-    """
-
-    are: float
-    abdiff: float
-    group_errors: tuple[float, ...]
-    group_errors_within: tuple[float, ...]
-
-    @property
-    def criterion(self) -> float:
-        """ABDiff + ARE, what cross-validation minimises."""
-        return self.abdiff + self.are
-
-    @property
-    def abdiff_within(self) -> float:
-        """ABDiff of the errors about each group's own mean (the authors' code's ABDiff)."""
-        return max(self.group_errors_within) - min(self.group_errors_within)
-
-
-def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: GroupMoments) -> Scores:
-    """Scores of ``model`` (fitted on the rows of ``fitted_on``) on the rows of ``rows``, in the
-    model's units, about the centres of ``model.center`` computed on ``fitted_on``."""
-    if rows.groups != fitted_on.groups or rows.feature_names != fitted_on.feature_names:
-        raise InputError(
-            f"the scored rows have groups {list(rows.groups)} and features {list(rows.feature_names)}; "
-            f"the fit had {list(fitted_on.groups)} and {list(fitted_on.feature_names)}"
-        )
-    scored = rows.rescaled(model.scale)
-    centres = fitted_on.rescaled(model.scale).centers(model.center)
-    errors = group_errors_about(scored, model.components, centres)
-    within = group_errors(scored, model.components, center="group")
-    share = scored.weight / scored.weight.sum()
-    return Scores(
-        are=float(share @ errors),
-        abdiff=float(errors.max() - errors.min()),
-        group_errors=tuple(map(float, errors)),
-        group_errors_within=tuple(map(float, within)),
-    )
-
-
 # ----------------------------------------------------------------------------- methods and grids
 @dataclass(frozen=True)
 class _Plan:
@@ -299,8 +252,8 @@ class SplitResult:
     split: int
     params: dict[str, Any]
     cross_validation: tuple[GridScore, ...]
-    test: Scores
-    train: Scores
+    test: ProjectionScores
+    train: ProjectionScores
     fits: int
     seconds: float
     converged: bool
@@ -366,9 +319,9 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, as JSON-ready values."""
-        def scores(s: Scores) -> dict[str, Any]:
+        def scores(s: ProjectionScores) -> dict[str, Any]:
             return {"are": s.are, "abdiff": s.abdiff, "abdiff_within": s.abdiff_within,
-                    "group_errors": list(s.group_errors), "group_errors_within": list(s.group_errors_within)}
+                    "group_errors": s.group_error.tolist(), "group_errors_within": s.group_error_within.tolist()}
 
         return {
             "settings": self.settings,

@@ -3,11 +3,12 @@
 The report compares two *arms*, always under the same keys: ``"pca"``, plain PCA refitted at the
 model's n_components with the model's centring and scale (the baseline of Samadi et al.'s
 figures), and ``"fair"``, the fitted model itself (its method is in ``report["model"]``). For
-both it records, from the group moments (:mod:`fairpca_dist.metrics`):
+both it records, from the group moments (:func:`fairpca_dist.scoring.score_projection`, in sample):
 
-* at the fitted n_components: per-group error err_g, loss loss_g, explained-variance ratio
-  EVR_g, the largest loss, the total explained-variance ratio and the linear-kernel MMD² matrix
-  ‖Vᵀ(μ_a − μ_b)‖² between the projected groups;
+* at the fitted n_components: per-group error err_g, loss loss_g, kept variance and
+  explained-variance ratio EVR_g, the largest loss, the smallest group variance, ARE and ABDiff,
+  the total explained-variance ratio and the linear-kernel MMD² matrix ‖Vᵀ(μ_a − μ_b)‖² between
+  the projected groups;
 * the same against r = 1..R, refitting both methods at every r (the curves behind the figures);
 * given the rows (a :class:`~fairpca_dist.datapasses.DataPasses`), the RBF-kernel MMD² matrix of
   both arms at the fitted n_components over every row (:func:`fairpca_dist.metrics.mmd2_rbf`:
@@ -54,6 +55,7 @@ from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
+from fairpca_dist.scoring import score_projection
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.solvers import SOLVERS, fit_projection
@@ -302,9 +304,11 @@ def build_report(
         ``rbf_mmd``: ``estimator``, ``sigma``, ``sigma_source``, ``n_random_features`` (rff) and
         arm -> k × k matrix, or ``{"skipped": reason}``;
         ``downstream``: :func:`downstream_parity` of both arms, or ``{"skipped": reason}``.
-        An evaluation holds ``n_components``, ``group_error``, ``group_loss``, ``max_loss``,
-        ``group_explained_variance_ratio``, ``explained_variance_ratio`` (total),
-        ``mmd2_linear`` (k × k) and ``converged``; per-group lists follow ``data.groups``.
+        An evaluation is :meth:`fairpca_dist.scoring.ProjectionScores.as_dict`: ``n_components``,
+        ``group_error`` (and ``_within``), ``group_variance``, ``group_loss``, ``max_loss``,
+        ``min_group_variance``, ``group_explained_variance_ratio``, ``explained_variance_ratio``
+        (total), ``are``, ``abdiff`` (and ``_within``), ``mmd2_linear`` (k × k) and ``converged``;
+        per-group lists follow ``data.groups``.
         Non-finite numbers are None.
 
     Raises
@@ -353,11 +357,11 @@ def build_report(
             "n_iter": model.n_iter,
             "certificate": model.certificate,
         },
-        "at_model": {"pca": _evaluate(working, pca), "fair": _evaluate(working, model)},
+        "at_model": {"pca": _evaluate(moments, pca), "fair": _evaluate(moments, model)},
         "curves": {
             "n_components": list(ranks),
-            "pca": [_evaluate(working, _refit(moments, model, r, "pca", {})) for r in ranks],
-            "fair": [_evaluate(working, _refit(moments, model, r, model.method, options, passes)) for r in ranks],
+            "pca": [_evaluate(moments, _refit(moments, model, r, "pca", {})) for r in ranks],
+            "fair": [_evaluate(moments, _refit(moments, model, r, model.method, options, passes)) for r in ranks],
         },
         "rbf_mmd": _rbf_mmd(working, {"pca": pca, "fair": model}, passes, rbf_mmd),
         "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
@@ -406,20 +410,9 @@ def _refit(moments: GroupMoments, model: FairProjection, n_components: int, meth
                           passes=passes if SOLVERS[method].reads_rows(options) else None, **options)
 
 
-def _evaluate(working: GroupMoments, projection: FairProjection) -> dict[str, Any]:
-    """The metrics of one projection, from the working (rescaled) moments."""
-    components, center = projection.components, projection.center
-    loss = metrics.group_losses(working, components, n_components=projection.n_components, center=center)
-    return {
-        "n_components": projection.n_components,
-        "group_error": metrics.group_errors(working, components, center=center),
-        "group_loss": loss,
-        "max_loss": loss.max(),
-        "group_explained_variance_ratio": metrics.group_explained_variance_ratio(working, components, center=center),
-        "explained_variance_ratio": metrics.explained_variance_ratio(working, components).sum(),
-        "mmd2_linear": metrics.mmd2_linear(working, components),
-        "converged": projection.converged,
-    }
+def _evaluate(moments: GroupMoments, projection: FairProjection) -> dict[str, Any]:
+    """Every moment-based criterion of one projection, in sample (:mod:`fairpca_dist.scoring`)."""
+    return score_projection(projection, moments).as_dict()
 
 
 def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None,

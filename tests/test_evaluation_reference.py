@@ -39,7 +39,8 @@ import pytest
 
 from fairpca_dist import fit_projection
 from fairpca_dist.cells import CellMoments, HashCells
-from fairpca_dist.evaluation import Evaluation, Scores, evaluate, plan_splits
+from fairpca_dist.evaluation import Evaluation, evaluate, plan_splits
+from fairpca_dist.scoring import ProjectionScores
 from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import compute_moments
@@ -306,9 +307,12 @@ def assert_close(actual: Any, reference: Any, slack: Any, what: str) -> None:
     )
 
 
-def assert_scores(lib: Scores, ref: Scored, what: str) -> None:
+LIBRARY_NAMES = {"group_errors": "group_error", "group_errors_within": "group_error_within"}
+
+
+def assert_scores(lib: ProjectionScores, ref: Scored, what: str) -> None:
     for key in SCORE_KEYS:
-        assert_close(getattr(lib, key), ref.value[key], ref.slack[key], f"{what}: {key}")
+        assert_close(getattr(lib, LIBRARY_NAMES.get(key, key)), ref.value[key], ref.slack[key], f"{what}: {key}")
 
 
 def check_plan(splits, cell_labels, n_splits, train_fraction, n_folds) -> None:
@@ -515,12 +519,12 @@ def test_test_scores_use_the_fitting_rows_centres(center):
         # the wrong scores: about the TEST rows' own centres
         c_own = centres(rows.x[test], rows.s[test], rows.groups, center)
         wrong = reference_scores(V, np.ones(5), c_own, rows.x[test], rows.s[test], rows.groups)
-        assert not np.allclose(result.test.group_errors, wrong["group_errors"], rtol=1e-3)
+        assert not np.allclose(result.test.group_error, wrong["group_errors"], rtol=1e-3)
         if center == "group":
             for i, g in enumerate(rows.groups):
                 gap = np.sum((residual @ (rows.x[test & (rows.s == g)].mean(axis=0) - c_fit[i])) ** 2)
-                np.testing.assert_allclose(result.test.group_errors[i] - result.test.group_errors_within[i], gap,
+                np.testing.assert_allclose(result.test.group_error[i] - result.test.group_error_within[i], gap,
                                            rtol=1e-7)
-                assert gap > 1e-2 * result.test.group_errors_within[i]
+                assert gap > 1e-2 * result.test.group_error_within[i]
             # in sample the fit's centres are the rows' own group means
-            np.testing.assert_allclose(result.train.group_errors, result.train.group_errors_within, rtol=1e-10)
+            np.testing.assert_allclose(result.train.group_error, result.train.group_error_within, rtol=1e-10)

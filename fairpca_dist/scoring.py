@@ -1,0 +1,115 @@
+"""One projection scored by every moment-based criterion of the papers, on one set of rows.
+
+The one home of scoring: the report (in sample), the evaluation protocol (each fold, split and
+grid point, out of sample) and the comparison of methods all call :func:`score_projection`.
+For a model with components V fitted on the rows of ``fitted_on`` and scored on the rows of
+``rows`` (both :class:`~fairpca_dist.moments.GroupMoments`, in the model's units ``scale``):
+
+* ``group_error`` L_g = E_g ‖(I − P)(x − c_g)‖² about the centres c_g of ``model.center``
+  taken from the **fitting** rows (a model is scored as it would be used; Vu et al. §5), and
+  ``group_error_within`` about the scored rows' own group means;
+* ``are`` = Σ_g p̂_g L_g (p̂_g the group's share of the scored weight) and ``abdiff`` =
+  max_g L_g − min_g L_g (Vu et al.'s ARE and ABDiff);
+* ``group_variance`` = E_g ‖P(x − c_g)‖², the variance kept per group, whose minimum is Babu
+  et al.'s max-min criterion;
+* ``group_loss`` = err_g − err_g*(r) (Samadi et al.'s loss, about the scored rows' centres) and
+  ``group_explained_variance_ratio``;
+* ``explained_variance_ratio``: the share of the variance of all scored rows kept;
+* ``mmd2_linear``: ‖Vᵀ(μ_a − μ_b)‖² between the projected groups (k × k).
+
+Rank-relaxed maps (Samadi et al.'s r + k − 1 columns) use ⟨·, 2P − P²⟩ throughout, as
+:mod:`fairpca_dist.metrics` does. The RBF-kernel MMD² needs the rows:
+:func:`fairpca_dist.metrics.mmd2_rbf`. No dask here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fairpca_dist import metrics
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.moments import GroupMoments
+from fairpca_dist.solvers.result import FairProjection
+
+__all__ = ["ProjectionScores", "score_projection"]
+
+
+@dataclass(frozen=True)
+class ProjectionScores:
+    """Every moment-based criterion of one projection on one set of rows (module docstring).
+    Per-group arrays follow the groups of the moments."""
+
+    n_components: int
+    group_error: np.ndarray
+    group_error_within: np.ndarray
+    group_variance: np.ndarray
+    group_loss: np.ndarray
+    group_explained_variance_ratio: np.ndarray
+    explained_variance_ratio: float
+    are: float
+    mmd2_linear: np.ndarray
+    converged: bool
+
+    @property
+    def abdiff(self) -> float:
+        """max_g L_g − min_g L_g."""
+        return float(self.group_error.max() - self.group_error.min())
+
+    @property
+    def abdiff_within(self) -> float:
+        """ABDiff of the errors about each group's own mean (the DRO authors' code's ABDiff)."""
+        return float(self.group_error_within.max() - self.group_error_within.min())
+
+    @property
+    def criterion(self) -> float:
+        """ABDiff + ARE, what the evaluation protocol's cross-validation minimises."""
+        return self.abdiff + self.are
+
+    @property
+    def max_loss(self) -> float:
+        return float(self.group_loss.max())
+
+    @property
+    def min_group_variance(self) -> float:
+        return float(self.group_variance.min())
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field and derived criterion, as plain values (arrays become lists)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        derived = {name: getattr(self, name) for name in ("abdiff", "abdiff_within", "max_loss", "min_group_variance")}
+        return {name: value.tolist() if isinstance(value, np.ndarray) else value
+                for name, value in {**fields, **derived}.items()}
+
+
+def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: GroupMoments | None = None
+                     ) -> ProjectionScores:
+    """Scores of ``model`` (fitted on the rows of ``fitted_on``) on the rows of ``rows``
+    (default: the fitting rows, in sample), in the model's units, about the centres of
+    ``model.center`` computed on ``fitted_on`` (module docstring)."""
+    rows = fitted_on if rows is None else rows
+    if rows.groups != fitted_on.groups or rows.feature_names != fitted_on.feature_names:
+        raise InputError(
+            f"the scored rows have groups {list(rows.groups)} and features {list(rows.feature_names)}; "
+            f"the fit had {list(fitted_on.groups)} and {list(fitted_on.feature_names)}"
+        )
+    scored = rows.rescaled(model.scale)
+    centres = fitted_on.rescaled(model.scale).centers(model.center)
+    components, center = model.components, model.center
+    errors = metrics.group_errors_about(scored, components, centres)
+    spread = np.trace(scored.covariance("group"), axis1=1, axis2=2) + np.sum((scored.mean - centres) ** 2, axis=1)
+    share = scored.weight / scored.weight.sum()
+    return ProjectionScores(
+        n_components=model.n_components,
+        group_error=errors,
+        group_error_within=metrics.group_errors(scored, components, center="group"),
+        group_variance=spread - errors,
+        group_loss=metrics.group_losses(scored, components, n_components=model.n_components, center=center),
+        group_explained_variance_ratio=metrics.group_explained_variance_ratio(scored, components, center=center),
+        explained_variance_ratio=float(metrics.explained_variance_ratio(scored, components).sum()),
+        are=float(share @ errors),
+        mmd2_linear=metrics.mmd2_linear(scored, components),
+        converged=model.converged,
+    )
