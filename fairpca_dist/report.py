@@ -27,8 +27,6 @@ publishes :func:`report_markdown_summary` and :func:`report_table` as artifacts.
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 import os
 import shutil
@@ -55,6 +53,7 @@ from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
+from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 from fairpca_dist.scoring import score_projection
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.datapasses import DataPasses
@@ -479,218 +478,128 @@ def report_table(report: dict) -> list[dict]:
 
 def report_markdown_summary(report: dict) -> str:
     """The headline of the report as Markdown: model line, per-group table, largest losses."""
-    return _markdown(_summary_blocks(report))
-
-
-# ---------------------------------------------------------------------- document model
-@dataclass(frozen=True)
-class _Heading:
-    level: int
-    text: str
-
-
-@dataclass(frozen=True)
-class _Paragraph:
-    text: str
-
-
-@dataclass(frozen=True)
-class _Table:
-    header: list[str]
-    rows: list[list[str]]
-
-
-@dataclass(frozen=True)
-class _Image:
-    name: str
-    caption: str
-
-
-_Block = _Heading | _Paragraph | _Table | _Image
-
-
-def _number(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    return markdown(_summary_blocks(report))
 
 
 def _arm_labels(report: dict) -> dict[str, str]:
     return {"pca": "PCA", "fair": report["model"]["method"]}
 
 
-def _summary_blocks(report: dict) -> list[_Block]:
+def _summary_blocks(report: dict) -> list[Block]:
     data, model, at_model = report["data"], report["model"], report["at_model"]
     labels = _arm_labels(report)
     rows = report_table(report)
     header = ["group", "n", *(f"{title} ({labels[arm]})" for title in _COLUMN_TITLES.values() for arm in ARMS)]
     return [
-        _Heading(1, report["title"]),
-        _Paragraph(
+        Heading(1, report["title"]),
+        Paragraph(
             f"Method {model['method']} at n_components = {model['n_components']} "
             f"({len(model['output_columns'])} output columns), centre '{model['center']}'; "
             f"{data['n_samples']} rows, {data['n_features']} features, {len(data['groups'])} groups. "
             f"Solver: {model['message']}."
         ),
-        _Table(header, [[_number(value) for value in row.values()] for row in rows]),
-        _Paragraph(
+        Table(header, [[number(value) for value in row.values()] for row in rows]),
+        Paragraph(
             "Largest group loss: "
-            + ", ".join(f"{labels[arm]} {_number(at_model[arm]['max_loss'])}" for arm in ARMS)
+            + ", ".join(f"{labels[arm]} {number(at_model[arm]['max_loss'])}" for arm in ARMS)
             + ". Explained-variance ratio of all rows: "
-            + ", ".join(f"{labels[arm]} {_number(at_model[arm]['explained_variance_ratio'])}" for arm in ARMS)
+            + ", ".join(f"{labels[arm]} {number(at_model[arm]['explained_variance_ratio'])}" for arm in ARMS)
             + "."
         ),
     ]
 
 
-def _document_blocks(report: dict) -> list[_Block]:
+def _document_blocks(report: dict) -> list[Block]:
     model, curves = report["model"], report["curves"]
     labels = _arm_labels(report)
-    certificate = ", ".join(f"{name} {_number(value)}" for name, value in sorted(model["certificate"].items()))
+    certificate = ", ".join(f"{name} {number(value)}" for name, value in sorted(model["certificate"].items()))
     return [
         *_summary_blocks(report),
-        _Heading(2, "Model"),
-        _Paragraph(
+        Heading(2, "Model"),
+        Paragraph(
             f"Options {json.dumps(model['options'], sort_keys=True)}; {model['n_iter']} iteration(s); "
             f"status {model['status']}; certificate: {certificate or 'none'}. "
             f"Output columns: {', '.join(model['output_columns'])}."
         ),
-        _Heading(2, "Data"),
-        _Paragraph(
+        Heading(2, "Data"),
+        Paragraph(
             f"Features: {', '.join(report['data']['feature_names'])}. "
             f"Statistics fingerprint {report['data']['fingerprint']}; library version {report['library_version']}."
         ),
-        _Heading(2, "Linear-kernel MMD² between the projected groups"),
-        _Paragraph("MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
+        Heading(2, "Linear-kernel MMD² between the projected groups"),
+        Paragraph("MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
                    "project to the same mean."),
         _mmd_table(report, labels, lambda arm: report["at_model"][arm]["mmd2_linear"]),
-        _Heading(2, "RBF-kernel MMD² between the projected groups"),
+        Heading(2, "RBF-kernel MMD² between the projected groups"),
         *_rbf_mmd_blocks(report, labels),
-        _Heading(2, "Against the number of components"),
-        _Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}."),
-        _Table(
+        Heading(2, "Against the number of components"),
+        Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}."),
+        Table(
             ["r", *(f"max loss ({labels[arm]})" for arm in ARMS), *(f"EVR ({labels[arm]})" for arm in ARMS),
              f"{labels['fair']} converged"],
             [
-                [str(r), *(_number(curves[arm][i][key]) for key in ("max_loss", "explained_variance_ratio")
+                [str(r), *(number(curves[arm][i][key]) for key in ("max_loss", "explained_variance_ratio")
                            for arm in ARMS), str(curves["fair"][i]["converged"])]
                 for i, r in enumerate(curves["n_components"])
             ],
         ),
-        *(_Image(name, f"{label} per group against r: PCA and {labels['fair']}")
+        *(Image(name, f"{label} per group against r: PCA and {labels['fair']}")
           for name, (_, label) in FIGURES.items()),
-        _Heading(2, "Downstream classifier"),
+        Heading(2, "Downstream classifier"),
         *_downstream_blocks(report["downstream"], labels),
     ]
 
 
-def _mmd_table(report: dict, labels: dict[str, str], matrix: Callable[[str], list[list[float]]]) -> _Table:
+def _mmd_table(report: dict, labels: dict[str, str], matrix: Callable[[str], list[list[float]]]) -> Table:
     names = [group["name"] for group in report["data"]["groups"]]
     pairs = [(a, b) for a in range(len(names)) for b in range(a + 1, len(names))]
-    return _Table(
+    return Table(
         ["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
-        [[names[a], names[b], *(_number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in pairs],
+        [[names[a], names[b], *(number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in pairs],
     )
 
 
-def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[_Block]:
+def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[Block]:
     rbf = report["rbf_mmd"]
     if "skipped" in rbf:
-        return [_Paragraph(f"Skipped: {rbf['skipped']}.")]
+        return [Paragraph(f"Skipped: {rbf['skipped']}.")]
     how = ("every pair of rows, in kernel blocks" if rbf["estimator"] == "exact"
            else f"{rbf['n_random_features']} random Fourier features (an estimate; its error shrinks as 1/√D)")
     return [
-        _Paragraph(f"Biased MMD² of the projected groups under k(u, v) = exp(−‖u − v‖² / (2σ²)), over every "
-                   f"row: {how}; σ = {_number(rbf['sigma'])} ({rbf['sigma_source']}), the same for both arms. "
+        Paragraph(f"Biased MMD² of the projected groups under k(u, v) = exp(−‖u − v‖² / (2σ²)), over every "
+                   f"row: {how}; σ = {number(rbf['sigma'])} ({rbf['sigma_source']}), the same for both arms. "
                    "0 means the projected groups have the same distribution."),
         _mmd_table(report, labels, lambda arm: rbf[arm]),
     ]
 
 
-def _downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[_Block]:
+def _downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[Block]:
     if "skipped" in downstream:
-        return [_Paragraph(f"Skipped: {downstream['skipped']}.")]
+        return [Paragraph(f"Skipped: {downstream['skipped']}.")]
     entries = {"raw features": downstream["reference"]} | {
         labels.get(name, name): scores for name, scores in downstream["models"].items()
     }
     groups = sorted({group for scores in entries.values() for group in scores["selection_rate"]})
     return [
-        _Paragraph(
+        Paragraph(
             f"{downstream['classifier']} predicting {downstream['target']!r} = {downstream['positive_class']!r}, "
             f"trained on {downstream['n_train']} rows and evaluated on {downstream['n_test']} held-out rows "
             f"(split stratified by the target, random_state {downstream['random_state']}); groups from "
             f"{', '.join(downstream['sensitive'])}. DP difference: largest minus smallest selection rate "
             "P(prediction = positive | group); DP ratio: smallest over largest."
         ),
-        _Table(
+        Table(
             ["inputs", "columns", "accuracy", "DP difference", "DP ratio"],
-            [[name, *(_number(scores[key]) for key in ("n_inputs", "accuracy", "demographic_parity_difference",
+            [[name, *(number(scores[key]) for key in ("n_inputs", "accuracy", "demographic_parity_difference",
                                                       "demographic_parity_ratio"))]
              for name, scores in entries.items()],
         ),
-        _Table(
+        Table(
             ["group", *(f"selection rate ({name})" for name in entries)],
-            [[group, *(_number(scores["selection_rate"].get(group)) for scores in entries.values())]
+            [[group, *(number(scores["selection_rate"].get(group)) for scores in entries.values())]
              for group in groups],
         ),
     ]
-
-
-# ---------------------------------------------------------------------- renderers
-def _markdown_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-
-
-def _markdown(blocks: Sequence[_Block]) -> str:
-    lines: list[str] = []
-    for block in blocks:
-        match block:
-            case _Heading(level, text):
-                lines.append(f"{'#' * level} {text}")
-            case _Paragraph(text):
-                lines.append(text)
-            case _Table(header, rows):
-                lines.extend([_markdown_row(header), _markdown_row(["---"] * len(header)),
-                              *(_markdown_row(row) for row in rows)])
-            case _Image(name, caption):
-                lines.append(f"![{caption}]({name}.png)")
-        lines.append("")
-    return "\n".join(lines)
-
-
-_HTML_STYLE = (
-    "body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
-    "table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #bbb;padding:.2em .6em;text-align:right}"
-    "th:first-child,td:first-child{text-align:left}img{max-width:100%}"
-)
-
-
-def _html(blocks: Sequence[_Block], images: Mapping[str, bytes], title: str) -> str:
-    """A self-contained page: the same blocks as the Markdown, PNGs inlined as base64."""
-    escape = html.escape
-    body: list[str] = []
-    for block in blocks:
-        match block:
-            case _Heading(level, text):
-                body.append(f"<h{level}>{escape(text)}</h{level}>")
-            case _Paragraph(text):
-                body.append(f"<p>{escape(text)}</p>")
-            case _Table(header, rows):
-                head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
-                cells = "".join(
-                    "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-                )
-                body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
-            case _Image(name, caption):
-                data = base64.b64encode(images[name]).decode("ascii")
-                body.append(f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
-                            f"<figcaption>{escape(caption)}</figcaption></figure>")
-    return (
-        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n'
-        f"<style>{_HTML_STYLE}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"
-    )
 
 
 def _plot(report: dict, quantity: str, ylabel: str, path: Path) -> None:
@@ -761,8 +670,8 @@ def _render(report: dict, folder: Path) -> list[str]:
         _plot(report, quantity, ylabel, folder / f"{name}.png")
         images[name] = (folder / f"{name}.png").read_bytes()
     blocks = _document_blocks(report)
-    (folder / "report.md").write_text(_markdown(blocks), encoding="utf-8")
-    (folder / "report.html").write_text(_html(blocks, images, report["title"]), encoding="utf-8")
+    (folder / "report.md").write_text(markdown(blocks), encoding="utf-8")
+    (folder / "report.html").write_text(html_page(blocks, images, report["title"]), encoding="utf-8")
     (folder / "report.json").write_text(
         json.dumps(report, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8"
     )

@@ -10,10 +10,8 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-import pytest
 
 STEPS = ["dask", "ingest", "fit", "project", "report"]
 
