@@ -167,6 +167,24 @@ def test_rff_converges_to_exact_and_its_gradient_is_right():
         RandomFeatures.draw(2, 0, sigma, np.random.default_rng(0))
 
 
+def test_single_precision_features_agree_with_double():
+    """float32 cos/sin after range reduction: per value ~1e-7, summed over rows far less."""
+    rng = np.random.default_rng(18)
+    z = rng.normal(size=(20_000, 6)) * 5.0  # angles of tens of radians
+    codes = (rng.random(20_000) < 0.4).astype(int)
+    v = random_orthonormal(rng, 6, 2)
+    double = RandomFeatures.draw(2, 200, 0.7, np.random.default_rng(19))
+    single = RandomFeatures(double.frequencies, double.phases, "single")
+    (h_double, g_double), (h_single, g_single) = (rff_mmd2(rff_sums(z, codes, 2, v, f), (0, 1), f)
+                                                  for f in (double, single))
+    assert h_single == pytest.approx(h_double, rel=1e-6)
+    np.testing.assert_allclose(g_single, g_double, rtol=1e-5, atol=1e-7 * np.abs(g_double).max())
+    cos, sin = single.cos_sin(z @ v)
+    assert cos.dtype == np.float32 and np.abs(cos - np.cos(z @ v @ double.frequencies + double.phases)).max() < 1e-6
+    with pytest.raises(InputError, match="precision"):
+        RandomFeatures.draw(2, 10, 1.0, rng, precision="half")
+
+
 @pytest.mark.parametrize("kernel", ["linear", "quadratic"])
 def test_moment_kernels_equal_the_v_statistic_on_rows(kernel):
     x, y = two_groups(m=25, n=20, seed=18)

@@ -81,6 +81,7 @@ from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
 from fairpca_dist.kernels import (
     DEFAULT_BLOCK_ROWS,
+    PRECISIONS,
     RandomFeatures,
     median_bandwidth,
     moment_mmd2,
@@ -176,12 +177,13 @@ class _Log:
 
 
 def _check_options(tau: float, kernel: str, estimator: str, start: object, rho_update: str, bandwidth: str,
-                   feasible_pca: object, numbers: dict[str, tuple[float, bool]], integers: dict[str, int]) -> None:
+                   rff_precision: str, feasible_pca: object, numbers: dict[str, tuple[float, bool]], integers: dict[str, int]) -> None:
     checks.number("tau", tau, strict=True)
     checks.choice("kernel", kernel, KERNELS)
     checks.choice("estimator", estimator, ESTIMATORS)
     checks.choice("rho_update", rho_update, RHO_UPDATES)
     checks.choice("bandwidth", bandwidth, BANDWIDTHS)
+    checks.choice("rff_precision", rff_precision, PRECISIONS)
     if not isinstance(start, np.ndarray):
         checks.choice("start", start, STARTS)
     checks.flag("feasible_pca", feasible_pca)
@@ -226,6 +228,7 @@ def solve(
     bandwidth: str = "code",
     bandwidth_rows: int = 2000,
     n_random_features: int = 1000,
+    rff_precision: str = "double",
     sample_rows: int = 2000,
     block_rows: int = DEFAULT_BLOCK_ROWS,
     offset: float = 1.0,
@@ -256,6 +259,9 @@ def solve(
         RBF bandwidth; by default the median heuristic (``bandwidth``, ``bandwidth_rows``).
     n_random_features, sample_rows, block_rows : int
         D of ``"rff"``; rows per group of ``"sample"``; rows per kernel block of ``"exact"``.
+    rff_precision : {"double", "single"}
+        ``"single"``: the random features' cos and sin in float32, about twice as fast per pass
+        (:class:`~fairpca_dist.kernels.RandomFeatures`).
     offset : float
         c of the quadratic kernel (uᵀv + c)².
     start : {"aux-mmd", "pca", "random"} or ndarray of shape (n_features, n_components)
@@ -281,7 +287,7 @@ def solve(
         numbers["sigma"] = (sigma, True)
     if rho0 is not None:
         numbers["rho0"] = (rho0, True)
-    _check_options(tau, kernel, estimator, start, rho_update, bandwidth, feasible_pca, numbers,
+    _check_options(tau, kernel, estimator, start, rho_update, bandwidth, rff_precision, feasible_pca, numbers,
                    {"bandwidth_rows": bandwidth_rows, "n_random_features": n_random_features,
                     "sample_rows": sample_rows, "block_rows": block_rows, "max_iter": max_iter,
                     "max_inner": max_inner})
@@ -291,12 +297,14 @@ def solve(
         raise InputError("kernel='rbf' reads the rows: pass passes= (or use kernel='linear' / 'quadratic', "
                          "which need only the moments)")
 
-    def options_used() -> dict:
-        return {"tau": tau, "kernel": kernel, "estimator": estimator if kernel == "rbf" else "moments",
-                "bandwidth": bandwidth, "start": start if isinstance(start, str) else "array", "rho0": rho0,
-                "rho_factor": rho_factor, "rho_max": rho_max, "rho_update": rho_update, "eps0": eps0,
-                "eps_min": eps_min, "step_tol": step_tol, "max_iter": max_iter, "max_inner": max_inner,
-                "feasible_pca": feasible_pca}
+    def options_used() -> dict:  # every option as given (a refit, e.g. the report's curves, repeats it)
+        return {"tau": tau, "kernel": kernel, "estimator": estimator, "sigma": sigma, "bandwidth": bandwidth,
+                "bandwidth_rows": bandwidth_rows, "n_random_features": n_random_features,
+                "rff_precision": rff_precision, "sample_rows": sample_rows, "block_rows": block_rows,
+                "offset": offset, "rho0": rho0, "rho_factor": rho_factor, "rho_max": rho_max,
+                "rho_update": rho_update, "eps0": eps0, "eps_min": eps_min, "step_tol": step_tol,
+                "max_iter": max_iter, "max_inner": max_inner, "feasible_pca": feasible_pca,
+                **({"start": start} if isinstance(start, str) else {})}
 
     rng = np.random.default_rng(random_state)
     total = moments.total_covariance()
@@ -311,8 +319,8 @@ def solve(
         assert passes is not None
         evaluate, found = _rbf_constraint(passes, moments, pca, pairs, rng, estimator=estimator, sigma=sigma,
                                           bandwidth=bandwidth, bandwidth_rows=bandwidth_rows,
-                                          n_random_features=n_random_features, sample_rows=sample_rows,
-                                          block_rows=block_rows)
+                                          n_random_features=n_random_features, rff_precision=rff_precision,
+                                          sample_rows=sample_rows, block_rows=block_rows)
         certificate.update(found)
         if tau < found["null_bias_floor"]:
             warnings.warn(f"mmd: tau={tau:g} is below the estimator's null-bias floor "
@@ -386,7 +394,7 @@ def _result(moments: GroupMoments, components: np.ndarray, n_components: int, ce
 def _rbf_constraint(
     passes: DataPasses, moments: GroupMoments, pca: np.ndarray, pairs: list[tuple[int, int]],
     rng: np.random.Generator, *, estimator: str, sigma: float | None, bandwidth: str, bandwidth_rows: int,
-    n_random_features: int, sample_rows: int, block_rows: int,
+    n_random_features: int, rff_precision: str, sample_rows: int, block_rows: int,
 ) -> tuple[Evaluation, dict[str, float]]:
     """The RBF evaluation the options ask for, with σ (the median heuristic on a per-group
     sample at the PCA projection unless given) and the null-bias floor on that sample."""
@@ -400,7 +408,7 @@ def _rbf_constraint(
     if estimator == "sample":
         subset = passes.sample(sample_rows, int(rng.integers(2**32)))
         return _exact_constraint(subset, origin, pairs, sigma, block_rows), found
-    features = RandomFeatures.draw(pca.shape[1], n_random_features, sigma, rng)
+    features = RandomFeatures.draw(pca.shape[1], n_random_features, sigma, rng, precision=rff_precision)
     return _rff_constraint(passes, origin, pairs, features), found
 
 

@@ -128,7 +128,7 @@ class ForbiddenPasses(ArrayPasses):
 @pytest.mark.parametrize(("option", "value"), [
     ("tau", 0.0), ("tau", -1.0), ("kernel", "laplace"), ("estimator", "nystrom"), ("n_random_features", 0),
     ("block_rows", 0), ("sample_rows", 0), ("start", "best"), ("rho_update", "fast"), ("bandwidth", "mean"),
-    ("sigma", -1.0), ("max_iter", 0), ("feasible_pca", "yes"),
+    ("sigma", -1.0), ("max_iter", 0), ("feasible_pca", "yes"), ("rff_precision", "half"),
 ])
 def test_bad_options_fail_before_any_pass(option, value):
     rows, labels, _ = shifted_copy(n=20)
@@ -143,8 +143,11 @@ def test_rbf_needs_rows_but_moment_kernels_do_not():
     moments = GroupMoments.from_arrays(rows, labels)
     with pytest.raises(InputError, match="passes"):
         fit_projection(moments, 2, method="mmd")
-    result = fit_projection(moments, 2, method="mmd", kernel="quadratic", tau=0.5)
-    assert result.options["estimator"] == "moments"
+    result = fit_projection(moments, 2, method="mmd", kernel="quadratic", tau=0.5, random_state=0)
+    assert result.options["kernel"] == "quadratic" and "sigma" not in result.certificate  # no RBF set-up
+    again = fit_projection(moments, 2, method="mmd", random_state=0,
+                           **{k: v for k, v in result.options.items() if k != "log"})
+    np.testing.assert_array_equal(again.components, result.components)  # the recorded options refit it
 
 
 # ----------------------------------------------------------------------------- dask equals numpy
