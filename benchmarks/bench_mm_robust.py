@@ -147,7 +147,7 @@ def main() -> None:
     folder = SCRATCH / "mm_robust_parquet"
     result: dict = {"command": " ".join(["benchmarks/bench_mm_robust.py", *sys.argv[1:]]), "provenance": provenance(),
                     "rows": n, "features": d, "r": args.r, "rows_per_file": args.rows_per_file,
-                    "free_disk_gb_before": free / 1e9, "load_average_start": os.getloadavg()[0]}
+                    "free_disk_gb_before": shutil.disk_usage(SCRATCH).free / 1e9, "load_average_start": os.getloadavg()[0]}
     files = sorted(folder.glob("part-*.parquet")) if args.reuse and folder.exists() else []
     started = time.perf_counter()
     if not files or sum(pq.ParquetFile(f).metadata.num_rows for f in files) != n:

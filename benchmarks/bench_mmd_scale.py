@@ -1,10 +1,10 @@
 """``mmd`` (MMD-constrained fair PCA, Lee et al. 2022, RBF kernel) at scale: exact vs random features.
 
-    .venv/bin/python benchmarks/bench_mmd_scale.py                          # everything (~75-90 min)
-    .venv/bin/python benchmarks/bench_mmd_scale.py --parts adult            # one part (adult, table, exact)
+    .venv/bin/python benchmarks/bench_mmd_scale.py                          # everything (2-3 h on 2 shared cores)
+    .venv/bin/python benchmarks/bench_mmd_scale.py --parts adult            # one part (adult, table, exact, blocks)
     .venv/bin/python benchmarks/bench_mmd_scale.py --smoke                  # tiny sizes, ~3 min
 
-Three parts (spec seed-004.md §2.7, §3.2, §3.4.2); results go to results/<name>.{md,json}
+Four parts (spec seed-004.md §2.7, §3.2, §3.4.2); results go to results/<name>.{md,json}
 (``--name``, default ``mmd_scale``), rewritten after every part. Every in-memory case runs in
 its own subprocess with ``OPENBLAS_NUM_THREADS=1`` (peak memory = that process's
 ``ru_maxrss``); the load average (1 min) is recorded before and after every case because other
@@ -20,13 +20,15 @@ work shares the VM's 2 cores.
    wrapped; an exact evaluation is projected pass → kernel blocks → backprojected pass), peak
    RSS, explained variance, the estimator's own MMD² and the exact MMD² of the solution
    (``metrics.mmd2_rbf(..., estimator="exact")`` at the fit's σ), status. The uncapped exact
-   time is projected as (evaluations of the uncapped rff D = 1000 fit) x (median exact evaluation).
+   time is projected as (evaluations of the uncapped rff fit with the largest D) x (exact evaluation).
 2. **table**: ``--rows`` x ``--features`` synthetic Parquet table
    (``datasets.write_synthetic_parquet``, groups g0/g1 at 70/30 %, 500k-row files) on
-   ``LocalCluster(2 workers x 1 thread, memory_limit="2GB")``: ``compute_moments`` (``--repeats``
-   runs), a read-only pass (every slab converted to float64 and summed: the Parquet read), and
+   ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory, default 8GB``: a library rff
+   pass at D = 1000 holds ~5 GB per task): ``compute_moments`` (``--repeats`` runs) interleaved
+   with a read-only pass (every slab converted to float64 and summed: the Parquet read), and
    ``TablePasses.rff_sums(V, origin, features)`` at d = 2 for D in ``--rff-d`` (``--repeats`` runs
-   each): ratio median evaluation / median moments pass against the target ≤ 2. Then one full
+   each, ``--big-d-repeats`` at D ≥ 1000; a new random V every run), each followed by the
+   benchmark-local ``rff_sums_fast`` pass (float32 cos/sin, 8192-row sub-blocks): ratio median evaluation / median moments pass against the target ≤ 2. Then one full
    ``mmd`` fit with ``estimator="rff"`` (D = ``--table-fit-d``), capped by ``--table-max-iter`` /
    ``--table-max-inner``, and the exact MMD² of its solution on a stratified 20k-per-group
    sample. In a subprocess: where an rff evaluation spends its time (each step of
@@ -39,6 +41,14 @@ work shares the VM's 2 cores.
    ``estimator="sample"`` fit (exact kernel on 2,500 rows per group) on the same data; the largest
    N whose exact fit is predicted to end in ``--exact-budget`` s; that exact fit (aborted at
    1.5 x the budget).
+
+4. **blocks**: the exact evaluation at N = ``--blocks-n`` (p = 20, d = 2 and 10) with kernel blocks
+   of ``--block-sizes`` rows (the solver's ``block_rows`` option; default 2048).
+
+Parts can run in separate invocations (``--parts``, ``--name``, ``--results``) and be merged into
+one result with ``--merge`` (keep the parts of an existing <name>.json) and ``--combine FILE ...``;
+``--table-steps fit,fast --reuse`` redoes only the table fit, the benchmark-local fast passes,
+the profile and the error study on a kept table.
 """
 
 from __future__ import annotations
@@ -288,7 +298,7 @@ def case_exact_eval(case: dict) -> dict:
     evaluate = _exact_constraint(timed, moments.global_mean, [(0, 1)], sigma, case.get("block_rows", 2048))
     rng = np.random.default_rng(1)
     values = []
-    for _ in range(case["repeats"]):
+    for _ in range(case["repeats"] if case["n"] < 100_000 else 1):  # N ≥ 100k: one run (~1-8 min each)
         values.append(float(evaluate(random_orthonormal(rng, x.shape[1], case["d"]))[0][0]))
     log = timed.log
     blocks = [e - a - b for e, a, b in zip(log["evaluation"], log["projected"], log["backprojected"])]
@@ -485,7 +495,11 @@ def part_table(args, result: dict) -> None:
 
     n, p = args.rows, args.features
     out = result.setdefault("table", {})
-    out.update(rows=n, features=p, rows_per_file=args.rows_per_file, load_start=load(), check_rows_per_group=args.check_rows)
+    steps = args.table_steps.split(",")
+    timed_passes = "passes" in steps
+    if timed_passes:
+        out.update(rows=n, features=p, rows_per_file=args.rows_per_file, load_start=load())
+    out.update(check_rows_per_group=args.check_rows)
     require_free_disk(SCRATCH, max(5e9, 3 * n * (p + 2) * 8), f"{n:,} x {p}")
     folder = SCRATCH / "mmd_parquet"
     started = time.perf_counter()
@@ -493,9 +507,9 @@ def part_table(args, result: dict) -> None:
         shutil.rmtree(folder, ignore_errors=True)
         print(f"writing {n:,} x {p} to {folder} ...", flush=True)
         write_synthetic_parquet(folder, n, n_features=p, rows_per_file=args.rows_per_file, seed=0)
+        out.update(write_seconds=time.perf_counter() - started)
     files = sorted(folder.glob("part-*.parquet"))
-    out.update(write_seconds=time.perf_counter() - started, files=len(files),
-               disk_gb=sum(f.stat().st_size for f in files) / 1e9)
+    out.update(files=len(files), disk_gb=sum(f.stat().st_size for f in files) / 1e9)
     features = [f"f{j}" for j in range(p)]
     try:
         with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory,
@@ -504,7 +518,16 @@ def part_table(args, result: dict) -> None:
             times, read_times, moments = [], [], None
             out["load_before_moments"] = load()
             passes = None
-            for i in range(args.repeats):  # interleaved with read-only passes: no repeated graph back to back
+            for D, seconds in (args.table_pass_from_log or {}).items():  # a library pass timed by a killed run
+                out["rff_pass"].setdefault(D, {}).update(
+                    seconds={"n": 1, "median": seconds, "min": seconds, "max": seconds, "sum": seconds},
+                    ratio=seconds / out["moments_pass_seconds"]["median"],
+                    meets_target=seconds / out["moments_pass_seconds"]["median"] <= TARGET_RATIO,
+                    load_before=float("nan"), load_after=float("nan"), from_log=True)
+            if not timed_passes:  # a later run (--table-steps fit,...): the moments once, for the fit
+                moments = compute_moments(str(folder), sensitive_feature="group", features=features, client=client)
+                passes = table_passes(str(folder), moments, sensitive_feature="group", client=client)
+            for i in range(args.repeats if timed_passes else 0):  # interleaved with read-only passes: no repeated graph back to back
                 t0 = time.perf_counter()
                 moments = compute_moments(str(folder), sensitive_feature="group", features=features, client=client)
                 times.append(time.perf_counter() - t0)
@@ -514,17 +537,19 @@ def part_table(args, result: dict) -> None:
                 t0 = time.perf_counter()
                 run_graph(passes.table.map_chunks(_chunk_read, i), client=client)
                 read_times.append(time.perf_counter() - t0)
-            out["moments_pass_seconds"] = stats(times)
+            if timed_passes:
+                out["moments_pass_seconds"] = stats(times)
             out["group_counts"] = {str(g): int(c) for g, c in zip(moments.groups, moments.count)}
             base = out["moments_pass_seconds"]["median"]
-            out["read_pass_seconds"] = stats(read_times)
-            out["read_ratio"] = out["read_pass_seconds"]["median"] / base
-            print(f"read-only pass: {fmt(out['read_pass_seconds'])} s", flush=True)
+            if timed_passes:
+                out["read_pass_seconds"] = stats(read_times)
+                out["read_ratio"] = out["read_pass_seconds"]["median"] / base
+                print(f"read-only pass: {fmt(out['read_pass_seconds'])} s", flush=True)
+                out["rff_pass"] = {}
             rng = np.random.default_rng(0)
             v = random_orthonormal(rng, p, 2)
             sigma = 3.0  # the pass's cost does not depend on σ
-            out["rff_pass"] = {}
-            for D in args.rff_d:
+            for D in args.rff_d if timed_passes else []:
                 f = RandomFeatures.draw(2, D, sigma, rng)
                 times, before = [], load()
                 repeats = args.repeats if D < 1000 else args.big_d_repeats
@@ -553,6 +578,22 @@ def part_table(args, result: dict) -> None:
                     "seconds": s, "ratio": s["median"] / base, "meets_target": s["median"] / base <= TARGET_RATIO,
                     "relative_error_h": float(abs(h_fast[0] - h_lib[0]) / abs(h_lib[0])),
                     "relative_error_gradient": float(np.linalg.norm(g_fast - g_lib) / np.linalg.norm(g_lib))}
+                print(f"  fast variant D={D}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
+                write(result, args)
+            for D in args.rff_d if (not timed_passes and "fast" in steps) else []:
+                # the benchmark-local variant alone (its accuracy is checked on a slab in the profile)
+                f = RandomFeatures.draw(2, D, sigma, rng)
+                times = []
+                for i in range(args.repeats if D < 1000 else args.big_d_repeats):
+                    v = random_orthonormal(rng, p, 2)
+                    t0 = time.perf_counter()
+                    run_graph(passes.table.map_chunks(_chunk_rff_fast, v, moments.global_mean, passes.scale,
+                                                      passes.groups, f), client=client)
+                    times.append(time.perf_counter() - t0)
+                s = stats(times)
+                out["rff_pass"].setdefault(str(D), {})["fast"] = {
+                    "seconds": s, "ratio": s["median"] / base, "meets_target": s["median"] / base <= TARGET_RATIO,
+                    "relative_error_h": float("nan"), "relative_error_gradient": float("nan"), "later_run": True}
                 print(f"  fast variant D={D}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
                 write(result, args)
             # one full fit
@@ -614,7 +655,7 @@ def part_table(args, result: dict) -> None:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
     out["load_end"] = load()
-    out["profile"] = run_case({"kind": "rff_profile", "p": p, "Ds": args.rff_d}, timeout=args.case_timeout)
+    out["profile"] = run_case({"kind": "rff_profile", "p": p, "Ds": args.profile_d or args.rff_d}, timeout=args.case_timeout)
     write(result, args)
     components = out.get("fit", {}).get("components")
     out["rff_error"] = run_case({"kind": "rff_error", "data": "synthetic", "n": args.error_rows, "p": p, "d": 2,
@@ -680,6 +721,7 @@ def write(result: dict, args) -> None:
              "In-memory cases in a subprocess each, 1 BLAS thread; peak memory = the subprocess's ru_maxrss "
              "(data included; `rss data` = after loading the data). Times: median [min–max] over the repeats "
              f"or over every evaluation of a fit. τ = {TAU:g} throughout; `random_state=0`.", ""]
+    lines += [f"Note: {note}" for note in result.get("notes", [])] + ([""] if result.get("notes") else [])
     lines += _adult_md(result.get("adult"))
     lines += _table_md(result.get("table"))
     lines += _exact_md(result.get("exact"))
@@ -690,7 +732,7 @@ def write(result: dict, args) -> None:
 def _fit_row(f: dict) -> str:
     c = f.get("case", {})
     if "error" in f:
-        return f"| {c.get('d')} | {c.get('estimator')} {c.get('D', '')} | error: {f['error'][-200:]!r} |" + " |" * 10
+        return f"| {c.get('d')} | {c.get('estimator')} D={c.get('D', '')} | library | {f['error'][:300]} |" + " |" * 9
     cap = "library" if c.get("max_iter") is None else f"max_iter {c['max_iter']}, max_inner {c['max_inner']}"
     est = c["estimator"] + (f" D={c['D']}" if c["estimator"] == "rff" else "")
     return (f"| {c['d']} | {est} | {cap} | {f['seconds']:.1f} | {f['n_evaluations']} | {fmt(f['evaluation'], 3)} | "
@@ -743,6 +785,8 @@ def _table_md(t: dict | None) -> list[str]:
              f"| read only (slabs → float64, summed) | {fmt(t['read_pass_seconds'])} | "
              f"{t['rows'] / t['read_pass_seconds']['median'] / 1e6:.2f} | {t['read_ratio']:.2f} | | |"]
     for D, r in t.get("rff_pass", {}).items():
+        if "seconds" not in r:
+            continue
         lines.append(f"| `rff_sums` D={D}, d=2 | {fmt(r['seconds'])} | {t['rows'] / r['seconds']['median'] / 1e6:.2f} | "
                      f"{r['ratio']:.2f} | {'yes' if r['meets_target'] else 'no'} | {r['load_before']:.2f}→{r['load_after']:.2f} |")
     for D, r in t.get("rff_pass", {}).items():
@@ -865,6 +909,11 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--rows-per-file", type=int, default=500_000)
     parser.add_argument("--table-fit-d", type=int, default=100)
+    parser.add_argument("--table-steps", default="passes,fit",
+                        help="'fit' alone: skip the timed passes, keep those of --combine'd results, fit (+ profile, error)")
+    parser.add_argument("--table-pass-from-log", type=json.loads, default=None,
+                        help='{"D": seconds}: library rff passes timed by an earlier run that was stopped before saving')
+    parser.add_argument("--profile-d", type=ints, default=[], help="D of the slab profile (default --rff-d)")
     parser.add_argument("--big-d-repeats", type=int, default=1, help="timed table passes at D >= 1000")
     parser.add_argument("--worker-memory", default="8GB", help="LocalCluster memory_limit per worker")
     parser.add_argument("--combine", type=Path, nargs="*", default=[], help="merge the parts of these result files")
@@ -924,7 +973,8 @@ def main() -> None:
         if part in parts:
             print(f"== part {part}", flush=True)
             t0 = time.perf_counter()
-            result.pop(part, None)
+            if not (part == "table" and "passes" not in args.table_steps.split(",")):
+                result.pop(part, None)
             try:
                 {"adult": part_adult, "table": part_table, "exact": part_exact, "blocks": part_blocks}[part](args, result)
             except Exception as error:  # keep the other parts' results
