@@ -78,7 +78,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairpca_dist import fit_projection  # noqa: E402
 from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.kernels import RandomFeatures, median_bandwidth, pairwise_rbf  # noqa: E402
+from fairpca_dist.kernels import RandomFeatures, median_bandwidth  # noqa: E402
 from fairpca_dist.metrics import mmd2_rbf  # noqa: E402
 from fairpca_dist.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  # noqa: E402

@@ -261,7 +261,8 @@ def summary_tables(table: pd.DataFrame, names: list[str]) -> list[str]:
                 cells.append(f"{train.mean():.2g}" if len(train) else "n/a")
                 improper = int((r["status"] == "constraint_unmet").sum()) if method == "mmd" else ""
                 other = r[~r["status"].isin(["converged", "constraint_unmet"])]["status"]
-                cells.append(f"{improper}/{len(r)}" + (f" ({', '.join(other)})" if len(other) else "")
+                counts = ", ".join(f"{k}×{v}" for k, v in other.value_counts().items())
+                cells.append(f"{improper}/{len(r)}" + (f" ({counts})" if len(other) else "")
                              if method == "mmd" else
                              ("" if other.empty else ", ".join(f"{k}×{v}" for k, v in other.value_counts().items())))
                 cells.append(f"{r['fit_seconds'].median():.2f}")
@@ -344,6 +345,7 @@ def main() -> None:
     parser.add_argument("--append", action="store_true", help="add the rows to the existing .csv")
     parser.add_argument("--report-only", action="store_true", help="rebuild the .md from the existing .csv")
     parser.add_argument("--notes", type=Path, default=None, help="markdown appended to the report")
+    parser.add_argument("--header", default=None, help="the report's run line (with --report-only)")
     args = parser.parse_args()
     global CSV, MD
     if args.smoke:
@@ -354,7 +356,7 @@ def main() -> None:
     command = "OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/reproduce_mmd.py " + " ".join(sys.argv[1:])
     if args.report_only:
         table = pd.read_csv(CSV)
-        header = (MD.read_text().splitlines()[2] if MD.exists() else f"`{command}`")
+        header = args.header or (MD.read_text().splitlines()[2] if MD.exists() else f"`{command}`")
         write_report(table, header, notes)
         return
     load0 = os.getloadavg()[0]
