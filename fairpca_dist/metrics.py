@@ -40,6 +40,7 @@ __all__ = [
     "best_rank_variance",
     "group_errors",
     "group_errors_about",
+    "group_variance_about",
     "optimal_group_errors",
     "group_losses",
     "group_explained_variance_ratio",
@@ -93,6 +94,14 @@ def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Cente
     return np.trace(covariance, axis1=1, axis2=2) - _kept_variance(covariance, components)
 
 
+def _second_moments_about(moments: GroupMoments, points: np.ndarray) -> np.ndarray:
+    """E_g (x − c_g)(x − c_g)ᵀ = Σ_g + d_g d_gᵀ with d_g = μ_g − c_g, shape (k, p, p);
+    ``points`` (k, p), or (p,) for one point shared by all groups."""
+    points = np.broadcast_to(np.asarray(points, dtype=np.float64), moments.mean.shape)
+    offset = (moments.origin - points) + moments.mean_offset
+    return moments.scatter / moments.weight[:, None, None] + offset[:, :, None] * offset[:, None, :]
+
+
 def group_errors_about(moments: GroupMoments, components: np.ndarray, points: np.ndarray) -> np.ndarray:
     """err_g = E_g ‖(I − P)(x − c_g)‖² about given points c_g, shape (k,).
 
@@ -102,10 +111,16 @@ def group_errors_about(moments: GroupMoments, components: np.ndarray, points: np
     ``points`` has shape (k, p), or (p,) for one point shared by all groups.
     """
     components = _check_components(moments, components)
-    points = np.broadcast_to(np.asarray(points, dtype=np.float64), moments.mean.shape)
-    offset = (moments.origin - points) + moments.mean_offset
-    second = moments.scatter / moments.weight[:, None, None] + offset[:, :, None] * offset[:, None, :]
+    second = _second_moments_about(moments, points)
     return np.trace(second, axis1=1, axis2=2) - _kept_variance(second, components)
+
+
+def group_variance_about(moments: GroupMoments, components: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """E_g ‖P(x − c_g)‖² = ⟨Σ_g + d_g d_gᵀ, 2P − P²⟩ about given points c_g, shape (k,): the
+    variance each group keeps (Babu et al.'s max-min criterion), the complement of
+    :func:`group_errors_about`."""
+    components = _check_components(moments, components)
+    return _kept_variance(_second_moments_about(moments, points), components)
 
 
 def optimal_group_errors(moments: GroupMoments, n_components: int, *, center: Center = "group") -> np.ndarray:

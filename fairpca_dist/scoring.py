@@ -99,13 +99,12 @@ def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: Group
     centres = fitted_on.rescaled(model.scale).centers(model.center)
     components, center = model.components, model.center
     errors = metrics.group_errors_about(scored, components, centres)
-    spread = np.trace(scored.covariance("group"), axis1=1, axis2=2) + np.sum((scored.mean - centres) ** 2, axis=1)
     share = scored.weight / scored.weight.sum()
     return ProjectionScores(
         n_components=model.n_components,
         group_error=errors,
         group_error_within=metrics.group_errors(scored, components, center="group"),
-        group_variance=spread - errors,
+        group_variance=metrics.group_variance_about(scored, components, centres),
         group_loss=metrics.group_losses(scored, components, n_components=model.n_components, center=center),
         group_explained_variance_ratio=metrics.group_explained_variance_ratio(scored, components, center=center),
         explained_variance_ratio=float(metrics.explained_variance_ratio(scored, components).sum()),

@@ -62,18 +62,20 @@ def _complement(moments: GroupMoments, n_components: int) -> np.ndarray:
     return basis
 
 
-def _pca_within(moments: GroupMoments, basis: np.ndarray, n_components: int) -> tuple[np.ndarray, float]:
-    """PCA restricted to span(basis): V = basis · top-r eigenvectors of basisᵀ Σ basis, and the
-    variance it keeps, tr(VᵀΣV)."""
-    eigenvalues, inner = top_eigenvectors(basis.T @ moments.total_covariance() @ basis, n_components)
-    return fix_signs(basis @ inner), float(eigenvalues.sum())
+def _pca_within(moments: GroupMoments, basis: np.ndarray, n_components: int) -> tuple[np.ndarray, float, float]:
+    """PCA restricted to span(basis): V = basis · top-r eigenvectors of basisᵀ Σ basis, the
+    variance it keeps, tr(VᵀΣV), and tr Σ."""
+    total = moments.total_covariance()
+    eigenvalues, inner = top_eigenvectors(basis.T @ total @ basis, n_components)
+    return fix_signs(basis @ inner), float(eigenvalues.sum()), float(np.trace(total))
 
 
-def _projection(moments: GroupMoments, components: np.ndarray, variance: float, n_components: int, method: str,
+def _projection(moments: GroupMoments, found: tuple[np.ndarray, float, float], n_components: int, method: str,
                 center: Center, certificate: dict[str, float], options: dict) -> FairProjection:
+    components, variance, trace = found
     gaps = (moments.mean - moments.global_mean) @ components
     certificate = {**certificate, "max_projected_mean_gap": float(np.abs(gaps).max()),
-                   "explained_variance_ratio": variance / float(np.trace(moments.total_covariance()))}
+                   "explained_variance_ratio": variance / trace}
     return make_projection(moments, components, method=method, n_components=n_components, center=center,
                            objective_history=[variance], n_iter=1, status="closed_form", certificate=certificate,
                            options=options)
@@ -92,8 +94,8 @@ def solve(
     ``certificate``: ``max_projected_mean_gap`` (max |Vᵀ(μ_g − μ)|, zero up to rounding) and
     ``explained_variance_ratio``. ``random_state`` is unused (closed form).
     """
-    components, variance = _pca_within(moments, _complement(moments, n_components), n_components)
-    return _projection(moments, components, variance, n_components, "kleindessner", center, {}, {})
+    found = _pca_within(moments, _complement(moments, n_components), n_components)
+    return _projection(moments, found, n_components, "kleindessner", center, {}, {})
 
 
 def solve_covariance(
@@ -124,7 +126,8 @@ def solve_covariance(
     spread = basis.T @ (covariances - average) @ basis  # (k, d, d) with d = p − k + 1
     kept = max(n_components, min(basis.shape[1], n_directions))
     _, directions = np.linalg.eigh(np.einsum("gij,gjk->ik", spread, spread))  # ascending
-    components, variance = _pca_within(moments, basis @ directions[:, :kept], n_components)
+    found = _pca_within(moments, basis @ directions[:, :kept], n_components)
+    components = found[0]
     gap = max(float(np.linalg.norm(components.T @ (c - average) @ components)) for c in covariances)
-    return _projection(moments, components, variance, n_components, "kleindessner-cov", center,
+    return _projection(moments, found, n_components, "kleindessner-cov", center,
                        {"n_directions": float(kept), "max_covariance_gap": gap}, {"n_directions": n_directions})
