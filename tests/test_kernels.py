@@ -12,6 +12,7 @@ import pytest
 
 from fairpca_dist import InputError
 from fairpca_dist.kernels import (
+    RFF_BLOCK_ROWS,
     RandomFeatures,
     backprojection,
     median_bandwidth,
@@ -165,6 +166,23 @@ def test_rff_converges_to_exact_and_its_gradient_is_right():
     assert np.sum(gradient * e) == pytest.approx(fd, rel=1e-6)
     with pytest.raises(InputError, match="n_features"):
         RandomFeatures.draw(2, 0, sigma, np.random.default_rng(0))
+
+
+def test_rff_sums_are_the_literal_sums_across_row_blocks():
+    """c_g = Σ_{i∈g} s_i cos(Ωᵀ Vᵀ z_i + β), A_g = Σ_{i∈g} s_i z_i sin(…)ᵀ, over more rows than
+    one random-feature block (so several blocks and a partial last one are summed)."""
+    rng = np.random.default_rng(21)
+    n = 2 * RFF_BLOCK_ROWS + 37
+    z, codes, s = rng.normal(size=(n, 4)), rng.integers(0, 3, size=n), rng.random(n)
+    v = random_orthonormal(rng, 4, 2)
+    features = RandomFeatures.draw(2, 7, 1.3, np.random.default_rng(22))
+    sums = rff_sums(z, codes, 3, v, features, s)
+    angle = z @ v @ features.frequencies + features.phases
+    for g in range(3):
+        rows = codes == g
+        np.testing.assert_allclose(sums.cosines[g], s[rows] @ np.cos(angle[rows]), rtol=1e-12)
+        np.testing.assert_allclose(sums.sines[g], (s[rows, None] * z[rows]).T @ np.sin(angle[rows]), rtol=1e-12)
+        assert sums.weight[g] == pytest.approx(s[rows].sum(), rel=1e-14)
 
 
 def test_single_precision_features_agree_with_double():

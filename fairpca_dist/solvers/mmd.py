@@ -33,6 +33,10 @@ it: ρ_0 = 1/Σ h(V_pca) is then large and the penalised minimiser gives up vari
 variance kept instead of PCA's 0.970, at an MMD² of 1.5e-4 where 6.5e-4 was allowed).
 ``feasible_pca=False`` runs the paper's loop regardless.
 
+The loop also ends when an outer iteration leaves everything as it was (no inner step, ρ at
+ρ_max, ε at ε_min): every further iteration would repeat it (the paper's loop would run on to
+``max_iter``; on COMPAS with d = 10 that is ~60 identical iterations).
+
 A run that ends without meeting τ is what the paper calls an improper termination: status
 ``"constraint_unmet"`` and a :class:`~fairpca_dist.exceptions.ConvergenceWarning`, the last
 iterate returned (as the code does). One that meets τ but not the step test has status
@@ -366,9 +370,11 @@ def solve(
             break
         if rho_update == "code" and rho > rho_max:
             break
-        eps = max(eps_min, theta_eps * eps)
-        if violated:
-            rho = rho * rho_factor if rho_update == "code" else min(rho * rho_factor, rho_max)
+        next_eps = max(eps_min, theta_eps * eps)
+        next_rho = (rho * rho_factor if rho_update == "code" else min(rho * rho_factor, rho_max)) if violated else rho
+        if step == 0.0 and (next_eps, next_rho) == (eps, rho):
+            break  # a fixed point of the loop (ρ at ρ_max, ε at ε_min, no inner step): it would repeat this iteration
+        eps, rho = next_eps, next_rho
     if status != "converged" and log.mmd2[-1] > tau:
         status = "constraint_unmet"
         warnings.warn(f"mmd: ended without meeting tau={tau:g} (MMD² {log.mmd2[-1]:.3g} after {len(log.mmd2)} "

@@ -118,6 +118,18 @@ def test_constraint_unmet_is_reported():
     assert len(result.options["log"]["mmd2"]) == 2
 
 
+def test_a_fixed_point_of_the_outer_loop_ends_it():
+    """ρ capped below what τ needs: once the inner solver stops moving, every further outer
+    iteration would repeat the last one; the run ends there, constraint unmet, not at max_iter."""
+    rows, labels, _ = shifted_copy(n=40, seed=5)
+    with pytest.warns(ConvergenceWarning, match="improper termination"):
+        result, _ = fit(rows, labels, kernel="linear", tau=1e-8, rho0=1e-3, rho_max=1e-3, eps_min=1e-3,
+                        max_iter=200, start="pca")
+    log = result.options["log"]
+    assert result.status == "constraint_unmet" and len(log["mmd2"]) < 200
+    assert log["inner"][-1] == 0 and log["rho"][-1] == 1e-3 and log["mmd2"][-1] > 1e-8
+
+
 class ForbiddenPasses(ArrayPasses):
     def projected(self, *args, **kwargs):  # pragma: no cover - must not run
         raise AssertionError("a pass ran before the options were checked")
