@@ -30,10 +30,16 @@ def __getattr__(name: str):  # noqa: ANN202 - module attribute hook (PEP 562)
         from fairpca_dist.estimator import FairPCA
 
         return FairPCA
+    if name in ("compare", "write_comparison"):  # the report's plotting and classifier libraries
+        from fairpca_dist import comparison_report, table_comparison
+
+        return table_comparison.compare if name == "compare" else comparison_report.write_comparison
     raise AttributeError(f"module 'fairpca_dist' has no attribute {name!r}")
 
 __all__ = [
     "FairPCA",
+    "compare",
+    "write_comparison",
     "GroupMoments",
     "CellMoments",
     "HashCells",

@@ -1,6 +1,6 @@
 """The ``fairpca`` command: one subcommand per pipeline step, the whole pipeline, and a demo.
 
-``ingest``, ``fit``, ``project``, ``report`` and ``evaluate`` call the library functions the
+``ingest``, ``fit``, ``project``, ``report``, ``evaluate`` and ``compare`` call the library functions the
 Prefect flows call, with the same parameters and outputs; ``pipeline`` and ``demo`` run the Prefect
 pipeline flow itself (an ephemeral Prefect server starts when ``PREFECT_API_URL`` is unset).
 """
@@ -147,6 +147,40 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(evaluation.markdown())
     print(f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
           f"evaluation.md, .json, .csv in {args.out_dir}")
+    return 0
+
+
+def _ranks(text: str) -> list[int]:
+    """``3``, ``1-5`` or ``2,4,6``: the ranks r of ``fairpca compare``."""
+    first, dash, last = text.partition("-")
+    ranks = list(range(_positive_int(first), _positive_int(last) + 1)) if dash else [
+        _positive_int(part) for part in text.split(",")]
+    if not ranks:
+        raise argparse.ArgumentTypeError(f"{text!r} gives no rank (write 3, 1-5 or 2,4,6)")
+    return ranks
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from fairpca_dist.table_comparison import compare_table
+
+    methods = list(dict.fromkeys(args.method or SOLVERS))
+    options = _method_options(args.option, methods, "--option")
+    for method, grid in _method_options(args.grid, methods, "--grid").items():
+        options[method].update(grid)
+    print(f"fairpca compare: {len(methods)} methods at r = {', '.join(map(str, args.n_components))} on "
+          f"{args.table_dir}")
+    comparison = compare_table(
+        args.table_dir, args.out_dir, n_components=args.n_components, methods=options, target=args.target,
+        n_cells=args.cells, cells_column=args.cells_column, cell_seed=args.cell_seed,
+        train_fraction=args.train_fraction, center=args.center, standardize=args.standardize,
+        rbf_mmd=args.rbf_mmd, random_state=args.seed, client=args.dask_address, progress=True,
+    )
+    for r in comparison.ranks:
+        print(f"\nr = {r}:")
+        for line in comparison.reading(r):
+            print(f"  {line}")
+    print(f"\n{len(comparison.candidates)} fits in {comparison.seconds:.1f} s, {sum(comparison.passes.values())} "
+          f"passes over the rows; comparison.md, .html, .json, .csv and PNGs in {args.out_dir}")
     return 0
 
 
@@ -325,6 +359,35 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the splits and the solvers (default 0)")
     _add_dask(evaluate)
     evaluate.set_defaults(handler=_evaluate)
+
+    compare = add_command(
+        "compare", help="every method (over its grid) by every fairness criterion, in and out of sample",
+        description="Fit every registered method (each over its grid, fairpca_dist.comparison.COMPARE_GRIDS) and "
+                    "score each fit by every criterion; writes comparison.md/.html/.json/.csv and Pareto PNGs.",
+    )
+    compare.add_argument("table_dir", help="ingested table (fairpca ingest)")
+    compare.add_argument("out_dir", help="folder of the comparison report")
+    compare.add_argument("--method", action="append", choices=sorted(SOLVERS), metavar="METHOD",
+                         help="method to compare, repeatable (default: every registered method)")
+    compare.add_argument("--n-components", type=_ranks, default=[2], metavar="R",
+                         help="rank(s): 3, 1-5 or 2,4,6 (default 2); several draw per-group error curves")
+    compare.add_argument("--option", action="append", default=[], metavar="METHOD:KEY=VALUE",
+                         help="fixed option of one method, repeatable")
+    compare.add_argument("--grid", action="append", default=[], metavar="METHOD:KEY=V1,V2,...",
+                         help="values of one option to sweep, repeatable (replaces the default grid)")
+    compare.add_argument("--target", default=None, help="binary label column for the downstream classifier")
+    compare.add_argument("--center", default="group", choices=CENTERS, help="centring of the group errors")
+    compare.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
+                         help="scale features by their standard deviation (default on)")
+    compare.add_argument("--rbf-mmd", action=argparse.BooleanOptionalAction, default=True,
+                         help="RBF-kernel MMD² of every fit over every row by random features (default on)")
+    compare.add_argument("--train-fraction", type=float, default=0.7, help="share of cells for training (default 0.7)")
+    compare.add_argument("--cells", type=_positive_int, default=10, help="hash cells of the rows (default 10)")
+    compare.add_argument("--cells-column", default=None, help="use this column's values as the cells instead")
+    compare.add_argument("--cell-seed", type=int, default=0, help="seed of the hash cells (default 0)")
+    compare.add_argument("--seed", type=int, default=0, help="seed of the split, solvers and features (default 0)")
+    _add_dask(compare)
+    compare.set_defaults(handler=_compare)
 
     pipeline = add_command("pipeline", help="run the Prefect pipeline: ingest -> fit -> project -> report")
     pipeline.add_argument("source")

@@ -14,13 +14,15 @@ MMD-constrained fair PCA with the RBF kernel (``mmd``; Lee et al. 2022, spec see
 needs the rows at every evaluation too: the projected rows U = ZV (:meth:`DataPasses.projected`,
 for the all-pairs kernel blocks of :func:`fairpca_dist.kernels.rbf_blocks`), then Zᵀ S
 (:meth:`DataPasses.backprojected`), or the additive random-feature sums
-(:meth:`DataPasses.rff_sums`), or a fixed subsample held in memory (:meth:`DataPasses.sample`).
+(:meth:`DataPasses.rff_sums`; several projections at once with :meth:`DataPasses.rff_sums_many`),
+or a fixed subsample held in memory (:meth:`DataPasses.sample`).
 Rows there are z = x / scale − origin: the kernel is translation invariant, and the origin (the
 global mean) keeps large common offsets from rounding.
 
 This module holds what a solver may ask (:class:`DataPasses`), the arithmetic on a block of
-rows that every implementation shares (:func:`l1_block_sums`; the kernel arithmetic is in
-:mod:`fairpca_dist.kernels`), its additive result (:class:`L1Sums`), and the in-memory
+rows that every implementation shares (:func:`l1_block_sums`, :func:`rff_block_sums_many`; the
+kernel arithmetic is in :mod:`fairpca_dist.kernels`), its additive result (:class:`L1Sums`), the
+count of passes every implementation keeps (:class:`PassCounter`), and the in-memory
 implementation (:class:`ArrayPasses`).
 :class:`fairpca_dist.passes.TablePasses` runs the same arithmetic over the partitions of a
 table with dask. Nothing here imports dask: solvers import this module.
@@ -29,6 +31,8 @@ table with dask. Nothing here imports dask: solvers import this module.
 from __future__ import annotations
 
 import copy
+import functools
+import operator
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -40,7 +44,21 @@ from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
 from fairpca_dist.moments import block_rows
 
-__all__ = ["DataPasses", "L1Sums", "l1_block_sums", "ArrayPasses"]
+__all__ = [
+    "DataPasses",
+    "L1Sums",
+    "l1_block_sums",
+    "RFFRequest",
+    "check_rff_requests",
+    "rff_block_sums_many",
+    "merge_rff_sums_many",
+    "PassCounter",
+    "ArrayPasses",
+]
+
+RFFRequest = tuple[np.ndarray, RandomFeatures]
+"""One projection of :meth:`DataPasses.rff_sums_many`: components V (p × r) and the random
+features (r × D frequencies) the rows projected by V go through."""
 
 _BLOCK_ROWS = 65_536  # rows converted and summed at a time (bounded temporary memory)
 
@@ -133,6 +151,53 @@ def l1_block_sums(
     return L1Sums(tuple(groups), b, np.einsum("kpr,pr->k", b, components))
 
 
+def check_rff_requests(requests: Sequence[RFFRequest], n_features: int) -> list[RFFRequest]:
+    """``requests`` of :meth:`DataPasses.rff_sums_many` with float64 components, checked before
+    any pass: a non-empty sequence of (V, features) pairs, V of shape (``n_features``, r) and
+    features of r dimensions. :class:`InputError` otherwise."""
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence) or len(requests) == 0:
+        raise InputError("rff_sums_many needs a non-empty sequence of (components, RandomFeatures) pairs")
+    checked = []
+    for i, request in enumerate(requests):
+        if not (isinstance(request, (tuple, list)) and len(request) == 2 and isinstance(request[1], RandomFeatures)):
+            raise InputError(f"request {i} of rff_sums_many must be a (components, RandomFeatures) pair")
+        components, features = np.asarray(request[0], dtype=np.float64), request[1]
+        if components.ndim != 2 or components.shape[0] != n_features:
+            raise InputError(f"components of request {i} must have shape (n_features={n_features}, n_components), "
+                             f"got {components.shape}")
+        if features.frequencies.shape[0] != components.shape[1]:
+            raise InputError(f"request {i}: random features of {features.frequencies.shape[0]} dimensions "
+                             f"for {components.shape[1]} components")
+        checked.append((components, features))
+    return checked
+
+
+def rff_block_sums_many(
+    rows: np.ndarray, codes: np.ndarray, n_groups: int, requests: Sequence[RFFRequest],
+    weights: np.ndarray | None = None,
+) -> list[RFFSums]:
+    """:func:`fairpca_dist.kernels.rff_sums` of one block of rows (solver units) for every
+    request, in order: the per-block work of :meth:`DataPasses.rff_sums_many`."""
+    return [rff_sums(rows, codes, n_groups, components, features, weights) for components, features in requests]
+
+
+def merge_rff_sums_many(*parts: list[RFFSums]) -> list[RFFSums]:
+    """Requestwise ``+`` of :func:`rff_block_sums_many` results of disjoint row sets."""
+    return [functools.reduce(operator.add, sums) for sums in zip(*parts, strict=True)]
+
+
+class PassCounter:
+    """How many passes over the rows an object and its views ran (one counter, shared)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def next(self) -> int:
+        """Count one more pass; return its number (1 for the first)."""
+        self.count += 1
+        return self.count
+
+
 @runtime_checkable
 class DataPasses(Protocol):
     """What a solver that needs the rows may ask of them.
@@ -143,6 +208,11 @@ class DataPasses(Protocol):
     """
 
     groups: tuple[Hashable, ...]
+
+    @property
+    def n_passes(self) -> int:
+        """Passes over the rows this object and its views (:meth:`rescaled`) have run so far."""
+        ...
 
     def rescaled(self, scale: np.ndarray) -> DataPasses: ...
 
@@ -161,7 +231,14 @@ class DataPasses(Protocol):
         ...
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
-        """Per-group random-feature sums at V (:func:`fairpca_dist.kernels.rff_sums`); one pass."""
+        """Per-group random-feature sums at V (:func:`fairpca_dist.kernels.rff_sums`); one pass:
+        the one-request :meth:`rff_sums_many`."""
+        ...
+
+    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray) -> list[RFFSums]:
+        """:meth:`rff_sums` of every (V, features) request, in order, all in ONE pass (each
+        block of rows computes every request). Bad requests (:func:`check_rff_requests`)
+        raise :class:`InputError` before the pass."""
         ...
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
@@ -172,7 +249,11 @@ class DataPasses(Protocol):
 
 class ArrayPasses:
     """:class:`DataPasses` over rows held in memory: a (n, p) array, one group label per row
-    and optional sample weights."""
+    and optional sample weights.
+
+    :attr:`n_passes` counts every request as one pass (:meth:`sample` included), shared with
+    :meth:`rescaled` views; the rows :meth:`sample` returns start a count of their own.
+    """
 
     def __init__(
         self,
@@ -198,13 +279,21 @@ class ArrayPasses:
         self.codes = codes
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float64)
         self.scale = np.ones(self.x.shape[1]) if scale is None else np.asarray(scale, dtype=np.float64)
+        self._counter = PassCounter()
+
+    @property
+    def n_passes(self) -> int:
+        """Requests this object and its rescaled views have answered so far."""
+        return self._counter.count
 
     def rescaled(self, scale: np.ndarray) -> ArrayPasses:
+        """The same rows in units x / ``scale`` (a view sharing the pass count)."""
         view = copy.copy(self)
         view.scale = np.asarray(scale, dtype=np.float64)
         return view
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
+        self._counter.next()
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
         total = L1Sums.zeros(self.groups, self.x.shape[1], components.shape[1])
         for start in range(0, self.x.shape[0], _BLOCK_ROWS):
@@ -215,33 +304,40 @@ class ArrayPasses:
         return total
 
     def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
-        """Row ranges and their rows z = x / scale − origin, a bounded block at a time."""
-        for start in range(0, self.x.shape[0], _BLOCK_ROWS):
+        """Row ranges and their rows z = x / scale − origin, a bounded block at a time (one
+        empty block when there are no rows)."""
+        for start in range(0, max(self.x.shape[0], 1), _BLOCK_ROWS):
             block = slice(start, start + _BLOCK_ROWS)
             yield block, self.x[block] / self.scale - origin
 
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        self._counter.next()
         u = np.empty((self.x.shape[0], components.shape[1]))
         for block, z in self._blocks(origin):
             u[block] = z @ components
         return u, self.codes, self.weights
 
     def backprojected(self, s: np.ndarray, origin: np.ndarray) -> np.ndarray:
+        self._counter.next()
         return sum((backprojection(z, s[block]) for block, z in self._blocks(origin)),
                    np.zeros((self.x.shape[1], s.shape[1])))
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
-        k = len(self.groups)
-        total = RFFSums(np.zeros((k, features.n_features)), np.zeros((k, self.x.shape[1], features.n_features)),
-                        np.zeros(k))
-        for block, z in self._blocks(origin):
-            total = total + rff_sums(z, self.codes[block], k, components, features,
-                                     None if self.weights is None else self.weights[block])
-        return total
+        return self.rff_sums_many([(components, features)], origin)[0]
+
+    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray) -> list[RFFSums]:
+        requests = check_rff_requests(requests, self.x.shape[1])
+        self._counter.next()
+        return merge_rff_sums_many(*(
+            rff_block_sums_many(z, self.codes[block], len(self.groups), requests,
+                                None if self.weights is None else self.weights[block])
+            for block, z in self._blocks(origin)
+        ))
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
         if max_rows_per_group < 2:
             raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
+        self._counter.next()
         rng = np.random.default_rng(seed)
         keep = np.sort(np.concatenate([
             rng.choice(rows, size=min(max_rows_per_group, rows.size), replace=False)
@@ -250,4 +346,5 @@ class ArrayPasses:
         subset = copy.copy(self)
         subset.x, subset.codes = self.x[keep], self.codes[keep]
         subset.weights = None if self.weights is None else self.weights[keep]
+        subset._counter = PassCounter()
         return subset

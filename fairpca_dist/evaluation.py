@@ -61,6 +61,9 @@ __all__ = [
     "Evaluation",
     "Methods",
     "check_methods",
+    "MethodPlan",
+    "method_plans",
+    "fit_plan",
     "plan_splits",
     "evaluate",
 ]
@@ -175,7 +178,10 @@ def _check_cover(cells: CellMoments, splits: Sequence[Split], min_group_size: in
 
 # ----------------------------------------------------------------------------- methods and grids
 @dataclass(frozen=True)
-class _Plan:
+class MethodPlan:
+    """A method to fit, its fixed options and the points of its grid (one empty dict when
+    nothing is swept)."""
+
     name: str
     method: Method
     fixed: dict[str, Any]
@@ -186,9 +192,11 @@ def _swept(value: Any) -> bool:
     return isinstance(value, (list, tuple, np.ndarray, range))
 
 
-def _plans(methods: Methods) -> tuple[_Plan, ...]:
+def method_plans(methods: Methods, grids: Mapping[str, Mapping[str, Any]] = PAPER_GRIDS, *,
+                 rows_allowed: bool = False) -> tuple[MethodPlan, ...]:
     """Methods with their fixed options and grid: a list or tuple of values is swept, any other
-    value is fixed; options not given keep their :data:`PAPER_GRIDS` grid."""
+    value is fixed; options not given keep their ``grids`` entry (:data:`PAPER_GRIDS` here).
+    Without ``rows_allowed``, methods that read the rows are refused."""
     if isinstance(methods, str) or callable(methods):
         methods = [methods]
     if not isinstance(methods, Mapping):
@@ -200,12 +208,12 @@ def _plans(methods: Methods) -> tuple[_Plan, ...]:
         if isinstance(method, str):
             if method not in SOLVERS:
                 raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
-            if SOLVERS[method].reads_rows(spec or {}):
+            if not rows_allowed and SOLVERS[method].reads_rows({**grids.get(method, {}), **(spec or {})}):
                 raise InputError(
                     f"method {method!r} reads the rows at every iteration; the evaluation works from "
                     "per-cell moments only"
                 )
-            name, spec, allowed = method, {**PAPER_GRIDS.get(method, {}), **(spec or {})}, SOLVERS[method].options
+            name, spec, allowed = method, {**grids.get(method, {}), **(spec or {})}, SOLVERS[method].options
         elif callable(method):
             name, spec, allowed = getattr(method, "__name__", "custom"), spec or {}, solver_options(method)
         else:
@@ -220,14 +228,14 @@ def _plans(methods: Methods) -> tuple[_Plan, ...]:
             raise InputError(f"the grid of {name!r} gives no value for {empty}")
         fixed = {key: value for key, value in spec.items() if key not in swept}
         grid = tuple(dict(zip(swept, values)) for values in itertools.product(*swept.values()))
-        plans.append(_Plan(name, method, fixed, grid))
+        plans.append(MethodPlan(name, method, fixed, grid))
     return tuple(plans)
 
 
 def check_methods(methods: Methods) -> None:
     """Raise :class:`InputError` for unknown methods or options and for methods that need the
     rows: :func:`evaluate`'s checks, for callers that want them before a pass over the rows."""
-    _plans(methods)
+    method_plans(methods)
 
 
 # ----------------------------------------------------------------------------- results
@@ -353,10 +361,12 @@ class Evaluation:
 
 
 # ----------------------------------------------------------------------------- the protocol
-def _fit(moments: GroupMoments, n_components: int, plan: _Plan, params: dict[str, Any], seed: int,
-         fit_options: dict[str, Any], caught: list[str]) -> FairProjection:
-    """Fit ``plan``'s method with ``params``; warnings are collected in ``caught``, not shown.
-    With standardisation, a column constant on these fitting rows keeps scale 1."""
+def fit_plan(moments: GroupMoments, n_components: int, plan: MethodPlan, params: dict[str, Any], seed: int,
+             fit_options: dict[str, Any], caught: list[str]) -> FairProjection:
+    """Fit ``plan``'s method with ``params`` and ``fit_options`` (those of
+    :func:`~fairpca_dist.fit_projection`, ``standardize`` a bool); warnings are collected in
+    ``caught``, not shown. With standardisation, a column constant on these fitting rows keeps
+    scale 1."""
     options = dict(fit_options)
     if options["standardize"]:
         options["standardize"] = moments.feature_scale(options["ddof"], constant="keep")
@@ -433,7 +443,7 @@ def evaluate(
     if n_components > cells.n_features:
         raise InputError(f"n_components={n_components} must be between 1 and n_features={cells.n_features}")
     min_group_size = integer("min_group_size", min_group_size)
-    plans = _plans(methods)
+    plans = method_plans(methods)
     rng = np.random.default_rng(random_state)
     splits = plan_splits(cells.cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds,
                          random_state=rng)
@@ -471,7 +481,7 @@ def evaluate(
                       seconds=time.perf_counter() - started)
 
 
-def _evaluate_split(plan: _Plan, split: Split, train: GroupMoments, test: GroupMoments,
+def _evaluate_split(plan: MethodPlan, split: Split, train: GroupMoments, test: GroupMoments,
                     folds: Sequence[tuple[GroupMoments, GroupMoments]], seeds: np.ndarray, n_components: int,
                     fit_options: dict[str, Any], bar: Any) -> SplitResult:
     """Cross-validate ``plan``'s grid on the folds (when it has several points), refit the best
@@ -483,7 +493,7 @@ def _evaluate_split(plan: _Plan, split: Split, train: GroupMoments, test: GroupM
         for params in plan.grid:
             fold_scores = []
             for j, (fit_on, held) in enumerate(folds):
-                model = _fit(fit_on, n_components, plan, params, int(seeds[j]), fit_options, caught)
+                model = fit_plan(fit_on, n_components, plan, params, int(seeds[j]), fit_options, caught)
                 fold_scores.append(score_projection(model, fit_on, held))
                 bar.update(1)
             grid_scores.append(GridScore(params=params, abdiff=float(np.mean([s.abdiff for s in fold_scores])),
@@ -491,7 +501,7 @@ def _evaluate_split(plan: _Plan, split: Split, train: GroupMoments, test: GroupM
         best = min(grid_scores, key=lambda g: g.criterion).params  # ties: the first grid point
     else:
         best = plan.grid[0]
-    model = _fit(train, n_components, plan, best, int(seeds[-1]), fit_options, caught)
+    model = fit_plan(train, n_components, plan, best, int(seeds[-1]), fit_options, caught)
     bar.update(1)
     return SplitResult(
         method=plan.name, split=split.index, params=best, cross_validation=tuple(grid_scores),

@@ -13,7 +13,8 @@ centre (:meth:`GroupMoments.covariance`), following spec/seeds-000-001.md §0.3
 The RBF-kernel MMD² of the projected groups (:func:`mmd2_rbf`; Lee et al. 2022, spec
 seed-004.md §1.3) has no finite statistic: it reads the rows, through a
 :class:`~fairpca_dist.datapasses.DataPasses` (all pairs in kernel blocks, or random Fourier
-features in one additive pass), and :func:`rbf_bandwidth` gives its median-heuristic σ.
+features in one additive pass; :func:`mmd2_rbf_many` estimates several projections in one such
+pass), and :func:`rbf_bandwidth` gives its median-heuristic σ.
 
 Components need not be orthonormal: Samadi et al.'s rank-(r + k − 1) output is a map
 E = [√λ*_j u_j] with reconstruction x ↦ x EEᵀ. With P* = EEᵀ the reconstruction error is
@@ -50,6 +51,7 @@ __all__ = [
     "RBF_ESTIMATORS",
     "rbf_bandwidth",
     "mmd2_rbf",
+    "mmd2_rbf_many",
     "group_errors_from_rows",
     "group_losses_from_rows",
     "group_explained_variance_ratio_from_rows",
@@ -225,24 +227,74 @@ def mmd2_rbf(
     pair of rows in kernel blocks of ``block_rows`` (O(N² r) work, O(block_rows²) memory:
     practical to N ≈ 10⁵). ``"rff"``: ``n_random_features`` random Fourier features drawn
     from ``random_state``; one additive pass, O(N), an unbiased estimate of the kernel whose
-    error shrinks as 1/√D (:func:`fairpca_dist.kernels.rff_mmd2`).
+    error shrinks as 1/√D (:func:`fairpca_dist.kernels.rff_mmd2`): exactly what
+    :func:`mmd2_rbf_many` gives for this projection.
     """
     components = _check_components(moments, components)
     _check_passes(moments, passes)
     if estimator not in RBF_ESTIMATORS:
         raise InputError(f"estimator must be one of {list(RBF_ESTIMATORS)}, got {estimator!r}")
+    _check_sigma(sigma)
+    if estimator == "rff":
+        return mmd2_rbf_many(moments, passes, [components], sigma, n_random_features=n_random_features,
+                             random_state=random_state)[0]
+    pairs = _group_pairs(moments.n_groups)
+    values, _ = pairwise_rbf(*passes.projected(components, moments.global_mean), pairs, sigma,
+                             block_rows=block_rows, gradient=False)
+    return _pair_matrix(moments.n_groups, pairs, values)
+
+
+def mmd2_rbf_many(
+    moments: GroupMoments,
+    passes: DataPasses,
+    components: Sequence[np.ndarray],
+    sigma: float,
+    *,
+    n_random_features: int = 1000,
+    random_state: int | np.random.Generator | None = 0,
+    precision: str = "double",
+) -> list[np.ndarray]:
+    """The random-feature estimate of :func:`mmd2_rbf` (``estimator="rff"``) for several
+    projections, one (k, k) matrix each, in order, from ONE pass over the rows
+    (:meth:`~fairpca_dist.datapasses.DataPasses.rff_sums_many`).
+
+    Features are drawn once per distinct number of columns r, in order of first appearance,
+    each as ``RandomFeatures.draw(r, n_random_features, sigma, np.random.default_rng(random_state),
+    precision=precision)``: for an integer seed every r starts from a fresh generator with that
+    seed, so the features of a projection depend only on (seed, r, D, σ) — projections of equal
+    r share them, and a projection gets the same estimate whatever else is in the call (and
+    from :func:`mmd2_rbf` with the same seed). A ``Generator`` is advanced by each draw, in
+    that order. Bad input (no projections, components of the wrong shape, σ ≤ 0, D < 1, an
+    unknown precision) raises :class:`InputError` before the pass.
+    """
+    if isinstance(components, np.ndarray) or not isinstance(components, Sequence) or len(components) == 0:
+        raise InputError("mmd2_rbf_many needs a non-empty sequence of components matrices (n_features × r)")
+    checked = [_check_components(moments, v) for v in components]
+    _check_passes(moments, passes)
+    _check_sigma(sigma)
+    features = {
+        r: RandomFeatures.draw(r, n_random_features, sigma, np.random.default_rng(random_state), precision=precision)
+        for r in dict.fromkeys(v.shape[1] for v in checked)
+    }
+    requests = [(v, features[v.shape[1]]) for v in checked]
+    pairs = _group_pairs(moments.n_groups)
+    return [_pair_matrix(moments.n_groups, pairs, pairwise_rff(sums, pairs, drawn)[0])
+            for sums, (_, drawn) in zip(passes.rff_sums_many(requests, moments.global_mean), requests)]
+
+
+def _check_sigma(sigma: float) -> None:
     if not (np.isfinite(sigma) and sigma > 0):
         raise InputError(f"sigma must be a positive number, got {sigma!r}")
-    pairs = [(a, b) for a in range(moments.n_groups) for b in range(a + 1, moments.n_groups)]
-    origin = moments.global_mean
-    if estimator == "exact":
-        values, _ = pairwise_rbf(*passes.projected(components, origin), pairs, sigma, block_rows=block_rows,
-                                 gradient=False)
-    else:
-        features = RandomFeatures.draw(components.shape[1], n_random_features, sigma,
-                                       np.random.default_rng(random_state))
-        values, _ = pairwise_rff(passes.rff_sums(components, origin, features), pairs, features)
-    out = np.zeros((moments.n_groups, moments.n_groups))
+
+
+def _group_pairs(n_groups: int) -> list[tuple[int, int]]:
+    """Every pair of group codes (a, b) with a < b."""
+    return [(a, b) for a in range(n_groups) for b in range(a + 1, n_groups)]
+
+
+def _pair_matrix(n_groups: int, pairs: Sequence[tuple[int, int]], values: np.ndarray) -> np.ndarray:
+    """The symmetric (k, k) matrix with ``values`` at ``pairs`` and zeros on the diagonal."""
+    out = np.zeros((n_groups, n_groups))
     for (a, b), value in zip(pairs, values):
         out[a, b] = out[b, a] = value
     return out

@@ -13,10 +13,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import itertools
 import operator
 import sys
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,9 +25,18 @@ import pandas as pd
 from threadpoolctl import ThreadpoolController
 
 from fairpca_dist.cells import CellMoments, HashCells, pair_codes
-from fairpca_dist.datapasses import ArrayPasses, L1Sums, l1_block_sums
+from fairpca_dist.datapasses import (
+    ArrayPasses,
+    L1Sums,
+    PassCounter,
+    RFFRequest,
+    check_rff_requests,
+    l1_block_sums,
+    merge_rff_sums_many,
+    rff_block_sums_many,
+)
 from fairpca_dist.exceptions import GroupError, InputError
-from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
+from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.progress import threaded_progress, wait_with_progress
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
@@ -287,9 +295,10 @@ def _moments_graph(table: Table, split_every: int) -> Any:
     return _tree_sum(table.map_chunks(_chunk_moments, table.features), split_every)
 
 
-def _tree_sum(level: list[Any], split_every: int) -> Any:
-    """The ``+`` of delayed additive statistics, merged in a tree of fan-in ``split_every``."""
-    merge = dask.delayed(_merge, pure=True)
+def _tree_sum(level: list[Any], split_every: int, merge_parts: Callable[..., Any] = _merge) -> Any:
+    """The merge (``+`` unless ``merge_parts`` says otherwise) of delayed additive statistics,
+    in a tree of fan-in ``split_every``."""
+    merge = dask.delayed(merge_parts, pure=True)
     while len(level) > 1:
         level = [merge(*level[i : i + split_every]) for i in range(0, len(level), split_every)]
     return level[0]
@@ -306,7 +315,13 @@ class TablePasses:
 
     With ``progress``, each pass draws its bar (:func:`run_graph`), labelled with its number
     and kind ("pass 37 over the rows: rff sums"): a fit that reads the rows hundreds of times
-    shows where it is. Rescaled views share the count.
+    shows where it is. Views (:meth:`rescaled`, :meth:`restricted`) share the count, which
+    :attr:`n_passes` reads.
+
+    A table opened with cells (:func:`table_passes` ``cells=``) can be read cell-restricted:
+    :meth:`restricted` gives a view whose every pass reads only the rows of the given cells
+    (e.g. the training cells of a split), with the statistics an :class:`ArrayPasses` on exactly
+    those rows would give.
     """
 
     def __init__(
@@ -320,31 +335,75 @@ class TablePasses:
         self.client = client
         self.split_every = split_every
         self.progress = progress
-        self._passes = itertools.count(1)
+        self._counter = PassCounter()
+        self._cells: frozenset[Hashable] | None = None  # the cells every pass reads (None: all rows)
         self._offsets: np.ndarray | None = None  # first row of each partition, learnt by projected()
 
+    @property
+    def n_passes(self) -> int:
+        """Passes over the rows this object and all its views have run so far."""
+        return self._counter.count
+
+    @property
+    def cells(self) -> frozenset[Hashable] | None:
+        """The cell labels every pass reads (None: every row, no restriction)."""
+        return self._cells
+
     def rescaled(self, scale: np.ndarray) -> TablePasses:
+        """The same rows in units x / ``scale`` (a view sharing client, cells and pass count)."""
         view = copy.copy(self)
         view.scale = np.asarray(scale, dtype=np.float64)
         return view
 
+    def restricted(self, cells: Iterable[Hashable]) -> TablePasses:
+        """A view whose every pass reads only the rows whose cell label is in ``cells``,
+        sharing the client, scale and pass count (e.g. ``passes.restricted(split.train)``).
+
+        Labels are those of the table's cells (0 … n_cells−1 for
+        :class:`~fairpca_dist.cells.HashCells`, the column's values otherwise). Which labels
+        exist is known only inside a pass, so a label no row carries is not an error: its rows
+        are simply absent. A restricted view restricted again reads the intersection of both
+        sets of cells. :class:`InputError` if the table was opened without cells or ``cells``
+        is empty (or a string rather than a collection of labels).
+        """
+        if self.table.cells is None:
+            raise InputError("restricted() needs a table opened with cells: pass cells= to table_passes")
+        if isinstance(cells, (str, bytes)):
+            raise InputError(f"restricted() takes a collection of cell labels, got the string {cells!r}")
+        labels = frozenset(cells)
+        if not labels:
+            raise InputError("restricted() needs at least one cell label")
+        view = copy.copy(self)
+        view._cells = labels if self._cells is None else self._cells & labels
+        view._offsets = None  # partition offsets count the rows this view reads
+        return view
+
+    def _map(self, func: Callable[..., Any], *args: Any) -> list[Any]:
+        """``func(chunk, *args)`` on every partition's chunk, reduced to the rows of
+        :attr:`cells` first: every request builds its tasks here (the one place rows are
+        filtered)."""
+        if self._cells is None:
+            return self.table.map_chunks(func, *args)
+        return self.table.map_chunks(_on_cells, func, self._cells, args)
+
     def _run(self, graph: Any, kind: str) -> Any:
         """One pass over the rows (every request goes through here)."""
         return run_graph(graph, client=self.client, progress=self.progress,
-                         label=f"pass {next(self._passes)} over the rows: {kind}")
+                         label=f"pass {self._counter.next()} over the rows: {kind}")
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
-        parts = self.table.map_chunks(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
+        parts = self._map(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
         total: L1Sums = self._run(_tree_sum(parts, self.split_every), "l1 sums")
         return total.in_order(self.groups)
 
 
     # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        """U = ZV of every row, in partition order, collected on the driver (n × r numbers)."""
-        parts = self._run(self.table.map_chunks(_chunk_projected, np.asarray(components, dtype=np.float64),
-                                                np.asarray(origin, dtype=np.float64), self.scale, self.groups),
+        """U = ZV of every row read (of :attr:`cells` when restricted), in partition order,
+        collected on the driver (n × r numbers)."""
+        parts = self._run(self._map(_chunk_projected, np.asarray(components, dtype=np.float64),
+                                    np.asarray(origin, dtype=np.float64), self.scale, self.groups),
                           "projection")
         weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
         self._offsets = np.concatenate([[0], np.cumsum([len(c) for _, c, _ in parts])])
@@ -356,25 +415,31 @@ class TablePasses:
         partition offsets come from the last :meth:`projected` pass (a pass counts them if none
         ran), so an evaluation reads the table twice, not three times."""
         if self._offsets is None:
-            self._offsets = np.concatenate([[0], np.cumsum(self._run(self.table.map_chunks(len), "row counts"))])
+            self._offsets = np.concatenate([[0], np.cumsum(self._run(self._map(len), "row counts"))])
         offsets = self._offsets
         if offsets[-1] != s.shape[0]:
             raise InputError(f"{s.shape[0]} rows of S for a table of {offsets[-1]} rows")
-        parts = self.table.map_chunks(_chunk_backprojected, np.asarray(s, dtype=np.float64), offsets,
-                                      np.asarray(origin, dtype=np.float64), self.scale)
+        parts = self._map(_chunk_backprojected, np.asarray(s, dtype=np.float64), offsets,
+                          np.asarray(origin, dtype=np.float64), self.scale)
         return self._run(_tree_sum(parts, self.split_every), "kernel gradient")
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
-        parts = self.table.map_chunks(_chunk_rff_sums, np.asarray(components, dtype=np.float64),
-                                      np.asarray(origin, dtype=np.float64), self.scale, self.groups, features)
-        return self._run(_tree_sum(parts, self.split_every), "random-feature sums")
+        return self.rff_sums_many([(components, features)], origin)[0]
+
+    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray) -> list[RFFSums]:
+        """The random-feature sums of every (V, features) request in one pass: each slab of a
+        partition is projected and summed for all of them while it is in memory."""
+        requests = check_rff_requests(requests, len(self.table.features))
+        parts = self._map(_chunk_rff_sums, requests, np.asarray(origin, dtype=np.float64), self.scale, self.groups)
+        return self._run(_tree_sum(parts, self.split_every, merge_rff_sums_many), "random-feature sums")
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
-        """Uniform per group over the whole table: one pass counts each group's rows per
-        partition, the driver draws row numbers, a second pass gathers them."""
+        """Uniform per group over the rows read (of :attr:`cells` when restricted): one pass
+        counts each group's rows per partition, the driver draws row numbers, a second pass
+        gathers them (two passes)."""
         if max_rows_per_group < 2:
             raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
-        counts = np.array(self._run(self.table.map_chunks(_chunk_group_counts, self.groups), "group counts"))
+        counts = np.array(self._run(self._map(_chunk_group_counts, self.groups), "group counts"))
         rng = np.random.default_rng(seed)
         chosen = np.zeros(counts.shape, dtype=object)
         for g in range(len(self.groups)):
@@ -383,11 +448,16 @@ class TablePasses:
             bounds = np.concatenate([[0], np.cumsum(counts[:, g])])
             for part in range(counts.shape[0]):
                 chosen[part, g] = picks[(picks >= bounds[part]) & (picks < bounds[part + 1])] - bounds[part]
-        parts = self._run(self.table.map_chunks(_chunk_gather, self.groups, list(chosen)), "sample")
+        parts = self._run(self._map(_chunk_gather, self.groups, list(chosen)), "sample")
         x = np.concatenate([x for x, _, _ in parts])
         codes = np.concatenate([c for _, c, _ in parts])
         weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
         return ArrayPasses(x, [self.groups[c] for c in codes], self.groups, weights=weights, scale=self.scale)
+
+
+def _on_cells(chunk: Chunk, func: Callable[..., Any], cells: frozenset[Hashable], args: tuple[Any, ...]) -> Any:
+    """``func`` on the rows of ``chunk`` whose cell is one of ``cells`` (:meth:`TablePasses._map`)."""
+    return func(chunk.where_cells(cells), *args)
 
 
 def _fitted_codes(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:
@@ -421,15 +491,14 @@ def _chunk_backprojected(chunk: Chunk, s: np.ndarray, offsets: np.ndarray, origi
     return total
 
 
-def _chunk_rff_sums(chunk: Chunk, components: np.ndarray, origin: np.ndarray, scale: np.ndarray,
-                    groups: tuple[Hashable, ...], features: RandomFeatures) -> RFFSums:
+def _chunk_rff_sums(chunk: Chunk, requests: list[RFFRequest], origin: np.ndarray, scale: np.ndarray,
+                    groups: tuple[Hashable, ...]) -> list[RFFSums]:
     codes = _fitted_codes(chunk, groups)
-    total = RFFSums(np.zeros((len(groups), features.n_features)),
-                    np.zeros((len(groups), scale.shape[0], features.n_features)), np.zeros(len(groups)))
-    for start, stop, z in _chunk_slabs(chunk, origin, scale):
-        weights = None if chunk.weights is None else chunk.weights[start:stop]
-        total = total + rff_sums(z, codes[start:stop], len(groups), components, features, weights)
-    return total
+    return merge_rff_sums_many(*(
+        rff_block_sums_many(z, codes[start:stop], len(groups), requests,
+                            None if chunk.weights is None else chunk.weights[start:stop])
+        for start, stop, z in _chunk_slabs(chunk, origin, scale)
+    ))
 
 
 def _chunk_group_counts(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:
@@ -471,11 +540,15 @@ def table_passes(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
+    cells: str | HashCells | Any = None,
 ) -> TablePasses:
     """The rows of ``data`` for a solver that reads them at every iteration (``mm-robust``,
     ``mmd`` with the RBF kernel) or a metric that does (:func:`fairpca_dist.metrics.mmd2_rbf`):
     the same arguments as :func:`compute_moments` gave ``moments`` (features are the moments'),
-    ``client`` for where the passes run, and ``progress`` for a bar per pass.
+    ``client`` for where the passes run, and ``progress`` for a bar per pass. ``cells`` (a
+    :class:`~fairpca_dist.cells.HashCells`, the column of cell labels, or one label per row for
+    in-memory input, as for :func:`compute_moments`) opens the table with its cells, so that
+    :meth:`TablePasses.restricted` can read only some of them (the rows of a train split).
 
     >>> moments = compute_moments(path, sensitive_feature="sex")
     >>> passes = table_passes(path, moments, sensitive_feature="sex")
@@ -484,6 +557,6 @@ def table_passes(
     table = open_table(
         data, sensitive_feature=sensitive_feature, features=list(moments.feature_names), sample_weight=sample_weight,
         key_columns=key_columns, exclude=exclude, feature_names=feature_names, chunk_rows=chunk_rows,
-        read_options=read_options,
+        read_options=read_options, cells=cells,
     )
     return TablePasses(table, moments.groups, client=client, split_every=split_every, progress=progress)

@@ -120,6 +120,32 @@ class Chunk:
             block = self.features[start:stop]
         return np.ascontiguousarray(block, dtype=np.float64)
 
+    def subset(self, mask: np.ndarray) -> Chunk:
+        """The rows where the boolean ``mask`` (one entry per row) is true, in their order,
+        with the same label tuples (``groups``, ``cells``) and partition; ``self`` when every
+        row is kept (no copy)."""
+        mask = np.asarray(mask, dtype=bool)
+        if mask.shape != (len(self),):
+            raise InputError(f"a mask of shape {mask.shape} for the {len(self)} rows of {self.partition}")
+        if mask.all():
+            return self
+        keep = np.flatnonzero(mask)
+        features = self.features.iloc[keep] if isinstance(self.features, pd.DataFrame) else self.features[keep]
+        return replace(
+            self, features=features, codes=self.codes[keep],
+            weights=None if self.weights is None else self.weights[keep],
+            cell_codes=None if self.cell_codes is None else self.cell_codes[keep],
+        )
+
+    def where_cells(self, labels: frozenset[Hashable]) -> Chunk:
+        """The rows whose cell label is one of ``labels`` (:meth:`subset`); a label no row of
+        this partition carries simply selects nothing. :class:`InputError` if the table was
+        opened without cells."""
+        if self.cell_codes is None:
+            raise InputError(f"rows of {self.partition} have no cells: open the table with cells= to select cells")
+        kept = np.array([label in labels for label in self.cells], dtype=bool)
+        return self.subset(kept[self.cell_codes] if kept.size else np.zeros(len(self), dtype=bool))
+
 
 @dataclass(frozen=True)
 class Table:

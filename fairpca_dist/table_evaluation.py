@@ -24,7 +24,7 @@ from fairpca_dist.fitting import file_fingerprint, table_files
 from fairpca_dist.ingest import read_schema, table_source
 from fairpca_dist.passes import compute_moments
 
-__all__ = ["table_cells", "check_settings", "cached_cell_moments", "evaluate_table", "write_evaluation", "EVALUATION_FILES"]
+__all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation", "EVALUATION_FILES"]
 
 EVALUATION_FILES = ("evaluation.json", "evaluation.csv", "evaluation.md", "tradeoff.png")
 """What :func:`write_evaluation` writes (``tradeoff.png`` only when some method has a grid)."""
@@ -49,6 +49,20 @@ def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, t
         plan_splits(range(cells.n_cells), n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
 
 
+def cell_moments_cache_path(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None,
+                            cells: HashCells | str) -> Path:
+    """Where :func:`cached_cell_moments` keeps the per-cell moments of this table (its files'
+    fingerprints, column roles and ``cells``); reading it costs no pass."""
+    cache = Path(cache_dir) if cache_dir is not None else Path(table_dir).parent / ".moments-cache"
+    schema = read_schema(table_dir)
+    roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
+             cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]
+    digest = hashlib.sha256(json.dumps(roles, sort_keys=True).encode())
+    for path in table_files(table_dir):
+        digest.update(file_fingerprint(path).encode())
+    return cache / f"cells-{digest.hexdigest()[:32]}.npz"
+
+
 def cached_cell_moments(
     table_dir: str | os.PathLike[str],
     cache_dir: str | os.PathLike[str] | None = None,
@@ -63,14 +77,8 @@ def cached_cell_moments(
     Returns the moments and the cache file they are in (``cache_dir`` defaults to
     ``<table_dir>/../.moments-cache``, next to the fit's per-file moments).
     """
-    cache = Path(cache_dir) if cache_dir is not None else Path(table_dir).parent / ".moments-cache"
     schema = read_schema(table_dir)
-    roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
-             cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]
-    digest = hashlib.sha256(json.dumps(roles, sort_keys=True).encode())
-    for path in table_files(table_dir):
-        digest.update(file_fingerprint(path).encode())
-    path = cache / f"cells-{digest.hexdigest()[:32]}.npz"
+    path = cell_moments_cache_path(table_dir, cache_dir, cells)
     if path.is_file():
         return CellMoments.load(path), path
     moments = compute_moments(

@@ -26,6 +26,7 @@ from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import sample_rows
 from fairpca_dist.projection import project_table
 from fairpca_dist.report import build_report, report_markdown_summary, report_table, write_report
+from fairpca_dist.table_comparison import compare_table
 from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 
 
@@ -143,3 +144,26 @@ def evaluation_task(cells_path: str, out_dir: str, *, methods: dict[str, dict[st
                              description="cross-validated ABDiff and ARE per method")
     get_run_logger().info("evaluated %s in %.1f s", ", ".join(evaluation.methods), evaluation.seconds)
     return {"out_dir": out_dir, "summary": json.loads(evaluation.summary().to_json(orient="index", double_precision=15))}
+
+
+@task(name="compare-methods")
+def comparison_task(table_dir: str, out_dir: str, *, methods: dict[str, dict[str, Any]] | list[str] | None,
+                    n_components: list[int], target: str | None, n_cells: int, cells_column: str | None,
+                    cell_seed: int, train_fraction: float, center: str, standardize: bool, rbf_mmd: bool,
+                    random_state: int, cache_dir: str | None, dask_address: str | None = None) -> dict[str, Any]:
+    with dask_client(dask_address) as client:
+        comparison = compare_table(
+            table_dir, out_dir, n_components=n_components, methods=methods, target=target, n_cells=n_cells,
+            cells_column=cells_column, cell_seed=cell_seed, train_fraction=train_fraction, center=center,
+            standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state, cache_dir=cache_dir, client=client,
+            progress=True,
+        )
+    reading = "\n\n".join(f"**r = {r}.** " + " ".join(comparison.reading(r)) for r in comparison.ranks)
+    create_markdown_artifact(reading, key="fairpca-comparison", description="fair PCA methods compared")
+    create_table_artifact(json.loads(comparison.table().to_json(orient="records", double_precision=15)),
+                          key="fairpca-comparison-table", description="every method and grid point by every criterion")
+    get_run_logger().info("compared %d fits in %.1f s with %d passes over the rows", len(comparison.candidates),
+                          comparison.seconds, sum(comparison.passes.values()))
+    return {"out_dir": out_dir, "passes": comparison.passes,
+            "fits": [{"label": c.label, "n_components": c.n_components, "status": c.status}
+                     for c in comparison.candidates]}

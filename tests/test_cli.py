@@ -100,6 +100,26 @@ def test_evaluate_settings_fail_before_the_pass(source, tmp_path, capsys, extra,
     assert not (tmp_path / "e").exists() and not (tmp_path / ".moments-cache").exists()
 
 
+def test_compare_writes_the_comparison(source, tmp_path, capsys):
+    t, out = tmp_path / "table", tmp_path / "comparison"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id",
+                 "--pass-through", "y"]) == 0
+    arguments = ["compare", str(t), str(out), "--method", "pca", "--method", "kleindessner", "--method", "mm-sparse",
+                 "--grid", "mm-sparse:penalty=0.01,0.05", "--n-components", "1-2", "--target", "y"]
+    assert main(arguments) == 0
+    printed = capsys.readouterr().out
+    assert "r = 1:" in printed and "r = 2:" in printed and "passes over the rows" in printed
+    table = pd.read_csv(out / "comparison.csv")
+    assert len(table) == 8 and set(table["n_components"]) == {1, 2}
+    assert table["in_accuracy"].notna().all() and table["in_rbf_mmd2"].notna().all()
+    assert (out / "group_error_vs_r.png").is_file() and (out / "comparison.html").is_file()
+    with pytest.raises(SystemExit):
+        main(["compare", str(t), str(tmp_path / "bad"), "--n-components", "0"])
+    assert main(["compare", str(t), str(tmp_path / "bad"), "--method", "pca", "--grid", "dro:lam=0,1"]) == 2
+    assert main(["compare", str(t), str(tmp_path / "bad"), "--n-components", "9"]) == 2
+    assert not (tmp_path / "bad").exists()
+
+
 def test_fit_and_report_mmd_on_a_table(source, tmp_path, capsys):
     """The RBF mmd method reads the ingested table at every evaluation; the report measures
     both arms' RBF-kernel MMD² over every row with the model's σ."""

@@ -198,3 +198,77 @@ def test_rbf_mmd_bad_input(data):
         metrics.mmd2_rbf(moments, passes, components, 1.0, block_rows=0)
     with pytest.raises(GroupError, match="groups"):
         metrics.mmd2_rbf(moments, ArrayPasses(x, labels, moments.groups[::-1]), components, 1.0)
+
+
+def _literal_rff_mmd2(x, labels, weights, origin, components, sigma, n_features, seed):
+    """RFF MMD² from the rows: features drawn by numpy from a fresh generator for this r."""
+    rng = np.random.default_rng(seed)
+    omega = rng.normal(scale=1.0 / sigma, size=(components.shape[1], n_features))
+    beta = rng.uniform(0.0, 2.0 * np.pi, size=n_features)
+    phi = np.sqrt(2.0 / n_features) * np.cos((x - origin) @ components @ omega + beta)
+    w = np.ones(len(x)) if weights is None else weights
+    means = [w[labels == g] @ phi[labels == g] / w[labels == g].sum() for g in sorted(set(labels))]
+    return np.array([[np.sum((a - b) ** 2) for b in means] for a in means])
+
+
+def test_rbf_mmd_many_equals_one_call_per_projection_in_one_pass(data):
+    from fairpca_dist.datapasses import ArrayPasses
+
+    x, labels, weights, components, moments = data
+    rng = np.random.default_rng(9)
+    projections = [components, np.linalg.qr(rng.normal(size=(6, 1)))[0], np.linalg.qr(rng.normal(size=(6, 2)))[0]]
+    passes = ArrayPasses(x, labels, moments.groups, weights=weights)
+    many = metrics.mmd2_rbf_many(moments, passes, projections, 1.7, n_random_features=300, random_state=11)
+    assert passes.n_passes == 1 and len(many) == 3
+    for v, got in zip(projections, many):
+        np.testing.assert_array_equal(got, metrics.mmd2_rbf(moments, passes, v, 1.7, estimator="rff",
+                                                            n_random_features=300, random_state=11))
+        np.testing.assert_allclose(got, _literal_rff_mmd2(x, labels, weights, moments.global_mean, v, 1.7, 300, 11),
+                                   rtol=1e-8, atol=1e-12)
+        assert got.shape == (3, 3) and np.all(got[~np.eye(3, dtype=bool)] > 0)
+    np.testing.assert_array_equal(metrics.mmd2_rbf_many(moments, passes, projections[2:], 1.7, n_random_features=300,
+                                                        random_state=11)[0], many[2])
+    assert passes.n_passes == 5
+
+
+def test_rbf_mmd_many_on_a_dask_table_is_one_pass_and_equals_numpy(data):
+    import dask.dataframe as dd
+    import pandas as pd
+
+    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.passes import table_passes
+
+    x, labels, weights, components, moments = data
+    frame = pd.DataFrame(x, columns=list(moments.feature_names)).assign(group=labels, w=weights)
+    table = table_passes(dd.from_pandas(frame, npartitions=4), moments, sensitive_feature="group",
+                         sample_weight="w" if weights is not None else None)
+    projections = [components, components[:, :1]]
+    got = metrics.mmd2_rbf_many(moments, table, projections, 2.0, n_random_features=50, precision="single")
+    assert table.n_passes == 1
+    want = metrics.mmd2_rbf_many(moments, ArrayPasses(x, labels, moments.groups, weights=weights), projections, 2.0,
+                                 n_random_features=50, precision="single")
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_rbf_mmd_many_bad_input_fails_before_any_pass(data):
+    from fairpca_dist import GroupError, InputError
+    from fairpca_dist.datapasses import ArrayPasses
+
+    x, labels, _, components, moments = data
+    passes = ArrayPasses(x, labels, moments.groups)
+    with pytest.raises(InputError, match="non-empty"):
+        metrics.mmd2_rbf_many(moments, passes, [], 1.0)
+    with pytest.raises(InputError, match="non-empty"):
+        metrics.mmd2_rbf_many(moments, passes, components, 1.0)  # one matrix, not a list of them
+    with pytest.raises(InputError, match="n_features=6"):
+        metrics.mmd2_rbf_many(moments, passes, [components, components[:5]], 1.0)
+    with pytest.raises(InputError, match="sigma"):
+        metrics.mmd2_rbf_many(moments, passes, [components], -1.0)
+    with pytest.raises(InputError, match="n_features"):
+        metrics.mmd2_rbf_many(moments, passes, [components], 1.0, n_random_features=0)
+    with pytest.raises(InputError, match="precision"):
+        metrics.mmd2_rbf_many(moments, passes, [components], 1.0, precision="half")
+    with pytest.raises(GroupError, match="groups"):
+        metrics.mmd2_rbf_many(moments, ArrayPasses(x, labels, moments.groups[::-1]), [components], 1.0)
+    assert passes.n_passes == 0

@@ -171,3 +171,33 @@ def test_evaluate_flow_checks_settings_before_the_pass(tmp_path):
     with pytest.raises(InputError, match="n_folds=3"):
         evaluate(str(tmp_path / "table"), str(tmp_path / "out"), methods=["pca"], train_fraction=0.2)
     assert not (tmp_path / "out").exists() and not (tmp_path / ".moments-cache").exists()
+
+
+def test_compare_flow_agrees_with_the_library(tmp_path):
+    from conftest import grouped_data
+    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.table_comparison import compare_table
+    from flows.compare import compare
+
+    x, labels = grouped_data(n_rows=600, n_features=4, n_groups=2)
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(600), sex=labels)
+    ingest_table(frame, tmp_path / "table", sensitive_feature=["sex"], key_columns=["id"])
+    methods = {"pca": {}, "kleindessner": {}, "mm-sparse": {"penalty": [0.01, 0.05]}}
+    result = compare(str(tmp_path / "table"), str(tmp_path / "out"), n_components=[1, 2], methods=methods)
+    direct = compare_table(tmp_path / "table", tmp_path / "direct", n_components=[1, 2], methods=methods)
+    assert [f["label"] for f in result["fits"]] == [c.label for c in direct.candidates]
+    flow_table = pd.read_csv(tmp_path / "out" / "comparison.csv")
+    direct_table = pd.read_csv(tmp_path / "direct" / "comparison.csv")
+    pd.testing.assert_frame_equal(flow_table.drop(columns="seconds"), direct_table.drop(columns="seconds"), rtol=1e-12)
+    assert result["passes"]["cell moments"] == 0  # the flow's cell-moments task computed and cached them
+
+
+def test_compare_flow_checks_settings_before_the_pass(tmp_path):
+    from fairpca_dist.ingest import ingest_table
+    from flows.compare import compare
+
+    frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 2, "id": np.arange(40), "g": [0, 1] * 20})
+    ingest_table(frame, tmp_path / "table", sensitive_feature=["g"], key_columns=["id"])
+    with pytest.raises(InputError, match="unknown method"):
+        compare(str(tmp_path / "table"), str(tmp_path / "out"), methods=["pca", "nope"])
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".moments-cache").exists()

@@ -1,0 +1,487 @@
+"""Every fair PCA method on one table, side by side, by every criterion (``fairpca compare``).
+
+Each paper defines fairness its own way. :func:`compare_methods` fits every registered method —
+each hyper-parameterised one over the grid of :data:`COMPARE_GRIDS` — at one or several ranks
+r, and scores every fit by every criterion (:data:`CRITERIA`):
+
+* **in sample**: fitted on all rows and scored on them (:func:`fairpca_dist.scoring.score_projection`):
+  explained-variance ratio, the largest Samadi loss, the smallest group variance (Babu et al.),
+  ABDiff and ARE (Vu et al.), the largest linear-kernel MMD² ‖Vᵀ(μ_a − μ_b)‖² over pairs;
+* **out of sample**: the same fit on the training cells of one train/test split of the per-cell
+  moments (:class:`~fairpca_dist.cells.CellMoments`), scored on the test cells — no further
+  pass over the rows for the moment-based methods;
+* the largest **RBF-kernel MMD²** over pairs of each in-sample fit on every row, estimated by
+  random Fourier features, one pass for all the fits of an r
+  (:func:`fairpca_dist.metrics.mmd2_rbf_many`); σ is the median heuristic at that r's PCA
+  projection (two passes for its row sample), and ``mmd`` fits are given the same σ, so their
+  constraint and this column measure the same thing;
+* **downstream** accuracy and demographic-parity difference of a classifier trained on each
+  in-sample fit's projection of a row sample (:func:`fairpca_dist.report.downstream_parity`);
+* fit time, status, and the passes over the rows each fit made.
+
+Every method but ``mm-robust`` and ``mmd`` with the RBF kernel fits from the moments, so those
+cost nothing beyond the one pass of the cell moments. The row-reading methods run through their
+passes (restricted to the training cells for the out-of-sample fit,
+:meth:`fairpca_dist.passes.TablePasses.restricted`), and the comparison counts them. A fit that
+fails or does not converge stays in the comparison with its status; the comparison completes.
+Solvers, σ and the random features are seeded by ``random_state``: a comparison is reproducible.
+
+No dask here: the rows come in through ``passes``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from fairpca_dist import metrics
+from fairpca_dist.cells import CellMoments
+from fairpca_dist.evaluation import Methods, MethodPlan, Split, fit_plan, method_plans, plan_splits
+from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
+from fairpca_dist.jsonable import jsonable
+from fairpca_dist.moments import Center, GroupMoments, label_to_json
+from fairpca_dist.progress import progress_bar
+from fairpca_dist.report import downstream_parity
+from fairpca_dist.scoring import ProjectionScores, score_projection
+from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
+from fairpca_dist.solvers.checks import integer
+
+if TYPE_CHECKING:
+    from fairpca_dist.passes import TablePasses
+
+__all__ = ["COMPARE_GRIDS", "CRITERIA", "Criterion", "Candidate", "Comparison", "check_comparison",
+           "compare_methods", "pareto_front"]
+
+#: The grids swept by default: the trade-off parameter of every method that has one, at points
+#: that span its range (Vu et al.'s α and λ corners; mm-sparse's ℓ1 penalty over three decades;
+#: mmd's τ at the two looser of Lee et al.'s levels, fitted on a 2,000-row-per-group sample so a
+#: comparison of a large table stays affordable — the RBF MMD² column shows how it holds on all
+#: rows; Olfat & Aswani's mean-gap bound δ and covariance-gap weight μ). Options given to
+#: :func:`compare_methods` replace these.
+COMPARE_GRIDS: dict[str, dict[str, Any]] = {
+    "dro": {"alpha": (0.05, 0.15), "lam": (0.0, 1.0, 2.5)},
+    "mm-sparse": {"penalty": (0.01, 0.1, 1.0)},
+    "mmd": {"tau": (1e-2, 1e-3), "estimator": "sample"},
+    "olfat-sdp": {"delta": (0.0, 0.1), "mu": (0.1, 1.0)},
+}
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A column of the comparison: its key, title, which way is better, whether it measures
+    fairness (the Pareto plots put each fairness criterion against explained variance), and
+    whether it has an out-of-sample value."""
+
+    key: str
+    title: str
+    better: str  # "lower" or "higher"
+    fairness: bool
+    out_of_sample: bool = True
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion("explained_variance_ratio", "explained variance", "higher", False),
+    Criterion("max_loss", "max group loss", "lower", True),
+    Criterion("min_group_variance", "min group variance", "higher", True),
+    Criterion("abdiff", "ABDiff", "lower", True),
+    Criterion("are", "ARE", "lower", False),
+    Criterion("mmd2_linear", "linear MMD²", "lower", True),
+    Criterion("rbf_mmd2", "RBF MMD² (RFF)", "lower", True, out_of_sample=False),
+    Criterion("accuracy", "downstream accuracy", "higher", False, out_of_sample=False),
+    Criterion("dp_difference", "DP difference", "lower", True, out_of_sample=False),
+)
+_BY_KEY = {criterion.key: criterion for criterion in CRITERIA}
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One method at one grid point and rank r: status, cost and every criterion."""
+
+    method: str
+    params: dict[str, Any]
+    n_components: int
+    status: str
+    message: str
+    converged: bool
+    seconds: float
+    passes: int
+    reads_rows: bool
+    in_sample: ProjectionScores | None
+    out_of_sample: ProjectionScores | None
+    out_of_sample_status: str
+    rbf_mmd2: float | None = None
+    downstream: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+    model: FairProjection | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """The method and its grid point, e.g. ``dro (alpha=0.05, lam=1)``."""
+        if not self.params:
+            return self.method
+        return f"{self.method} ({', '.join(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}' for k, v in self.params.items())})"
+
+    @property
+    def ok(self) -> bool:
+        return self.in_sample is not None
+
+    def value(self, key: str, where: str = "in") -> float | None:
+        """Criterion ``key`` in sample (``where="in"``) or on the test cells (``"test"``);
+        None when it was not measured."""
+        if key == "rbf_mmd2":
+            return self.rbf_mmd2 if where == "in" else None
+        if key in ("accuracy", "dp_difference"):
+            if where != "in" or self.downstream is None:
+                return None
+            return self.downstream["accuracy" if key == "accuracy" else "demographic_parity_difference"]
+        scores = self.in_sample if where == "in" else self.out_of_sample
+        if scores is None:
+            return None
+        if key == "mmd2_linear":
+            return float(np.max(scores.mmd2_linear))
+        return float(getattr(scores, key))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of :func:`compare_methods`: settings, the split, every candidate, and the
+    passes over the rows by purpose."""
+
+    settings: dict[str, Any]
+    groups: tuple[Hashable, ...]
+    split: Split
+    candidates: tuple[Candidate, ...]
+    passes: dict[str, int]
+    seconds: float
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(dict.fromkeys(c.n_components for c in self.candidates))
+
+    def at(self, n_components: int) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.n_components == n_components)
+
+    def criteria(self) -> tuple[Criterion, ...]:
+        """The criteria measured for at least one candidate."""
+        return tuple(c for c in CRITERIA if any(k.value(c.key) is not None for k in self.candidates))
+
+    def table(self) -> pd.DataFrame:
+        """One row per candidate: method, grid point, r, status, cost, and every criterion in
+        sample (``in_<key>``) and out of sample (``test_<key>``)."""
+        rows = []
+        for c in self.candidates:
+            row: dict[str, Any] = {"method": c.method, "params": json.dumps(jsonable(c.params)), "label": c.label,
+                                   "n_components": c.n_components, "status": c.status, "converged": c.converged,
+                                   "seconds": c.seconds, "passes": c.passes, "reads_rows": c.reads_rows,
+                                   "test_status": c.out_of_sample_status}
+            for criterion in CRITERIA:
+                row[f"in_{criterion.key}"] = c.value(criterion.key, "in")
+                if criterion.out_of_sample:
+                    row[f"test_{criterion.key}"] = c.value(criterion.key, "test")
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def best(self, n_components: int, key: str, where: str = "in") -> tuple[Candidate, ...]:
+        """The candidates at r with the best value of criterion ``key`` (ties all)."""
+        scored = [(c, c.value(key, where)) for c in self.at(n_components)]
+        scored = [(c, v) for c, v in scored if v is not None and np.isfinite(v)]
+        if not scored:
+            return ()
+        sign = 1.0 if _BY_KEY[key].better == "lower" else -1.0
+        top = min(sign * v for _, v in scored)
+        return tuple(c for c, v in scored if np.isclose(sign * v, top, rtol=1e-9, atol=1e-15))
+
+    def front(self, n_components: int, key: str) -> tuple[Candidate, ...]:
+        """The candidates at r on the Pareto front of explained variance (higher) against
+        fairness criterion ``key``, in sample (:func:`pareto_front`)."""
+        scored = [c for c in self.at(n_components)
+                  if c.value(key) is not None and c.value("explained_variance_ratio") is not None]
+        points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
+        return tuple(scored[i] for i in pareto_front(points, _BY_KEY[key].better))
+
+    def reading(self, n_components: int) -> list[str]:
+        """Plain-language sentences on the trade-offs at r: for each fairness criterion, the
+        methods on the front and what the fairest one costs in explained variance next to PCA."""
+        pca = next((c for c in self.at(n_components) if c.method == "pca" and c.ok), None)
+        lines = []
+        for criterion in self.criteria():
+            if not criterion.fairness:
+                continue
+            front = self.front(n_components, criterion.key)
+            if not front:
+                continue
+            fairest = self.best(n_components, criterion.key)[0]
+            sentence = (f"For {criterion.title} ({criterion.better} is fairer), the front of explained variance "
+                        f"against it is {_names(front)}; the fairest is {fairest.label} "
+                        f"({criterion.title} {_g(fairest.value(criterion.key))}")
+            if pca is not None and fairest is not pca:
+                cost = 1.0 - fairest.value("explained_variance_ratio") / pca.value("explained_variance_ratio")
+                sentence += (f", against PCA's {_g(pca.value(criterion.key))}), which costs {100 * cost:.1f} % "
+                             "of PCA's explained variance.")
+            else:
+                sentence += ")."
+            lines.append(sentence)
+        failed = [c.label for c in self.at(n_components) if not c.ok]
+        unconverged = [c.label for c in self.at(n_components) if c.ok and not c.converged]
+        if failed:
+            lines.append(f"Failed: {', '.join(failed)} (see their status).")
+        if unconverged:
+            lines.append(f"Did not converge (their numbers are of the last iterate): {', '.join(unconverged)}.")
+        return lines
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the fitted models, as JSON-ready values."""
+        def scores(s: ProjectionScores | None) -> dict[str, Any] | None:
+            return None if s is None else s.as_dict()
+
+        return jsonable({
+            "settings": self.settings,
+            "groups": [label_to_json(g) for g in self.groups],
+            "split": {"train": [label_to_json(c) for c in self.split.train],
+                      "test": [label_to_json(c) for c in self.split.test]},
+            "passes": self.passes,
+            "seconds": self.seconds,
+            "candidates": [{
+                "method": c.method, "label": c.label, "params": c.params, "n_components": c.n_components,
+                "status": c.status, "message": c.message, "converged": c.converged, "seconds": c.seconds,
+                "passes": c.passes, "reads_rows": c.reads_rows, "in_sample": scores(c.in_sample),
+                "out_of_sample": scores(c.out_of_sample), "out_of_sample_status": c.out_of_sample_status,
+                "rbf_mmd2": c.rbf_mmd2, "downstream": c.downstream, "warnings": list(c.warnings),
+            } for c in self.candidates],
+        })
+
+
+def pareto_front(points: Sequence[tuple[float, float]], better: str) -> list[int]:
+    """Indices of the points (criterion value, explained variance) that no other point beats:
+    j dominates i when its explained variance is at least i's and its criterion at least as good
+    (``better`` is "lower" or "higher"), one of them strictly. Sorted by criterion value."""
+    sign = 1.0 if better == "lower" else -1.0
+    front = []
+    for i, (value, variance) in enumerate(points):
+        dominated = any(
+            sign * other <= sign * value and other_variance >= variance
+            and (sign * other < sign * value or other_variance > variance)
+            for j, (other, other_variance) in enumerate(points) if j != i
+        )
+        if not dominated:
+            front.append(i)
+    return sorted(front, key=lambda i: sign * points[i][0])
+
+
+def check_comparison(
+    methods: Methods | None, n_components: int | Sequence[int], n_features: int, *,
+    groups: Sequence[Hashable] | None = None, center: Center = "group", target: str | None = None,
+) -> tuple[tuple[MethodPlan, ...], tuple[int, ...]]:
+    """The checks that need no rows, so they fail before any pass: methods, options and grids
+    (:func:`~fairpca_dist.evaluation.method_plans` over :data:`COMPARE_GRIDS`), the ranks, the
+    centring, and at least two ``groups`` when they are known. Returns the plans and the ranks."""
+    if groups is not None and len(groups) < 2:
+        raise GroupError(f"the table has {len(groups)} group(s) {list(groups)}: a fairness comparison needs at least 2")
+    if center not in CENTERS:
+        raise InputError(f"center={center!r} is not one of {CENTERS}")
+    ranks = (n_components,) if isinstance(n_components, (int, np.integer)) else tuple(n_components)
+    if not ranks:
+        raise InputError("n_components gives no rank to compare at")
+    ranks = tuple(integer("n_components", r) for r in ranks)
+    too_large = [r for r in ranks if not 1 <= r <= n_features]
+    if too_large:
+        raise InputError(f"n_components {too_large} must be between 1 and n_features={n_features}")
+    if target is not None and not isinstance(target, str):
+        raise InputError(f"target must be a column name, got {target!r}")
+    plans = method_plans(tuple(SOLVERS) if methods is None else methods, COMPARE_GRIDS, rows_allowed=True)
+    return plans, tuple(dict.fromkeys(ranks))
+
+
+def compare_methods(
+    cells: CellMoments,
+    n_components: int | Sequence[int],
+    methods: Methods | None = None,
+    *,
+    passes: TablePasses | None = None,
+    sample: pd.DataFrame | None = None,
+    target: str | None = None,
+    sensitive: Sequence[str] | str | None = None,
+    train_fraction: float = 0.7,
+    center: Center = "group",
+    standardize: bool = True,
+    ddof: int = 0,
+    rbf_mmd: bool = True,
+    n_random_features: int = 1000,
+    random_state: int = 0,
+    progress: bool = False,
+) -> Comparison:
+    """Fit every method of ``methods`` over its grid at every r and score each fit by every
+    criterion (module docstring).
+
+    Parameters
+    ----------
+    cells : CellMoments
+        Per-cell moments of the table (``compute_moments(..., cells=HashCells(...))``): one pass.
+    n_components : int or sequence of int
+        The rank(s) r to compare at.
+    methods : str, callable, list of them, mapping method → options, or None
+        As in :func:`fairpca_dist.evaluation.evaluate`: in a mapping a list or tuple of values
+        is swept and anything else fixed; options not given keep :data:`COMPARE_GRIDS`.
+        None: every registered method.
+    passes : TablePasses, optional
+        The rows, opened with the same cells (``table_passes(..., cells=...)``), for the
+        row-reading methods and the RBF MMD². Without them, row-reading methods are skipped
+        (status ``"skipped"``) and the RBF column is not measured.
+    sample, target, sensitive
+        A row sample with a binary ``target`` column for the downstream classifier
+        (:func:`fairpca_dist.report.downstream_parity`); skipped when either is None.
+    train_fraction : float
+        Share of the cells in the training part of the out-of-sample split (whole cells).
+    center, standardize, ddof
+        As in :func:`~fairpca_dist.fit_projection`, for every fit; with ``standardize`` each fit
+        scales by the standard deviations of its own fitting rows.
+    rbf_mmd : bool
+        Measure the RBF MMD² (needs ``passes``: 3 passes per r).
+    n_random_features : int
+        Random Fourier features of the RBF MMD² estimate (its error shrinks as 1/√D).
+    random_state : int
+        Seeds the split, every solver, σ's sample and the random features.
+    progress : bool
+        A progress bar, one tick per fit.
+
+    Raises
+    ------
+    InputError, GroupError
+        Bad settings (:func:`check_comparison`), a split that leaves a group without rows.
+    """
+    started = time.perf_counter()
+    if not isinstance(cells, CellMoments):
+        raise InputError(f"compare_methods needs per-cell moments (CellMoments), got {type(cells).__name__}")
+    plans, ranks = check_comparison(methods, n_components, cells.n_features, groups=cells.groups, center=center,
+                                    target=target)
+    split = plan_splits(cells.cells, n_splits=1, train_fraction=train_fraction, n_folds=2,
+                        random_state=random_state)[0]
+    total = cells.total()
+    train = cells.union(split.train)
+    test = cells.union(split.test, min_group_size=1)
+    if standardize:
+        total.feature_scale(ddof)  # a column constant on the whole table is refused here
+    fit_options = {"center": center, "standardize": standardize, "ddof": ddof}
+    used = {"rbf bandwidth samples": 0, "random-feature sums": 0}
+    sigmas: dict[int, float] = {}
+    candidates: list[Candidate] = []
+    n_fits = 2 * len(ranks) * sum(len(plan.grid) for plan in plans)
+    with progress_bar("compare", disable=None if progress else True) as bar:
+        bar.unit, bar.total = "fit", n_fits
+        for r in ranks:
+            pca = fit_projection(total, r, method="pca", **fit_options)
+            sigma = None
+            if passes is not None and rbf_mmd:
+                before = passes.n_passes
+                sigma = metrics.rbf_bandwidth(total.rescaled(pca.scale), passes.rescaled(pca.scale), pca.components,
+                                              seed=random_state)
+                used["rbf bandwidth samples"] += passes.n_passes - before
+                sigmas[r] = sigma
+            at_rank = [_candidate(plan, params, r, total, train, test, split, passes, fit_options, sigma,
+                                  random_state, bar) for plan in plans for params in plan.grid]
+            at_rank = _with_rbf_mmd(at_rank, total, passes, sigma, n_random_features, random_state, used)
+            candidates += _with_downstream(at_rank, sample, target, sensitive, random_state)
+    settings = {
+        "n_components": list(ranks), "train_fraction": train_fraction, "center": center,
+        "standardize": standardize, "ddof": ddof, "random_state": random_state, "n_cells": cells.n_cells,
+        "n_samples": cells.n_samples, "n_features": cells.n_features, "feature_names": list(cells.feature_names),
+        "group_counts": [int(n) for n in total.count], "rbf_mmd": bool(rbf_mmd and passes is not None),
+        "sigma": {str(r): value for r, value in sigmas.items()}, "n_random_features": n_random_features, "target": target,
+        "methods": {plan.name: {"fixed": jsonable(plan.fixed), "grid": jsonable(list(plan.grid))} for plan in plans},
+    }
+    return Comparison(settings=settings, groups=cells.groups, split=split, candidates=tuple(candidates),
+                      passes={**used, "fits": sum(c.passes for c in candidates)},
+                      seconds=time.perf_counter() - started)
+
+
+def _candidate(plan: MethodPlan, params: dict[str, Any], r: int, total: GroupMoments, train: GroupMoments,
+               test: GroupMoments, split: Split, passes: TablePasses | None, fit_options: dict[str, Any],
+               sigma: float | None, seed: int, bar: Any) -> Candidate:
+    """Fit one grid point on all rows and on the training cells; score both."""
+    options = {**plan.fixed, **params}
+    reads = isinstance(plan.method, str) and SOLVERS[plan.method].reads_rows(options)
+    if reads and plan.method == "mmd" and sigma is not None and "sigma" not in options:
+        fit_options = {**fit_options, "sigma": sigma}  # the σ of the RBF MMD² column (module docstring)
+    common = {"method": plan.name, "params": params, "n_components": r, "reads_rows": reads}
+    if reads and passes is None:
+        bar.update(2)
+        return Candidate(**common, status="skipped", message="reads the rows, which were not given", converged=False,
+                         seconds=0.0, passes=0, in_sample=None, out_of_sample=None, out_of_sample_status="skipped")
+    before = passes.n_passes if passes is not None else 0
+    caught: list[str] = []
+    started = time.perf_counter()
+    try:
+        model = fit_plan(total, r, plan, params, seed, {**fit_options, "passes": passes if reads else None}, caught)
+        in_sample = score_projection(model, total)
+    except Exception as error:  # noqa: BLE001 - a failing method is a result of the comparison
+        bar.update(2)
+        return Candidate(**common, status="failed", message=_failure(error), converged=False,
+                         seconds=time.perf_counter() - started, passes=_passes_since(passes, before),
+                         in_sample=None, out_of_sample=None, out_of_sample_status="not run",
+                         warnings=tuple(dict.fromkeys(caught)))
+    seconds = time.perf_counter() - started
+    bar.update(1)
+    try:
+        held_out = fit_plan(train, r, plan, params, seed,
+                            {**fit_options, "passes": passes.restricted(split.train) if reads else None}, caught)
+        out_of_sample, out_status = score_projection(held_out, train, test), held_out.status
+    except Exception as error:  # noqa: BLE001
+        out_of_sample, out_status = None, f"failed: {_failure(error)}"
+    bar.update(1)
+    return Candidate(**common, status=model.status, message=model.message, converged=model.converged, seconds=seconds,
+                     passes=_passes_since(passes, before), in_sample=in_sample, out_of_sample=out_of_sample,
+                     out_of_sample_status=out_status, warnings=tuple(dict.fromkeys(caught)), model=model)
+
+
+def _failure(error: Exception) -> str:
+    kind = "" if isinstance(error, FairPCAError) else f"{type(error).__name__}: "
+    return f"{kind}{error}"
+
+
+def _passes_since(passes: TablePasses | None, before: int) -> int:
+    return 0 if passes is None else passes.n_passes - before
+
+
+def _with_rbf_mmd(candidates: list[Candidate], total: GroupMoments, passes: TablePasses | None, sigma: float | None,
+                  n_random_features: int, seed: int, used: dict[str, int]) -> list[Candidate]:
+    """The largest RBF MMD² over pairs of every successful in-sample fit, one pass for all."""
+    fitted = [c for c in candidates if c.model is not None]
+    if sigma is None or not fitted:
+        return candidates
+    scale = fitted[0].model.scale  # every in-sample fit scales by the whole table's deviations
+    before = passes.n_passes
+    matrices = metrics.mmd2_rbf_many(total.rescaled(scale), passes.rescaled(scale),
+                                     [c.model.components for c in fitted], sigma,
+                                     n_random_features=n_random_features, random_state=seed)
+    used["random-feature sums"] += passes.n_passes - before
+    values = {id(c): float(np.max(m)) for c, m in zip(fitted, matrices)}
+    return [replace(c, rbf_mmd2=values.get(id(c))) for c in candidates]
+
+
+def _with_downstream(candidates: list[Candidate], sample: pd.DataFrame | None, target: str | None,
+                     sensitive: Sequence[str] | str | None, seed: int) -> list[Candidate]:
+    """Accuracy and DP difference of the downstream classifier on every successful fit."""
+    fitted = {c.label: c.model for c in candidates if c.model is not None}
+    if sample is None or target is None or not fitted:
+        return candidates
+    features = list(next(iter(fitted.values())).feature_names)
+    if sensitive is None:
+        sensitive = [column for column in sample.columns if column not in features and column != target]
+    scores = downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=fitted,
+                               random_state=seed)
+    return [replace(c, downstream=scores["models"].get(c.label) if c.model is not None else None)
+            for c in candidates]
+
+
+def _names(candidates: Sequence[Candidate]) -> str:
+    return ", ".join(c.label for c in candidates)
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4g}"

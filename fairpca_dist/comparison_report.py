@@ -1,0 +1,203 @@
+"""The comparison's files: ``comparison.json`` / ``.csv`` / ``.md`` / ``.html`` and its PNGs.
+
+Rendering only (the numbers are :class:`~fairpca_dist.comparison.Comparison`'s): per rank r, a
+table of methods × criteria in sample and one out of sample with the best of each column
+marked ★, the Pareto plots of explained variance against each fairness criterion (each
+method's grid drawn as a curve, the front as a black line), the plain-language reading, and,
+for all ranks, each method's per-group error against r. The Markdown and the HTML show the same
+blocks (:mod:`fairpca_dist.rendering`). The folder is replaced as a whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+
+from fairpca_dist.atomic import atomic_directory
+from fairpca_dist.comparison import Candidate, Comparison, Criterion
+from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
+
+__all__ = ["write_comparison", "COMPARISON_FILES"]
+
+COMPARISON_FILES = ("comparison.json", "comparison.csv", "comparison.md", "comparison.html")
+"""The files :func:`write_comparison` always writes; PNGs ``pareto_r<r>_<criterion>.png`` and
+``group_error_vs_r.png`` come beside them."""
+
+
+def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *, source: str | None = None) -> Path:
+    """Write the comparison's files into ``out_dir``, replacing the folder as a whole (readers
+    see the old one or the new one, never a mix)."""
+    title = f"Fair PCA methods compared{f' on {source}' if source else ''}"
+    with atomic_directory(out_dir) as folder:
+        images = _plots(comparison, folder)
+        blocks = _blocks(comparison, title, images)
+        (folder / "comparison.md").write_text(markdown(blocks), encoding="utf-8")
+        (folder / "comparison.html").write_text(
+            html_page(blocks, {name: (folder / f"{name}.png").read_bytes() for name in images}, title), encoding="utf-8")
+        comparison.table().to_csv(folder / "comparison.csv", index=False)
+        (folder / "comparison.json").write_text(
+            json.dumps({"source": source, **comparison.to_dict()}, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
+            encoding="utf-8")
+    return Path(out_dir)
+
+
+# ---------------------------------------------------------------------- document
+def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[Block]:
+    settings = comparison.settings
+    blocks: list[Block] = [
+        Heading(1, title),
+        Paragraph(
+            f"{settings['n_samples']} rows, {settings['n_features']} features, groups "
+            f"{', '.join(f'{g} ({n})' for g, n in zip(map(str, comparison.groups), settings['group_counts']))}. "
+            f"In sample: fitted and scored on every row. Out of sample: fitted on {len(comparison.split.train)} of "
+            f"{settings['n_cells']} cells, scored on the other {len(comparison.split.test)}. Centre "
+            f"'{settings['center']}', standardize {settings['standardize']}. ★ marks the best value of a column. "
+            f"Took {comparison.seconds:.1f} s."
+        ),
+        Paragraph(_passes_sentence(comparison)),
+    ]
+    for r in comparison.ranks:
+        candidates = comparison.at(r)
+        blocks += [
+            Heading(2, f"r = {r}"),
+            *(Paragraph(line) for line in comparison.reading(r)),
+            Heading(3, "In sample"),
+            _criteria_table(comparison, r, "in"),
+            Heading(3, "Out of sample (test cells)"),
+            _criteria_table(comparison, r, "test"),
+            Heading(3, "Trade-off plots"),
+            *(Image(name, caption) for name, caption in images.items() if name.startswith(f"pareto_r{r}_")),
+            Heading(3, "Fits"),
+            Table(["method", "status", "out-of-sample status", "fit s", "passes over the rows", "message"],
+                  [[c.label, c.status, c.out_of_sample_status, f"{c.seconds:.2f}", str(c.passes), c.message]
+                   for c in candidates]),
+        ]
+    if "group_error_vs_r" in images:
+        blocks += [Heading(2, "Per-group error against r"), Image("group_error_vs_r", images["group_error_vs_r"])]
+    blocks += [
+        Heading(2, "Settings"),
+        Paragraph(f"Grids and fixed options: {json.dumps(settings['methods'], sort_keys=True)}. "
+                  f"RBF MMD²: {_rbf_sentence(settings)}. Downstream: {_downstream_sentence(comparison)}."),
+    ]
+    return blocks
+
+
+def _criteria_table(comparison: Comparison, r: int, where: str) -> Table:
+    criteria = [c for c in comparison.criteria() if where == "in" or c.out_of_sample]
+    best = {c.key: {id(k) for k in comparison.best(r, c.key, where)} for c in criteria}
+    header = ["method", *(f"{c.title} ({'↓' if c.better == 'lower' else '↑'})" for c in criteria)]
+    rows = []
+    for candidate in comparison.at(r):
+        cells = [candidate.label]
+        for criterion in criteria:
+            value = candidate.value(criterion.key, where)
+            mark = " ★" if id(candidate) in best[criterion.key] else ""
+            cells.append(number(value) + mark)
+        rows.append(cells)
+    return Table(header, rows)
+
+
+def _passes_sentence(comparison: Comparison) -> str:
+    readers = [c for c in comparison.candidates if c.passes]
+    passes = comparison.passes
+    parts = [f"{passes.get('cell moments', 0)} for the cell moments (every moment-based method's fits and scores)"]
+    if passes.get("rbf bandwidth samples") or passes.get("random-feature sums"):
+        parts.append(f"{passes['rbf bandwidth samples']} for σ's row samples and {passes['random-feature sums']} "
+                     "for the random-feature sums of the RBF MMD²")
+    if passes.get("downstream sample"):
+        parts.append(f"{passes['downstream sample']} for the downstream classifier's row sample")
+    if readers:
+        parts.append("by the methods that read the rows: " + ", ".join(f"{c.label} at r = {c.n_components}: {c.passes}"
+                                                                        for c in readers))
+    total = sum(passes.values())
+    return f"Passes over the rows: {total} in all — " + "; ".join(parts) + "."
+
+
+def _rbf_sentence(settings: dict) -> str:
+    if not settings["rbf_mmd"]:
+        return "not measured (the rows were not given, or it was switched off)"
+    sigmas = ", ".join(f"r = {r}: {value:.4g}" for r, value in settings["sigma"].items())
+    return (f"{settings['n_random_features']} random Fourier features over every row; σ by the median heuristic at "
+            f"each r's PCA projection ({sigmas}), also given to mmd fits")
+
+
+def _downstream_sentence(comparison: Comparison) -> str:
+    scores = next((c.downstream for c in comparison.candidates if c.downstream is not None), None)
+    if scores is None:
+        return "not measured (give a target column)"
+    return (f"StandardScaler + LogisticRegression on each projection of a row sample, predicting "
+            f"{comparison.settings['target']!r}, scored on a held-out 30 % of the sample; DP difference is the largest "
+            "minus the smallest per-group positive rate")
+
+
+# ---------------------------------------------------------------------- figures
+def _plots(comparison: Comparison, folder: Path) -> dict[str, str]:
+    """Write every PNG; returns name -> caption."""
+    images = {}
+    for r in comparison.ranks:
+        for criterion in comparison.criteria():
+            if criterion.fairness:
+                name = f"pareto_r{r}_{criterion.key}"
+                _pareto_plot(comparison, r, criterion, folder / f"{name}.png")
+                images[name] = f"Explained variance against {criterion.title} at r = {r} (in sample); front in black"
+    if len(comparison.ranks) > 1:
+        _group_error_plot(comparison, folder / "group_error_vs_r.png")
+        images["group_error_vs_r"] = ("Each method's per-group reconstruction error against r (in sample; the first "
+                                      "point of its grid)")
+    return images
+
+
+def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Path) -> None:
+    figure = Figure(figsize=(6.8, 4.6))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    candidates = [c for c in comparison.at(r) if c.value(criterion.key) is not None]
+    for i, method in enumerate(dict.fromkeys(c.method for c in candidates)):
+        sweep = [c for c in candidates if c.method == method]
+        axes.plot([c.value(criterion.key) for c in sweep], [c.value("explained_variance_ratio") for c in sweep],
+                  linestyle="-" if len(sweep) > 1 else "none", marker="os^vD"[i // 10 % 5], color=f"C{i % 10}",
+                  markersize=5, alpha=0.85, label=method)
+    front = comparison.front(r, criterion.key)
+    if front:
+        axes.plot([c.value(criterion.key) for c in front], [c.value("explained_variance_ratio") for c in front],
+                  "-", color="black", linewidth=1.2, zorder=0, label="Pareto front")
+    axes.set_xlabel(f"{criterion.title} ({criterion.better} is fairer)")
+    axes.set_ylabel("explained-variance ratio")
+    axes.set_title(f"r = {r}")
+    axes.legend(fontsize=6, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=110, metadata={"Software": None})
+
+
+def _group_error_plot(comparison: Comparison, path: Path) -> None:
+    methods = list(dict.fromkeys(c.method for c in comparison.candidates))
+    columns = min(4, len(methods))
+    rows = -(-len(methods) // columns)
+    figure = Figure(figsize=(3.2 * columns, 2.6 * rows))
+    FigureCanvasAgg(figure)
+    for m, method in enumerate(methods):
+        axes = figure.add_subplot(rows, columns, m + 1)
+        curve = [_first_point(comparison, method, r) for r in comparison.ranks]
+        errors = np.array([c.in_sample.group_error if c is not None and c.ok else
+                           np.full(len(comparison.groups), np.nan) for c in curve])
+        for g, group in enumerate(comparison.groups):
+            axes.plot(comparison.ranks, errors[:, g], "o-", color=f"C{g}", markersize=3, label=str(group))
+        axes.set_title(method, fontsize=8)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.tick_params(labelsize=7)
+        if m == 0:
+            axes.legend(fontsize=6)
+    figure.supxlabel("r")
+    figure.supylabel("group reconstruction error")
+    figure.tight_layout()
+    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
+
+
+def _first_point(comparison: Comparison, method: str, r: int) -> Candidate | None:
+    return next((c for c in comparison.at(r) if c.method == method), None)

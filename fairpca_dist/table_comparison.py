@@ -1,0 +1,144 @@
+"""The comparison of every method on a table: :func:`compare` for any data a notebook holds
+(a DataFrame, arrays, a Parquet or CSV path), :func:`compare_table` for an ingested table (the
+``fairpca compare`` command and the Prefect flow), which also writes the report.
+
+Passes over the rows: one for the per-cell moments (cached for an ingested table), then, as
+:mod:`fairpca_dist.comparison` documents, three per rank for the RBF MMD², two for the
+downstream classifier's row sample, and those of the row-reading methods. Every setting that
+needs no rows is checked before the first pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from fairpca_dist.cells import HashCells
+from fairpca_dist.comparison import Comparison, check_comparison, compare_methods
+from fairpca_dist.comparison_report import write_comparison
+from fairpca_dist.evaluation import Methods, plan_splits
+from fairpca_dist.exceptions import SchemaError
+from fairpca_dist.ingest import read_schema, table_source
+from fairpca_dist.moments import Center
+from fairpca_dist.passes import compute_moments, sample_rows, table_passes
+from fairpca_dist.sources import open_table
+from fairpca_dist.table_evaluation import cached_cell_moments, cell_moments_cache_path, table_cells
+
+__all__ = ["compare", "compare_table"]
+
+DOWNSTREAM_SAMPLE_ROWS = 50_000
+"""Rows sampled for the downstream classifier."""
+
+
+def compare(
+    data: Any,
+    *,
+    sensitive_feature: Any,
+    n_components: int | Sequence[int],
+    methods: Methods | None = None,
+    target: str | None = None,
+    features: Sequence[str] | None = None,
+    sample_weight: str | None = None,
+    key_columns: Sequence[str] = (),
+    n_cells: int = 10,
+    cell_seed: int = 0,
+    train_fraction: float = 0.7,
+    center: Center = "group",
+    standardize: bool = True,
+    rbf_mmd: bool = True,
+    random_state: int = 0,
+    client: Any = None,
+    progress: bool = False,
+) -> Comparison:
+    """Compare every method (or ``methods``) on ``data`` at ``n_components``, by every
+    criterion (:func:`fairpca_dist.comparison.compare_methods`).
+
+    >>> comparison = compare(frame, sensitive_feature="sex", n_components=3, target="income")
+    >>> comparison.table()                       # one row per method and grid point
+    >>> write_comparison(comparison, "compare/")  # Markdown, HTML, PNGs
+
+    Rows go to cells by a hash of ``key_columns`` (all feature and group columns without them)
+    into ``n_cells`` cells; the out-of-sample fits use ``train_fraction`` of the cells. The
+    ``target`` column (binary) feeds the downstream classifier; it is left out of the features.
+    """
+    cells = HashCells(tuple(key_columns), n_cells, seed=cell_seed)
+    exclude = [target] if target is not None else []
+    table = open_table(data, sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
+                       key_columns=key_columns, exclude=exclude, cells=cells)  # the schema, no rows
+    if target is not None and table.frame is not None and target not in table.frame.columns:
+        raise SchemaError(f"target column {target!r} is not in the data; it has {list(table.frame.columns)}")
+    check_comparison(methods, n_components, len(table.features), center=center, target=target)
+    plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
+    moments = compute_moments(data, sensitive_feature=sensitive_feature, features=list(table.features),
+                              sample_weight=sample_weight, key_columns=key_columns, exclude=exclude, cells=cells,
+                              client=client, progress=progress, min_group_size=1)
+    passes = table_passes(data, moments.total(), sensitive_feature=sensitive_feature, sample_weight=sample_weight,
+                          key_columns=key_columns, exclude=exclude, cells=cells, client=client, progress=progress)
+    sample = None
+    if target is not None:
+        sample = sample_rows(data, columns=[*table.features, *table.sensitive, target],
+                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client)
+    comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
+                                 sensitive=list(table.sensitive), train_fraction=train_fraction, center=center,
+                                 standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state,
+                                 progress=progress)
+    return _with_read_passes(comparison, moments_passes=1, sampled=sample is not None)
+
+
+def compare_table(
+    table_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    n_components: int | Sequence[int],
+    methods: Methods | None = None,
+    target: str | None = None,
+    n_cells: int = 10,
+    cells_column: str | None = None,
+    cell_seed: int = 0,
+    train_fraction: float = 0.7,
+    center: Center = "group",
+    standardize: bool = True,
+    rbf_mmd: bool = True,
+    random_state: int = 0,
+    cache_dir: str | os.PathLike[str] | None = None,
+    client: Any = None,
+    progress: bool = False,
+) -> Comparison:
+    """Compare methods on an ingested table (column roles from its ``schema.json``) and write
+    the report into ``out_dir`` (:func:`~fairpca_dist.comparison_report.write_comparison`).
+    Every setting, the groups and the target column are checked before any pass; the cell
+    moments come from the cache when the table is unchanged."""
+    schema = read_schema(table_dir)
+    groups = [group["label"] for group in schema["groups"]]
+    check_comparison(methods, n_components, len(schema["features"]), groups=groups, center=center, target=target)
+    if target is not None and target not in schema["dtypes"]:
+        raise SchemaError(f"target column {target!r} is not in the table {table_dir}; it has "
+                          f"{sorted(schema['dtypes'])} (keep it at ingestion with pass_through)")
+    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
+    if isinstance(cells, HashCells):
+        plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
+    cached = cell_moments_cache_path(table_dir, cache_dir, cells).is_file()
+    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
+    source = table_source(table_dir)
+    passes = table_passes(source, moments.total(), sensitive_feature=schema["sensitive_feature"],
+                          sample_weight=schema.get("sample_weight"), key_columns=schema["key_columns"], cells=cells,
+                          client=client, progress=progress)
+    sample = None
+    if target is not None:
+        sample = sample_rows(source, columns=[*schema["features"], *schema["sensitive_feature"], target],
+                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client)
+    comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
+                                 sensitive=schema["sensitive_feature"], train_fraction=train_fraction, center=center,
+                                 standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state,
+                                 progress=progress)
+    comparison = _with_read_passes(comparison, moments_passes=0 if cached else 1, sampled=sample is not None)
+    write_comparison(comparison, out_dir, source=os.fspath(table_dir))
+    return comparison
+
+
+def _with_read_passes(comparison: Comparison, *, moments_passes: int, sampled: bool) -> Comparison:
+    """The comparison with the passes made before it: the cell moments and the row sample."""
+    return replace(comparison, passes={"cell moments": moments_passes, **comparison.passes,
+                                       "downstream sample": 2 if sampled else 0})
