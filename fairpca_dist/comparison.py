@@ -59,14 +59,15 @@ __all__ = ["COMPARE_GRIDS", "CRITERIA", "Criterion", "Candidate", "Comparison", 
            "compare_methods", "pareto_front"]
 
 #: The grids swept by default: the trade-off parameter of every method that has one, at points
-#: that span its range (Vu et al.'s α and λ corners; mm-sparse's ℓ1 penalty over three decades;
+#: that span its range (Vu et al.'s α and λ corners; mm-sparse's ℓ1 penalty over three decades
+#: below 1, where it zeroes every component on standardised data;
 #: mmd's τ at the two looser of Lee et al.'s levels, fitted on a 2,000-row-per-group sample so a
 #: comparison of a large table stays affordable — the RBF MMD² column shows how it holds on all
 #: rows; Olfat & Aswani's mean-gap bound δ and covariance-gap weight μ). Options given to
 #: :func:`compare_methods` replace these.
 COMPARE_GRIDS: dict[str, dict[str, Any]] = {
     "dro": {"alpha": (0.05, 0.15), "lam": (0.0, 1.0, 2.5)},
-    "mm-sparse": {"penalty": (0.01, 0.1, 1.0)},
+    "mm-sparse": {"penalty": (0.001, 0.01, 0.1)},
     "mmd": {"tau": (1e-2, 1e-3), "estimator": "sample"},
     "olfat-sdp": {"delta": (0.0, 0.1), "mu": (0.1, 1.0)},
 }
@@ -188,8 +189,8 @@ class Comparison:
         return pd.DataFrame(rows)
 
     def best(self, n_components: int, key: str, where: str = "in") -> tuple[Candidate, ...]:
-        """The candidates at r with the best value of criterion ``key`` (ties all)."""
-        scored = [(c, c.value(key, where)) for c in self.at(n_components)]
+        """The converged candidates at r with the best value of criterion ``key`` (ties all)."""
+        scored = [(c, c.value(key, where)) for c in self.at(n_components) if c.converged]
         scored = [(c, v) for c, v in scored if v is not None and np.isfinite(v)]
         if not scored:
             return ()
@@ -198,10 +199,12 @@ class Comparison:
         return tuple(c for c, v in scored if np.isclose(sign * v, top, rtol=1e-9, atol=1e-15))
 
     def front(self, n_components: int, key: str) -> tuple[Candidate, ...]:
-        """The candidates at r on the Pareto front of explained variance (higher) against
-        fairness criterion ``key``, in sample (:func:`pareto_front`)."""
-        scored = [c for c in self.at(n_components)
-                  if c.value(key) is not None and c.value("explained_variance_ratio") is not None]
+        """The converged candidates at r on the Pareto front of explained variance (higher)
+        against fairness criterion ``key``, in sample (:func:`pareto_front`). Fits that did not
+        converge are left out: their last iterate (e.g. mm-sparse's all-zero map past its tight
+        range) would otherwise claim the front with numbers no solution has."""
+        scored = [c for c in self.at(n_components) if c.converged
+                  and c.value(key) is not None and c.value("explained_variance_ratio") is not None]
         points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
         return tuple(scored[i] for i in pareto_front(points, _BY_KEY[key].better))
 
@@ -216,7 +219,7 @@ class Comparison:
             front = self.front(n_components, criterion.key)
             if not front:
                 continue
-            fairest = self.best(n_components, criterion.key)[0]
+            fairest = front[0]  # the front is sorted from the fairest
             sentence = (f"For {criterion.title} ({criterion.better} is fairer), the front of explained variance "
                         f"against it is {_names(front)}; the fairest is {fairest.label} "
                         f"({criterion.title} {_g(fairest.value(criterion.key))}")
@@ -232,7 +235,8 @@ class Comparison:
         if failed:
             lines.append(f"Failed: {', '.join(failed)} (see their status).")
         if unconverged:
-            lines.append(f"Did not converge (their numbers are of the last iterate): {', '.join(unconverged)}.")
+            lines.append(f"Did not converge (their numbers are of the last iterate; left out of the fronts): "
+                         f"{', '.join(unconverged)}.")
         return lines
 
     def to_dict(self) -> dict[str, Any]:

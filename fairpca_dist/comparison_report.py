@@ -166,7 +166,7 @@ def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Pat
     front = comparison.front(r, criterion.key)
     if front:
         axes.plot([c.value(criterion.key) for c in front], [c.value("explained_variance_ratio") for c in front],
-                  "-", color="black", linewidth=1.2, zorder=0, label="Pareto front")
+                  "--", color="black", linewidth=1.0, zorder=3, label="Pareto front (converged fits)")
     axes.set_xlabel(f"{criterion.title} ({criterion.better} is fairer)")
     axes.set_ylabel("explained-variance ratio")
     axes.set_title(f"r = {r}")

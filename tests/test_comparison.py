@@ -163,6 +163,8 @@ def test_a_failing_or_unconverged_method_keeps_its_row(table, tmp_path):
     by_method = {c.method: c for c in comparison.candidates}
     assert by_method["broken"].status == "failed" and "always fails" in by_method["broken"].message
     assert not by_method["samadi-mw"].converged and by_method["samadi-mw"].ok
+    assert all(by_method["samadi-mw"] not in comparison.front(2, key) for key in ("max_loss", "abdiff"))
+    assert any("Did not converge" in line and "samadi-mw" in line for line in comparison.reading(2))
     text = (tmp_path / "out" / "comparison.md").read_text()
     assert "broken" in text and "always fails" in text and "Failed: broken" in text
 

@@ -201,3 +201,18 @@ def test_compare_flow_checks_settings_before_the_pass(tmp_path):
     with pytest.raises(InputError, match="unknown method"):
         compare(str(tmp_path / "table"), str(tmp_path / "out"), methods=["pca", "nope"])
     assert not (tmp_path / "out").exists() and not (tmp_path / ".moments-cache").exists()
+
+
+def test_every_deployment_names_a_flow_and_its_parameters():
+    import importlib
+    import inspect
+
+    import yaml
+
+    document = yaml.safe_load((Path(__file__).parents[2] / "deploy" / "prefect.yaml").read_text())
+    for deployment in document["deployments"]:
+        module, _, name = deployment["entrypoint"].partition(":")
+        flow = getattr(importlib.import_module(module.removesuffix(".py").replace("/", ".")), name)
+        accepted = set(inspect.signature(flow.fn).parameters)
+        unknown = set(deployment.get("parameters", {})) - accepted
+        assert not unknown, (deployment["entrypoint"], unknown)
