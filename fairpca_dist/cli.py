@@ -129,13 +129,20 @@ def _method_options(pairs: Sequence[str], methods: Sequence[str], what: str) -> 
     return by_method
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    from fairpca_dist.table_evaluation import evaluate_table
-
-    methods = list(dict.fromkeys(args.method or ["pca", "fair-eig", "dro"]))
+def _methods_and_options(args: argparse.Namespace, default: list[str]) -> dict[str, dict[str, Any]]:
+    """The ``--method`` list (or ``default``) with each method's ``--option`` and ``--grid`` values."""
+    methods = list(dict.fromkeys(args.method or default))
     options = _method_options(args.option, methods, "--option")
     for method, grid in _method_options(args.grid, methods, "--grid").items():
         options[method].update(grid)
+    return options
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from fairpca_dist.table_evaluation import evaluate_table
+
+    options = _methods_and_options(args, ["pca", "fair-eig", "dro"])
+    methods = list(options)
     print(f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
           f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}")
     evaluation = evaluate_table(
@@ -163,11 +170,8 @@ def _ranks(text: str) -> list[int]:
 def _compare(args: argparse.Namespace) -> int:
     from fairpca_dist.table_comparison import compare_table
 
-    methods = list(dict.fromkeys(args.method or SOLVERS))
-    options = _method_options(args.option, methods, "--option")
-    for method, grid in _method_options(args.grid, methods, "--grid").items():
-        options[method].update(grid)
-    print(f"fairpca compare: {len(methods)} methods at r = {', '.join(map(str, args.n_components))} on "
+    options = _methods_and_options(args, list(SOLVERS))
+    print(f"fairpca compare: {len(options)} methods at r = {', '.join(map(str, args.n_components))} on "
           f"{args.table_dir}")
     comparison = compare_table(
         args.table_dir, args.out_dir, n_components=args.n_components, methods=options, target=args.target,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fairpca_dist.cells import HashCells
+from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.comparison import Comparison, check_comparison, compare_methods
 from fairpca_dist.comparison_report import write_comparison
 from fairpca_dist.evaluation import Methods, plan_splits
@@ -64,27 +64,23 @@ def compare(
     ``target`` column (binary) feeds the downstream classifier; it is left out of the features.
     """
     cells = HashCells(tuple(key_columns), n_cells, seed=cell_seed)
-    exclude = [target] if target is not None else []
     table = open_table(data, sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
-                       key_columns=key_columns, exclude=exclude, cells=cells)  # the schema, no rows
-    if target is not None and table.frame is not None and target not in table.frame.columns:
-        raise SchemaError(f"target column {target!r} is not in the data; it has {list(table.frame.columns)}")
-    check_comparison(methods, n_components, len(table.features), center=center, target=target)
+                       key_columns=key_columns, cells=cells)  # the schema, no rows
+    if target is not None and (table.frame is None or target not in table.frame.columns):
+        columns = [] if table.frame is None else list(table.frame.columns)
+        raise SchemaError(f"target column {target!r} is not in the data; it has {columns}")
+    features = [name for name in table.features if name != target]
+    check_comparison(methods, n_components, len(features), center=center, target=target)
     plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
-    moments = compute_moments(data, sensitive_feature=sensitive_feature, features=list(table.features),
+    exclude = [target] if target is not None else []
+    moments = compute_moments(data, sensitive_feature=sensitive_feature, features=features,
                               sample_weight=sample_weight, key_columns=key_columns, exclude=exclude, cells=cells,
                               client=client, progress=progress, min_group_size=1)
-    passes = table_passes(data, moments.total(), sensitive_feature=sensitive_feature, sample_weight=sample_weight,
-                          key_columns=key_columns, exclude=exclude, cells=cells, client=client, progress=progress)
-    sample = None
-    if target is not None:
-        sample = sample_rows(data, columns=[*table.features, *table.sensitive, target],
-                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client)
-    comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
-                                 sensitive=list(table.sensitive), train_fraction=train_fraction, center=center,
-                                 standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state,
-                                 progress=progress)
-    return _with_read_passes(comparison, moments_passes=1, sampled=sample is not None)
+    roles = {"sensitive_feature": sensitive_feature, "sample_weight": sample_weight, "key_columns": key_columns,
+             "exclude": exclude, "cells": cells}
+    return _compare_rows(data, moments, roles, list(table.sensitive), n_components, methods, target=target,
+                         moments_passes=1, train_fraction=train_fraction, center=center, standardize=standardize,
+                         rbf_mmd=rbf_mmd, random_state=random_state, client=client, progress=progress)
 
 
 def compare_table(
@@ -121,24 +117,29 @@ def compare_table(
         plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
     cached = cell_moments_cache_path(table_dir, cache_dir, cells).is_file()
     moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
-    source = table_source(table_dir)
-    passes = table_passes(source, moments.total(), sensitive_feature=schema["sensitive_feature"],
-                          sample_weight=schema.get("sample_weight"), key_columns=schema["key_columns"], cells=cells,
-                          client=client, progress=progress)
-    sample = None
-    if target is not None:
-        sample = sample_rows(source, columns=[*schema["features"], *schema["sensitive_feature"], target],
-                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client)
-    comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
-                                 sensitive=schema["sensitive_feature"], train_fraction=train_fraction, center=center,
-                                 standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state,
-                                 progress=progress)
-    comparison = _with_read_passes(comparison, moments_passes=0 if cached else 1, sampled=sample is not None)
+    roles = {"sensitive_feature": schema["sensitive_feature"], "sample_weight": schema.get("sample_weight"),
+             "key_columns": schema["key_columns"], "cells": cells}
+    comparison = _compare_rows(table_source(table_dir), moments, roles, schema["sensitive_feature"], n_components,
+                               methods, target=target, moments_passes=0 if cached else 1,
+                               train_fraction=train_fraction, center=center, standardize=standardize,
+                               rbf_mmd=rbf_mmd, random_state=random_state, client=client, progress=progress)
     write_comparison(comparison, out_dir, source=os.fspath(table_dir))
     return comparison
 
 
-def _with_read_passes(comparison: Comparison, *, moments_passes: int, sampled: bool) -> Comparison:
-    """The comparison with the passes made before it: the cell moments and the row sample."""
+def _compare_rows(data: Any, moments: CellMoments, roles: dict[str, Any], sensitive: list[str],
+                  n_components: int | Sequence[int], methods: Methods | None, *, target: str | None,
+                  moments_passes: int, client: Any, progress: bool, random_state: int, **settings: Any) -> Comparison:
+    """:func:`~fairpca_dist.comparison.compare_methods` with the rows of ``data`` (opened with
+    the column ``roles`` and cells the moments came from) and, with a target, a row sample for
+    the downstream classifier; the passes made before it (``moments_passes`` for the cell
+    moments, 2 for the sample) are added to its count."""
+    passes = table_passes(data, moments.total(), **roles, client=client, progress=progress)
+    sample = None
+    if target is not None:
+        sample = sample_rows(data, columns=[*moments.feature_names, *sensitive, target],
+                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client)
+    comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
+                                 sensitive=sensitive, random_state=random_state, progress=progress, **settings)
     return replace(comparison, passes={"cell moments": moments_passes, **comparison.passes,
-                                       "downstream sample": 2 if sampled else 0})
+                                       "downstream sample": 2 if sample is not None else 0})

@@ -201,3 +201,21 @@ def test_pareto_front_against_brute_force():
         for i, (c, v) in enumerate(points):
             beaten = any(sign * c2 <= sign * c and v2 >= v and (c2, v2) != (c, v) for c2, v2 in points)
             assert (i not in front) == beaten
+
+
+def test_compare_on_a_frame_equals_compare_on_its_ingested_table(frame, table, tmp_path):
+    from fairpca_dist import compare, write_comparison
+
+    methods = {"pca": {}, "fair-eig": {}, "mm-robust": {"max_iter": 5}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        direct = compare(frame, sensitive_feature="sex", n_components=2, methods=methods, target="label",
+                         key_columns=["id"])
+        ingested = compare_table(table, tmp_path / "out", n_components=2, methods=methods, target="label")
+    columns = [c for c in direct.table().columns if c != "seconds"]
+    pd.testing.assert_frame_equal(direct.table()[columns], ingested.table()[columns], rtol=1e-9)
+    assert direct.passes == ingested.passes
+    write_comparison(direct, tmp_path / "frame")
+    assert (tmp_path / "frame" / "comparison.html").is_file()
+    with pytest.raises(SchemaError, match="target column 'income'"):
+        compare(frame, sensitive_feature="sex", n_components=2, target="income", key_columns=["id"])
