@@ -272,3 +272,14 @@ def test_rbf_mmd_many_bad_input_fails_before_any_pass(data):
     with pytest.raises(GroupError, match="groups"):
         metrics.mmd2_rbf_many(moments, ArrayPasses(x, labels, moments.groups[::-1]), [components], 1.0)
     assert passes.n_passes == 0
+
+
+@pytest.mark.parametrize("p", [30, 400])
+def test_best_rank_variance_matches_the_full_spectrum(p):
+    # top-r only (Krylov from p = 200 on) against the sum of the full eigvalsh spectrum
+    rng = np.random.default_rng(p)
+    rows = rng.standard_normal((2, 3 * p, p)) * (0.95 ** np.arange(p))
+    covariance = np.einsum("gni,gnj->gij", rows, rows) / (3 * p)
+    full = np.linalg.eigvalsh(covariance)
+    for r in (1, 5, p):
+        np.testing.assert_allclose(metrics.best_rank_variance(covariance, r), full[:, p - r :].sum(axis=1), rtol=1e-10)

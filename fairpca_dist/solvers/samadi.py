@@ -348,8 +348,10 @@ def solve_mw(
     width = 0.0
     history: list[float] = []
     status = "max_iter"
+    basis = None
     for step in range(1, max_iter + 1):
-        values, basis = top_eigenvectors(np.tensordot(weights, covariance, axes=1), n_components)
+        # the weights move little per step: the previous V_t seeds the Krylov eigensolver
+        values, basis = top_eigenvectors(np.tensordot(weights, covariance, axes=1), n_components, start=basis)
         step_losses = losses_from_covariance(covariance, best, basis)
         lower = max(lower, float(weights @ best - values.sum()))
         pool.append((basis, step_losses))

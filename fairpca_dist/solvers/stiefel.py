@@ -26,6 +26,7 @@ from fairpca_dist.solvers import checks
 
 __all__ = [
     "top_eigenvectors",
+    "krylov_top_eigenpairs",
     "fix_signs",
     "check_orthonormal",
     "subspace_distance",
@@ -50,19 +51,6 @@ def fix_signs(components: np.ndarray) -> np.ndarray:
     signs = np.sign(components[rows, np.arange(components.shape[1])])
     signs[signs == 0] = 1.0
     return components * signs
-
-
-def top_eigenvectors(matrix: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n_components`` largest eigenpairs of a symmetric matrix, in decreasing order.
-
-    Returns ``(eigenvalues, V)`` with V (p × r) orthonormal and sign-fixed by :func:`fix_signs`.
-    Only the requested eigenvalues are computed (LAPACK ``syevr`` with an index range).
-    """
-    p = matrix.shape[0]
-    values, vectors = scipy.linalg.eigh(
-        (matrix + matrix.T) / 2.0, subset_by_index=(p - n_components, p - 1), driver="evr"
-    )
-    return values[::-1], fix_signs(vectors[:, ::-1])
 
 
 def check_orthonormal(components: np.ndarray, *, atol: float = 1e-8) -> None:
@@ -175,6 +163,145 @@ def offdiagonal_energy(matrices: np.ndarray) -> float:
     matrices = np.asarray(matrices, dtype=np.float64)
     off = ~np.eye(matrices.shape[-1], dtype=bool)  # summed entry by entry: no cancellation
     return float(np.sum(matrices[..., off] ** 2))
+
+
+# ------------------------------------------------------------------ top-r eigenpairs
+EigenSolver = Literal["auto", "dense", "krylov"]
+
+# Internal switch read by :func:`top_eigenvectors` (not a public option): "auto" takes the
+# restarted block Lanczos method from _DENSE_BELOW features on, "dense" always LAPACK (the
+# benchmarks force it to time the old path), "krylov" the Lanczos method at every size.
+EIGENSOLVER: EigenSolver = "auto"
+_DENSE_BELOW = 200  # below this p a LAPACK syevr is faster than the Krylov method
+_KRYLOV_TOL = 1e-10  # converged when every ‖M v_i − θ_i v_i‖ ≤ tol · |θ_1|, i ≤ r
+_SUBSPACE_TOL = 1e-8  # ... and the top-r subspace to sin∠ ≤ this (Davis–Kahan ‖R‖_F / gap)
+_RESIDUAL_FLOOR = 1e-13  # relative residuals below this are rounding: not asked for
+_KRYLOV_BLOCKS = 10  # Krylov basis of at most this many blocks before a thick restart
+_KRYLOV_RESTARTS = 20
+
+
+def top_eigenvectors(
+    matrix: np.ndarray, n_components: int, *, start: np.ndarray | None = None, dense: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n_components`` largest eigenpairs of a symmetric matrix, in decreasing order.
+
+    Returns ``(eigenvalues, V)`` with V (p × r) orthonormal and sign-fixed by :func:`fix_signs`,
+    for the symmetric part (M + Mᵀ)/2. From p = 200 on (while the block below stays under p/3)
+    a restarted block Lanczos method (:func:`krylov_top_eigenpairs`) computes them from
+    matrix-block products, 5–10× faster than LAPACK at p = 1764; ``start`` (p × s, any s, e.g.
+    the previous iterate's V when the matrix changed little) seeds its first block. Where it
+    does not converge, and below p = 200, LAPACK ``syevr`` with an index range is used
+    (:data:`EIGENSOLVER` forces either; ``dense=True`` forces LAPACK for one call, for callers
+    that need the subspace to rounding accuracy, ~10⁻¹⁶·|λ₁|/gap). Both give the eigenvalues to ~10⁻¹³·|λ₁| and, where
+    λ_r > λ_{r+1}, the same subspace.
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    matrix = matrix + matrix.T
+    matrix *= 0.5  # in place: one p × p temporary less
+    p = matrix.shape[0]
+    iterative = EIGENSOLVER == "krylov" or (EIGENSOLVER == "auto" and p >= _DENSE_BELOW)
+    if iterative and not dense and 3 * _block_size(n_components) <= p:
+        found = krylov_top_eigenpairs(matrix, n_components, start=start, tol=_KRYLOV_TOL,
+                                      max_blocks=_KRYLOV_BLOCKS, max_restarts=_KRYLOV_RESTARTS)
+        if found is not None:
+            return found[0], fix_signs(found[1])
+    values, vectors = scipy.linalg.eigh(matrix, subset_by_index=(p - n_components, p - 1), driver="evr")
+    return values[::-1], fix_signs(vectors[:, ::-1])
+
+
+def _block_size(n_components: int) -> int:
+    """Block of the Lanczos method: r plus guard vectors, so that a cluster of eigenvalues
+    straddling λ_r (an eigenvalue crossing, as at the fair-eig optimum) converges as a whole."""
+    return n_components + max(4, n_components // 2)
+
+
+def krylov_top_eigenpairs(
+    matrix: np.ndarray,
+    n_components: int,
+    *,
+    start: np.ndarray | None = None,
+    tol: float = _KRYLOV_TOL,
+    subspace_tol: float = _SUBSPACE_TOL,
+    max_blocks: int = _KRYLOV_BLOCKS,
+    max_restarts: int = _KRYLOV_RESTARTS,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Top-r eigenpairs of a symmetric p × p matrix M by thick-restarted block Lanczos, or None.
+
+    With a block of b = r + max(4, ⌊r/2⌋) orthonormal columns X₀ (``start``'s columns first,
+    random ones after, from a fixed seed: deterministic), the basis Q = [X₀, X₁, …] spans the
+    block Krylov space {X₀, MX₀, M²X₀, …}, X_{j+1} = orth((I − QQᵀ) M X_j) (Gram–Schmidt twice;
+    columns that vanish are dropped). After each block, Rayleigh–Ritz: QᵀMQ = S Θ Sᵀ gives Ritz
+    pairs (θ_i, v_i = Q s_i), and the method stops when ‖M v_i − θ_i v_i‖ ≤ ``tol``·|θ₁| for
+    i ≤ r and the residual block R (p × r) has ‖R‖_F ≤ ``subspace_tol``·(θ_r − θ_{r+1}), which
+    bounds the sine of the largest angle to the exact top-r subspace (Davis–Kahan sin Θ
+    theorem with the Ritz gap). When the second test asks for residuals below 10⁻¹³·|θ₁|
+    (λ_r and λ_{r+1} closer than ~10⁻⁵·|λ₁|, as next to an eigenvalue crossing) it returns
+    None at once: only a dense solver resolves that subspace. At the stop each θ_i is within
+    ‖r_i‖²/gap of an eigenvalue (quadratic accuracy) and, Ritz values being bounded by the
+    eigenvalues (Cauchy interlacing), 0 ≤ Σ_{i≤r} λ_i − Σ_{i≤r} θ_i ≲ Σ ‖r_i‖²/gap ≤
+    10⁻²⁰·r·λ₁²/gap: the dual bounds built on these sums stay valid. When the
+    basis holds ``max_blocks`` blocks it is restarted from the top-b Ritz vectors and their
+    images MQs_i (no product recomputed). Each step costs one product M·X (p² b flops, a
+    BLAS-3 call) and O(p·dim Q·b) for the orthogonalisation and the Ritz vectors.
+    Returns ``(θ₁ ≥ … ≥ θ_r, V)`` or None when the residuals did not reach ``tol`` within
+    ``max_restarts`` restarts (callers then use a dense solver). No check that every top
+    eigenvector had a component in X₀ — the random columns make missing one probability zero.
+    """
+    p = matrix.shape[0]
+    block = min(_block_size(n_components), p)
+    seed = np.random.default_rng(0).standard_normal((p, block))
+    if start is not None:
+        start = np.asarray(start, dtype=np.float64)
+        if start.ndim != 2 or start.shape[0] != p or not np.all(np.isfinite(start)):
+            raise InputError(f"start must be a finite {p} × s matrix, got shape {start.shape}")
+        seed[:, : min(start.shape[1], block)] = start[:, :block]
+    basis, _ = np.linalg.qr(seed)
+    image = matrix @ basis
+    projected = basis.T @ image  # QᵀMQ, grown block by block
+    scale = 0.0
+    for _ in range(max_restarts + 1):
+        while True:
+            ritz_values, coefficients = np.linalg.eigh((projected + projected.T) / 2.0)
+            ritz_values, coefficients = ritz_values[::-1], coefficients[:, ::-1]
+            scale = max(scale, abs(float(ritz_values[0])), np.finfo(float).tiny)
+            top = coefficients[:, :n_components]
+            vectors = basis @ top
+            residual = np.linalg.norm(image @ top - vectors * ritz_values[:n_components], axis=0)
+            if residual.max() <= tol * scale:
+                # values converged; the subspace too once ‖R‖_F / (θ_r − θ_{r+1}) ≤ subspace_tol
+                needed = subspace_tol * float(ritz_values[n_components - 1] - ritz_values[n_components])
+                if np.linalg.norm(residual) <= needed:
+                    return ritz_values[:n_components].copy(), vectors
+                if needed < _RESIDUAL_FLOOR * scale:
+                    return None  # λ_r ≈ λ_{r+1}: the subspace is below what residuals can resolve
+            if basis.shape[1] + block > min(p, max_blocks * block):
+                break
+            grown = _extend(basis, image[:, -block:], tol * scale)
+            if grown is None:
+                break
+            grown_image = matrix @ grown
+            cross = basis.T @ grown_image
+            projected = np.block([[projected, cross], [cross.T, grown.T @ grown_image]])
+            basis = np.hstack([basis, grown])
+            image = np.hstack([image, grown_image])
+        keep = coefficients[:, :block]
+        basis, image = basis @ keep, image @ keep
+        projected = np.diag(ritz_values[:block])
+    return None
+
+
+def _extend(basis: np.ndarray, block: np.ndarray, floor: float) -> np.ndarray | None:
+    """orth((I − QQᵀ) Y): the next Lanczos block, its columns below ``floor`` dropped."""
+    block = block - basis @ (basis.T @ block)
+    block = block - basis @ (basis.T @ block)
+    q, r = np.linalg.qr(block)
+    kept = np.abs(np.diag(r)) > floor
+    if not kept.any():
+        return None
+    q = q[:, kept]
+    q = q - basis @ (basis.T @ q)
+    q, _ = np.linalg.qr(q)
+    return q
 
 
 # ------------------------------------------------------------------ Riemannian L-BFGS

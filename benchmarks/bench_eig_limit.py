@@ -1,0 +1,124 @@
+"""Moment-based solvers at p = 1764 (LFW) in units of one dense eigendecomposition.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_eig_limit.py [--repeats 3] [--curve]
+
+One process: the unit is one ``np.linalg.eigh`` of a 1764 × 1764 group covariance (median of
+``--repeats``, re-measured between every block of solver runs, and each solver time is divided
+by the median of the units measured next to it). Each solver (fair-eig, samadi-mw at tol 1e-4;
+pca) is fitted at r ∈ {2, 10} with the eigensolver switch
+``fairpca_dist.solvers.stiefel.EIGENSOLVER`` set to "dense" (LAPACK, the path before issue 16)
+and "auto" (block Lanczos from p = 200 on), interleaved, best of ``--repeats``. ``--curve``
+adds the fair-eig r = 1..20 curve at tol 1e-4 for both switches. Data: LFW faces, pixels / 255,
+female vs male, each group centred by its own mean (as benchmarks/bench_samadi_timing.py).
+Writes benchmarks/results/eig_limit.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from fairpca_dist import GroupMoments, fit_projection  # noqa: E402
+from fairpca_dist.solvers import stiefel  # noqa: E402
+
+DATA = Path(os.environ.get("FAIRPCA_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+RESULTS = Path(__file__).resolve().parent / "results"
+SOLVERS = {"fair-eig": {"tol": 1e-4}, "samadi-mw": {"tol": 1e-4}, "pca": {}}
+
+
+def unit(matrix: np.ndarray, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        np.linalg.eigh(matrix)
+        times.append(time.perf_counter() - started)
+    return float(np.median(times))
+
+
+def fit(moments: GroupMoments, r: int, method: str, mode: str, repeats: int) -> tuple[float, float, str]:
+    stiefel.EIGENSOLVER = mode
+    best, result = np.inf, None
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = fit_projection(moments, r, method=method, **SOLVERS[method])
+        best = min(best, time.perf_counter() - started)
+    assert result is not None
+    cert = result.certificate
+    gap = (cert["upper_bound"] - cert["lower_bound"]) / cert["upper_bound"] if "lower_bound" in cert else np.nan
+    return best, gap, result.status
+
+
+def curve(moments: GroupMoments, mode: str) -> tuple[float, float]:
+    stiefel.EIGENSOLVER = mode
+    started, worst = time.perf_counter(), 0.0
+    for r in range(1, 21):
+        cert = fit_projection(moments, r, method="fair-eig", tol=1e-4).certificate
+        worst = max(worst, (cert["upper_bound"] - cert["lower_bound"]) / cert["upper_bound"])
+    return time.perf_counter() - started, worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--curve", action="store_true")
+    args = parser.parse_args()
+    images = np.load(DATA / "lfw_samadi" / "lfw_images_49x36.npz")["images"].astype(np.float64) / 255.0
+    labels = np.where(np.loadtxt(DATA / "lfw_samadi" / "sex.txt").astype(int) == 1, "male", "female")
+    moments = GroupMoments.from_arrays(images, labels)
+    matrix = moments.covariance("group")[0]
+    load_before = os.getloadavg()
+    units = [unit(matrix, args.repeats)]
+    rows = []
+    for method in SOLVERS:
+        for r in (2, 10):
+            row = {"method": method, "r": r}
+            for mode in ("dense", "auto"):
+                row[mode] = fit(moments, r, method, mode, args.repeats)
+            units.append(unit(matrix, args.repeats))
+            row["unit"] = float(np.median(units[-2:]))
+            rows.append(row)
+            print(row, flush=True)
+    curves = {}
+    if args.curve:
+        for mode in ("dense", "auto"):
+            curves[mode] = curve(moments, mode)
+            units.append(unit(matrix, args.repeats))
+            print(mode, curves[mode], units[-1], flush=True)
+    stiefel.EIGENSOLVER = "auto"
+    load_after = os.getloadavg()
+    eigh = float(np.median(units))
+    lines = ["# Moment-based solvers near the limit: LFW p = 1764 in eigh-equivalents", "",
+             f"`OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_eig_limit.py --repeats {args.repeats}"
+             f"{' --curve' if args.curve else ''}`", "",
+             f"Load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (2 cores, other jobs running). "
+             f"Unit: one `np.linalg.eigh` of a 1764 × 1764 group covariance, median {eigh:.3f} s "
+             f"(range {min(units):.3f}–{max(units):.3f} s over the run); each solver time is divided by the "
+             "median of the two units measured around it. \"dense\" = LAPACK for every top-r "
+             "eigenproblem (the eigensolver before issue 16, with today's root finder); \"auto\" = block "
+             "Lanczos (`stiefel.krylov_top_eigenpairs`) with warm starts. Solver times are best of "
+             f"{args.repeats} `fit_projection` calls, including `GroupMoments.covariance` (3 copies of the "
+             "two p × p covariances per fit) and the result's losses/errors.", "",
+             "| method | r | dense s | dense eigh-eq | auto s | auto eigh-eq | speed-up | rel. gap (dense / auto) | status |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        (ds, dg, dst), (a_s, ag, ast) = row["dense"], row["auto"]
+        lines.append(f"| {row['method']} | {row['r']} | {ds:.3f} | {ds / row['unit']:.2f} | {a_s:.3f} | "
+                     f"{a_s / row['unit']:.2f} | {ds / a_s:.1f}× | {dg:.1e} / {ag:.1e} | {dst} / {ast} |")
+    if curves:
+        lines += ["", "fair-eig, r = 1..20 at tol 1e-4 (20 `fit_projection` calls):", "",
+                  "| eigensolver | total s | eigh-eq total | eigh-eq per r | worst rel. gap |", "|---|---|---|---|---|"]
+        for mode, (seconds, worst) in curves.items():
+            lines.append(f"| {mode} | {seconds:.2f} | {seconds / eigh:.1f} | {seconds / eigh / 20:.2f} | {worst:.1e} |")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "eig_limit.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
