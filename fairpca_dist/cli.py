@@ -491,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with console.warnings_as_lines():
             code = int(args.handler(args))
     except FairPCAError as error:
-        print(f"fairpca: error: {error}", file=sys.stderr)
+        print(f"fairpca: error: {' '.join(str(error).splitlines())}", file=sys.stderr)  # one line
         return 2
     except BaseException:
         console.replay()

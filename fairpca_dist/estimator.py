@@ -19,7 +19,7 @@ from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import TablePasses, compute_moments, table_passes
 from fairpca_dist.solvers import CENTERS, SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.sources import check_finite
+from fairpca_dist.sources import check_finite, feature_values
 
 __all__ = ["FairPCA"]
 
@@ -213,7 +213,10 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             X = X.drop(columns=self._sensitive_columns)
         else:
             labels = sensitive_features
-        x = validate_data(self, X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=2)
+        try:
+            x = validate_data(self, X, dtype=np.float64, ensure_all_finite=False, ensure_min_samples=2)
+        except ValueError as error:
+            raise self._input_error(X, error, "the rows passed to fit") from error
         names = [str(n) for n in getattr(self, "feature_names_in_", [f"x{j}" for j in range(x.shape[1])])]
         if not np.isfinite(x).all():
             check_finite(x, names, "the rows passed to fit")
@@ -235,8 +238,13 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             weights = np.asarray(sample_weight, dtype=np.float64)
             if weights.shape != (x.shape[0],):
                 raise SchemaError(f"sample_weight must have shape ({x.shape[0]},), got {weights.shape}")
-            if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-                raise InputError("sample_weight must be finite and non-negative")
+            bad = ~np.isfinite(weights) | (weights < 0)
+            if bad.any():
+                first = int(np.flatnonzero(bad)[0])
+                raise InputError(
+                    f"sample_weight must be finite and non-negative: {int(bad.sum())} value(s) are not "
+                    f"(first: {weights[first]!r} at row {first})"
+                )
         moments = GroupMoments.from_arrays(x, labels, weights=weights, feature_names=names).check_groups()
         passes = ArrayPasses(x, labels, moments.groups, weights=weights) if self._needs_rows() else None
         return moments, passes
@@ -317,8 +325,35 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
                 lambda part: pd.DataFrame(self._project(part.to_numpy(dtype=np.float64)), columns=out_names, index=part.index),
                 meta=meta,
             )
-        x = validate_data(self, X, dtype=np.float64, reset=False)
+        try:
+            x = validate_data(self, X, dtype=np.float64, reset=False, ensure_all_finite=False)
+        except ValueError as error:
+            raise self._input_error(X, error, "the rows passed to transform") from error
+        if not np.isfinite(x).all():
+            names = [str(n) for n in getattr(self, "feature_names_in_", [f"x{j}" for j in range(x.shape[1])])]
+            check_finite(x, names, "the rows passed to transform")
         return self._project(x)
+
+    def _input_error(self, X: Any, error: ValueError, where: str) -> InputError:
+        """scikit-learn's validation error as an :class:`InputError`: a non-numeric column of a
+        DataFrame named (:func:`~fairpca_dist.sources.feature_values`), columns that differ from
+        those seen at fit listed (a :class:`SchemaError`), the rest with their message."""
+        if isinstance(error, InputError):
+            return error
+        if isinstance(X, pd.DataFrame):
+            try:
+                feature_values(X, list(X.columns), where)
+            except SchemaError as named:
+                return named
+            except ValueError:
+                pass
+        message = " ".join(str(error).split())
+        if "feature" in message and hasattr(self, "n_features_in_"):
+            seen = list(getattr(self, "feature_names_in_", []))
+            given = list(getattr(X, "columns", []))
+            detail = f" (columns at fit: {seen}; X has: {given})" if seen else ""
+            return SchemaError(f"{where}: {message}{detail}")
+        return InputError(f"{where}: {message}")
 
     def inverse_transform(self, X: Any) -> np.ndarray:
         """Map projected rows back to feature space: (Z @ components_) · scale_ + mean_."""

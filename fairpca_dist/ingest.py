@@ -139,6 +139,9 @@ def ingest_table(
         tasks = table.map_partitions(_clean_partition, columns, features_, sensitive, staging / PARTS_DIR)
         reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress, label="ingest"))
         rejected = sum(r.rejected for r in reports)
+        if not reports or sum(r.rows for r in reports) + rejected == 0:
+            origin = os.fspath(source) if isinstance(source, (str, os.PathLike)) else f"the {type(source).__name__}"
+            raise InputError(f"{origin} has no rows (only a header or empty files): nothing to ingest")
         sample = pd.concat([r.sample for r in reports]).head(REJECTS_SAMPLE_ROWS) if rejected else None
         bad_by_column = Counter()
         for r in reports:

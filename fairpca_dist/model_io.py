@@ -81,32 +81,83 @@ def save_model(
 
 
 def load_model(directory: str | os.PathLike[str]) -> FairProjection:
-    """Read a model written by :func:`save_model`."""
+    """Read a model written by :func:`save_model`.
+
+    The format version (not the library version) decides whether a model can be read. A file
+    that is truncated, edited into something inconsistent (arrays whose shapes do not match
+    the feature names and groups, non-finite values, missing fields) raises
+    :class:`InputError` naming the file and the field.
+    """
     folder = Path(directory)
     json_path, npz_path = folder / "model.json", folder / "model.npz"
     for path in (json_path, npz_path):
         if not path.is_file():
             raise InputError(f"no model at {folder}: {path.name} is missing")
-    record = json.loads(json_path.read_text())
+    try:
+        record = json.loads(json_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{json_path} is not valid JSON (truncated or edited?): {error}") from error
+    if not isinstance(record, dict):
+        raise InputError(f"{json_path} does not hold a model record")
     if record.get("format_version") != MODEL_FORMAT_VERSION:
-        raise InputError(f"{json_path}: unsupported model format {record.get('format_version')!r}")
-    with np.load(npz_path, allow_pickle=False) as data:
-        arrays = {name: data[name] for name in _ARRAYS}
-    diagnostics = record["diagnostics"]
-    return FairProjection(
-        method=record["method"],
-        center=record["center"],
-        n_components=int(record["n_components"]),
-        feature_names=tuple(record["feature_names"]),
-        group_labels=tuple(label_from_json(g["label"]) for g in record["groups"]),
-        n_iter=int(diagnostics["n_iter"]),
-        converged=bool(diagnostics["converged"]),
-        status=diagnostics["status"],
-        message=diagnostics["message"],
-        certificate=dict(diagnostics["certificate"]),
-        options=dict(record["options"]),
-        **arrays,
-    )
+        raise InputError(
+            f"{json_path}: unsupported model format {record.get('format_version')!r} (written by fairpca_dist "
+            f"{record.get('library_version')!r}; this version reads format {MODEL_FORMAT_VERSION})"
+        )
+    try:
+        with np.load(npz_path, allow_pickle=False) as data:
+            missing = [name for name in _ARRAYS if name not in data.files]
+            if missing:
+                raise InputError(f"{npz_path} lacks the array(s) {missing}")
+            arrays = {name: data[name] for name in _ARRAYS}
+    except InputError:
+        raise
+    except Exception as error:  # BadZipFile, EOFError, ValueError: a truncated or foreign file
+        raise InputError(f"{npz_path} cannot be read (truncated or not written by save_model?): "
+                         f"{type(error).__name__}: {error}") from error
+    try:
+        diagnostics = record["diagnostics"]
+        model = FairProjection(
+            method=record["method"],
+            center=record["center"],
+            n_components=int(record["n_components"]),
+            feature_names=tuple(record["feature_names"]),
+            group_labels=tuple(label_from_json(g["label"]) for g in record["groups"]),
+            n_iter=int(diagnostics["n_iter"]),
+            converged=bool(diagnostics["converged"]),
+            status=diagnostics["status"],
+            message=diagnostics["message"],
+            certificate=dict(diagnostics["certificate"]),
+            options=dict(record["options"]),
+            **arrays,
+        )
+    except KeyError as error:
+        raise InputError(f"{json_path} lacks the field {error.args[0]!r}") from error
+    except (TypeError, ValueError) as error:
+        raise InputError(f"{json_path} has a field of the wrong type: {error}") from error
+    _check_consistent(model, json_path, npz_path)
+    return model
+
+
+def _check_consistent(model: FairProjection, json_path: Path, npz_path: Path) -> None:
+    """Shapes and values of the arrays against the record: an edited file fails here, not later."""
+    p, k = len(model.feature_names), len(model.group_labels)
+    width = model.components.shape[1] if model.components.ndim == 2 else -1
+    expected = {"components": (p, width), "mean": (p,), "scale": (p,), "group_count": (k,), "group_loss": (k,),
+                "group_error": (k,)}
+    for name, shape in expected.items():
+        array = getattr(model, name)
+        if array.shape != shape or width < 1:
+            raise InputError(
+                f"{npz_path}: {name} has shape {array.shape}, but {json_path.name} lists {p} feature(s) "
+                f"{list(model.feature_names)} and {k} group(s): expected {shape if width >= 1 else (p, 'r')}"
+            )
+        if not np.issubdtype(array.dtype, np.number) or not np.all(np.isfinite(array)):
+            raise InputError(f"{npz_path}: {name} has values that are not finite numbers")
+    if not np.all(model.scale > 0):
+        raise InputError(f"{npz_path}: scale has values that are not positive")
+    if not 1 <= model.n_components <= p:
+        raise InputError(f"{json_path}: n_components={model.n_components} is not between 1 and {p}")
 
 
 def read_fingerprint(directory: str | os.PathLike[str]) -> str | None:

@@ -198,6 +198,8 @@ def _check_sample(
 ) -> None:
     if not sensitive:
         raise InputError("no sensitive column given: name the group column(s) of the sample")
+    if target in features or target in sensitive:
+        raise SchemaError(f"target {target!r} is also a feature or sensitive column; name a separate label column")
     needed = list(dict.fromkeys([*features, *sensitive, target]))
     missing = [column for column in needed if column not in sample.columns]
     if missing:

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 from dask._task_spec import DataNode, Dict, GraphNode, Task, TaskRef
 from dask.array.core import normalize_chunks
 from dask.base import tokenize
@@ -271,6 +272,11 @@ def _run_partition(
         pa.default_memory_pool().release_unused()
 
 
+def _reader_message(error: BaseException) -> str:
+    """A reader's error on one line (dask wraps pyarrow's and pandas' messages over several)."""
+    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+
+
 def _source_file(node: Any, depth: int = 0) -> str | None:
     """The file a reader task reads, found among its arguments (dask's Parquet pieces and
     pyarrow fragments, CSV block paths), or None for in-memory partitions."""
@@ -336,8 +342,24 @@ def _require_columns(frame: dd.DataFrame, names: Sequence[str], role: str, origi
         if name not in columns:
             raise SchemaError(
                 f"{role} column {name!r} not found{origin}{_closest(name, columns)} "
-                f"(available columns: {columns})"
+                f"(available columns: {columns}){_delimiter_hint(columns)}"
             )
+
+
+def _delimiter_hint(columns: Sequence[Any]) -> str:
+    """A hint when a CSV was split on the wrong delimiter (one column named like 'a;b;c')."""
+    if len(columns) == 1:
+        for sep in (";", "\t", "|"):
+            if sep in str(columns[0]):
+                return f"; the file seems to use {sep!r} as delimiter: pass read_options={{'sep': {sep!r}}}"
+    return ""
+
+
+def _check_unique_columns(columns: Sequence[Any], origin: str) -> None:
+    index = pd.Index(columns)
+    duplicated = list(dict.fromkeys(index[index.duplicated()].tolist()))
+    if duplicated:
+        raise SchemaError(f"column name(s) {duplicated} appear more than once{origin}; every column needs its own name")
 
 
 def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
@@ -369,10 +391,27 @@ def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read
     try:
         return reader(text, **read_options)
     except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
-        raise ReadError(f"cannot read {text!r} as {kind}: {type(error).__name__}: {error}") from error
+        culprit = _unreadable_parquet_file(text) if kind == "Parquet" else None
+        where = f" (file {culprit[0]}: {culprit[1]})" if culprit else ""
+        raise ReadError(f"cannot read {text!r} as {kind}{where}: {_reader_message(error)}") from error
     except OSError as error:  # may be transient (remote storage): keep the type, add where
         error.add_note(f"while opening {text!r} as {kind}")
         raise
+
+
+def _unreadable_parquet_file(text: str) -> tuple[str, str] | None:
+    """The first local file of a Parquet path (file, folder or glob) whose footer pyarrow
+    cannot read, and why; None when every footer reads (or the path is not local)."""
+    if os.path.isdir(text):
+        files = sorted(str(p) for p in Path(text).rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
+    else:
+        files = sorted(glob.glob(text)) if any(ch in text for ch in "*?[") else [text]
+    for file in files:
+        try:
+            pq.read_metadata(file)
+        except Exception as error:  # noqa: BLE001 - whatever pyarrow says is the reason
+            return file, " ".join(str(error).split())
+    return None
 
 
 def _arrow_filesystem(read_options: dict[str, Any]) -> bool:
@@ -417,6 +456,7 @@ def _as_frame(
     if isinstance(data, (str, os.PathLike)):
         data = _read_path(data, read_options)
     if isinstance(data, dd.DataFrame):
+        _check_unique_columns(list(data.columns), " in the DataFrame")
         if extra:
             raise SchemaError(
                 "for a dask DataFrame or a path, pass sensitive_feature and sample_weight as "
@@ -428,6 +468,7 @@ def _as_frame(
             f"cannot read data of type {type(data).__name__}: pass a pandas or dask DataFrame, "
             "a numpy or dask array, or a path to Parquet/CSV"
         )
+    _check_unique_columns(list(data.columns), " in the DataFrame")
     frame = data.reset_index(drop=True)
     if extra:
         _check_length(extra, len(frame))
