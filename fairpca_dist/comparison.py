@@ -12,7 +12,10 @@ r, and scores every fit by every criterion (:data:`CRITERIA`):
   pass over the rows for the moment-based methods;
 * the largest **RBF-kernel MMD²** over pairs of each in-sample fit on every row, estimated by
   random Fourier features, one pass for all the fits of an r
-  (:func:`fairpca_dist.metrics.mmd2_rbf_many`); σ is the median heuristic at that r's PCA
+  (:func:`fairpca_dist.metrics.mmd2_rbf_many`, cos/sin in float32: about twice as fast, off by
+  ~1e-7 relative against the estimate's own ~1/√D; a fixed draw of features is not rotation
+  invariant, so fits spanning the same subspace in other bases differ by that noise too); σ is
+  the median heuristic at that r's PCA
   projection (two passes for its row sample), and ``mmd`` fits are given the same σ, so their
   constraint and this column measure the same thing;
 * **downstream** accuracy and demographic-parity difference of a classifier trained on each
@@ -462,7 +465,7 @@ def _with_rbf_mmd(candidates: list[Candidate], total: GroupMoments, passes: Tabl
     before = passes.n_passes
     matrices = metrics.mmd2_rbf_many(total.rescaled(scale), passes.rescaled(scale),
                                      [c.model.components for c in fitted], sigma,
-                                     n_random_features=n_random_features, random_state=seed)
+                                     n_random_features=n_random_features, random_state=seed, precision="single")
     used["random-feature sums"] += passes.n_passes - before
     values = {id(c): float(np.max(m)) for c, m in zip(fitted, matrices)}
     return [replace(c, rbf_mmd2=values.get(id(c))) for c in candidates]

@@ -119,7 +119,7 @@ def test_each_method_equals_the_method_fitted_alone_and_scored_from_rows(frame, 
         sigma = comparison.settings["sigma"]["2"]
         rbf = mmd2_rbf(total.rescaled(alone.scale), ArrayPasses(x, g, total.groups, scale=alone.scale),
                        candidate.model.components, sigma, estimator="rff", random_state=0)
-        assert candidate.rbf_mmd2 == pytest.approx(float(rbf.max()), rel=1e-9)
+        assert candidate.rbf_mmd2 == pytest.approx(float(rbf.max()), rel=1e-5)  # float32 cos/sin in compare
         assert 0.0 <= candidate.value("accuracy") <= 1.0 and candidate.value("dp_difference") is not None
     files = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"comparison.md", "comparison.html", "comparison.json", "comparison.csv"} <= files
