@@ -17,7 +17,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator, check_sample_weight_equivalence_on_dense_data
 
 from conftest import grouped_data
-from fairpca_dist import FairPCA, GroupError, InputError, SchemaError, metrics
+from fairpca_dist import FairPCA, GroupError, GroupMoments, InputError, SOLVERS, SchemaError, fit_projection, metrics
+from fairpca_dist.datapasses import ArrayPasses
 
 
 class RowGroupedFairPCA(FairPCA):
@@ -171,3 +172,21 @@ def test_errors():
         fitted.transform(x[:, :2])
     with pytest.raises(SchemaError, match="one label per row"):
         FairPCA(n_components=2).fit(x, sensitive_features=labels[:50])
+
+
+@pytest.mark.filterwarnings("ignore::fairpca_dist.exceptions.ConvergenceWarning")
+@pytest.mark.filterwarnings("ignore::fairpca_dist.exceptions.ModelWarning")
+@pytest.mark.parametrize("method", sorted(SOLVERS))
+def test_every_registered_method_fits_and_transforms(method):
+    """The estimator takes every method of the registry, the row-reading ones included (it
+    builds their passes itself), and equals fit_projection on the same rows."""
+    x, labels = grouped_data(n_rows=300, n_features=4, n_groups=2, seed=11)
+    options = {"mmd": {"estimator": "rff", "n_random_features": 50, "max_iter": 3},
+               "mm-robust": {"max_iter": 10}, "dro": {"n_restarts": 2, "n_iter": 50}}.get(method, {})
+    fpca = FairPCA(n_components=2, method=method, random_state=0, **options).fit(x, sensitive_features=labels)
+    z = fpca.transform(x)
+    assert z.shape[0] == 300 and np.isfinite(z).all()
+    moments = GroupMoments.from_arrays(x, labels)
+    passes = ArrayPasses(x, labels, moments.groups) if SOLVERS[method].reads_rows(options) else None
+    alone = fit_projection(moments, 2, method=method, random_state=0, passes=passes, **options)
+    np.testing.assert_allclose(fpca.components_, alone.components.T, atol=1e-8)
