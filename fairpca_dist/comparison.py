@@ -382,9 +382,9 @@ def compare_methods(
     with progress_bar("compare", disable=None if progress else True) as bar:
         bar.unit, bar.total = "fit", n_fits
         for r in ranks:
-            pca = fit_projection(total, r, method="pca", **fit_options)
             sigma = None
             if passes is not None and rbf_mmd:
+                pca = fit_projection(total, r, method="pca", **fit_options)
                 before = passes.n_passes
                 sigma = metrics.rbf_bandwidth(total.rescaled(pca.scale), passes.rescaled(pca.scale), pca.components,
                                               seed=random_state)
