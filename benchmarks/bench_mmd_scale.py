@@ -23,18 +23,21 @@ work shares the VM's 2 cores.
    time is projected as (evaluations of the uncapped rff fit with the largest D) x (exact evaluation).
 2. **table**: ``--rows`` x ``--features`` synthetic Parquet table
    (``datasets.write_synthetic_parquet``, groups g0/g1 at 70/30 %, 500k-row files) on
-   ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory, default 8GB``: a library rff
-   pass at D = 1000 holds ~5 GB per task): ``compute_moments`` (``--repeats`` runs) interleaved
-   with a read-only pass (every slab converted to float64 and summed: the Parquet read), and
-   ``TablePasses.rff_sums(V, origin, features)`` at d = 2 for D in ``--rff-d`` (``--repeats`` runs
-   each, ``--big-d-repeats`` at D ≥ 1000; a new random V every run), each followed by the
-   benchmark-local ``rff_sums_fast`` pass (float32 cos/sin, 8192-row sub-blocks): ratio median evaluation / median moments pass against the target ≤ 2. Then one full
-   ``mmd`` fit with ``estimator="rff"`` (D = ``--table-fit-d``), capped by ``--table-max-iter`` /
-   ``--table-max-inner``, and the exact MMD² of its solution on a stratified 20k-per-group
-   sample. In a subprocess: where an rff evaluation spends its time (each step of
-   ``kernels.rff_sums`` on one 32 MB slab of p = 20 rows, plus cheaper variants), and the RFF
-   error vs D (20k in-memory rows of the same generator; D in {100, 300, 1000, 3000}, 5 feature
-   seeds; PCA, 2 random and the fitted projections; relative error against exact).
+   ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory``, default 8GB):
+   ``compute_moments`` (``--repeats`` runs) interleaved with a read-only pass (every slab
+   converted to float64 and summed: the Parquet read), and ``TablePasses.rff_sums(V, origin,
+   features)`` at d = 2 for D in ``--rff-d`` with ``RandomFeatures`` of both precisions
+   (``precision="double"``, and ``"single"``: cos/sin in float32, the solver's ``rff_precision``;
+   same Ω, β), ``--repeats`` runs each (``--big-d-repeats`` at D ≥ 1000), double and single
+   interleaved at the same V (a new random V every run; the relative error of single's h and
+   gradient against double's is recorded): ratio median evaluation / median moments pass against
+   the target ≤ 2. Then (step ``fit``) one full ``mmd`` fit with ``estimator="rff"`` (D =
+   ``--table-fit-d``, double), capped by ``--table-max-iter`` / ``--table-max-inner``, and the
+   exact MMD² of its solution on a stratified 20k-per-group sample. In a subprocess: (step
+   ``profile``) where an rff evaluation spends its time (``kernels.rff_sums`` in both precisions
+   and each of its steps on one 32 MB slab of p = 20 rows, plus cheaper variants), and (step
+   ``error``) the RFF error vs D (20k in-memory rows of the same generator; D in {100, 300, 1000,
+   3000}, 5 feature seeds; PCA, 2 random and the fitted projections; relative error against exact).
 3. **exact**: one exact evaluation of the solver's constraint (``mmd._exact_constraint``: projected
    pass + blocks + backprojected pass) on N in ``--exact-n`` synthetic in-memory rows (p = 20,
    d = 2, ``--repeats`` runs), a fit t = a·N²; the evaluations a fit needs, from a full
@@ -43,12 +46,14 @@ work shares the VM's 2 cores.
    1.5 x the budget).
 
 4. **blocks**: the exact evaluation at N = ``--blocks-n`` (p = 20, d = 2 and 10) with kernel blocks
-   of ``--block-sizes`` rows (the solver's ``block_rows`` option; default 2048).
+   of ``--block-sizes`` rows (the solver's ``block_rows`` option; default
+   ``kernels.DEFAULT_BLOCK_ROWS`` = 256, also used by parts 1 and 3).
 
 Parts can run in separate invocations (``--parts``, ``--name``, ``--results``) and be merged into
 one result with ``--merge`` (keep the parts of an existing <name>.json) and ``--combine FILE ...``;
-``--table-steps fit,fast --reuse`` redoes only the table fit, the benchmark-local fast passes,
-the profile and the error study on a kept table.
+``--table-steps`` (any of passes, fit, profile, error) runs only those table steps: the others
+keep the earlier run's results, marked as such (``--table-steps fit --reuse``: the fit on a
+kept table, ``--keep``).
 """
 
 from __future__ import annotations
@@ -58,7 +63,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: the in-memory cases use one core
 
 import argparse
-import functools
 import json
 import resource
 import shutil
@@ -78,7 +82,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairpca_dist import fit_projection  # noqa: E402
 from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.kernels import RandomFeatures, median_bandwidth  # noqa: E402
+from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RFF_BLOCK_ROWS, RandomFeatures, median_bandwidth  # noqa: E402
 from fairpca_dist.metrics import mmd2_rbf  # noqa: E402
 from fairpca_dist.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  # noqa: E402
@@ -86,8 +90,9 @@ from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  #
 MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/kernels.py", "fairpca_dist/datapasses.py",
             "fairpca_dist/passes.py"]
 TARGET_RATIO = 2.0
-FAST_BLOCK = 8192  # rows per rff_sums_fast call in the benchmark-local table pass
+PRECISIONS = ("double", "single")  # RandomFeatures(precision=...): cos/sin in float64 or float32
 TAU = 1e-3
+EARLIER = " (kept from an earlier run: see the notes)"
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -295,7 +300,7 @@ def case_exact_eval(case: dict) -> dict:
     sampled = passes.sample(2000, 0)
     sigma = median_bandwidth(sampled.projected(pca, moments.global_mean)[0])
     timed = TimedPasses(passes)
-    evaluate = _exact_constraint(timed, moments.global_mean, [(0, 1)], sigma, case.get("block_rows", 2048))
+    evaluate = _exact_constraint(timed, moments.global_mean, [(0, 1)], sigma, case.get("block_rows", DEFAULT_BLOCK_ROWS))
     rng = np.random.default_rng(1)
     values = []
     for _ in range(case["repeats"] if case["n"] < 100_000 else 1):  # N ≥ 100k: one run (~1-8 min each)
@@ -307,40 +312,9 @@ def case_exact_eval(case: dict) -> dict:
             "peak_rss_mb": peak_rss_mb(), "values": values}
 
 
-def rff_sums_fast(rows, codes, n_groups, components, features):
-    """A candidate speed-up of ``kernels.rff_sums`` (benchmark-local, not in the library): the
-    same arithmetic with cos and sin evaluated in float32 (numpy's float32 trig is SIMD, float64
-    is not) and converted back, so the angles and every sum stay float64."""
-    from fairpca_dist.kernels import RFFSums
-
-    angle = ((rows @ components) @ features.frequencies + features.phases).astype(np.float32)
-    cos, sin = np.cos(angle).astype(np.float64), np.sin(angle).astype(np.float64)
-    member = (codes[:, None] == np.arange(n_groups)) * 1.0
-    spread = (member[:, :, None] * rows[:, None, :]).reshape(rows.shape[0], -1)
-    sines = (spread.T @ sin).reshape(n_groups, rows.shape[1], -1)
-    return RFFSums(member.T @ cos, sines, member.sum(axis=0))
-
-
-def _chunk_rff_fast(chunk, components, origin, scale, groups, features):
-    """The table pass of :func:`rff_sums_fast` (as ``passes._chunk_rff_sums``, but each slab in
-    sub-blocks of ``FAST_BLOCK`` rows)."""
-    from fairpca_dist.kernels import RFFSums
-    from fairpca_dist.passes import _fitted_codes
-
-    codes = _fitted_codes(chunk, groups)
-    total = RFFSums(np.zeros((len(groups), features.n_features)),
-                    np.zeros((len(groups), scale.shape[0], features.n_features)), np.zeros(len(groups)))
-    for start, stop in chunk.slabs(32 * 2**20):
-        z = chunk.rows(start, stop) / scale - origin
-        for begin in range(0, z.shape[0], FAST_BLOCK):  # (FAST_BLOCK x D) temporaries, not (slab x D)
-            end = begin + FAST_BLOCK
-            total = total + rff_sums_fast(z[begin:end], codes[start + begin : start + min(end, z.shape[0])],
-                                          len(groups), components, features)
-    return total
-
-
 def case_rff_profile(case: dict) -> dict:
-    """Each step of kernels.rff_sums on one slab (the passes' 32 MB of float64 rows), and variants."""
+    """kernels.rff_sums on one slab (the passes' 32 MB of float64 rows) in double and single
+    precision, each of its steps on the whole slab, and variants."""
     from fairpca_dist.kernels import rff_sums
 
     p, d = case.get("p", 20), 2
@@ -351,7 +325,7 @@ def case_rff_profile(case: dict) -> dict:
     k = 2
     rng = np.random.default_rng(0)
     v = random_orthonormal(rng, p, d)
-    out: dict = {"rows": n, "features": p, "d": d, "by_D": {}}
+    out: dict = {"rows": n, "features": p, "d": d, "by_D": {}, "accuracy_of": "precision='single' vs double"}
 
     def best(function):
         times = []
@@ -363,8 +337,10 @@ def case_rff_profile(case: dict) -> dict:
 
     for D in case["Ds"]:
         f = RandomFeatures.draw(d, D, 3.0, rng)
+        single = RandomFeatures(f.frequencies, f.phases, "single")
         steps = {}
-        _, steps["library rff_sums (whole slab)"] = best(lambda: rff_sums(z, codes, k, v, f))
+        sums_double, steps[f"library rff_sums (in {RFF_BLOCK_ROWS}-row blocks)"] = best(lambda: rff_sums(z, codes, k, v, f))
+        sums_single, steps["library rff_sums, precision='single'"] = best(lambda: rff_sums(z, codes, k, v, single))
         angle, steps["angle = (zV)Ω + β"] = best(lambda: (z @ v) @ f.frequencies + f.phases)
         u = z @ v
         _, variants_angle = best(lambda: sum(u[:, j : j + 1] * f.frequencies[j] for j in range(d)) + f.phases)
@@ -392,22 +368,13 @@ def case_rff_profile(case: dict) -> dict:
         _, variants["z.T @ sin (p x D GEMM, one group's cost)"] = best(lambda: z.T @ sin)
         sin32, z32 = sin.astype(np.float32), z.astype(np.float32)
         _, variants["z.T @ sin in float32"] = best(lambda: z32.T @ sin32)
-        _, variants["rff_sums_fast (library with cos, sin in float32)"] = best(
-            lambda: rff_sums_fast(z, codes, k, v, f))
-        def blocked(function, rows=FAST_BLOCK):
-            return functools.reduce(lambda a, b: a + b, (function(z[i : i + rows], codes[i : i + rows], k, v, f)
-                                                         for i in range(0, n, rows)))
-
-        _, variants[f"library rff_sums on {FAST_BLOCK}-row sub-blocks"] = best(lambda: blocked(rff_sums))
-        _, variants[f"rff_sums_fast on {FAST_BLOCK}-row sub-blocks (the table variant)"] = best(
-            lambda: blocked(rff_sums_fast))
         from fairpca_dist.kernels import pairwise_rff
 
-        h_lib, g_lib = pairwise_rff(rff_sums(z, codes, k, v, f), [(0, 1)], f)
-        h_fast, g_fast = pairwise_rff(rff_sums_fast(z, codes, k, v, f), [(0, 1)], f)
-        accuracy = {"relative_error_h": float(abs(h_fast[0] - h_lib[0]) / abs(h_lib[0])),
-                    "relative_error_gradient": float(np.linalg.norm(g_fast - g_lib) / np.linalg.norm(g_lib))}
-        out["by_D"][str(D)] = {"steps": steps, "variants": variants, "fast_accuracy": accuracy}
+        h_lib, g_lib = pairwise_rff(sums_double, [(0, 1)], f)
+        h_one, g_one = pairwise_rff(sums_single, [(0, 1)], single)
+        accuracy = {"relative_error_h": float(abs(h_one[0] - h_lib[0]) / abs(h_lib[0])),
+                    "relative_error_gradient": float(np.linalg.norm(g_one - g_lib) / np.linalg.norm(g_lib))}
+        out["by_D"][str(D)] = {"steps": steps, "variants": variants, "accuracy": accuracy}
     return out
 
 
@@ -484,7 +451,8 @@ def _chunk_read(chunk, repeat: int) -> float:
     return total
 
 
-def part_table(args, result: dict) -> None:
+def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
+    """The table steps that need the Parquet table and the cluster: passes and fit."""
     from distributed import Client, LocalCluster
 
     from disk import require_free_disk
@@ -494,8 +462,6 @@ def part_table(args, result: dict) -> None:
     from fairpca_dist.passes import run_graph, table_passes
 
     n, p = args.rows, args.features
-    out = result.setdefault("table", {})
-    steps = args.table_steps.split(",")
     timed_passes = "passes" in steps
     if timed_passes:
         out.update(rows=n, features=p, rows_per_file=args.rows_per_file, load_start=load())
@@ -518,12 +484,6 @@ def part_table(args, result: dict) -> None:
             times, read_times, moments = [], [], None
             out["load_before_moments"] = load()
             passes = None
-            for D, seconds in (args.table_pass_from_log or {}).items():  # a library pass timed by a killed run
-                out["rff_pass"].setdefault(D, {}).update(
-                    seconds={"n": 1, "median": seconds, "min": seconds, "max": seconds, "sum": seconds},
-                    ratio=seconds / out["moments_pass_seconds"]["median"],
-                    meets_target=seconds / out["moments_pass_seconds"]["median"] <= TARGET_RATIO,
-                    load_before=float("nan"), load_after=float("nan"), from_log=True)
             if not timed_passes:  # a later run (--table-steps fit,...): the moments once, for the fit
                 moments = compute_moments(str(folder), sensitive_feature="group", features=features, client=client)
                 passes = table_passes(str(folder), moments, sensitive_feature="group", client=client)
@@ -550,117 +510,114 @@ def part_table(args, result: dict) -> None:
             v = random_orthonormal(rng, p, 2)
             sigma = 3.0  # the pass's cost does not depend on σ
             for D in args.rff_d if timed_passes else []:
-                f = RandomFeatures.draw(2, D, sigma, rng)
-                times, before = [], load()
-                repeats = args.repeats if D < 1000 else args.big_d_repeats
-                for i in range(repeats):
-                    v = random_orthonormal(rng, p, 2)  # a new V each time: identical graph keys may be served from
-                    t0 = time.perf_counter()         # the cluster's memory (seen: 0.02 s for a repeated pass)
-                    passes.rff_sums(v, moments.global_mean, f)
-                    times.append(time.perf_counter() - t0)
-                s = stats(times)
-                out["rff_pass"][str(D)] = {"seconds": s, "ratio": s["median"] / base, "meets_target": s["median"] / base <= TARGET_RATIO,
-                                           "load_before": before, "load_after": load()}
-                print(f"rff_sums D={D}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
-                times = []
-                for i in range(repeats):
-                    v = random_orthonormal(rng, p, 2)
-                    t0 = time.perf_counter()
-                    fast = run_graph(passes.table.map_chunks(_chunk_rff_fast, v, moments.global_mean, passes.scale,
-                                                             passes.groups, f), client=client)
-                    times.append(time.perf_counter() - t0)
-                fast = functools.reduce(lambda x, y: x + y, fast)
-                exact_sums = passes.rff_sums(v, moments.global_mean, f)
-                h_lib, g_lib = pairwise_rff(exact_sums, [(0, 1)], f)
-                h_fast, g_fast = pairwise_rff(fast, [(0, 1)], f)
-                s = stats(times)
-                out["rff_pass"][str(D)]["fast"] = {
-                    "seconds": s, "ratio": s["median"] / base, "meets_target": s["median"] / base <= TARGET_RATIO,
-                    "relative_error_h": float(abs(h_fast[0] - h_lib[0]) / abs(h_lib[0])),
-                    "relative_error_gradient": float(np.linalg.norm(g_fast - g_lib) / np.linalg.norm(g_lib))}
-                print(f"  fast variant D={D}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
-                write(result, args)
-            for D in args.rff_d if (not timed_passes and "fast" in steps) else []:
-                # the benchmark-local variant alone (its accuracy is checked on a slab in the profile)
-                f = RandomFeatures.draw(2, D, sigma, rng)
-                times = []
+                # double and single precision interleaved, both at the same V (a new random V every
+                # repeat: identical graph keys may be served from the cluster's memory, seen: 0.02 s)
+                double = RandomFeatures.draw(2, D, sigma, rng)
+                both = {"double": double, "single": RandomFeatures(double.frequencies, double.phases, "single")}
+                times = {precision: [] for precision in PRECISIONS}
+                errors_h, errors_g, before = [], [], load()
                 for i in range(args.repeats if D < 1000 else args.big_d_repeats):
                     v = random_orthonormal(rng, p, 2)
-                    t0 = time.perf_counter()
-                    run_graph(passes.table.map_chunks(_chunk_rff_fast, v, moments.global_mean, passes.scale,
-                                                      passes.groups, f), client=client)
-                    times.append(time.perf_counter() - t0)
-                s = stats(times)
-                out["rff_pass"].setdefault(str(D), {})["fast"] = {
-                    "seconds": s, "ratio": s["median"] / base, "meets_target": s["median"] / base <= TARGET_RATIO,
-                    "relative_error_h": float("nan"), "relative_error_gradient": float("nan"), "later_run": True}
-                print(f"  fast variant D={D}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
+                    sums = {}
+                    for precision in PRECISIONS:
+                        t0 = time.perf_counter()
+                        sums[precision] = passes.rff_sums(v, moments.global_mean, both[precision])
+                        times[precision].append(time.perf_counter() - t0)
+                    (h_d, g_d), (h_s, g_s) = (pairwise_rff(sums[q], [(0, 1)], both[q]) for q in PRECISIONS)
+                    errors_h.append(float(abs(h_s[0] - h_d[0]) / abs(h_d[0])))
+                    errors_g.append(float(np.linalg.norm(g_s - g_d) / np.linalg.norm(g_d)))
+                row = out["rff_pass"][str(D)] = {"load_before": before, "load_after": load(),
+                                                 "single_relative_error_h": max(errors_h),
+                                                 "single_relative_error_gradient": max(errors_g)}
+                for precision in PRECISIONS:
+                    s = stats(times[precision])
+                    row[precision] = {"seconds": s, "ratio": s["median"] / base,
+                                      "meets_target": s["median"] / base <= TARGET_RATIO}
+                    print(f"rff_sums D={D} {precision}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
                 write(result, args)
-            # one full fit
-            D = args.table_fit_d
-            per_eval = out["rff_pass"].get(str(D), {}).get("seconds", {}).get("median", 10.0)
-            if args.table_max_iter == 0:  # auto: about --table-fit-budget seconds of evaluations
-                evaluations = args.table_fit_budget / per_eval
-                args.table_max_iter = max(1, int(evaluations / (1.25 * args.table_max_inner)) - 2)
-            log = {"projected": [], "backprojected": [], "rff_sums": [], "evaluation": []}
-            timed = TimedPasses(passes, log, deadline=time.perf_counter() + args.table_fit_deadline)
-            fit = {"D": D, "max_iter": args.table_max_iter, "max_inner": args.table_max_inner, "load_before": load()}
-            print(f"table mmd fit rff D={D} max_iter={args.table_max_iter} max_inner={args.table_max_inner} ...",
-                  flush=True)
-            t0 = time.perf_counter()
-            model = None
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    model = fit_projection(moments, 2, method="mmd", standardize=False, passes=timed, tau=TAU,
-                                           estimator="rff", n_random_features=D, max_iter=args.table_max_iter,
-                                           max_inner=args.table_max_inner, random_state=0)
-                except Deadline:
-                    pass
-            fit.update(seconds=time.perf_counter() - t0, load_after=load(), evaluation=stats(log["evaluation"]),
-                       seconds_in_evaluations=float(np.sum(log["evaluation"])),
-                       warnings=sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught}))
-            fit["driver_seconds"] = fit["seconds"] - fit["seconds_in_evaluations"]
-            fit["ratio_eval_to_moments"] = fit["evaluation"]["median"] / base
-            if model is None:
-                fit.update(status="aborted_at_deadline", n_evaluations=len(log["evaluation"]))
-            else:
-                cert = model.certificate
-                components = np.asarray(model.components, dtype=np.float64)
-                if components.shape[0] != p:
-                    components = components.T
-                fit.update(status=str(model.status), n_evaluations=int(cert["n_evaluations"]), n_iter=int(model.n_iter),
-                           explained_variance=float(cert["explained_variance"]), mmd2_rff=float(cert["mmd2"]),
-                           sigma=float(cert["sigma"]), null_bias_floor=float(cert["null_bias_floor"]),
-                           inner_steps=[int(i) for i in model.options["log"]["inner"]],
-                           mmd2_per_outer=[float(x) for x in model.options["log"]["mmd2"]],
-                           components=components.tolist())
-                t0 = time.perf_counter()
-                sample = passes.sample(args.check_rows, 1)
-                smom = GroupMoments.from_codes(sample.x, sample.codes, moments.groups, feature_names=features)
-                # the metric takes the full table's origin: the kernel is translation invariant
-                fit["mmd2_exact_on_sample"] = float(mmd2_rbf(smom, sample, components, cert["sigma"])[0, 1])
-                fit["mmd2_exact_pca_on_sample"] = float(mmd2_rbf(
-                    smom, sample, top_eigenvectors(moments.total_covariance(), 2)[1], cert["sigma"])[0, 1])
-                fit["check_seconds"] = time.perf_counter() - t0
-            out["fit"] = fit
+            if "fit" in steps:
+                fit_on_table(args, result, out, passes, moments, base)
             try:
                 out["worker_peak_rss_mb"] = {str(k): v for k, v in client.run(peak_rss_mb).items()}
             except Exception as error:  # noqa: BLE001
                 out["worker_peak_rss_mb"] = repr(error)
-            print(f"  {fit['seconds']:.0f} s, {fit['n_evaluations']} evaluations, {fit['status']}, "
-                  f"eval {fmt(fit['evaluation'])} s", flush=True)
             write(result, args)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
     out["load_end"] = load()
-    out["profile"] = run_case({"kind": "rff_profile", "p": p, "Ds": args.profile_d or args.rff_d}, timeout=args.case_timeout)
-    write(result, args)
-    components = out.get("fit", {}).get("components")
-    out["rff_error"] = run_case({"kind": "rff_error", "data": "synthetic", "n": args.error_rows, "p": p, "d": 2,
-                                 "Ds": args.error_d, "seeds": args.error_seeds, "components": components,
-                                 "sigma": out.get("fit", {}).get("sigma")}, timeout=args.case_timeout)
+
+
+def part_table(args, result: dict) -> None:
+    p = args.features
+    out = result.setdefault("table", {})
+    steps = args.table_steps.split(",")
+    if "passes" in steps or "fit" in steps:
+        table_on_cluster(args, result, out, steps)
+    if "profile" in steps:
+        out["profile"] = run_case({"kind": "rff_profile", "p": p, "Ds": args.profile_d or args.rff_d}, timeout=args.case_timeout)
+        write(result, args)
+    if "error" in steps:
+        components = out.get("fit", {}).get("components")
+        out["rff_error"] = run_case({"kind": "rff_error", "data": "synthetic", "n": args.error_rows, "p": p, "d": 2,
+                                     "Ds": args.error_d, "seeds": args.error_seeds, "components": components,
+                                     "sigma": out.get("fit", {}).get("sigma")}, timeout=args.case_timeout)
+        write(result, args)
+
+
+def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) -> None:
+    """One full ``mmd`` fit with ``estimator="rff"`` (default double precision) on the table,
+    capped, and the exact MMD² of its solution on a stratified sample."""
+    p, features = args.features, [f"f{j}" for j in range(args.features)]
+    D = args.table_fit_d
+    per_eval = out.get("rff_pass", {}).get(str(D), {}).get("double", {}).get("seconds", {}).get("median", 10.0)
+    if args.table_max_iter == 0:  # auto: about --table-fit-budget seconds of evaluations
+        evaluations = args.table_fit_budget / per_eval
+        args.table_max_iter = max(1, int(evaluations / (1.25 * args.table_max_inner)) - 2)
+    log = {"projected": [], "backprojected": [], "rff_sums": [], "evaluation": []}
+    timed = TimedPasses(passes, log, deadline=time.perf_counter() + args.table_fit_deadline)
+    fit = {"D": D, "max_iter": args.table_max_iter, "max_inner": args.table_max_inner, "load_before": load()}
+    print(f"table mmd fit rff D={D} max_iter={args.table_max_iter} max_inner={args.table_max_inner} ...",
+          flush=True)
+    t0 = time.perf_counter()
+    model = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = fit_projection(moments, 2, method="mmd", standardize=False, passes=timed, tau=TAU,
+                                   estimator="rff", n_random_features=D, max_iter=args.table_max_iter,
+                                   max_inner=args.table_max_inner, random_state=0)
+        except Deadline:
+            pass
+    fit.update(seconds=time.perf_counter() - t0, load_after=load(), evaluation=stats(log["evaluation"]),
+               seconds_in_evaluations=float(np.sum(log["evaluation"])),
+               warnings=sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught}))
+    fit["driver_seconds"] = fit["seconds"] - fit["seconds_in_evaluations"]
+    fit["ratio_eval_to_moments"] = fit["evaluation"]["median"] / base
+    if model is None:
+        fit.update(status="aborted_at_deadline", n_evaluations=len(log["evaluation"]))
+    else:
+        cert = model.certificate
+        components = np.asarray(model.components, dtype=np.float64)
+        if components.shape[0] != p:
+            components = components.T
+        fit.update(status=str(model.status), n_evaluations=int(cert["n_evaluations"]), n_iter=int(model.n_iter),
+                   explained_variance=float(cert["explained_variance"]), mmd2_rff=float(cert["mmd2"]),
+                   sigma=float(cert["sigma"]), null_bias_floor=float(cert["null_bias_floor"]),
+                   inner_steps=[int(i) for i in model.options["log"]["inner"]],
+                   mmd2_per_outer=[float(x) for x in model.options["log"]["mmd2"]],
+                   components=components.tolist())
+        t0 = time.perf_counter()
+        sample = passes.sample(args.check_rows, 1)
+        smom = GroupMoments.from_codes(sample.x, sample.codes, moments.groups, feature_names=features)
+        # the metric takes the full table's origin: the kernel is translation invariant
+        fit["mmd2_exact_on_sample"] = float(mmd2_rbf(smom, sample, components, cert["sigma"])[0, 1])
+        fit["mmd2_exact_pca_on_sample"] = float(mmd2_rbf(
+            smom, sample, top_eigenvectors(moments.total_covariance(), 2)[1], cert["sigma"])[0, 1])
+        fit["check_seconds"] = time.perf_counter() - t0
+    out["fit"] = fit
+    print(f"  {fit['seconds']:.0f} s, {fit['n_evaluations']} evaluations, {fit['status']}, "
+          f"eval {fmt(fit['evaluation'])} s", flush=True)
     write(result, args)
 
 
@@ -700,7 +657,7 @@ def part_exact(args, result: dict) -> None:
 
 def part_blocks(args, result: dict) -> None:
     """The exact evaluation's kernel-block size (the solver's ``block_rows`` option, default
-    2048): N = ``--blocks-n`` synthetic rows, p = 20, d = 2 and 10."""
+    ``kernels.DEFAULT_BLOCK_ROWS``): N = ``--blocks-n`` synthetic rows, p = 20, d = 2 and 10."""
     out = result.setdefault("blocks", {"evals": []})
     for d in (2, 10):
         for b in args.block_sizes:
@@ -785,23 +742,22 @@ def _table_md(t: dict | None) -> list[str]:
              f"| read only (slabs → float64, summed) | {fmt(t['read_pass_seconds'])} | "
              f"{t['rows'] / t['read_pass_seconds']['median'] / 1e6:.2f} | {t['read_ratio']:.2f} | | |"]
     for D, r in t.get("rff_pass", {}).items():
-        if "seconds" not in r:
-            continue
-        lines.append(f"| `rff_sums` D={D}, d=2 | {fmt(r['seconds'])} | {t['rows'] / r['seconds']['median'] / 1e6:.2f} | "
-                     f"{r['ratio']:.2f} | {'yes' if r['meets_target'] else 'no'} | {r['load_before']:.2f}→{r['load_after']:.2f} |")
-    for D, r in t.get("rff_pass", {}).items():
-        if "fast" in r:
-            q = r["fast"]
-            lines.append(f"| benchmark-local `rff_sums_fast` D={D} (float32 trig; rel. error h {q['relative_error_h']:.1e}, "
-                         f"gradient {q['relative_error_gradient']:.1e}) | {fmt(q['seconds'])} | "
+        for precision in PRECISIONS:
+            q = r[precision]
+            lines.append(f"| `TablePasses.rff_sums` D={D}, d=2, precision={precision!r} | {fmt(q['seconds'])} | "
                          f"{t['rows'] / q['seconds']['median'] / 1e6:.2f} | {q['ratio']:.2f} | "
-                         f"{'yes' if q['meets_target'] else 'no'} | |")
+                         f"{'yes' if q['meets_target'] else 'no'} | {r['load_before']:.2f}→{r['load_after']:.2f} |")
+    met = [(int(D), q) for D, r in t.get("rff_pass", {}).items() for q in PRECISIONS if r[q]["meets_target"]]
+    lines += ["", "Meets ≤ 2x: " + (", ".join(f"D={D} {q}" for D, q in met) + f"; largest D: {max(D for D, _ in met)}"
+                                    if met else "none") + ". Single vs double at the same V (every repeat, largest): "
+              "relative error of h / of its gradient " + ", ".join(
+                  f"D={D} {r['single_relative_error_h']:.1e} / {r['single_relative_error_gradient']:.1e}"
+                  for D, r in t.get("rff_pass", {}).items()) + ".",
+              "", f"Workers: memory_limit {t.get('worker_memory_limit')} each; peak RSS per worker (MB): "
+                  f"{t.get('worker_peak_rss_mb')}."]
     f = t.get("fit")
     if f:
-        lines += ["", f"Workers: memory_limit {t.get('worker_memory_limit')} each (a library `rff_sums` pass at D = 1000 "
-                      "holds three (slab rows x D) float64 arrays, ~1.7 GB each for 32 MB slabs of p = 20); peak RSS "
-                      f"per worker (MB): {t.get('worker_peak_rss_mb')}."]
-        lines += ["", f"**Full fit on the table** (rff D={f['D']}, d=2, τ={TAU:g}, max_iter {f['max_iter']}, max_inner "
+        lines += ["", f"**Full fit on the table**{EARLIER if f.get('earlier_run') else ''} (rff D={f['D']}, d=2, τ={TAU:g}, max_iter {f['max_iter']}, max_inner "
                       f"{f['max_inner']}): {f['seconds']:.0f} s, {f['n_evaluations']} evaluations, {fmt(f['evaluation'])} s "
                       f"per evaluation ({f['ratio_eval_to_moments']:.2f} x the moments pass), driver "
                       f"{f['driver_seconds']:.0f} s (σ sample, start, L-BFGS), status {f['status']}, explained variance "
@@ -814,7 +770,7 @@ def _table_md(t: dict | None) -> list[str]:
                       + (f" Warnings: {'; '.join(f['warnings'])}" if f.get("warnings") else "")]
     prof = t.get("profile")
     if prof and "by_D" in prof:
-        lines += ["", f"**Where an rff evaluation goes** (one slab of {prof['rows']:,} rows x {prof['features']}, 1 thread, "
+        lines += ["", f"**Where an rff evaluation goes**{EARLIER if prof.get('earlier_run') else ''} (one slab of {prof['rows']:,} rows x {prof['features']}, 1 thread, "
                       "best of 3, 1 run at D ≥ 1000; the pass runs this on every slab):", "",
                   "| step | " + " | ".join(f"D={D} s" for D in prof["by_D"]) + " |",
                   "|---|" + "---|" * len(prof["by_D"])]
@@ -824,12 +780,12 @@ def _table_md(t: dict | None) -> list[str]:
         for key in first["variants"]:
             lines.append(f"| variant: {key} | " + " | ".join(f"{v['variants'][key]:.3f}" if key in v["variants"] else "–"
                                                             for v in prof["by_D"].values()) + " |")
-        lines.append("| rff_sums_fast vs library: relative error of h / of the gradient | " + " | ".join(
-            f"{v['fast_accuracy']['relative_error_h']:.1e} / {v['fast_accuracy']['relative_error_gradient']:.1e}"
+        lines.append(f"| {prof['accuracy_of']}: relative error of h / of the gradient | " + " | ".join(
+            f"{v['accuracy']['relative_error_h']:.1e} / {v['accuracy']['relative_error_gradient']:.1e}"
             for v in prof["by_D"].values()) + " |")
     err = t.get("rff_error")
     if err and "errors" in err:
-        lines += ["", f"**RFF error vs D** ({err['rows']:,} in-memory rows of the same generator, σ {err['sigma']:.4g}; "
+        lines += ["", f"**RFF error vs D**{EARLIER if err.get('earlier_run') else ''} ({err['rows']:,} in-memory rows of the same generator, σ {err['sigma']:.4g}; "
                       f"{err['case']['seeds']} feature seeds per D): RMS error of the rff MMD² against exact.", "",
                   "| projection | exact MMD² | D | rff mean ± sd | RMS error | RMS rel. error | s per estimate |",
                   "|---|---|---|---|---|---|---|"]
@@ -842,7 +798,7 @@ def _table_md(t: dict | None) -> list[str]:
 def _blocks_md(b: dict | None) -> list[str]:
     if not b or not b.get("evals"):
         return []
-    lines = ["## 4. Kernel-block size of the exact evaluation (`block_rows`, default 2048)", "",
+    lines = [f"## 4. Kernel-block size of the exact evaluation (`block_rows`, default {DEFAULT_BLOCK_ROWS})", "",
              "| N | d | block_rows | s per evaluation | blocks | peak MB | load |", "|---|---|---|---|---|---|---|"]
     for r in b["evals"]:
         c = r["case"]
@@ -909,10 +865,9 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--rows-per-file", type=int, default=500_000)
     parser.add_argument("--table-fit-d", type=int, default=100)
-    parser.add_argument("--table-steps", default="passes,fit",
-                        help="'fit' alone: skip the timed passes, keep those of --combine'd results, fit (+ profile, error)")
-    parser.add_argument("--table-pass-from-log", type=json.loads, default=None,
-                        help='{"D": seconds}: library rff passes timed by an earlier run that was stopped before saving')
+    parser.add_argument("--table-steps", default="passes,fit,profile,error",
+                        help="any of passes (timed passes), fit, profile, error; the steps not run keep the "
+                             "results of an earlier run (--merge / --combine), marked as such")
     parser.add_argument("--profile-d", type=ints, default=[], help="D of the slab profile (default --rff-d)")
     parser.add_argument("--big-d-repeats", type=int, default=1, help="timed table passes at D >= 1000")
     parser.add_argument("--worker-memory", default="8GB", help="LocalCluster memory_limit per worker")
@@ -973,8 +928,15 @@ def main() -> None:
         if part in parts:
             print(f"== part {part}", flush=True)
             t0 = time.perf_counter()
-            if not (part == "table" and "passes" not in args.table_steps.split(",")):
-                result.pop(part, None)
+            earlier = result.pop(part, None) or {}
+            if part == "table":  # the table steps not run keep an earlier run's results, marked
+                steps = args.table_steps.split(",")
+                if "passes" not in steps:
+                    result["table"] = earlier
+                else:
+                    result["table"] = {key: {**earlier[key], "earlier_run": True} for key, step in
+                                       (("fit", "fit"), ("profile", "profile"), ("rff_error", "error"))
+                                       if step not in steps and isinstance(earlier.get(key), dict)}
             try:
                 {"adult": part_adult, "table": part_table, "exact": part_exact, "blocks": part_blocks}[part](args, result)
             except Exception as error:  # keep the other parts' results
