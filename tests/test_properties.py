@@ -1,0 +1,112 @@
+"""Property tests (hypothesis): the moments merge, the solvers' invariants, model round trips.
+
+Invariants every moment-based solver must keep (issue 16), checked on the group losses, which
+do not depend on the basis a solver returns:
+
+* feature rotation x → xQ (Q orthogonal): the losses are unchanged and the components rotate;
+* row duplication: the moments, and so every fit, are unchanged;
+* group relabelling (new names, same order): the losses are unchanged;
+* feature permutation: the losses are unchanged and the components' rows permute.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fairpca_dist import GroupMoments, fit_projection, load_model, metrics, save_model
+from fairpca_dist.exceptions import ConvergenceWarning
+
+# fast, deterministic moment-based methods with a unique answer on generic data
+METHODS = ["pca", "fair-eig", "samadi-mw", "mm", "kleindessner", "jevd-orthogonal"]
+PROPERTY = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@st.composite
+def grouped_rows(draw, min_rows: int = 12, max_rows: int = 60):
+    """Rows of two groups with different means and covariances, p in 3..5."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    n = draw(st.integers(min_rows, max_rows))
+    p = draw(st.integers(3, 5))
+    rng = np.random.default_rng(seed)
+    labels = np.array(["a"] * (n // 2) + ["b"] * (n - n // 2))
+    x = rng.normal(size=(n, p)) @ rng.normal(size=(p, p))
+    x[labels == "b"] = x[labels == "b"] @ rng.normal(size=(p, p)) + rng.normal(scale=2.0, size=p)
+    return x, labels, rng
+
+
+def losses(x: np.ndarray, labels: np.ndarray, method: str) -> np.ndarray:
+    moments = GroupMoments.from_arrays(x, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = fit_projection(moments, 2, method=method, random_state=0)
+    return metrics.group_losses(moments, model.components, n_components=2), model
+
+
+@PROPERTY
+@given(grouped_rows(min_rows=2, max_rows=80), st.data())
+def test_merging_moments_of_any_split_equals_the_whole(sample, data):
+    x, labels, _ = sample
+    cuts = sorted(data.draw(st.lists(st.integers(1, len(x) - 1), max_size=4, unique=True)))
+    parts = [GroupMoments.from_arrays(x[a:b], labels[a:b]) for a, b in zip([0, *cuts], [*cuts, len(x)])
+             if set(labels[a:b]) == {"a", "b"}]
+    if not parts:
+        return
+    covered = sum(part.n_samples for part in parts)
+    rows = np.concatenate([np.arange(a, b) for a, b in zip([0, *cuts], [*cuts, len(x)])
+                           if set(labels[a:b]) == {"a", "b"}])
+    whole = GroupMoments.from_arrays(x[rows], labels[rows])
+    merged = parts[0]
+    for part in reversed(parts[1:]):  # any order
+        merged = merged + part
+    assert merged.n_samples == covered == whole.n_samples
+    np.testing.assert_allclose(merged.mean, whole.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(merged.scatter, whole.scatter, rtol=1e-9, atol=1e-9 * np.abs(whole.scatter).max())
+
+
+@pytest.mark.parametrize("method", METHODS)
+@PROPERTY
+@given(sample=grouped_rows())
+def test_feature_rotation_rotates_the_components_and_keeps_the_losses(method, sample):
+    x, labels, rng = sample
+    q, _ = np.linalg.qr(rng.normal(size=(x.shape[1], x.shape[1])))
+    before, model = losses(x, labels, method)
+    after, rotated = losses(x @ q, labels, method)
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-6 * max(1.0, before.max()))
+    if method in ("pca", "kleindessner"):  # closed forms: the subspace itself is unique
+        projector = model.components @ model.components.T
+        np.testing.assert_allclose(q.T @ projector @ q, rotated.components @ rotated.components.T, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@PROPERTY
+@given(sample=grouped_rows())
+def test_duplicated_rows_relabelled_groups_and_permuted_features_keep_the_losses(method, sample):
+    x, labels, rng = sample
+    before, _ = losses(x, labels, method)
+    twice, _ = losses(np.vstack([x, x]), np.concatenate([labels, labels]), method)
+    renamed, _ = losses(x, np.where(labels == "a", "group 1", "group 2"), method)
+    order = rng.permutation(x.shape[1])
+    permuted, _ = losses(x[:, order], labels, method)
+    for other in (twice, renamed, permuted):
+        np.testing.assert_allclose(other, before, rtol=1e-5, atol=1e-6 * max(1.0, before.max()))
+
+
+@PROPERTY
+@given(sample=grouped_rows(), method=st.sampled_from(METHODS), standardize=st.booleans())
+def test_a_saved_model_loads_back_and_projects_the_same(tmp_path_factory, sample, method, standardize):
+    x, labels, _ = sample
+    moments = GroupMoments.from_arrays(x, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = fit_projection(moments, 2, method=method, standardize=standardize, random_state=0)
+    folder = save_model(model, tmp_path_factory.mktemp("model"))
+    loaded = load_model(folder)
+    np.testing.assert_array_equal(loaded.components, model.components)
+    np.testing.assert_array_equal(loaded.transform(x), model.transform(x))
+    assert (loaded.method, loaded.status, loaded.group_labels, loaded.feature_names) == (
+        model.method, model.status, model.group_labels, model.feature_names)
