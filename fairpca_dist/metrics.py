@@ -86,12 +86,7 @@ def best_rank_variance(covariance: np.ndarray, n_components: int) -> np.ndarray:
     # imported here: fairpca_dist.solvers imports this module
     from fairpca_dist.solvers.stiefel import top_eigenvectors
 
-    covariance = np.asarray(covariance, dtype=np.float64)
-    p = covariance.shape[-1]
-    if not 0 < n_components < p:  # none or all of the spectrum: no partial solver to gain from
-        eigenvalues = np.linalg.eigvalsh(covariance)  # ascending
-        return eigenvalues[:, p - min(max(n_components, 0), p) :].sum(axis=1)
-    return np.array([top_eigenvectors(matrix, n_components)[0].sum() for matrix in covariance])
+    return np.array([top_eigenvectors(matrix, n_components)[0].sum() for matrix in np.asarray(covariance)])
 
 
 def losses_from_covariance(covariance: np.ndarray, best: np.ndarray, components: np.ndarray) -> np.ndarray:

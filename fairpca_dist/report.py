@@ -432,11 +432,13 @@ def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: D
         source = "median heuristic at the PCA projection (at most 2000 rows per group)"
     estimator = choice if choice != "auto" else "exact" if working.n_samples <= RBF_EXACT_MAX_ROWS else "rff"
     result: dict[str, Any] = {"estimator": estimator, "sigma": sigma, "sigma_source": source}
-    if estimator == "rff":
+    components = [projection.components for projection in models.values()]
+    if estimator == "rff":  # both arms from one pass over the rows
         result["n_random_features"] = _RBF_FEATURES
-    for arm, projection in models.items():
-        result[arm] = metrics.mmd2_rbf(working, rows, projection.components, sigma, estimator=estimator,
-                                       n_random_features=_RBF_FEATURES)
+        matrices = metrics.mmd2_rbf_many(working, rows, components, sigma, n_random_features=_RBF_FEATURES)
+    else:
+        matrices = [metrics.mmd2_rbf(working, rows, v, sigma, estimator="exact") for v in components]
+    result.update(zip(models, matrices))
     return result
 
 

@@ -348,7 +348,9 @@ def test_rbf_mmd_of_both_arms_over_every_row(synthetic, tmp_path, monkeypatch):
     assert "## RBF-kernel MMD² between the projected groups" in markdown and "every pair of rows" in markdown
 
     monkeypatch.setattr(report_module, "RBF_EXACT_MAX_ROWS", 100)
+    before = passes.n_passes
     estimated = build_report(moments, model, max_components=2, passes=passes)["rbf_mmd"]
+    assert passes.n_passes - before == 2  # σ's sample (one request in memory), then both arms' sums in one
     assert estimated["estimator"] == "rff" and estimated["n_random_features"] == 1000
     assert estimated["fair"][0][1] == pytest.approx(rbf["fair"][0][1], rel=0.2, abs=2e-3)
     assert build_report(moments, model, max_components=2, passes=passes, rbf_mmd="none")["rbf_mmd"] == {
