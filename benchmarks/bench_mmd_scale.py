@@ -32,7 +32,7 @@ work shares the VM's 2 cores.
    interleaved at the same V (a new random V every run; the relative error of single's h and
    gradient against double's is recorded): ratio median evaluation / median moments pass against
    the target ≤ 2. Then (step ``fit``) one full ``mmd`` fit with ``estimator="rff"`` (D =
-   ``--table-fit-d``, double), capped by ``--table-max-iter`` / ``--table-max-inner``, and the
+   ``--table-fit-d``, the default single precision), capped by ``--table-max-iter`` / ``--table-max-inner``, and the
    exact MMD² of its solution on a stratified 20k-per-group sample. In a subprocess: (step
    ``profile``) where an rff evaluation spends its time (``kernels.rff_sums`` in both precisions
    and each of its steps on one 32 MB slab of p = 20 rows, plus cheaper variants), and (step
@@ -82,7 +82,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairpca_dist import fit_projection  # noqa: E402
 from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RFF_BLOCK_ROWS, RandomFeatures, median_bandwidth  # noqa: E402
+from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, rff_block_rows  # noqa: E402
 from fairpca_dist.metrics import mmd2_rbf  # noqa: E402
 from fairpca_dist.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  # noqa: E402
@@ -339,35 +339,28 @@ def case_rff_profile(case: dict) -> dict:
         f = RandomFeatures.draw(d, D, 3.0, rng)
         single = RandomFeatures(f.frequencies, f.phases, "single")
         steps = {}
-        sums_double, steps[f"library rff_sums (in {RFF_BLOCK_ROWS}-row blocks)"] = best(lambda: rff_sums(z, codes, k, v, f))
+        sums_double, steps[f"library rff_sums (per group, {rff_block_rows(D)}-row blocks)"] = best(
+            lambda: rff_sums(z, codes, k, v, f))
         sums_single, steps["library rff_sums, precision='single'"] = best(lambda: rff_sums(z, codes, k, v, single))
-        angle, steps["angle = (zV)Ω + β"] = best(lambda: (z @ v) @ f.frequencies + f.phases)
+        # the steps of one evaluation on the whole slab (the library runs them block by block)
         u = z @ v
-        _, variants_angle = best(lambda: sum(u[:, j : j + 1] * f.frequencies[j] for j in range(d)) + f.phases)
-        cos, steps["cos(angle)"] = best(lambda: np.cos(angle))
-        sin, steps["sin(angle)"] = best(lambda: np.sin(angle))
-        member = (codes[:, None] == np.arange(k)) * 1.0
-        _, steps["member.T @ cos (k x D)"] = best(lambda: member.T @ cos)
-        spread, steps["spread (n x k·p) build"] = best(lambda: (member[:, :, None] * z[:, None, :]).reshape(n, -1))
-        _, steps["spread.T @ sin (k·p x D GEMM)"] = best(lambda: spread.T @ sin)
-        # variants
-        variants = {"angle by broadcasting (no inner-dimension-2 GEMM)": variants_angle}
-        a32 = angle.astype(np.float32)
-        _, variants["cos+sin in float32"] = best(lambda: (np.cos(a32), np.sin(a32)))
+        angle, steps["angle = [zV, 1][Ω; β]"] = best(lambda: np.hstack([u, np.ones((n, 1))])
+                                                     @ np.vstack([f.frequencies, f.phases]))
+        cos, steps["cos(angle), float64"] = best(lambda: np.cos(angle))
+        sin, steps["sin(angle), float64"] = best(lambda: np.sin(angle))
+        turns = angle / (2 * np.pi)
+        reduced, steps["range reduction to float32 (turns − rint(turns))·2π"] = best(
+            lambda: (turns - np.rint(turns)).astype(np.float32) * np.float32(2 * np.pi))
+        _, steps["cos+sin, float32"] = best(lambda: (np.cos(reduced), np.sin(reduced)))
+        groups = [codes == g for g in range(k)]
+        _, steps["Σ_g z_gᵀ sin_g (one p × D GEMM per group)"] = best(lambda: [z[m].T @ sin[m] for m in groups])
+        _, steps["Σ_g 1ᵀ cos_g"] = best(lambda: [cos[m].sum(axis=0) for m in groups])
+        variants = {}
         if D < 1000:
-            _, variants["exp(1j·angle) (cos and sin at once)"] = best(lambda: np.exp(1j * angle))
-        z1 = z[codes == 1]
-        mask = codes == 1
-
-        def per_group():
-            total = z.T @ sin
-            one = z1.T @ sin[mask]
-            return total - one, one
-
-        _, variants["z.T @ sin once + smaller group's rows (no zero padding)"] = best(per_group)
-        _, variants["z.T @ sin (p x D GEMM, one group's cost)"] = best(lambda: z.T @ sin)
+            _, variants["exp(1j·angle) (cos and sin at once, float64)"] = best(lambda: np.exp(1j * angle))
         sin32, z32 = sin.astype(np.float32), z.astype(np.float32)
-        _, variants["z.T @ sin in float32"] = best(lambda: z32.T @ sin32)
+        _, variants["z.T @ sin in float32 (one GEMM)"] = best(lambda: z32.T @ sin32)
+        _, variants["z.T @ sin in float64 (one GEMM)"] = best(lambda: z.T @ sin)
         from fairpca_dist.kernels import pairwise_rff
 
         h_lib, g_lib = pairwise_rff(sums_double, [(0, 1)], f)
@@ -566,11 +559,11 @@ def part_table(args, result: dict) -> None:
 
 
 def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) -> None:
-    """One full ``mmd`` fit with ``estimator="rff"`` (default double precision) on the table,
+    """One full ``mmd`` fit with ``estimator="rff"`` (the default precision, single) on the table,
     capped, and the exact MMD² of its solution on a stratified sample."""
     p, features = args.features, [f"f{j}" for j in range(args.features)]
     D = args.table_fit_d
-    per_eval = out.get("rff_pass", {}).get(str(D), {}).get("double", {}).get("seconds", {}).get("median", 10.0)
+    per_eval = out.get("rff_pass", {}).get(str(D), {}).get("single", {}).get("seconds", {}).get("median", 10.0)
     if args.table_max_iter == 0:  # auto: about --table-fit-budget seconds of evaluations
         evaluations = args.table_fit_budget / per_eval
         args.table_max_iter = max(1, int(evaluations / (1.25 * args.table_max_inner)) - 2)

@@ -465,7 +465,7 @@ def _with_rbf_mmd(candidates: list[Candidate], total: GroupMoments, passes: Tabl
     before = passes.n_passes
     matrices = metrics.mmd2_rbf_many(total.rescaled(scale), passes.rescaled(scale),
                                      [c.model.components for c in fitted], sigma,
-                                     n_random_features=n_random_features, random_state=seed, precision="single")
+                                     n_random_features=n_random_features, random_state=seed)
     used["random-feature sums"] += passes.n_passes - before
     values = {id(c): float(np.max(m)) for c, m in zip(fitted, matrices)}
     return [replace(c, rbf_mmd2=values.get(id(c))) for c in candidates]

@@ -12,7 +12,7 @@ import pytest
 
 from fairpca_dist import InputError
 from fairpca_dist.kernels import (
-    RFF_BLOCK_ROWS,
+    rff_block_rows,
     RandomFeatures,
     backprojection,
     median_bandwidth,
@@ -172,7 +172,7 @@ def test_rff_sums_are_the_literal_sums_across_row_blocks():
     """c_g = Σ_{i∈g} s_i cos(Ωᵀ Vᵀ z_i + β), A_g = Σ_{i∈g} s_i z_i sin(…)ᵀ, over more rows than
     one random-feature block (so several blocks and a partial last one are summed)."""
     rng = np.random.default_rng(21)
-    n = 2 * RFF_BLOCK_ROWS + 37
+    n = 2 * rff_block_rows(7) + 37
     z, codes, s = rng.normal(size=(n, 4)), rng.integers(0, 3, size=n), rng.random(n)
     v = random_orthonormal(rng, 4, 2)
     features = RandomFeatures.draw(2, 7, 1.3, np.random.default_rng(22))

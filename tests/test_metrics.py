@@ -223,12 +223,15 @@ def test_rbf_mmd_many_equals_one_call_per_projection_in_one_pass(data):
     for v, got in zip(projections, many):
         np.testing.assert_array_equal(got, metrics.mmd2_rbf(moments, passes, v, 1.7, estimator="rff",
                                                             n_random_features=300, random_state=11))
-        np.testing.assert_allclose(got, _literal_rff_mmd2(x, labels, weights, moments.global_mean, v, 1.7, 300, 11),
-                                   rtol=1e-8, atol=1e-12)
+        literal = _literal_rff_mmd2(x, labels, weights, moments.global_mean, v, 1.7, 300, 11)
+        np.testing.assert_allclose(got, literal, rtol=1e-6, atol=1e-12)  # float32 cos/sin by default
+        np.testing.assert_allclose(metrics.mmd2_rbf_many(moments, passes, [v], 1.7, n_random_features=300,
+                                                         random_state=11, precision="double")[0],
+                                   literal, rtol=1e-10, atol=1e-14)
         assert got.shape == (3, 3) and np.all(got[~np.eye(3, dtype=bool)] > 0)
     np.testing.assert_array_equal(metrics.mmd2_rbf_many(moments, passes, projections[2:], 1.7, n_random_features=300,
                                                         random_state=11)[0], many[2])
-    assert passes.n_passes == 5
+    assert passes.n_passes == 8
 
 
 def test_rbf_mmd_many_on_a_dask_table_is_one_pass_and_equals_numpy(data):
