@@ -12,9 +12,11 @@ from fairpca_dist.exceptions import (
     FairPCAError,
     GroupError,
     InputError,
+    OutputBusyError,
     ReadError,
     SchemaError,
     SolverError,
+    WriteError,
 )
 from fairpca_dist.model_io import load_model, save_model
 from fairpca_dist.moments import GroupMoments
@@ -55,6 +57,8 @@ __all__ = [
     "GroupError",
     "ReadError",
     "SolverError",
+    "WriteError",
+    "OutputBusyError",
     "ConvergenceWarning",
     "ModelWarning",
     "__version__",

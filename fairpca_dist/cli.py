@@ -12,7 +12,9 @@ import contextlib
 import functools
 import json
 import logging
+import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -483,12 +485,33 @@ class _Console:
                 handler.handle(record)
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM handler: leave the command as an interrupt would, through every ``finally`` and
+    ``except BaseException`` (so staging folders are removed and locks released), with the
+    conventional exit status 128 + 15."""
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """Within (in the main thread; elsewhere signals cannot be handled): SIGTERM raises
+    ``SystemExit(143)``. Prefect installs its own handler inside flow runs, to the same end."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fairpca`` console script."""
     args = _parser().parse_args(argv)
     args.console = console = _Console(args.verbose)
     try:
-        with console.warnings_as_lines():
+        with _sigterm_as_exit(), console.warnings_as_lines():
             code = int(args.handler(args))
     except FairPCAError as error:
         print(f"fairpca: error: {' '.join(str(error).splitlines())}", file=sys.stderr)  # one line

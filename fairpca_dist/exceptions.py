@@ -14,6 +14,8 @@ __all__ = [
     "GroupError",
     "ReadError",
     "SolverError",
+    "WriteError",
+    "OutputBusyError",
     "ConvergenceWarning",
     "ModelWarning",
 ]
@@ -43,6 +45,17 @@ class ReadError(InputError):
 
 class SolverError(FairPCAError, RuntimeError):
     """A solver failed on valid input (infeasible problem, non-finite objective)."""
+
+
+class WriteError(FairPCAError, OSError):
+    """An output could not be written because its disk is full or read-only. The message names
+    the output; the partial output was removed and the previous version, if any, is intact.
+    ``errno`` is the operating system's (e.g. ``ENOSPC``)."""
+
+
+class OutputBusyError(FairPCAError, RuntimeError):
+    """Another run (thread or process) is writing the same output; the message names it.
+    Nothing was written: rerun when that run has finished, or write elsewhere."""
 
 
 class ConvergenceWarning(UserWarning):

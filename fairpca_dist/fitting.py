@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fairpca_dist.atomic import atomic_file
+from fairpca_dist.atomic import atomic_file, output_lock
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
 from fairpca_dist.model_io import save_model
@@ -112,7 +112,9 @@ def fit_table(
     Column roles come from the table's ``schema.json`` (written by :func:`ingest_table`) unless
     given. Moments are cached per file in ``cache_dir`` (default ``<table_dir>/../.moments-cache``).
     Methods that read the rows at every iteration (``mm-robust``) read the table again, where
-    ``client`` says, one pass per iteration.
+    ``client`` says, one pass per iteration. ``model_dir`` is locked for the whole fit
+    (:func:`~fairpca_dist.atomic.output_lock`): a concurrent fit into it raises
+    :class:`~fairpca_dist.exceptions.OutputBusyError`.
     """
     table = Path(table_dir)
     if sensitive_feature is None or features is None:
@@ -125,23 +127,24 @@ def fit_table(
     else:
         sample_weight = None
     cache = Path(cache_dir) if cache_dir is not None else table.parent / ".moments-cache"
-    moments, fingerprint, _ = cached_table_moments(
-        table, cache, sensitive_feature=sensitive_feature, features=features,
-        sample_weight=sample_weight, client=client, progress=progress,
-    )
-    passes = None
-    if method in SOLVERS and SOLVERS[method].reads_rows(options or {}):  # mm-robust, RBF mmd: passes on the cluster
-        passes = table_passes(table_source(table), moments, sensitive_feature=sensitive_feature,
-                              sample_weight=sample_weight, client=client, progress=progress)
-    model = fit_projection(
-        moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
-        random_state=random_state, passes=passes, **(options or {}),
-    )
     folder = Path(model_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_file(folder / MOMENTS_FILE) as path:
-        moments.save(path)
-    save_model(model, folder, fingerprint=fingerprint)
+    with output_lock(folder):  # from the first pass: a second fit into the same folder fails at once
+        moments, fingerprint, _ = cached_table_moments(
+            table, cache, sensitive_feature=sensitive_feature, features=features,
+            sample_weight=sample_weight, client=client, progress=progress,
+        )
+        passes = None
+        if method in SOLVERS and SOLVERS[method].reads_rows(options or {}):  # mm-robust, RBF mmd: passes on the cluster
+            passes = table_passes(table_source(table), moments, sensitive_feature=sensitive_feature,
+                                  sample_weight=sample_weight, client=client, progress=progress)
+        model = fit_projection(
+            moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
+            random_state=random_state, passes=passes, **(options or {}),
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_file(folder / MOMENTS_FILE) as path:
+            moments.save(path)
+        save_model(model, folder, fingerprint=fingerprint)
     return model
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fairpca_dist.atomic import atomic_file
+from fairpca_dist.atomic import atomic_file, output_lock
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import label_from_json, label_to_json
 from fairpca_dist.solvers.result import FairProjection
@@ -73,10 +73,11 @@ def save_model(
         },
         "data_fingerprint": fingerprint,
     }
-    with atomic_file(folder / "model.npz") as staging, open(staging, "wb") as f:
-        np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
-    with atomic_file(folder / "model.json") as staging:
-        staging.write_text(json.dumps(record, indent=2) + "\n")
+    with output_lock(folder):  # model.npz and model.json of one model, never of two
+        with atomic_file(folder / "model.npz") as staging, open(staging, "wb") as f:
+            np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
+        with atomic_file(folder / "model.json") as staging:
+            staging.write_text(json.dumps(record, indent=2) + "\n")
     return folder
 
 

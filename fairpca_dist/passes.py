@@ -22,6 +22,8 @@ from typing import Any
 import dask
 import numpy as np
 import pandas as pd
+from dask.system import CPU_COUNT
+from dask.threaded import ContextAwareThreadPoolExecutor
 from threadpoolctl import ThreadpoolController
 
 from fairpca_dist.cells import CellMoments, HashCells, pair_codes
@@ -137,15 +139,28 @@ def _active_client() -> Any:
 def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: str = "pass") -> Any:
     """Compute a dask graph (or a list of them) where ``client`` says (see
     :func:`scheduler_context`); every pass of the library goes through here. ``progress``
-    draws a bar named ``label`` while it runs (see :mod:`fairpca_dist.progress`)."""
+    draws a bar named ``label`` while it runs (see :mod:`fairpca_dist.progress`). If the pass
+    fails or is interrupted, it returns only once no task of it runs in this process (on a
+    cluster: its remaining tasks are cancelled)."""
     with scheduler_context(client) as scheduler:
         if isinstance(scheduler, str):
-            with threaded_progress(label) if progress else contextlib.nullcontext():
-                return dask.compute(graph, scheduler=scheduler)[0]
+            # A pool of this pass's own, so that when the pass is interrupted (an error, SIGTERM)
+            # no task still runs when the caller cleans up (e.g. removes a staging folder).
+            with (threaded_progress(label) if progress else contextlib.nullcontext(),
+                  ContextAwareThreadPoolExecutor(CPU_COUNT) as pool):
+                try:
+                    return dask.compute(graph, scheduler=scheduler, pool=pool)[0]
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)
+                    raise
         futures = scheduler.compute(graph)
-        if progress:
-            wait_with_progress(futures, scheduler, label)
-        return scheduler.gather(futures)
+        try:
+            if progress:
+                wait_with_progress(futures, scheduler, label)
+            return scheduler.gather(futures)
+        except BaseException:
+            scheduler.cancel(futures)  # the rest of an interrupted pass is not run
+            raise
 
 
 def compute_moments(

@@ -49,6 +49,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist import metrics
+from fairpca_dist.atomic import output_lock
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
@@ -636,7 +637,8 @@ def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
     inlined). Everything is first written to a hidden staging folder next to ``out_dir`` and
     then moved into ``out_dir`` file by file (``report.json`` last), so an error leaves the
     previous report, if any, untouched; other files in ``out_dir`` are kept. The same report
-    gives byte-identical JSON and Markdown.
+    gives byte-identical JSON and Markdown. ``out_dir`` is locked while it is written
+    (:func:`~fairpca_dist.atomic.output_lock`).
 
     Parameters
     ----------
@@ -650,15 +652,15 @@ def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
     ReportFiles
     """
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
-    try:
-        names = _render(jsonable(report), staging)
-        out_dir.mkdir(exist_ok=True)
-        for name in names:
-            os.replace(staging / name, out_dir / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with output_lock(out_dir):  # two reports into one folder would mix their files
+        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
+        try:
+            names = _render(jsonable(report), staging)
+            out_dir.mkdir(exist_ok=True)
+            for name in names:
+                os.replace(staging / name, out_dir / name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return ReportFiles(
         json=out_dir / "report.json",
         markdown=out_dir / "report.md",

@@ -19,6 +19,7 @@ from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
+from fairpca_dist.atomic import output_lock
 from fairpca_dist.params import check_run_parameters
 from flows.steps import step
 from flows.tasks import fit_task, ingest_task, project_task, report_task
@@ -104,18 +105,21 @@ def pipeline(
     read_options: dict[str, Any] | None = None,
     dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Run ingest → fit → project → report; every parameter is checked before data are read."""
+    """Run ingest → fit → project → report; every parameter is checked before data are read.
+    The run folder is locked while the run lasts: a concurrent run with the same ``run_id``
+    raises :class:`~fairpca_dist.exceptions.OutputBusyError` before it reads or writes anything."""
     check_run_parameters(source=source, method=method, n_components=n_components, center=center,
                          on_bad_rows=on_bad_rows, options=options)
     root = _run_dir(runs_dir, run_id, method, n_components)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
-    try:
-        return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
-                     n_components, center, standardize, options, on_bad_rows, read_options)
-    except BaseException:
-        with contextlib.suppress(OSError):  # a run that wrote nothing leaves no folder behind
-            root.rmdir()
-        raise
+    with output_lock(root):  # a second run with this run id fails here, naming the folder
+        try:
+            return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
+                         n_components, center, standardize, options, on_bad_rows, read_options)
+        except BaseException:
+            with contextlib.suppress(OSError):  # a run that wrote nothing leaves no folder behind
+                root.rmdir()
+            raise
 
 
 if __name__ == "__main__":

@@ -78,9 +78,11 @@ def reference_moments(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | N
 
 @pytest.fixture(scope="session")
 def dask_cluster():
-    """A real distributed cluster: 2 worker processes on loopback, shared by the session."""
+    """A real distributed cluster: 2 worker processes on loopback, shared by the session. Not
+    the default client: a test uses it by passing it, and the tests after it still run on
+    threads when they pass no client."""
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
-        with Client(cluster) as client:
+        with Client(cluster, set_as_default=False) as client:
             yield client

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.spatial.distance
 
 from fairpca_dist import InputError
 from fairpca_dist.kernels import (
@@ -16,6 +17,7 @@ from fairpca_dist.kernels import (
     RandomFeatures,
     backprojection,
     median_bandwidth,
+    median_squared_distance,
     moment_mmd2,
     pair_weights,
     rbf_blocks,
@@ -140,6 +142,17 @@ def test_median_bandwidth_modes():
     assert median_bandwidth(u, mode="paper") == pytest.approx(2.0)
     with pytest.raises(InputError, match="coincide"):
         median_bandwidth(np.zeros((4, 2)))
+
+
+@pytest.mark.parametrize(("n", "r", "block_rows"), [(300, 2, 64), (301, 3, 1000), (40, 1, 7)])
+def test_median_of_pairwise_distances_in_blocks_is_numpys_exactly(n, r, block_rows):
+    """The blocked path (bracket from sampled pairs, one counting pass) gives np.median over
+    every pair i < j bit for bit: odd and even pair counts, and ties (integer coordinates)."""
+    rng = np.random.default_rng(n)
+    for u in (rng.normal(size=(n, r)), rng.integers(0, 3, size=(n, r)).astype(float)):
+        want = float(np.median(scipy.spatial.distance.pdist(u, "sqeuclidean")))
+        assert median_squared_distance(u, block_rows=block_rows, direct_pairs=0) == want
+        assert median_squared_distance(u) == want  # the direct path
 
 
 def test_rff_converges_to_exact_and_its_gradient_is_right():
