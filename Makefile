@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: env demo test bench clean
+.PHONY: env demo test bench bench-quick clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,12 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
+# every benchmark at full size (hours), then benchmarks/results/README.md; bench-quick: < 10 min
 bench: $(STAMP)
-	$(PY) benchmarks/bench_moments.py
+	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
+
+bench-quick: $(STAMP)
+	$(PY) benchmarks/run_all.py --quick $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis benchmarks/scratch

@@ -386,11 +386,26 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.1f}–{max(values):.1f}" if len(values) > 1 else "1 run"
 
 
-def write_report(results: dict) -> None:
-    RESULTS.mkdir(exist_ok=True)
+def ratios(results: dict) -> list[dict]:
+    """Per table: compare_table's wall time over the one-by-one baseline's (median runs), for run_all.py."""
+    out = []
+    for name, data in results["datasets"].items():
+        runs_c = [r for r in data["runs"] if r["arm"] == "compare"]
+        runs_b = [r for r in data["runs"] if r["arm"] == "baseline"]
+        if runs_c and runs_b:
+            wc, wb = med([r["wall"] for r in runs_c]), med([r["wall"] for r in runs_b])
+            out.append({"area": "comparison", "case": f"`compare_table` on {name} ({runs_c[0]['fits']} fits, "
+                                                      f"{runs_c[0]['passes']} vs {runs_b[0]['passes']} passes)",
+                        "ours_seconds": wc, "baseline": "the same fits and scores one by one, each reading the data",
+                        "baseline_seconds": wb, "ratio": wc / wb})
+    return out
+
+
+def write_report(results: dict, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     clean = {**results, "datasets": {name: {**data, "runs": [strip(r) for r in data["runs"]]}
-                                      for name, data in results["datasets"].items()}}
-    (RESULTS / "compare.json").write_text(json.dumps(clean, indent=1, default=str) + "\n")
+                                      for name, data in results["datasets"].items()}, "ratios": ratios(results)}
+    (folder / "compare.json").write_text(json.dumps(clean, indent=1, default=str) + "\n")
     lines = [
         "# `compare_table` vs the same fits one by one",
         "",
@@ -489,7 +504,7 @@ def write_report(results: dict) -> None:
             f"{r['arm']} {r['wall']:.1f} s (load {r['load_before']}→{r['load_after']})" for r in data["runs"]), ""]
     if results.get("notes"):
         lines += ["## Notes", ""] + [f"* {n}" for n in results["notes"]] + [""]
-    (RESULTS / "compare.md").write_text("\n".join(lines))
+    (folder / "compare.md").write_text("\n".join(lines))
 
 
 def main() -> None:
@@ -508,11 +523,12 @@ def main() -> None:
                         help="keep the datasets of results/compare.json; a dataset run again gets its runs appended")
     parser.add_argument("--report-only", action="store_true",
                         help="rewrite results/compare.md from results/compare.json (adding --note lines)")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where compare.{md,json} go")
     args = parser.parse_args()
     if args.report_only:
-        results = json.loads((RESULTS / "compare.json").read_text())
+        results = json.loads((args.results / "compare.json").read_text())
         results["notes"] = [*results.get("notes", []), *args.note]
-        write_report(results)
+        write_report(results, args.results)
         return
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -525,8 +541,8 @@ def main() -> None:
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load_avg(),
         "datasets": {}, "notes": args.note,
     }
-    if args.merge and (RESULTS / "compare.json").is_file():
-        old = json.loads((RESULTS / "compare.json").read_text())
+    if args.merge and (args.results / "compare.json").is_file():
+        old = json.loads((args.results / "compare.json").read_text())
         results["command"] = f"{old['command']}; then {results['command']}"
         results["provenance"] = f"{old['provenance']}; then {results['provenance']}"
         results["started"], results["load_before"] = old["started"], old["load_before"]
@@ -573,7 +589,7 @@ def main() -> None:
                     compare_run = run
                 data["runs"].append(run)
                 print(f"{name} compare #{rep}: {run['wall']:.1f} s, {run['passes']} passes", flush=True)
-                write_report(results)
+                write_report(results, args.results)
                 if not args.skip_baseline:
                     run = run_baseline(table_dir, ranks, methods, roles["target"])
                     run["repeat"] = rep
@@ -581,11 +597,11 @@ def main() -> None:
                     print(f"{name} baseline #{rep}: {run['wall']:.1f} s, {run['passes']} passes", flush=True)
                     data["agreement"] = agreement(compare_run, run, table_dir)
                     print(f"  agreement ok: {data['agreement']['ok']}; {data['agreement']['max_rel_diff']}", flush=True)
-                    write_report(results)
+                    write_report(results, args.results)
     finally:
         results["finished"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         results["load_after"] = load_avg()
-        write_report(results)
+        write_report(results, args.results)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -82,7 +82,7 @@ sys.path.insert(0, str(ROOT))
 
 from fairpca_dist import fit_projection  # noqa: E402
 from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, rff_block_rows  # noqa: E402
+from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth  # noqa: E402
 from fairpca_dist.metrics import mmd2_rbf  # noqa: E402
 from fairpca_dist.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  # noqa: E402
@@ -339,7 +339,7 @@ def case_rff_profile(case: dict) -> dict:
         f = RandomFeatures.draw(d, D, 3.0, rng)
         single = RandomFeatures(f.frequencies, f.phases, "single")
         steps = {}
-        sums_double, steps[f"library rff_sums (per group, {rff_block_rows(D)}-row blocks)"] = best(
+        sums_double, steps["library rff_sums (per group, blocks of kernels.rff_block_rows(D) rows)"] = best(
             lambda: rff_sums(z, codes, k, v, f))
         sums_single, steps["library rff_sums, precision='single'"] = best(lambda: rff_sums(z, codes, k, v, single))
         # the steps of one evaluation on the whole slab (the library runs them block by block)
@@ -661,13 +661,25 @@ def part_blocks(args, result: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------ report
+def _ratios(t: dict) -> list[dict]:
+    """One rff evaluation pass / one moments pass of the same table, per D and precision (run_all.py)."""
+    if "moments_pass_seconds" not in t:
+        return []
+    return [{"area": "row-reading passes", "case": f"mmd rff evaluation pass, D = {D}, {precision}, "
+                                                  f"{t['rows']:,} x {t['features']} Parquet (target ≤ {TARGET_RATIO:g})",
+             "ours_seconds": r[precision]["seconds"]["median"], "baseline": "one `compute_moments` pass of the table",
+             "baseline_seconds": t["moments_pass_seconds"]["median"], "ratio": r[precision]["ratio"]}
+            for D, r in t.get("rff_pass", {}).items() for precision in PRECISIONS]
+
+
 def write(result: dict, args) -> None:
     args.results.mkdir(parents=True, exist_ok=True)
     result["load_now"] = load()
+    result["ratios"] = _ratios(result.get("table") or {})
     (args.results / f"{args.name}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     lines = ["# mmd at scale: exact RBF kernel blocks vs random Fourier features", "",
-             f"`.venv/bin/python {result['command']}` ({result['provenance']}). 2 shared cores (another "
-             "one-core benchmark ran at the same time): load average (1 min) recorded before/after every case. "
+             f"`.venv/bin/python {result['command']}` ({result['provenance']}). 2 cores shared "
+             "with other work: load average (1 min) recorded before/after every case. "
              "In-memory cases in a subprocess each, 1 BLAS thread; peak memory = the subprocess's ru_maxrss "
              "(data included; `rss data` = after loading the data). Times: median [min–max] over the repeats "
              f"or over every evaluation of a fit. τ = {TAU:g} throughout; `random_state=0`.", ""]
