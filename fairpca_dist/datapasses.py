@@ -40,6 +40,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
+from fairpca_dist.blas import one_blas_thread
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
 from fairpca_dist.moments import block_rows
@@ -174,11 +175,12 @@ def check_rff_requests(requests: Sequence[RFFRequest], n_features: int) -> list[
 
 def rff_block_sums_many(
     rows: np.ndarray, codes: np.ndarray, n_groups: int, requests: Sequence[RFFRequest],
-    weights: np.ndarray | None = None,
+    weights: np.ndarray | None = None, *, gradient: bool = True,
 ) -> list[RFFSums]:
     """:func:`fairpca_dist.kernels.rff_sums` of one block of rows (solver units) for every
     request, in order: the per-block work of :meth:`DataPasses.rff_sums_many`."""
-    return [rff_sums(rows, codes, n_groups, components, features, weights) for components, features in requests]
+    return [rff_sums(rows, codes, n_groups, components, features, weights, gradient=gradient)
+            for components, features in requests]
 
 
 def merge_rff_sums_many(*parts: list[RFFSums]) -> list[RFFSums]:
@@ -235,10 +237,12 @@ class DataPasses(Protocol):
         the one-request :meth:`rff_sums_many`."""
         ...
 
-    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray) -> list[RFFSums]:
+    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray, *,
+                      gradient: bool = True) -> list[RFFSums]:
         """:meth:`rff_sums` of every (V, features) request, in order, all in ONE pass (each
-        block of rows computes every request). Bad requests (:func:`check_rff_requests`)
-        raise :class:`InputError` before the pass."""
+        block of rows computes every request); without ``gradient``, the cosines only (what
+        the value of h needs). Bad requests (:func:`check_rff_requests`) raise
+        :class:`InputError` before the pass."""
         ...
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
@@ -296,11 +300,12 @@ class ArrayPasses:
         self._counter.next()
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
         total = L1Sums.zeros(self.groups, self.x.shape[1], components.shape[1])
-        for start in range(0, self.x.shape[0], _BLOCK_ROWS):
-            block = slice(start, start + _BLOCK_ROWS)
-            weights = None if self.weights is None else self.weights[block]
-            total = total + l1_block_sums(self.x[block], self.codes[block], self.groups, components, by_label,
-                                          self.scale, weights)
+        with one_blas_thread():  # small products per block, as in a dask task
+            for start in range(0, self.x.shape[0], _BLOCK_ROWS):
+                block = slice(start, start + _BLOCK_ROWS)
+                weights = None if self.weights is None else self.weights[block]
+                total = total + l1_block_sums(self.x[block], self.codes[block], self.groups, components, by_label,
+                                              self.scale, weights)
         return total
 
     def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
@@ -325,14 +330,16 @@ class ArrayPasses:
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
         return self.rff_sums_many([(components, features)], origin)[0]
 
-    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray) -> list[RFFSums]:
+    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray, *,
+                      gradient: bool = True) -> list[RFFSums]:
         requests = check_rff_requests(requests, self.x.shape[1])
         self._counter.next()
-        return merge_rff_sums_many(*(
-            rff_block_sums_many(z, self.codes[block], len(self.groups), requests,
-                                None if self.weights is None else self.weights[block])
-            for block, z in self._blocks(origin)
-        ))
+        with one_blas_thread():  # small products per block, as in a dask task
+            return merge_rff_sums_many(*(
+                rff_block_sums_many(z, self.codes[block], len(self.groups), requests,
+                                    None if self.weights is None else self.weights[block], gradient=gradient)
+                for block, z in self._blocks(origin)
+            ))
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
         if max_rows_per_group < 2:

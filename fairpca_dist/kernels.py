@@ -230,9 +230,11 @@ class RandomFeatures:
         return cls(rng.normal(scale=1.0 / sigma, size=(n_components, n_features)),
                    rng.uniform(0.0, 2.0 * np.pi, size=n_features), precision)
 
-    def cos_sin(self, projected: np.ndarray, out: FeatureBuffers | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def cos_sin(self, projected: np.ndarray, out: FeatureBuffers | None = None, *,
+                sine: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """cos and sin of the angles Ωᵀu + β of projected rows u (n × r), each (n × D), written
-        into ``out`` (views of its first n rows; fresh buffers without it). The angle is one
+        into ``out`` (views of its first n rows; fresh buffers without it); without ``sine``,
+        cos only (sin None). The angle is one
         product [u, 1] [Ω; β]; in single precision it is taken in turns ([Ω; β] / 2π), whose
         rounding remainder times 2π, in float64, is the angle reduced to [−π, π], then rounded
         to float32 (an unbiased error of at most 2⁻²⁴π)."""
@@ -248,9 +250,10 @@ class RandomFeatures:
             np.subtract(angle, turns, out=angle)
             angle *= 2.0 * np.pi  # in float64: a float32 2π would scale every angle by the same 3e-8
             np.copyto(source, angle, casting="same_kind")
-        cos, sin = buffers.cos[:n], buffers.sin[:n]
+        cos, sin = buffers.cos[:n], buffers.sin[:n] if sine else None
         np.cos(source, out=cos)
-        np.sin(source, out=sin)
+        if sine:
+            np.sin(source, out=sin)
         return cos, sin
 
     @property
@@ -286,15 +289,17 @@ class FeatureBuffers:
 @dataclass(frozen=True)
 class RFFSums:
     """Per-group additive sums at one V (k groups, p features, D random features):
-    ``cosines`` c_g (k, D) = Σ cos(ΩᵀVᵀz + β), ``sines`` A_g (k, p, D) = Σ z sin(ΩᵀVᵀz + β)ᵀ,
-    ``weight`` (k,) the rows' total weight. Partial sums merge with ``+``."""
+    ``cosines`` c_g (k, D) = Σ cos(ΩᵀVᵀz + β), ``sines`` A_g (k, p, D) = Σ z sin(ΩᵀVᵀz + β)ᵀ
+    (None when only h was asked for: it needs the cosines alone), ``weight`` (k,) the rows'
+    total weight. Partial sums merge with ``+``."""
 
     cosines: np.ndarray
-    sines: np.ndarray
+    sines: np.ndarray | None
     weight: np.ndarray
 
     def __add__(self, other: RFFSums) -> RFFSums:
-        return RFFSums(self.cosines + other.cosines, self.sines + other.sines, self.weight + other.weight)
+        sines = None if self.sines is None or other.sines is None else self.sines + other.sines
+        return RFFSums(self.cosines + other.cosines, sines, self.weight + other.weight)
 
 
 def rff_block_rows(n_features: int) -> int:
@@ -304,9 +309,11 @@ def rff_block_rows(n_features: int) -> int:
 
 def rff_sums(
     rows: np.ndarray, codes: np.ndarray, n_groups: int, components: np.ndarray, features: RandomFeatures,
-    weights: np.ndarray | None = None,
+    weights: np.ndarray | None = None, *, gradient: bool = True,
 ) -> RFFSums:
-    """:class:`RFFSums` of a block of rows (solver units) whose group codes are ``codes``.
+    """:class:`RFFSums` of a block of rows (solver units) whose group codes are ``codes``;
+    without ``gradient``, the cosines only (no sin, no product: h alone, about a third of the
+    work).
 
     Group by group, in blocks of :func:`rff_block_rows` of that group's rows (memory
     O(:data:`RFF_BLOCK_VALUES`) whatever the rows): a block's sums are c_g += wᵀcos and
@@ -317,7 +324,7 @@ def rff_sums(
     weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     n, p = rows.shape
     d = features.n_features
-    cosines, sines, weight = np.zeros((n_groups, d)), np.zeros((n_groups, p, d)), np.zeros(n_groups)
+    cosines, sines, weight = np.zeros((n_groups, d)), np.zeros((n_groups, p, d)) if gradient else None, np.zeros(n_groups)
     block_rows = rff_block_rows(d)
     buffers = FeatureBuffers(min(n, block_rows), features, p)
     for g in range(n_groups):
@@ -329,34 +336,43 @@ def rff_sums(
             np.take(rows, take, axis=0, out=z)
             if weights is not None:
                 np.take(weights, take, out=w)
-            cos, sin = features.cos_sin(z @ components, buffers)
+            cos, sin = features.cos_sin(z @ components, buffers, sine=gradient)
             if features.precision == "single":  # the sums stay float64
-                cos, sin = buffers.wide_cos[:m], buffers.wide_sin[:m]
+                cos = buffers.wide_cos[:m]
                 np.copyto(cos, buffers.cos[:m])
-                np.copyto(sin, buffers.sin[:m])
-            if weights is not None:
-                z *= w[:, None]
             cosines[g] += w @ cos
-            sines[g] += z.T @ sin
             weight[g] += w.sum()
+            if gradient:
+                if features.precision == "single":
+                    sin = buffers.wide_sin[:m]
+                    np.copyto(sin, buffers.sin[:m])
+                if weights is not None:
+                    z *= w[:, None]
+                sines[g] += z.T @ sin
     return RFFSums(cosines, sines, weight)
 
 
-def rff_mmd2(sums: RFFSums, pair: tuple[int, int], features: RandomFeatures) -> tuple[float, np.ndarray]:
+def rff_mmd2(sums: RFFSums, pair: tuple[int, int], features: RandomFeatures) -> tuple[float, np.ndarray | None]:
     """h_RFF(V) = ‖mean_a φ − mean_b φ‖² and its gradient (p × r) (spec §3.4.2):
-    Δ = √(2/D)(c_a/m − c_b/n), ∇h = −2√(2/D) (A_a/m − A_b/n) diag(Δ) Ωᵀ."""
+    Δ = √(2/D)(c_a/m − c_b/n), ∇h = −2√(2/D) (A_a/m − A_b/n) diag(Δ) Ωᵀ; the gradient is
+    None for sums without sines."""
     a, b = pair
     root = np.sqrt(2.0 / features.n_features)
     delta = root * (sums.cosines[a] / sums.weight[a] - sums.cosines[b] / sums.weight[b])
+    if sums.sines is None:
+        return float(delta @ delta), None
     mixed = sums.sines[a] / sums.weight[a] - sums.sines[b] / sums.weight[b]
     gradient = -2.0 * root * (mixed * delta) @ features.frequencies.T
     return float(delta @ delta), gradient
 
 
-def pairwise_rff(sums: RFFSums, pairs: Sequence[tuple[int, int]], features: RandomFeatures) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rff_mmd2` for every pair: values (n_pairs,) and gradients (n_pairs, p, r)."""
+def pairwise_rff(sums: RFFSums, pairs: Sequence[tuple[int, int]], features: RandomFeatures
+                 ) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`rff_mmd2` for every pair: values (n_pairs,) and gradients (n_pairs, p, r), or
+    None for sums without sines."""
     parts = [rff_mmd2(sums, pair, features) for pair in pairs]
-    return np.array([value for value, _ in parts]), np.stack([g for _, g in parts])
+    values = np.array([value for value, _ in parts])
+    return values, None if sums.sines is None else np.stack([g for _, g in parts])
 
 
 def moment_mmd2(

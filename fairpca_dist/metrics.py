@@ -288,7 +288,7 @@ def mmd2_rbf_many(
     requests = [(v, features[v.shape[1]]) for v in checked]
     pairs = _group_pairs(moments.n_groups)
     return [_pair_matrix(moments.n_groups, pairs, pairwise_rff(sums, pairs, drawn)[0])
-            for sums, (_, drawn) in zip(passes.rff_sums_many(requests, moments.global_mean), requests)]
+            for sums, (_, drawn) in zip(passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests)]
 
 
 def _check_sigma(sigma: float) -> None:

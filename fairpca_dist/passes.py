@@ -14,7 +14,6 @@ import contextlib
 import copy
 import functools
 import operator
-import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -24,8 +23,8 @@ import numpy as np
 import pandas as pd
 from dask.system import CPU_COUNT
 from dask.threaded import ContextAwareThreadPoolExecutor
-from threadpoolctl import ThreadpoolController
 
+from fairpca_dist.blas import one_blas_thread
 from fairpca_dist.cells import CellMoments, HashCells, pair_codes
 from fairpca_dist.datapasses import (
     ArrayPasses,
@@ -100,7 +99,7 @@ def scheduler_context(client: Any = None) -> Iterator[Any]:
     if client is None:
         client = _active_client()
     if client is None:
-        with _blas_controller().limit(limits=1, user_api="blas"):
+        with one_blas_thread():
             yield "threads"
         return
     if isinstance(client, str):
@@ -110,19 +109,6 @@ def scheduler_context(client: Any = None) -> Iterator[Any]:
             yield connected
         return
     yield client
-
-
-def _blas_controller() -> ThreadpoolController:
-    """The BLAS libraries loaded in this process. Scanning the loaded shared objects costs
-    ~5 ms, which every pass would otherwise pay, so the scan is redone only after modules were
-    imported (an import is what loads another BLAS; one loaded by hand with ``ctypes`` is not
-    seen until the next import — the kernel's own BLAS, numpy's, is always in the scan)."""
-    return _controller_after_imports(len(sys.modules))
-
-
-@functools.lru_cache(maxsize=1)
-def _controller_after_imports(n_modules: int) -> ThreadpoolController:
-    return ThreadpoolController()
 
 
 def _active_client() -> Any:
@@ -441,11 +427,13 @@ class TablePasses:
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
         return self.rff_sums_many([(components, features)], origin)[0]
 
-    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray) -> list[RFFSums]:
+    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray, *,
+                      gradient: bool = True) -> list[RFFSums]:
         """The random-feature sums of every (V, features) request in one pass: each slab of a
         partition is projected and summed for all of them while it is in memory."""
         requests = check_rff_requests(requests, len(self.table.features))
-        parts = self._map(_chunk_rff_sums, requests, np.asarray(origin, dtype=np.float64), self.scale, self.groups)
+        parts = self._map(_chunk_rff_sums, requests, np.asarray(origin, dtype=np.float64), self.scale, self.groups,
+                          gradient)
         return self._run(_tree_sum(parts, self.split_every, merge_rff_sums_many), "random-feature sums")
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
@@ -507,11 +495,11 @@ def _chunk_backprojected(chunk: Chunk, s: np.ndarray, offsets: np.ndarray, origi
 
 
 def _chunk_rff_sums(chunk: Chunk, requests: list[RFFRequest], origin: np.ndarray, scale: np.ndarray,
-                    groups: tuple[Hashable, ...]) -> list[RFFSums]:
+                    groups: tuple[Hashable, ...], gradient: bool) -> list[RFFSums]:
     codes = _fitted_codes(chunk, groups)
     return merge_rff_sums_many(*(
         rff_block_sums_many(z, codes[start:stop], len(groups), requests,
-                            None if chunk.weights is None else chunk.weights[start:stop])
+                            None if chunk.weights is None else chunk.weights[start:stop], gradient=gradient)
         for start, stop, z in _chunk_slabs(chunk, origin, scale)
     ))
 

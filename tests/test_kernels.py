@@ -13,14 +13,15 @@ import scipy.spatial.distance
 
 from fairpca_dist import InputError
 from fairpca_dist.kernels import (
-    rff_block_rows,
     RandomFeatures,
     backprojection,
     median_bandwidth,
     median_squared_distance,
     moment_mmd2,
     pair_weights,
+    pairwise_rff,
     rbf_blocks,
+    rff_block_rows,
     rff_mmd2,
     rff_sums,
     unbiased_from_biased,
@@ -196,6 +197,22 @@ def test_rff_sums_are_the_literal_sums_across_row_blocks():
         np.testing.assert_allclose(sums.cosines[g], s[rows] @ np.cos(angle[rows]), rtol=1e-12)
         np.testing.assert_allclose(sums.sines[g], (s[rows, None] * z[rows]).T @ np.sin(angle[rows]), rtol=1e-12)
         assert sums.weight[g] == pytest.approx(s[rows].sum(), rel=1e-14)
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+def test_rff_sums_without_gradient_are_the_cosines_alone(precision):
+    """gradient=False skips sin and the (p × D) products: the same cosines and weights, bit
+    for bit, no sines, and h without a gradient."""
+    rng = np.random.default_rng(23)
+    z, codes, s = rng.normal(size=(900, 5)), rng.integers(0, 2, size=900), rng.random(900)
+    v = random_orthonormal(rng, 5, 2)
+    features = RandomFeatures.draw(2, 40, 1.1, np.random.default_rng(24), precision=precision)
+    full, value_only = (rff_sums(z, codes, 2, v, features, s, gradient=g) for g in (True, False))
+    np.testing.assert_array_equal(value_only.cosines, full.cosines)
+    np.testing.assert_array_equal(value_only.weight, full.weight)
+    assert value_only.sines is None and (value_only + value_only).sines is None
+    values, gradients = pairwise_rff(value_only, [(0, 1)], features)
+    assert gradients is None and values[0] == pairwise_rff(full, [(0, 1)], features)[0][0]
 
 
 def test_single_precision_features_agree_with_double():

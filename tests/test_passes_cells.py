@@ -212,6 +212,9 @@ def test_rff_sums_many_equals_separate_calls_in_one_pass(n_partitions):
                 assert got.weight[g] == pytest.approx(w.sum())
             for name in ("cosines", "sines", "weight"):
                 np.testing.assert_array_equal(getattr(got, name), getattr(alone, name))
+        for got, value_only in zip(many, rows.rff_sums_many(requests, origin, gradient=False)):
+            assert value_only.sines is None
+            np.testing.assert_array_equal(value_only.cosines, got.cosines)
 
 
 def test_rff_sums_many_bad_input_fails_before_any_pass():
