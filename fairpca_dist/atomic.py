@@ -107,7 +107,7 @@ def atomic_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     folder is removed and ``target`` is left exactly as it was (or absent); a full or
     read-only disk raises :class:`WriteError` naming ``target``.
     """
-    target = Path(target)
+    target = Path(target).absolute()  # the staging folder is written by dask workers, whose cwd may differ
     with output_lock(target):
         existed = target.exists()
         staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"

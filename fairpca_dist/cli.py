@@ -203,7 +203,7 @@ def _pipeline(args: argparse.Namespace) -> int:
           f"{', '.join(args.sensitive_feature)}, on {args.source}")
     server = start_api_server(announce=lambda message: print(f"  prefect  {message}", flush=True))
     print(f"  prefect  {server.describe()}")
-    with show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
+    with server.pinned(), show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
         result = pipeline(
             source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
             features=args.features, key_columns=args.key_columns, target=args.target, method=args.method,

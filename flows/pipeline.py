@@ -10,6 +10,7 @@ their Dask graphs run on that scheduler's workers.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,19 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
 
 
 def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int) -> Path:
-    """``<runs_dir>/<run_id>``; without a run id, a name no other run has:
-    method, r, start time and the start of the flow-run id."""
+    """``<runs_dir>/<run_id>`` as an absolute path (the steps run on Dask workers, whose working
+    directory may not be this one); without a run id, a name no other run has: method, r,
+    start time and the start of the flow-run id."""
     if run_id:
-        return Path(runs_dir) / run_id
+        return Path(runs_dir).absolute() / run_id
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(runs_dir) / f"{method}-r{n_components}-{stamp}-{(flow_run.get_id() or 'local')[:8]}"
+    return Path(runs_dir).absolute() / f"{method}-r{n_components}-{stamp}-{(flow_run.get_id() or 'local')[:8]}"
+
+
+def _absolute_source(source: str) -> str:
+    """A local source (file, folder or glob) as an absolute path, for the same reason; a URL
+    (``s3://…``) as given."""
+    return source if "://" in source else os.path.abspath(source)
 
 
 @flow(name="fairpca-pipeline-steps")
@@ -114,7 +122,7 @@ def pipeline(
     steps = _steps.with_options(task_runner=task_runner(dask_address))
     with output_lock(root):  # a second run with this run id fails here, naming the folder
         try:
-            return steps(source, str(root), sensitive_feature, features, key_columns or [], target, method,
+            return steps(_absolute_source(source), str(root), sensitive_feature, features, key_columns or [], target, method,
                          n_components, center, standardize, options, on_bad_rows, read_options)
         except BaseException:
             with contextlib.suppress(OSError):  # a run that wrote nothing leaves no folder behind

@@ -16,9 +16,10 @@ flows run against that server and no temporary server starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,21 @@ class ApiServer:
     temporary: bool
     seconds: float
     created_database: bool
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[None]:
+        """While inside, flow and task runs reach this API by its URL, task runs on Dask
+        workers included (they receive the flow's settings with each task). A temporary server
+        is otherwise known only to the process that started it: every worker of an existing
+        cluster (``--dask-address``) would start one of its own, on the same database, and the
+        run stalled (measured: no progress for 7 minutes on a 10M-row table)."""
+        if not self.temporary:
+            yield
+            return
+        from prefect.settings import PREFECT_API_URL, temporary_settings
+
+        with temporary_settings(updates={PREFECT_API_URL: self.url}):
+            yield
 
     def describe(self) -> str:
         if not self.temporary:

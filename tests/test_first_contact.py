@@ -71,3 +71,29 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     assert third.stderr.count("\n") == 1 and third.stderr.startswith("fairpca: error: feature column 'age' in ")
     assert "bad.csv" in third.stderr
     assert not any((tmp_path / "bad-runs").glob("*"))
+
+
+def test_pipeline_on_an_existing_dask_cluster_uses_one_prefect_server(tmp_path):
+    """With a temporary API server and ``--dask-address`` (workers that did not inherit the
+    command's environment), every task run reports to the command's server: no worker starts
+    a Prefect server of its own (they did, on the same database, and a 10M-row run stalled)."""
+    import psutil
+    from distributed import Client, LocalCluster
+
+    from fairpca_dist.datasets import write_synthetic_parquet
+
+    source = write_synthetic_parquet(tmp_path / "source", 20_000, rows_per_file=5_000)
+
+    def prefect_servers() -> int:
+        return sum("prefect.server" in " ".join(child.cmdline())
+                   for child in psutil.Process().children(recursive=True))
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
+            Client(cluster, set_as_default=False) as client:
+        result = run(fairpca("pipeline", str(source), "--sensitive-feature", "group", "--key-columns", "row_id",
+                             "--runs-dir", "runs", "--run-id", "cluster", "--dask-address", cluster.scheduler_address),
+                     new_machine_env(tmp_path / "prefect-home"), tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert sum(client.run(prefect_servers).values()) == 0
+    assert "Starting temporary server" not in result.stdout + result.stderr
+    assert (tmp_path / "runs" / "cluster" / "report" / "report.json").is_file()
