@@ -47,10 +47,16 @@ _RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": 
 @contextlib.contextmanager
 def dask_client(address: str | None = None) -> Iterator[Any]:
     """Where the task's Dask graphs run: ``address`` if given, else the client of the running
-    DaskTaskRunner, else None (threads in this process)."""
+    DaskTaskRunner, else None (threads in this process).
+
+    A task running on a Dask worker leaves the worker's thread pool while its own graphs run
+    (``secede``, then ``rejoin``): otherwise it holds a thread while it waits for tasks that
+    may be queued on that very thread, and a worker of one thread deadlocks (seen: an ingest of
+    10M rows waiting forever for one partition on its own worker)."""
     if address:
         yield address
         return
+    from distributed import rejoin, secede
     from prefect_dask import get_dask_client
 
     with contextlib.ExitStack() as stack:
@@ -58,6 +64,9 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
             client = stack.enter_context(get_dask_client())
         except (RuntimeError, ValueError):  # not inside a Dask worker
             client = None
+        if client is not None:
+            secede()
+            stack.callback(rejoin)
         yield client  # errors of the task body propagate unchanged
 
 

@@ -76,7 +76,8 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
 def test_pipeline_on_an_existing_dask_cluster_uses_one_prefect_server(tmp_path):
     """With a temporary API server and ``--dask-address`` (workers that did not inherit the
     command's environment), every task run reports to the command's server: no worker starts
-    a Prefect server of its own (they did, on the same database, and a 10M-row run stalled)."""
+    a Prefect server of its own (they did, on the same database, and a 10M-row run stalled).
+    One worker of one thread: a step waiting on its own graphs must give the thread up."""
     import psutil
     from distributed import Client, LocalCluster
 
@@ -88,7 +89,7 @@ def test_pipeline_on_an_existing_dask_cluster_uses_one_prefect_server(tmp_path):
         return sum("prefect.server" in " ".join(child.cmdline())
                    for child in psutil.Process().children(recursive=True))
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, \
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster, \
             Client(cluster, set_as_default=False) as client:
         result = run(fairpca("pipeline", str(source), "--sensitive-feature", "group", "--key-columns", "row_id",
                              "--runs-dir", "runs", "--run-id", "cluster", "--dask-address", cluster.scheduler_address),
