@@ -142,7 +142,8 @@ def dask_projection(client, table: Path, model, out: Path) -> None:
     meta = pd.DataFrame({name: pd.Series(dtype=np.float64) for name in names})
     shutil.rmtree(out, ignore_errors=True)
     frame = dd.read_parquet(str(table), columns=features)
-    frame.map_partitions(project, meta=meta).to_parquet(str(out), write_index=False, compute=True)
+    frame.map_partitions(project, meta=meta).to_parquet(  # part-NNNNN: the files read back in row order
+        str(out), write_index=False, compute=True, name_function=lambda i: f"part-{i:05d}.parquet")
 
 
 def same_projection(ours: Path, theirs: Path, names: list[str]) -> float:
