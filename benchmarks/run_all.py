@@ -142,7 +142,8 @@ def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict],
     lines += ["## Every benchmark", "", "| benchmark | this run | results |", "|---|---|---|"]
     for bench in benches:
         outcome = outcomes.get(bench.name)
-        state = ("not run in quick mode" if quick and bench.quick is None else "not run this time") if outcome is None \
+        state = ("not run in quick mode" if quick and bench.quick is None else "not run by this command: its results "
+                 "as last written") if outcome is None \
             else ("ok" if outcome["status"] == 0 else f"**failed** (exit {outcome['status']})") + f", {outcome['seconds']:.0f} s"
         files = ", ".join(f"[{name.removesuffix('.json')}.md]({name.removesuffix('.json')}.md)" for name in bench.outputs) \
             or "its files in results/ (benchmarks/README.md)"
