@@ -56,7 +56,7 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
     if address:
         yield address
         return
-    from distributed import rejoin, secede
+    from distributed import get_worker, rejoin, secede
     from prefect_dask import get_dask_client
 
     with contextlib.ExitStack() as stack:
@@ -64,7 +64,8 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
             client = stack.enter_context(get_dask_client())
         except (RuntimeError, ValueError):  # not inside a Dask worker
             client = None
-        if client is not None:
+        with contextlib.suppress(ValueError):  # ValueError: this thread is not a worker's
+            get_worker()
             secede()
             stack.callback(rejoin)
         yield client  # errors of the task body propagate unchanged
