@@ -285,6 +285,16 @@ class FeatureBuffers:
         self.rows = np.empty((rows, n_columns))  # one group's rows of a block, weighted
         self.weights = np.ones(rows)
 
+    def widened(self, n: int, *, sine: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+        """float64 copies of the first n rows of the float32 cos (and sin) just computed."""
+        cos = self.wide_cos[:n]
+        np.copyto(cos, self.cos[:n])
+        if not sine:
+            return cos, None
+        sin = self.wide_sin[:n]
+        np.copyto(sin, self.sin[:n])
+        return cos, sin
+
 
 @dataclass(frozen=True)
 class RFFSums:
@@ -338,14 +348,10 @@ def rff_sums(
                 np.take(weights, take, out=w)
             cos, sin = features.cos_sin(z @ components, buffers, sine=gradient)
             if features.precision == "single":  # the sums stay float64
-                cos = buffers.wide_cos[:m]
-                np.copyto(cos, buffers.cos[:m])
+                cos, sin = buffers.widened(m, sine=gradient)
             cosines[g] += w @ cos
             weight[g] += w.sum()
             if gradient:
-                if features.precision == "single":
-                    sin = buffers.wide_sin[:m]
-                    np.copyto(sin, buffers.sin[:m])
                 if weights is not None:
                     z *= w[:, None]
                 sines[g] += z.T @ sin

@@ -39,10 +39,9 @@ def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int) 
     """``<runs_dir>/<run_id>`` as an absolute path (the steps run on Dask workers, whose working
     directory may not be this one); without a run id, a name no other run has: method, r,
     start time and the start of the flow-run id."""
-    if run_id:
-        return Path(runs_dir).absolute() / run_id
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(runs_dir).absolute() / f"{method}-r{n_components}-{stamp}-{(flow_run.get_id() or 'local')[:8]}"
+    if not run_id:
+        run_id = f"{method}-r{n_components}-{time.strftime('%Y%m%d-%H%M%S')}-{(flow_run.get_id() or 'local')[:8]}"
+    return Path(runs_dir).absolute() / run_id
 
 
 def _absolute_source(source: str) -> str:
