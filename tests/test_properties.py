@@ -118,7 +118,9 @@ def test_duplicated_rows_relabelled_groups_and_permuted_features_keep_the_losses
 
 # slower methods: the options under which each is equivariant (module docstring), the feature
 # maps that keep it, and the relative tolerance of its losses (the SDPs are solved to ~1e-8 by
-# interior point; the iterative methods stop at their own tolerances)
+# interior point; the iterative methods stop at their own tolerances; dro's fixed-step subgradient
+# iterates circle the optimum at a distance of order of the step 1/√(n_iter + 1), so which one is
+# best moves with rounding)
 BOTH, NONE = ("permutation", "rotation"), ()
 SLOW = {
     "samadi-sdp": ({}, BOTH, 1e-4),
@@ -126,7 +128,7 @@ SLOW = {
     "kleindessner-cov": ({}, BOTH, 1e-6),
     "mm-sparse": ({}, NONE, 1e-4),
     "mm-robust": ({}, BOTH, 1e-4),
-    "dro": ({"n_restarts": 0, "n_iter": 200}, BOTH, 1e-6),
+    "dro": ({"n_restarts": 0, "n_iter": 200}, BOTH, 1e-3),
     "jevd": ({"init": "eig_sum"}, BOTH, 1e-5),
     "mmd": ({"sigma": 3.0, "tau": 0.1, "start": "pca"}, BOTH, 1e-4),
 }

@@ -71,10 +71,14 @@ Robustness additions (spec B.2 items 1–7; each a documented option, deviations
      (C_0). Raw C is no guide, because it changes with the column scaling; or
    * stops at max_iter.
 
-   The restart is kept unless its unit columns diagonalise worse. ``options["init_used"]``,
-   ``options["fallback_reason"]`` (``"stuck"``, ``"diverged"`` or ``"max_iter"``) and
-   ``certificate["fallback_eig_sum"]`` record it. With ``fallback=False`` the paper's behaviour
-   is kept: the stuck start is a fixed point (V = 0, the run stops at once with
+   A run that diverges (from either start, ``init="eig_sum"`` included) gives back its start,
+   whose columns diagonalise better than where the run ended: on LFW at p ≥ 500 both starts
+   diverge within 15 steps (C to 1e50, collinear columns), and returning the last iterate
+   gave a degenerate projection (1e-3 of the variance kept). The restart is kept unless its
+   unit columns diagonalise worse. ``options["init_used"]``, ``options["fallback_reason"]``
+   (``"stuck"``, ``"diverged"`` or ``"max_iter"``), ``certificate["fallback_eig_sum"]`` and
+   ``certificate["start_kept"]`` record it. With ``fallback=False`` the paper's behaviour is
+   kept: the stuck start is a fixed point (V = 0, the run stops at once with
    ``options["stop_reason"] == "step"`` and U = I), and a diverged run returns its last
    finite iterate. A diverged result has status ``"inaccurate"`` and emits a
    ``ConvergenceWarning``, whatever the option.
@@ -100,7 +104,7 @@ S_max and ε are unspecified; zero denominators are not discussed.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -136,7 +140,8 @@ class JointDiagonalization:
     columns normalised to unit norm, ``history`` the criterion per iteration (entry 0 at the
     start), ``reason`` the stopping test met (``"criterion"``, ``"stagnation"``, ``"step"``,
     ``"rotation"``, ``"singular_step"``, or ``"max_iter"``); ``diverged`` is set by
-    :meth:`check_divergence`.
+    :meth:`check_divergence`; ``start_kept``: ``basis`` is the run's start, given back because
+    the run diverged from it (:meth:`back_to_start`).
     """
 
     basis: np.ndarray
@@ -146,6 +151,7 @@ class JointDiagonalization:
     init_used: str = "identity"
     fallback_reason: str = ""
     diverged: bool = False
+    start_kept: bool = False
 
     @property
     def fallback(self) -> bool:
@@ -156,6 +162,15 @@ class JointDiagonalization:
     def unit(self) -> np.ndarray:
         norms = np.linalg.norm(self.basis, axis=0)
         return self.basis / np.where(norms > 0, norms, 1.0)
+
+    @property
+    def criterion(self) -> float:
+        """C at the returned basis: the start's (history[0]) when it was kept, else the last."""
+        return self.history[0] if self.start_kept else self.history[-1]
+
+    def back_to_start(self, start: np.ndarray) -> JointDiagonalization:
+        """This run with ``start`` as its basis (it diverged from there); still ``diverged``."""
+        return replace(self, basis=start, start_kept=True)
 
     @property
     def converged(self) -> bool:
@@ -250,24 +265,26 @@ def faithful_jevd(
     settings = dict(max_iter=max_iter, tol=tol, stall_tol=stall_tol, step_tol=step_tol,
                     denominator_tol=denominator_tol)
     if init == "eig_sum":
-        return _run(matrices, _eig_sum_start(matrices), settings, init_used="eig_sum")
+        return _run(matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum")
     if fallback and _stuck(matrices, denominator_tol):
-        return _run(matrices, _eig_sum_start(matrices), settings, init_used="eig_sum", fallback_reason="stuck")
-    result = _run(matrices, np.eye(d), settings)
+        return _run(matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum",
+                    fallback_reason="stuck")
+    result = _run(matrices, np.eye(d), settings, fallback)
     if fallback and (result.diverged or result.reason == "max_iter"):
-        restart = _run(matrices, _eig_sum_start(matrices), settings, init_used="eig_sum",
+        restart = _run(matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum",
                        fallback_reason="diverged" if result.diverged else "max_iter")
         if restart.orthogonal_criterion(matrices) <= result.orthogonal_criterion(matrices):
             return restart
     return result
 
 
-def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, *, init_used: str = "identity",
+def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, fallback: bool, *, init_used: str = "identity",
          fallback_reason: str = "") -> JointDiagonalization:
+    """One run from ``start``; with ``fallback``, a run that diverged gives back its start."""
     result = _faithful_loop(matrices, start, **settings)
     result.init_used, result.fallback_reason = init_used, fallback_reason
     result.check_divergence(matrices)
-    return result
+    return result.back_to_start(start) if fallback and result.diverged else result
 
 
 # ---------------------------------------------------------------------------- Jacobi (orthogonal)
@@ -362,14 +379,17 @@ def _finish(
     elif status == "inaccurate":
         hint = " (fallback=True restarts from init='eig_sum')" if options.get("fallback") is False else ""
         ending = "stopped at a numerically singular step" if found.reason == "singular_step" else \
-            f"ended with unit columns diagonalising worse than the start ({orthogonal:.3g} > {found.history[0]:.3g})"
+            "ended with unit columns diagonalising worse than the start"
+        outcome = (f"the columns returned are its start's ({found.init_used!r}, orthogonal criterion "
+                   f"{orthogonal:.3g}), not a joint diagonaliser" if found.start_kept
+                   else f"the columns are not a joint diagonaliser (orthogonal criterion {orthogonal:.3g}){hint}")
         warnings.warn(f"{method}: the iteration diverged (criterion {found.history[0]:.3g} -> up to "
-                      f"{max(found.history):.3g}) and {ending}: the columns are not a joint diagonaliser{hint}",
-                      ConvergenceWarning, stacklevel=3)
+                      f"{max(found.history):.3g}) and {ending}: {outcome}", ConvergenceWarning, stacklevel=3)
     certificate = {
         **certificate,
         "criterion_initial": found.history[0],
-        "criterion": found.history[-1],
+        "criterion": found.criterion,
+        "start_kept": float(found.start_kept),
         "orthogonal_criterion": orthogonal,
         "max_column_cosine": cosine,
     }
@@ -408,7 +428,8 @@ def solve(
     init : {"identity", "eig_sum"}
         Start U = I (the paper) or the eigenvectors of Σ_g Σ_g (item 7).
     fallback : bool
-        Restart from ``"eig_sum"`` when the identity start is stuck or diverges (item 7).
+        Restart from ``"eig_sum"`` when the identity start is stuck or diverges, and give back
+        the start of a run that diverged (item 7). False: the paper's behaviour.
     max_iter : int
         S_max, iterations at most (≥ 1).
     tol : float
@@ -425,8 +446,9 @@ def solve(
     -------
     FairProjection
         Orthonormal rank-r components; ``objective_history`` is C per iteration (not monotone);
-        ``certificate`` holds the initial and final C, the orthogonal criterion of the unit
-        columns, their largest |cos|, ``fallback_eig_sum`` (1.0 when the fallback ran) and, for
+        ``certificate`` holds the initial C and C at the returned U, the orthogonal criterion of
+        the unit columns, their largest |cos|, ``fallback_eig_sum`` (1.0 when the fallback ran),
+        ``start_kept`` (1.0 when the run diverged and its start is returned) and, for
         two groups, ``mmd2_linear``; ``options`` the column rule and ``init_used``.
     """
     columns, max_iter, tol = _check_common(columns, max_iter, tol)

@@ -123,10 +123,11 @@ def solve_covariance(
     basis = _complement(moments, n_components)
     covariances = moments.scatter_about("group") / (moments.weight - 1.0)[:, None, None]
     average = np.tensordot(moments.weight / moments.weight.sum(), covariances, axes=1)
-    spread = basis.T @ (covariances - average) @ basis  # (k, d, d) with d = p − k + 1
+    spread = basis.T @ (covariances - average) @ basis  # (k, d, d) with d = p − k + 1, each symmetric
     kept = max(n_components, min(basis.shape[1], n_directions))
-    _, directions = np.linalg.eigh(np.einsum("gij,gjk->ik", spread, spread))  # ascending
-    found = _pca_within(moments, basis @ directions[:, :kept], n_components)
+    side_by_side = np.concatenate(list(spread), axis=1)  # Σ_g S_g² = [S_1 … S_k][S_1 … S_k]ᵀ: one product
+    _, directions = scipy.linalg.eigh(side_by_side @ side_by_side.T, subset_by_index=[0, kept - 1])  # the l smallest
+    found = _pca_within(moments, basis @ directions, n_components)
     components = found[0]
     gap = max(float(np.linalg.norm(components.T @ (c - average) @ components)) for c in covariances)
     return _projection(moments, found, n_components, "kleindessner-cov", center,

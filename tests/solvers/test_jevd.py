@@ -322,6 +322,32 @@ def test_singular_step_stops_at_the_last_finite_iterate():
     assert fit_projection(moments, 2, method="jevd").options["fallback_reason"] == "diverged"
 
 
+def test_when_both_starts_diverge_the_default_gives_back_the_better_start():
+    """Correlation pairs at d = 40 where the eig_sum start diverges too (as LFW at p ≥ 500):
+    the paper's last iterate has collinear columns; the default returns the start."""
+    for seed in (3, 8):
+        matrices = correlation_pair(40, seed)
+        paper = jevd.faithful_jevd(matrices, init="eig_sum", fallback=False)
+        assert paper.diverged and not paper.start_kept
+        assert paper.orthogonal_criterion(matrices) > 10 * paper.history[0]
+        kept = jevd.faithful_jevd(matrices)  # identity diverges, eig_sum diverges: the better start
+        start = jevd._eig_sum_start(matrices)
+        assert kept.diverged and kept.start_kept and kept.init_used == "eig_sum"
+        np.testing.assert_array_equal(kept.basis, start)
+        assert kept.criterion == kept.history[0] == pytest.approx(offdiag_energy(matrices, start), rel=1e-10)
+        assert kept.orthogonal_criterion(matrices) <= offdiag_energy(matrices, np.eye(40))
+        moments = group_moments(matrices)
+        with pytest.warns(ConvergenceWarning, match="columns returned are its start's"):
+            result = fit_projection(moments, 3, method="jevd")
+        assert result.status == "inaccurate" and result.certificate["start_kept"] == 1.0
+        check_orthonormal(result.components)
+        assert result.certificate["max_column_cosine"] <= 1e-12
+        with pytest.warns(ConvergenceWarning, match="not a joint diagonaliser"):
+            as_paper = fit_projection(moments, 3, method="jevd", fallback=False)
+        assert as_paper.certificate["start_kept"] == 0.0
+        assert as_paper.certificate["max_column_cosine"] > 0.5  # where the paper's iteration ends
+
+
 # ================================================================== fixture F1: Theorem 4.1 is false
 def test_f1_theorem_4_1_is_false():
     """Σ_A = diag(1, 0), Σ_B = diag(0, 1), r = 1 (spec §C, F1; B.6 item 1).
