@@ -46,7 +46,8 @@ AREA_NOTES = {
 class Bench:
     """One benchmark script: its arguments in full and quick mode (``None``: full mode only),
     the JSON files it writes (with ``ratios``), the figures the README shows, and whether it
-    needs ``OPENBLAS_NUM_THREADS=1`` from outside (the others set their own)."""
+    needs ``OPENBLAS_NUM_THREADS=1`` from outside (the others set their own). A ``script``
+    starting with ``-m`` is a module run with those arguments (the slow test scenarios)."""
 
     name: str
     script: str
@@ -55,6 +56,15 @@ class Bench:
     outputs: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
     one_blas_thread: bool = False
+
+    def command(self, args: list[str]) -> list[str]:
+        if self.script.startswith("-m "):
+            return [PYTHON, *self.script.split(), *args]
+        return [PYTHON, str(HERE / self.script), *args]
+
+    @property
+    def shown(self) -> str:
+        return self.script.removeprefix("-m ") if self.script.startswith("-m ") else f"benchmarks/{self.script}"
 
 
 BENCHES = (
@@ -72,6 +82,8 @@ BENCHES = (
           outputs=("mmd_scale.json",)),
     Bench("pipeline", "bench_pipeline.py", quick=("--quick",), outputs=("pipeline.json",)),
     Bench("compare", "bench_compare.py", outputs=("compare.json",)),
+    # the reliability scenarios too slow for `make test` (pyproject: -m "not slow" by default)
+    Bench("slow-tests", "-m pytest -q -m slow", quick=(), one_blas_thread=True),
     # no baseline ratio: paper reproductions and their own targets (results/<name>.md)
     Bench("first-contact", "bench_first_contact.py"),
     Bench("samadi-timing", "bench_samadi_timing.py"),
@@ -94,16 +106,17 @@ def run(bench: Bench, quick: bool, results: Path, log_dir: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if bench.one_blas_thread:
         env["OPENBLAS_NUM_THREADS"] = "1"
-    command = [PYTHON, str(HERE / bench.script), *args]
+    command = bench.command(args)
+    shown = " ".join([bench.shown, *args])
     log = log_dir / f"{bench.name}.log"
-    print(f"== {bench.name}: {' '.join(['benchmarks/' + bench.script, *args])} (log {log})", flush=True)
+    print(f"== {bench.name}: {shown} (log {log})", flush=True)
     started, load = time.perf_counter(), os.getloadavg()[0]
     with open(log, "w") as out:
         code = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
     seconds = time.perf_counter() - started
     tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
     print(f"   {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f} s", flush=True)
-    return {"name": bench.name, "command": " ".join(["benchmarks/" + bench.script, *args]), "status": code,
+    return {"name": bench.name, "command": shown, "status": code,
             "seconds": seconds, "load_before": load, "load_after": os.getloadavg()[0], "tail": tail}
 
 
@@ -154,8 +167,9 @@ def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict],
                  "as last written") if outcome is None \
             else ("ok" if outcome["status"] == 0 else f"**failed** (exit {outcome['status']})") + f", {outcome['seconds']:.0f} s"
         files = ", ".join(f"[{name.removesuffix('.json')}.md]({name.removesuffix('.json')}.md)" for name in bench.outputs) \
-            or "its files in results/ (benchmarks/README.md)"
-        lines.append(f"| `{bench.script}` | {state} | {files} |")
+            or ("its outcome in this table, its output in scratch/logs/" if bench.script.startswith("-m ")
+                else "its files in results/ (benchmarks/README.md)")
+        lines.append(f"| `{bench.shown}` | {state} | {files} |")
     failed = [o for o in outcomes.values() if o["status"]]
     for outcome in failed:
         lines += ["", f"### {outcome['name']} failed", "", f"`{outcome['command']}`", "", "```", *outcome["tail"], "```"]

@@ -1,4 +1,5 @@
-"""Shared fixtures: real data from ../shared/data, synthetic grouped data, a dask cluster."""
+"""Shared fixtures: real data from ../shared/data, synthetic grouped data, a dask cluster, the
+Prefect test harness."""
 
 from __future__ import annotations
 
@@ -86,3 +87,13 @@ def dask_cluster():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
         with Client(cluster, set_as_default=False) as client:
             yield client
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One Prefect test harness (temporary database and API server) for the session, started
+    by the first test that asks for it (flow tests: ``pytest.mark.usefixtures``)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

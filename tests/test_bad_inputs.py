@@ -16,15 +16,6 @@ README = Path(__file__).parents[1] / "README.md"
 README_SECTION = "## Bad input: what each case gets"
 
 
-@pytest.fixture(scope="module")
-def prefect_harness():
-    """One Prefect test harness for the flow cases (started only if one runs)."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def _snapshot(folder: Path) -> dict[str, str]:
     """Every path under ``folder`` with a digest of its bytes ("dir" for folders)."""
     return {

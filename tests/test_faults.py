@@ -175,14 +175,6 @@ def test_mmd_rff_fit_survives_a_worker_killed_in_a_solver_pass(table, cluster, k
 
 
 # ----------------------------------------------------------------------------- scheduler restart
-@pytest.fixture(scope="module")
-def prefect_harness():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
 def test_fit_flow_rerun_on_a_new_scheduler_reads_no_rows(table, tmp_path, prefect_harness):
     from fairpca_dist.ingest import ingest_table
     from flows.fit import fit

@@ -18,13 +18,7 @@ from flows.pipeline import pipeline
 from flows.tasks import project_task
 
 
-@pytest.fixture(scope="module", autouse=True)
-def prefect_harness(tmp_path_factory):
-    """One Prefect test harness (temporary database and API server) for the flow tests."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
+pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 
 @pytest.fixture(scope="module")
