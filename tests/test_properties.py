@@ -15,9 +15,11 @@ and ``mmd`` from ``start="pca"`` (its default ``"aux-mmd"`` picks among random m
 ``mm-sparse`` starts at random and has no start option: only duplication and relabelling are
 checked (its ℓ1 penalty would also be kept by permutations, not by rotations). ``dro``'s
 radius ε = α/√N changes with the row count, so duplicated rows are fitted with α·√2 (the same
-ε); ``jevd`` runs from its rotation-equivariant ``eig_sum`` start (the paper's identity start
-is tied to the feature basis); ``mmd`` has a fixed bandwidth (the median heuristic counts the
-zero distances of duplicated rows).
+ε), on rows of unit mean variance (its fixed step is not scale free); ``jevd`` runs from its
+rotation-equivariant ``eig_sum`` start (the paper's identity start is tied to the feature
+basis); ``mmd`` has a fixed bandwidth (the median heuristic counts the zero distances of
+duplicated rows). Where the optimal V is not unique the method's objective is compared instead
+of the losses (``SLOW``).
 """
 
 from __future__ import annotations
@@ -117,20 +119,24 @@ def test_duplicated_rows_relabelled_groups_and_permuted_features_keep_the_losses
 
 
 # slower methods: the options under which each is equivariant (module docstring), the feature
-# maps that keep it, and the relative tolerance of its losses (the SDPs are solved to ~1e-8 by
-# interior point; the iterative methods stop at their own tolerances; dro's fixed-step subgradient
-# iterates circle the optimum at a distance of order of the step 1/√(n_iter + 1), so which one is
-# best moves with rounding)
+# maps that keep it, what is compared, and its relative tolerance: the losses where the optimal
+# V is unique, else the method's objective. Not unique: olfat-sdp's V (the top eigenvectors of P*,
+# solved to ~1e-8) moves by 1e-4 along directions of nearly equal value; the ℓ1 criteria of
+# mm-robust and mm-sparse are flat at their optimum on few rows (the same objective to 1e-15 with
+# losses 10 % apart). dro's fixed step 1/√(n_iter + 1) is not scale free (the
+# paper's features are standardised): on features of variance 10–50 its iterates jump across the
+# manifold, and which one is best moved with rounding (losses by 7 %), so its rows are scaled to
+# unit mean variance first (a scalar: every invariance survives it).
 BOTH, NONE = ("permutation", "rotation"), ()
 SLOW = {
-    "samadi-sdp": ({}, BOTH, 1e-4),
-    "olfat-sdp": ({}, BOTH, 1e-4),
-    "kleindessner-cov": ({}, BOTH, 1e-6),
-    "mm-sparse": ({}, NONE, 1e-4),
-    "mm-robust": ({}, BOTH, 1e-4),
-    "dro": ({"n_restarts": 0, "n_iter": 200}, BOTH, 1e-3),
-    "jevd": ({"init": "eig_sum"}, BOTH, 1e-5),
-    "mmd": ({"sigma": 3.0, "tau": 0.1, "start": "pca"}, BOTH, 1e-4),
+    "samadi-sdp": ({}, BOTH, "losses", 1e-4),
+    "olfat-sdp": ({}, BOTH, "objective", 1e-5),
+    "kleindessner-cov": ({}, BOTH, "losses", 1e-6),
+    "mm-sparse": ({}, NONE, "objective", 1e-5),
+    "mm-robust": ({}, BOTH, "objective", 1e-5),
+    "dro": ({"n_restarts": 0, "n_iter": 200}, BOTH, "losses", 1e-6),
+    "jevd": ({"init": "eig_sum"}, BOTH, "losses", 1e-5),
+    "mmd": ({"sigma": 3.0, "tau": 0.1, "start": "pca"}, BOTH, "losses", 1e-4),
 }
 SLOW_PROPERTY = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -138,22 +144,30 @@ SLOW_PROPERTY = settings(max_examples=8, deadline=None, suppress_health_check=[H
 @pytest.mark.parametrize("method", SLOW)
 @SLOW_PROPERTY
 @given(sample=grouped_rows(min_rows=16, max_rows=40))
-def test_slower_solvers_keep_the_losses_under_every_invariance(method, sample):
-    options, feature_maps, rtol = SLOW[method]
+def test_slower_solvers_keep_their_answer_under_every_invariance(method, sample):
+    options, feature_maps, compared, rtol = SLOW[method]
     x, labels, rng = sample
-    before, _ = losses(x, labels, method, **options)
+    if method == "dro":
+        x = x / np.sqrt(np.var(x, axis=0).mean())
+
+    def answer(x: np.ndarray, labels: np.ndarray, **options) -> np.ndarray:
+        group_losses, model = losses(x, labels, method, **options)
+        return group_losses if compared == "losses" else np.array([model.objective_history[-1]])
+
+    before = answer(x, labels, **options)
     twice = {**options, "alpha": 0.15 * np.sqrt(2.0)} if method == "dro" else options  # ε = α/√N
-    variants = [
-        losses(np.vstack([x, x]), np.concatenate([labels, labels]), method, **twice)[0],
-        losses(x, np.where(labels == "a", "group 1", "group 2"), method, **options)[0],
-    ]
+    variants = {
+        "duplicated rows": answer(np.vstack([x, x]), np.concatenate([labels, labels]), **twice),
+        "relabelled groups": answer(x, np.where(labels == "a", "group 1", "group 2"), **options),
+    }
     if "permutation" in feature_maps:
-        variants.append(losses(x[:, rng.permutation(x.shape[1])], labels, method, **options)[0])
+        variants["permuted features"] = answer(x[:, rng.permutation(x.shape[1])], labels, **options)
     if "rotation" in feature_maps:
         q, _ = np.linalg.qr(rng.normal(size=(x.shape[1], x.shape[1])))
-        variants.append(losses(x @ q, labels, method, **options)[0])
-    for other in variants:
-        np.testing.assert_allclose(other, before, rtol=rtol, atol=rtol * max(1.0, before.max()))
+        variants["rotated features"] = answer(x @ q, labels, **options)
+    scale = max(1.0, float(np.abs(before).max()))
+    for name, other in variants.items():
+        np.testing.assert_allclose(other, before, rtol=rtol, atol=rtol * scale, err_msg=f"{compared}, {name}")
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
