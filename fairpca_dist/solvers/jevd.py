@@ -311,40 +311,84 @@ def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, fallback: bool
 
 
 # ---------------------------------------------------------------------------- Jacobi (orthogonal)
-def jacobi_jd(matrices: np.ndarray, *, max_iter: int = 500, tol: float = 1e-12) -> JointDiagonalization:
+def jacobi_jd(matrices: np.ndarray, *, max_iter: int = 500, tol: float = 1e-12,
+              stall_tol: float = 1e-12) -> JointDiagonalization:
     """Orthogonal joint diagonalisation of symmetric matrices by Jacobi rotations.
 
-    Cardoso & Souloumiac (1996), "Jacobi angles for simultaneous diagonalization": for each
-    pair (p, q), with g_k = (a_pp − a_qq, a_pq + a_qp) and G = Σ_k g_k g_kᵀ, the angle
+    Cardoso & Souloumiac (1996), "Jacobi angles for simultaneous diagonalization": for a pair
+    (p, q), with g_k = (a_pp − a_qq, a_pq + a_qp) and G = Σ_k g_k g_kᵀ, the angle
     θ = ½ atan2(G₁₂ + G₂₁, G₁₁ − G₂₂ + √((G₁₁ − G₂₂)² + (G₁₂ + G₂₁)²)) minimises the pair's
-    off-diagonal energy exactly. Sweeps until every |sin θ| < ``tol`` (``reason="rotation"``) or
-    ``max_iter`` sweeps. ``history`` holds Σ_g ‖offdiag(QᵀΣ_gQ)‖² after each sweep (non-increasing).
+    off-diagonal energy exactly. A sweep visits every pair once in the round-robin (parallel)
+    order of Brent & Luk (1985): d − 1 rounds of ⌊d/2⌋ disjoint pairs, whose rotations commute
+    and are applied at once, a gather and two products per axis (the pair-by-pair cyclic order
+    costs d(d − 1)/2 small operations per sweep: 10× slower at d = 100). Every rotation
+    still lowers the criterion, so it is non-increasing. Sweeps until every |sin θ| < ``tol``
+    (``reason="rotation"``), or a sweep lowers the criterion by at most ``stall_tol`` · C_0
+    (``"stagnation"``: the convergence is linear, and on LFW at d = 200 the last 85 % of the
+    sweeps to |sin θ| < 1e-12 moved the criterion by < 1e-9 of itself), or ``max_iter`` sweeps.
+    ``history`` holds Σ_g ‖offdiag(QᵀΣ_gQ)‖² after each sweep.
     """
     a = np.array(matrices, dtype=np.float64)
     a = (a + np.swapaxes(a, 1, 2)) / 2.0
     d = a.shape[1]
     q = np.eye(d)
     history = [offdiagonal_energy(a)]
+    rounds = _round_robin(d)
     for sweep in range(1, max_iter + 1):
         rotated = False
-        for p in range(d - 1):
-            for r in range(p + 1, d):
-                g = np.stack([a[:, p, p] - a[:, r, r], a[:, p, r] + a[:, r, p]])
-                gg = g @ g.T
-                ton, toff = gg[0, 0] - gg[1, 1], gg[0, 1] + gg[1, 0]
-                theta = 0.5 * np.arctan2(toff, ton + np.hypot(ton, toff))
-                c, s = np.cos(theta), np.sin(theta)
-                if abs(s) >= tol:
-                    rotated = True
-                    rotation = np.array([[c, -s], [s, c]])
-                    pair = [p, r]
-                    q[:, pair] = q[:, pair] @ rotation
-                    a[:, pair, :] = np.einsum("ji,gjk->gik", rotation, a[:, pair, :])
-                    a[:, :, pair] = a[:, :, pair] @ rotation
+        for first, second in rounds:
+            cos, sin = _pair_angles(a, first, second)
+            if not (np.abs(sin) >= tol).any():
+                continue
+            rotated = True
+            sin = np.where(np.abs(sin) >= tol, sin, 0.0)
+            cos = np.where(sin != 0.0, cos, 1.0)
+            partner, scale, shift = _round_rotation(d, first, second, cos, sin)
+            a = scale[:, None] * a + shift[:, None] * a[:, partner, :]  # rows: Jᵀ a
+            a = a * scale + a[:, :, partner] * shift  # columns: (Jᵀ a) J
+            q = q * scale + q[:, partner] * shift
         history.append(offdiagonal_energy(a))
         if not rotated:
             return JointDiagonalization(q, history, sweep, "rotation")
+        if history[-2] - history[-1] <= stall_tol * history[0]:
+            return JointDiagonalization(q, history, sweep, "stagnation")
     return JointDiagonalization(q, history, max_iter, "max_iter")
+
+
+def _round_robin(d: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every pair of 0..d−1 once, as d − 1 (d even) or d (d odd) rounds of disjoint pairs: the
+    circle method, one index fixed and the others turning (an odd d sits one out per round)."""
+    players = list(range(d)) + ([-1] if d % 2 else [])
+    n = len(players)
+    rounds = []
+    for _ in range(n - 1):
+        pairs = [(players[i], players[n - 1 - i]) for i in range(n // 2)]
+        pairs = [(min(p, r), max(p, r)) for p, r in pairs if p >= 0 and r >= 0]
+        rounds.append((np.array([p for p, _ in pairs]), np.array([r for _, r in pairs])))
+        players = [players[0], players[-1], *players[1:-1]]
+    return rounds
+
+
+def _pair_angles(a: np.ndarray, first: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cos θ, sin θ) of Cardoso & Souloumiac's angle for each pair (first[i], second[i])."""
+    diagonal = a[:, first, first] - a[:, second, second]  # (k, pairs)
+    off = a[:, first, second] + a[:, second, first]
+    g11, g22, g12 = (diagonal * diagonal).sum(axis=0), (off * off).sum(axis=0), (diagonal * off).sum(axis=0)
+    ton, toff = g11 - g22, 2.0 * g12
+    theta = 0.5 * np.arctan2(toff, ton + np.hypot(ton, toff))
+    return np.cos(theta), np.sin(theta)
+
+
+def _round_rotation(d: int, first: np.ndarray, second: np.ndarray, cos: np.ndarray,
+                    sin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A round's rotations J as (partner, scale, shift): index i of x·J is scale_i x_i +
+    shift_i x_partner(i), i.e. (x_p, x_q) ← (c x_p + s x_q, −s x_p + c x_q) for every pair (an
+    index in no pair keeps itself). One gather per axis instead of a read and write per pair."""
+    partner, scale, shift = np.arange(d), np.ones(d), np.zeros(d)
+    partner[first], partner[second] = second, first
+    scale[first], scale[second] = cos, cos
+    shift[first], shift[second] = sin, -sin
+    return partner, scale, shift
 
 
 # ---------------------------------------------------------------------------- columns
@@ -499,6 +543,7 @@ def solve_orthogonal(
     columns: str = "sum",
     max_iter: int = 500,
     tol: float = 1e-12,
+    stall_tol: float = 1e-12,
 ) -> FairProjection:
     """Jacobi joint diagonalisation over orthogonal matrices (``"jevd-orthogonal"``; spec B.2 item 5).
 
@@ -510,6 +555,8 @@ def solve_orthogonal(
         Sweeps at most (≥ 1).
     tol : float
         Stop when every rotation of a sweep has |sin θ| < tol.
+    stall_tol : float
+        Stop when a sweep lowers the criterion by at most stall_tol · C_0 (C_0 at Q = I).
     random_state : ignored (deterministic).
 
     Returns
@@ -518,7 +565,9 @@ def solve_orthogonal(
         ``objective_history`` is Σ_g ‖offdiag(QᵀΣ_gQ)‖² per sweep (non-increasing).
     """
     columns, max_iter, tol = _check_common(columns, max_iter, tol)
+    stall_tol = checks.number("stall_tol", stall_tol)
     covariance = moments.covariance(center)
-    found = jacobi_jd(covariance, max_iter=max_iter, tol=tol)
+    found = jacobi_jd(covariance, max_iter=max_iter, tol=tol, stall_tol=stall_tol)
     return _finish(moments, n_components, center, covariance, found, method="jevd-orthogonal",
-                   columns=columns, options={"max_iter": max_iter, "tol": tol}, certificate={})
+                   columns=columns, options={"max_iter": max_iter, "tol": tol, "stall_tol": stall_tol},
+                   certificate={})
