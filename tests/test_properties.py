@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from fairpca_dist import GroupMoments, fit_projection, load_model, metrics, save_model
 from fairpca_dist.datapasses import ArrayPasses
 from fairpca_dist.exceptions import ConvergenceWarning, ModelWarning
+from fairpca_dist.solvers import SOLVERS
 
 # fast, deterministic moment-based methods with a unique answer on generic data
 METHODS = ["pca", "fair-eig", "samadi-mw", "mm", "kleindessner", "jevd-orthogonal"]
@@ -56,7 +57,7 @@ def grouped_rows(draw, min_rows: int = 12, max_rows: int = 60):
 def fit(x: np.ndarray, labels: np.ndarray, method: str, **options):
     """(moments, the fitted model) with two components; the rows go to the methods that read them."""
     moments = GroupMoments.from_arrays(x, labels)
-    if method in ("mm-robust", "mmd"):
+    if SOLVERS[method].reads_rows(options):
         options["passes"] = ArrayPasses(x, labels, moments.groups)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
