@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fairpca_dist.exceptions import FairPCAError, OutputBusyError, WriteError
 
-__all__ = ["atomic_directory", "atomic_file", "output_lock"]
+__all__ = ["atomic_directory", "atomic_file", "output_lock", "disk_errors_named"]
 
 # A full or read-only disk: reported as WriteError naming the output. Other OSErrors (a lost
 # connection, a missing input file) pass through unchanged.
@@ -90,12 +90,22 @@ def _remove_leftovers(target: Path) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _write_error(error: BaseException, target: Path, existed: bool) -> WriteError | None:
-    """The error to raise instead of ``error`` when it is a full or read-only disk."""
-    if not isinstance(error, OSError) or isinstance(error, FairPCAError) or error.errno not in _DISK_ERRNOS:
-        return None
-    kept = f"the previous {target} is unchanged" if existed else f"nothing was written to {target}"
-    return WriteError(error.errno, f"could not write {target}: {error.strerror or error}; partial output removed, {kept}")
+@contextlib.contextmanager
+def disk_errors_named(target: str | os.PathLike[str]) -> Iterator[None]:
+    """Within: a full or read-only disk (ENOSPC, EDQUOT, EFBIG, EROFS) raises
+    :class:`WriteError` naming ``target``, for a writer that removes its partial output and
+    leaves the previous ``target`` as it was (every writer of this module, and
+    :func:`fairpca_dist.report.write_report`). Other errors pass through unchanged."""
+    target = Path(target)
+    existed = target.exists()
+    try:
+        yield
+    except OSError as error:
+        if isinstance(error, FairPCAError) or error.errno not in _DISK_ERRNOS:
+            raise
+        kept = f"the previous {target} is unchanged" if existed else f"nothing was written to {target}"
+        raise WriteError(error.errno, f"could not write {target}: {error.strerror or error}; partial output "
+                                      f"removed, {kept}") from error
 
 
 @contextlib.contextmanager
@@ -108,17 +118,14 @@ def atomic_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     read-only disk raises :class:`WriteError` naming ``target``.
     """
     target = Path(target).absolute()  # the staging folder is written by dask workers, whose cwd may differ
-    with output_lock(target):
+    with output_lock(target), disk_errors_named(target):
         existed = target.exists()
         staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
         staging.mkdir()
         try:
             yield staging
-        except BaseException as error:
+        except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
-            replacement = _write_error(error, target, existed)
-            if replacement is not None:
-                raise replacement from error
             raise
         previous = target.parent / f".{target.name}.previous-{uuid.uuid4().hex[:12]}"
         if existed:
@@ -137,14 +144,11 @@ def atomic_file(target: str | os.PathLike[str]) -> Iterator[Path]:
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    existed = target.exists()
     staging = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:12]}"
-    try:
-        yield staging
-    except BaseException as error:
-        staging.unlink(missing_ok=True)
-        replacement = _write_error(error, target, existed)
-        if replacement is not None:
-            raise replacement from error
-        raise
-    os.replace(staging, target)
+    with disk_errors_named(target):
+        try:
+            yield staging
+        except BaseException:
+            staging.unlink(missing_ok=True)
+            raise
+        os.replace(staging, target)

@@ -49,7 +49,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist import metrics
-from fairpca_dist.atomic import output_lock
+from fairpca_dist.atomic import disk_errors_named, output_lock
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
@@ -638,7 +638,8 @@ def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
     then moved into ``out_dir`` file by file (``report.json`` last), so an error leaves the
     previous report, if any, untouched; other files in ``out_dir`` are kept. The same report
     gives byte-identical JSON and Markdown. ``out_dir`` is locked while it is written
-    (:func:`~fairpca_dist.atomic.output_lock`).
+    (:func:`~fairpca_dist.atomic.output_lock`); a full or read-only disk raises
+    :class:`~fairpca_dist.exceptions.WriteError` naming it.
 
     Parameters
     ----------
@@ -652,7 +653,7 @@ def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
     ReportFiles
     """
     out_dir = Path(out_dir)
-    with output_lock(out_dir):  # two reports into one folder would mix their files
+    with output_lock(out_dir), disk_errors_named(out_dir):  # two reports into one folder would mix their files
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
         try:
             names = _render(jsonable(report), staging)

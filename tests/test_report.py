@@ -247,6 +247,28 @@ def test_rewrites_are_byte_identical_and_nan_is_null(synthetic, tmp_path):
     assert json.loads(text, parse_constant=pytest.fail)["at_model"]["pca"]["max_loss"] is None
 
 
+def test_full_disk_names_the_report_folder_and_keeps_the_previous_report(synthetic, tmp_path, monkeypatch):
+    import errno
+
+    from fairpca_dist import WriteError, report as report_module
+
+    _, _, _, report = synthetic
+    write_report(report, tmp_path / "out")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()}
+
+    def disk_full(report: dict, folder):
+        (folder / "report.md").write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(report_module, "_render", disk_full)
+    for target in (tmp_path / "out", tmp_path / "fresh"):
+        with pytest.raises(WriteError, match=f"could not write {target}: No space left on device") as error:
+            write_report(report, target)
+        assert error.value.errno == errno.ENOSPC
+    assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
 def test_failed_write_keeps_previous_report(synthetic, tmp_path):
     _, _, _, report = synthetic
     files = write_report(report, tmp_path / "out")
