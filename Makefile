@@ -21,7 +21,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# every benchmark at full size (hours), then benchmarks/results/README.md; bench-quick: < 10 min
+# every benchmark at full size (hours), then benchmarks/results/README.md; run again after an
+# interruption it continues (BENCH_ARGS=--fresh: from scratch); bench-quick: < 10 min
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py $(BENCH_ARGS)
 

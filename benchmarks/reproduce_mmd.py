@@ -30,8 +30,9 @@ Protocol (spec §4.1, §4.4; the authors' ``datasets/*-preprocess.py`` and ``uci
   subsample of ``SVM_ROWS`` training rows. Also recorded: the same on the training split
   (%VAR, MMD² exact where affordable), fit time, status, and mmd's certificate.
 * FPCA's solver accuracy: the library's SCS tolerance (1e-7) costs 2–40 min per Adult fit at
-  p = 97 on this machine; ``--fpca-tolerance 1e-5`` (~1 min; recorded per row in
-  ``fpca_tolerance``) is what the Adult rows use.
+  p = 97 on this machine, so Adult's rows use 1e-5 (~1 min; ``FPCA_TOLERANCE``, recorded per
+  row in ``fpca_tolerance``); COMPAS and German keep the library's. ``--fpca-tolerance`` sets
+  one tolerance for every dataset.
 * FPCA's μ: the authors' FPCA code minimises −⟨XᵀX, P⟩/(N‖X‖_F) + μ_code(t_+ + t_−); the
   library's ``olfat-sdp`` maximises ⟨Σ, P⟩ − μ(t_+ + t_−), so μ = μ_code·‖X‖_F with
   ‖X‖_F² = N_train·tr Σ_train (the standardised training matrix: ≈ N_train·p). δ is unchanged.
@@ -82,6 +83,7 @@ SVM_ROWS = 10000  # Adult: stratified training subsample for the SVM
 EXACT_TRAIN_MAX = 10000  # exact train MMD² for every method below this many training rows
 MMD_EXACT_MAX = 1000  # mmd fits on more training rows use estimator="sample" (see the docstring)
 MMD_SAMPLE_ROWS = 500  # rows per group of that sample
+FPCA_TOLERANCE = {"Adult": 1e-5}  # olfat-sdp's SCS eps where the library's 1e-7 takes up to 40 min per fit
 MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/solvers/olfat.py", "fairpca_dist/kernels.py",
             "fairpca_dist/metrics.py", "benchmarks/datasets_mmd.py", "benchmarks/reproduce_mmd.py"]
 
@@ -160,6 +162,15 @@ def downstream(ztr: np.ndarray, ytr: np.ndarray, zte: np.ndarray, yte: np.ndarra
     return acc, ddp, len(ytr), seconds
 
 
+def finished_splits(table: pd.DataFrame, dims: tuple[int, ...]) -> set[tuple[str, int]]:
+    """The (dataset, split) pairs of ``table`` that have a row for every d in ``dims`` and method."""
+    if table.empty:
+        return set()
+    expected = sum(len(method_rows(d)) for d in dims)
+    sizes = table[table["d"].isin(dims)].groupby(["dataset", "split"]).size()
+    return {(name, int(seed)) for (name, seed), size in sizes.items() if size == expected}
+
+
 def run_split(name: str, x: np.ndarray, y: np.ndarray, a: np.ndarray, seed: int, args: argparse.Namespace,
               dims: tuple[int, ...]) -> list[dict]:
     tr, te = split_indices(len(x), seed)
@@ -183,8 +194,9 @@ def run_split(name: str, x: np.ndarray, y: np.ndarray, a: np.ndarray, seed: int,
             options = dict(opts)
             if method == "olfat-sdp":
                 options["mu"] = options.pop("mu_code") * frob
-                if args.fpca_tolerance is not None:
-                    options["tolerance"] = args.fpca_tolerance
+                tolerance = args.fpca_tolerance or FPCA_TOLERANCE.get(name)
+                if tolerance is not None:
+                    options["tolerance"] = tolerance
             if method == "mmd":
                 options["sigma"] = sigma
                 if len(xtr) > MMD_EXACT_MAX and not args.mmd_exact:
@@ -352,11 +364,13 @@ def main() -> None:
     parser.add_argument("--mmd-exact", action="store_true", help="exact MMD estimator (all training rows) in every mmd fit")
     parser.add_argument("--first-split", type=int, default=0)
     parser.add_argument("--fpca-tolerance", type=float, default=None,
-                        help="SCS eps of olfat-sdp (library default 1e-7: 2-40 min per Adult fit at p = 97; "
-                             "1e-5: ~1 min)")
+                        help="SCS eps of olfat-sdp for every dataset (default: the library's 1e-7, Adult 1e-5: "
+                             "1e-7 takes 2-40 min per Adult fit at p = 97, 1e-5 ~1 min)")
     parser.add_argument("--replace", action="store_true",
                         help="with --append: drop the existing rows of --datasets first")
     parser.add_argument("--append", action="store_true", help="add the rows to the existing .csv")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the splits an interrupted run finished (its .csv) and run the others")
     parser.add_argument("--report-only", action="store_true", help="rebuild the .md from the existing .csv")
     parser.add_argument("--notes", type=Path, default=None, help="markdown appended to the report")
     parser.add_argument("--header", default=None, help="the report's run line (with --report-only)")
@@ -375,22 +389,29 @@ def main() -> None:
         return
     load0 = os.getloadavg()[0]
     started = time.perf_counter()
-    kept = pd.read_csv(CSV) if args.append and CSV.exists() else pd.DataFrame()
+    kept = pd.read_csv(CSV) if (args.append or args.resume) and CSV.exists() else pd.DataFrame()
     if args.replace and not kept.empty:
         kept = kept[~kept["dataset"].isin(args.datasets)]
-    rows: list[dict] = kept.to_dict("records")
     dims = (2,) if args.smoke else DIMENSIONS
+    finished = finished_splits(kept, dims) if args.resume else set()
+    if args.resume and not kept.empty:  # the rows of a split cut off mid-way are run again
+        kept = kept[[key in finished for key in zip(kept["dataset"], kept["split"])]]
+        print(f"resuming: {len(finished)} finished splits kept from {CSV}", flush=True)
+    rows: list[dict] = kept.to_dict("records")
     for name in args.datasets:
         x, y, a, _ = LOADERS[name]()
         x = x.to_numpy(np.float64)
         n_splits = 1 if args.smoke else (args.adult_splits if name == "Adult" and args.adult_splits else args.splits)
         for seed in range(args.first_split, args.first_split + n_splits):
+            if (name, seed) in finished:
+                continue
             rows += run_split(name, x, y, a, seed, args, dims)
             pd.DataFrame(rows).to_csv(CSV, index=False)  # partial results survive an interruption
     seconds = time.perf_counter() - started
     table = pd.DataFrame(rows)
     table.to_csv(CSV, index=False)
-    header = (f"`{command}` ({provenance(MEASURED)}); {seconds / 60:.1f} min in one process, "
+    resumed = f" after {len(finished)} splits kept from an interrupted run" if finished else ""
+    header = (f"`{command}` ({provenance(MEASURED)}); {seconds / 60:.1f} min in one process{resumed}, "
               f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average {load0:.2f} at the start, "
               f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared).")
     write_report(table, header, notes)

@@ -5,6 +5,7 @@ baseline measured in the same run, as ratios, and the scaling curves.
     .venv/bin/python benchmarks/run_all.py                # every benchmark at full size (hours): results/README.md
     .venv/bin/python benchmarks/run_all.py --only moments pipeline
     .venv/bin/python benchmarks/run_all.py --readme-only  # rebuild results/README.md from the JSON there
+    .venv/bin/python benchmarks/run_all.py --fresh        # full size, ignoring what an earlier run finished
 
 (``make bench`` and ``make bench-quick``.) Each benchmark runs as its own process, one after
 another (they would distort each other's timings on a shared machine), and writes its own
@@ -14,11 +15,19 @@ have a small form, at that size, into ``scratch/quick/`` so that it never overwr
 results; the full mode also runs the paper reproductions, which have no baseline ratio and are
 listed with their result files. A benchmark that fails is reported (its last lines of output)
 and the others still run; the exit status is 1 if any failed.
+
+The full mode takes hours, so it resumes: each benchmark's outcome is recorded in
+``scratch/run_all_state.json`` with a fingerprint of the code it measures (every ``.py`` file of
+the package, the flows, the tests and the benchmarks, and ``pyproject.toml``). Run again after
+an interruption, it skips the benchmarks that finished at the same code and starts again with
+the first that did not; one that was cut off mid-run and can continue (``resume`` arguments,
+e.g. a paper reproduction's finished splits) is given them. ``--fresh`` runs everything.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -47,7 +56,8 @@ class Bench:
     """One benchmark script: its arguments in full and quick mode (``None``: full mode only),
     the JSON files it writes (with ``ratios``), the figures the README shows, and whether it
     needs ``OPENBLAS_NUM_THREADS=1`` from outside (the others set their own). A ``script``
-    starting with ``-m`` is a module run with those arguments (the slow test scenarios)."""
+    starting with ``-m`` is a module run with those arguments (the slow test scenarios).
+    ``resume``: the arguments that make a full run cut off mid-way continue where it stopped."""
 
     name: str
     script: str
@@ -56,6 +66,7 @@ class Bench:
     outputs: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
     one_blas_thread: bool = False
+    resume: tuple[str, ...] = ()
 
     def command(self, args: list[str]) -> list[str]:
         if self.script.startswith("-m "):
@@ -95,13 +106,46 @@ BENCHES = (
     Bench("reproduce-mm", "reproduce_mm.py"),
     Bench("reproduce-dro", "reproduce_dro.py"),
     Bench("reproduce-jevd", "reproduce_jevd.py"),
-    Bench("reproduce-mmd", "reproduce_mmd.py", one_blas_thread=True),
+    Bench("reproduce-mmd", "reproduce_mmd.py", one_blas_thread=True, resume=("--resume",)),
 )
 
 
-def run(bench: Bench, quick: bool, results: Path, log_dir: Path) -> dict:
-    """Run one benchmark to the end; its outcome (status, seconds, the tail of a failure)."""
-    args = [*((bench.quick or ()) if quick else bench.full), *(("--results", str(results)) if bench.outputs else ())]
+STATE = HERE / "scratch" / "run_all_state.json"
+FINGERPRINTED = ("fairpca_dist", "flows", "tests", "benchmarks")
+
+
+def code_fingerprint() -> str:
+    """sha256 of every ``.py`` file the benchmarks run (package, flows, tests, benchmarks but this
+    runner, not ``scratch/``) and of ``pyproject.toml``: equal fingerprints, equal code measured."""
+    digest = hashlib.sha256()
+    files = sorted(path for folder in FINGERPRINTED for path in (ROOT / folder).rglob("*.py")
+                   if path != Path(__file__).resolve() and "scratch" not in path.relative_to(ROOT).parts)
+    for path in [*files, ROOT / "pyproject.toml"]:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def load_state(code: str) -> dict[str, dict]:
+    """The outcomes an earlier full run recorded at this code (``{}`` if none or other code)."""
+    try:
+        state = json.loads(STATE.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return {name: entry for name, entry in state.items() if entry.get("code") == code}
+
+
+def save_state(state: dict[str, dict]) -> None:
+    STATE.parent.mkdir(parents=True, exist_ok=True)
+    staging = STATE.with_suffix(".tmp")
+    staging.write_text(json.dumps(state, indent=1))
+    staging.replace(STATE)
+
+
+def run(bench: Bench, quick: bool, results: Path, log_dir: Path, resume: bool = False) -> dict:
+    """Run one benchmark to the end; its outcome (status, seconds, the tail of a failure).
+    ``resume``: continue a full run of it that was cut off (its ``resume`` arguments)."""
+    args = [*((bench.quick or ()) if quick else bench.full), *(bench.resume if resume else ()),
+            *(("--results", str(results)) if bench.outputs else ())]
     # each script chooses its BLAS threads (make exports OPENBLAS_NUM_THREADS=1 for the tests)
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if bench.one_blas_thread:
@@ -111,7 +155,7 @@ def run(bench: Bench, quick: bool, results: Path, log_dir: Path) -> dict:
     log = log_dir / f"{bench.name}.log"
     print(f"== {bench.name}: {shown} (log {log})", flush=True)
     started, load = time.perf_counter(), os.getloadavg()[0]
-    with open(log, "w") as out:
+    with open(log, "a" if resume else "w") as out:
         code = subprocess.run(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
     seconds = time.perf_counter() - started
     tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
@@ -165,7 +209,9 @@ def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict],
         outcome = outcomes.get(bench.name)
         state = ("not run in quick mode" if quick and bench.quick is None else "not run by this command: its results "
                  "as last written") if outcome is None \
-            else ("ok" if outcome["status"] == 0 else f"**failed** (exit {outcome['status']})") + f", {outcome['seconds']:.0f} s"
+            else ("ok" if outcome["status"] == 0 else f"**failed** (exit {outcome['status']})") \
+            + f", {outcome['seconds']:.0f} s" + (f" (kept from an earlier run, finished {outcome['finished']})"
+                                                 if outcome.get("kept") else "")
         files = ", ".join(f"[{name.removesuffix('.json')}.md]({name.removesuffix('.json')}.md)" for name in bench.outputs) \
             or ("its outcome in this table, its output in scratch/logs/" if bench.script.startswith("-m ")
                 else "its files in results/ (benchmarks/README.md)")
@@ -181,6 +227,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the small form of each benchmark that has one (< 10 min)")
     parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], help="run only these")
     parser.add_argument("--readme-only", action="store_true", help="rebuild the README from the JSON already written")
+    parser.add_argument("--fresh", action="store_true",
+                        help="full mode: run every benchmark, also those an interrupted run finished at this code")
     parser.add_argument("--results", type=Path, default=None,
                         help="where the README goes and (quick mode) the benchmarks write (default: results/, "
                              "quick: scratch/quick/)")
@@ -193,8 +241,25 @@ def main() -> None:
         log_dir = HERE / "scratch" / "logs"
         log_dir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
+        # only the full mode into results/ resumes: quick runs take minutes, other folders are experiments
+        resumable = not args.quick and results == RESULTS
+        code = code_fingerprint() if resumable else ""
+        state = {} if args.fresh or not resumable else load_state(code)
         for bench in chosen:
-            outcomes[bench.name] = run(bench, args.quick, results, log_dir)
+            earlier = state.get(bench.name, {})
+            if earlier.get("status") == 0:
+                print(f"== {bench.name}: finished at this code on {earlier['finished']} (kept; --fresh reruns it)")
+                outcomes[bench.name] = {**earlier, "kept": True}
+                continue
+            if resumable:
+                state[bench.name] = {"code": code, "status": None}
+                save_state(state)
+            cut_off = "status" in earlier and earlier["status"] is None and bool(bench.resume)
+            outcomes[bench.name] = run(bench, args.quick, results, log_dir, resume=cut_off)
+            if resumable:
+                state[bench.name] = {**outcomes[bench.name], "code": code,
+                                     "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                save_state(state)
         print(f"all done in {time.perf_counter() - started:.0f} s", flush=True)
     (results / "README.md").write_text(readme(results, BENCHES, outcomes, args.quick))
     print(f"wrote {results / 'README.md'}")
