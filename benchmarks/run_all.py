@@ -46,7 +46,8 @@ AREAS = ("moments pass", "moments scaling", "solvers", "solvers near the eigenso
 AREA_NOTES = {
     "solvers near the eigensolver limit": "Target (issue 16): every moment-based solver certified at 1e-4 within ≤ 2 "
     "eigendecomposition-equivalents per r at p = 1764. The moment-based methods outside it (the conic solvers of "
-    "samadi-sdp, olfat-sdp and mm-sparse; the fixed-budget heuristics dro and jevd, which have no certificate), "
+    "samadi-sdp, olfat-sdp and mm-sparse; the fixed-budget heuristics jevd and jevd-orthogonal, which have no "
+    "certificate), "
     "their cost in the same unit and why: [eig_limit](eig_limit.md).",
 }
 

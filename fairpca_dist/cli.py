@@ -351,7 +351,7 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
                           help="z-score each fit with its training rows' statistics (default on)")
     evaluate.add_argument("--option", action="append", default=[], metavar="METHOD:KEY=VALUE",
-                          help="fixed solver option, repeatable (e.g. dro:n_restarts=5)")
+                          help="fixed solver option, repeatable (e.g. dro:alpha=0.1)")
     evaluate.add_argument("--grid", action="append", default=[], metavar="METHOD:KEY=V1,V2,...",
                           help="values to cross-validate, repeatable (default: the paper's grids, e.g. dro's "
                           "alpha and lam)")

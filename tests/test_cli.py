@@ -62,14 +62,16 @@ def test_evaluate_writes_the_protocol_and_reads_the_rows_once(source, tmp_path, 
     t, out = tmp_path / "table", tmp_path / "evaluation"
     assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
     arguments = ["evaluate", str(t), str(out), "--method", "pca", "--method", "dro", "--grid", "dro:lam=0,1",
-                 "--option", "dro:alpha=0.1", "--option", "dro:n_restarts=2", "--option", "dro:n_iter=100",
+                 "--option", "dro:alpha=0.1", "--option", "dro:algorithm=subgradient", "--option", "dro:n_restarts=2",
+                 "--option", "dro:n_iter=100",
                  "--splits", "3"]
     assert main(arguments) == 0
     captured = capsys.readouterr()
     assert "| dro |" in captured.out and "| pca |" in captured.out
     assert all(line.startswith("fairpca: warning: evaluate: ") for line in captured.err.splitlines()), captured.err
     document = json.loads((out / "evaluation.json").read_text())
-    assert document["settings"]["methods"]["dro"] == {"fixed": {"alpha": 0.1, "n_restarts": 2, "n_iter": 100},
+    assert document["settings"]["methods"]["dro"] == {"fixed": {"alpha": 0.1, "algorithm": "subgradient", "n_restarts": 2,
+                                                                 "n_iter": 100},
                                                        "grid": [{"lam": 0}, {"lam": 1}]}
     assert {r["method"] for r in document["results"]} == {"pca", "dro"} and len(document["results"]) == 6
     assert all(r["fits"] == (7 if r["method"] == "dro" else 1) for r in document["results"])

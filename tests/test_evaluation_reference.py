@@ -380,7 +380,13 @@ def compare(evaluation: Evaluation, splits, ref: dict[tuple[str, int], RefResult
     return stats
 
 
-DRO_OPTIONS = {"alpha": [0.05, 0.15], "lam": [0.0, 1.0], "n_restarts": 2, "n_iter": 200}
+DRO_GRID = {"alpha": [0.05, 0.15], "lam": [0.0, 1.0]}
+
+
+def dro_options(n_groups: int) -> dict[str, Any]:
+    """The grid; with three groups dro runs the paper's descent, shortened (two groups: the
+    certified frontier, which has no budget to shorten)."""
+    return DRO_GRID if n_groups == 2 else {**DRO_GRID, "n_restarts": 2, "n_iter": 200}
 TILTS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 SETTINGS = [
@@ -406,11 +412,11 @@ def test_evaluate_matches_row_level_reference(how, n_groups, center, standardize
                            random_state=np.random.default_rng(123)), cells.cells, 3, 0.3, 3)
     tilt_options = {"tilt": TILTS, "target": target}
     tilted_solver.calls = []
-    evaluation, caught = run_evaluate(cells, {"pca": None, "dro": DRO_OPTIONS, tilted_solver: tilt_options},
+    evaluation, caught = run_evaluate(cells, {"pca": None, "dro": dro_options(n_groups), tilted_solver: tilt_options},
                                       **protocol)
     splits, _, ref = reference_evaluate(
         rows, cells.cells,
-        {"pca": (reference_pca, {}), "dro": (make_reference_dro(standardize), DRO_OPTIONS),
+        {"pca": (reference_pca, {}), "dro": (make_reference_dro(standardize), dro_options(n_groups)),
          "tilted_solver": (reference_tilted, tilt_options)},
         **protocol)
     stats = compare(evaluation, splits, ref)

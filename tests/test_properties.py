@@ -10,12 +10,12 @@ do not depend on the basis a solver returns:
 
 The slower solvers (SDPs, iterative heuristics, the row-reading methods) are checked on the
 same invariants with fewer examples, in the settings under which each is equivariant. A random
-start does not rotate or permute with the features, so ``dro`` runs from its PCA start alone
-and ``mmd`` from ``start="pca"`` (its default ``"aux-mmd"`` picks among random matrices);
+start does not rotate or permute with the features, so ``mmd`` runs from ``start="pca"`` (its
+default ``"aux-mmd"`` picks among random matrices);
 ``mm-sparse`` starts at random and has no start option: only duplication and relabelling are
 checked (its ℓ1 penalty would also be kept by permutations, not by rotations). ``dro``'s
 radius ε = α/√N changes with the row count, so duplicated rows are fitted with α·√2 (the same
-ε), on rows of unit mean variance (its fixed step is not scale free); ``jevd`` runs from its
+ε); ``jevd`` runs from its
 rotation-equivariant ``eig_sum`` start (the paper's identity start is tied to the feature
 basis); ``mmd`` has a fixed bandwidth (the median heuristic counts the zero distances of
 duplicated rows). Where the optimal V is not unique the method's objective is compared instead
@@ -124,10 +124,9 @@ def test_duplicated_rows_relabelled_groups_and_permuted_features_keep_the_losses
 # V is unique, else the method's objective. Not unique: olfat-sdp's V (the top eigenvectors of P*,
 # solved to ~1e-8) moves by 1e-4 along directions of nearly equal value; the ℓ1 criteria of
 # mm-robust and mm-sparse are flat at their optimum on few rows (the same objective to 1e-15 with
-# losses 10 % apart). dro's fixed step 1/√(n_iter + 1) is not scale free (the
-# paper's features are standardised): on features of variance 10–50 its iterates jump across the
-# manifold, and which one is best moved with rounding (losses by 7 %), so its rows are scaled to
-# unit mean variance first (a scalar: every invariance survives it).
+# losses 10 % apart); dro's certified optimum (the frontier algorithm of two groups) is unique in
+# value, not always in V (where one piece is smallest along the boundary, its losses move to second
+# order only).
 BOTH, NONE = ("permutation", "rotation"), ()
 SLOW = {
     "samadi-sdp": ({}, BOTH, "losses", 1e-4),
@@ -135,7 +134,7 @@ SLOW = {
     "kleindessner-cov": ({}, BOTH, "losses", 1e-6),
     "mm-sparse": ({}, NONE, "objective", 1e-5),
     "mm-robust": ({}, BOTH, "objective", 1e-5),
-    "dro": ({"n_restarts": 0, "n_iter": 200}, BOTH, "losses", 1e-6),
+    "dro": ({}, BOTH, "objective", 1e-7),
     "jevd": ({"init": "eig_sum"}, BOTH, "losses", 1e-5),
     "mmd": ({"sigma": 3.0, "tau": 0.1, "start": "pca"}, BOTH, "losses", 1e-4),
 }
@@ -148,8 +147,6 @@ SLOW_PROPERTY = settings(max_examples=8, deadline=None, suppress_health_check=[H
 def test_slower_solvers_keep_their_answer_under_every_invariance(method, sample):
     options, feature_maps, compared, rtol = SLOW[method]
     x, labels, rng = sample
-    if method == "dro":
-        x = x / np.sqrt(np.var(x, axis=0).mean())
 
     def answer(x: np.ndarray, labels: np.ndarray, **options) -> np.ndarray:
         group_losses, model = losses(x, labels, method, **options)

@@ -91,7 +91,8 @@ SOLVERS: dict[str, SolverSpec] = {
     ),
     "dro": SolverSpec(
         dro.solve_dro, False, _options_of(dro.solve_dro),
-        "distributionally robust fair PCA: worst case over Gelbrich balls, Riemannian descent (Vu et al., ICLR 2022)",
+        "distributionally robust fair PCA: worst case over Gelbrich balls (Vu et al., ICLR 2022); two groups: "
+        "certified global optimum by a search along the boundary of the group-loss region, else Riemannian descent",
     ),
     "mm-robust": SolverSpec(
         mm.solve_mm_robust, True, _options_of(mm.solve_mm_robust),

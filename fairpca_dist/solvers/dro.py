@@ -38,7 +38,17 @@ paper is wrong, and what this module does (spec §B.10):
   polar factor of U + Δ by SVD (equal in exact arithmetic), ``"qr"`` the paper's default, and
   ``"geodesic"`` the exact geodesic step (the paper's title says geodesic; its algorithm does not).
 
-Algorithm (paper Algorithm 1, §4): Riemannian subgradient descent with the constant step
+Algorithms. ``algorithm="frontier"`` (the default for two groups; not in the paper) solves
+the problem to a certified global gap: F depends on V only through the two losses L(V), every
+piece Σ_b φ(υ_b, L_b, ε_b) is concave in them (φ is concave in L for either sign of υ, and so
+is (6b)'s term) and grows along (1, 1) at rate ≥ Σ_b υ_b = 1 (dφ/dL ≥ υ), so the minimum over
+the Fantope's image lies on its boundary arc, whose points are rank-r projections on top
+eigenvectors of cos θ M_0 + sin θ M_1: :mod:`fairpca_dist.solvers.frontier` finds it by branch
+and bound over θ with one top-r eigendecomposition per direction (about 1–2 dense
+eigendecompositions per fit at p = 1764 for a 10⁻⁴ gap, where Algorithm 1 costs 20–60).
+
+``algorithm="subgradient"`` (the paper's Algorithm 1, §4; the only one for three or more
+groups): Riemannian subgradient descent with the constant step
 γ = 1/√(n_iter + 1) on the gradient of the active piece,
 ∂F/∂L_b = dφ/dL (υ_b, L_b, ε_b) = υ_b(1 ± √(ε_b/L_b)) (0 where υ_b < 0 and L_b < ε_b).
 ``form="U"`` is the paper's parametrisation by the orthonormal complement U ∈ St(p, p − r),
@@ -55,6 +65,7 @@ has stalled (benchmarks/bench_dro_speed.py times both against the authors' code)
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from dataclasses import dataclass
 from itertools import permutations
@@ -62,9 +73,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fairpca_dist.exceptions import ModelWarning
+from fairpca_dist.exceptions import InputError, ModelWarning
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
+from fairpca_dist.solvers.frontier import minimize_on_frontier
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import (
     fix_signs,
@@ -76,10 +88,12 @@ from fairpca_dist.solvers.stiefel import (
     top_eigenvectors,
 )
 
-__all__ = ["worst_case", "worst_case_slope", "DROProblem", "solve_dro", "RETRACTIONS", "FORMS"]
+__all__ = ["worst_case", "worst_case_slope", "DROProblem", "solve_dro", "RETRACTIONS", "FORMS", "ALGORITHMS"]
 
 Retraction = Literal["qr", "polar", "geodesic"]
 Form = Literal["V", "U"]
+Algorithm = Literal["auto", "frontier", "subgradient"]
+ALGORITHMS = ("auto", "frontier", "subgradient")
 RETRACTIONS = ("qr", "polar", "geodesic")
 FORMS = ("V", "U")
 OUTPUTS = ("best", "last")
@@ -270,8 +284,11 @@ def _complement(components: np.ndarray) -> np.ndarray:
     return full[..., :, r:p]
 
 
-def _check_options(alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retraction: Any, form: Any, output: Any,
-                   objective: Any, patience: Any, patience_rtol: Any) -> None:
+def _check_options(algorithm: Any, alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retraction: Any, form: Any,
+                   output: Any, objective: Any, patience: Any, patience_rtol: Any, tol: Any, max_iter: Any) -> None:
+    checks.choice("algorithm", algorithm, ALGORITHMS)
+    checks.number("tol", tol, strict=True)
+    checks.integer("max_iter", max_iter, minimum=4)
     checks.number("alpha", alpha)
     checks.number("lam", lam)
     checks.integer("n_iter", n_iter)
@@ -285,6 +302,21 @@ def _check_options(alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retractio
     checks.number("patience_rtol", patience_rtol)
 
 
+_ONLY_FOR = {"frontier": ("tol", "max_iter"),
+             "subgradient": ("n_iter", "n_restarts", "retraction", "form", "output", "patience", "patience_rtol")}
+
+
+def _check_applies(algorithm: str, given: dict[str, Any]) -> None:
+    """Refuse an option of the other algorithm set away from its default (it would be ignored)."""
+    defaults = {name: parameter.default for name, parameter in inspect.signature(solve_dro).parameters.items()}
+    other = "subgradient" if algorithm == "frontier" else "frontier"
+    ignored = [name for name in _ONLY_FOR[other] if given[name] != defaults[name]]
+    if ignored:
+        raise InputError(f"dro: {', '.join(ignored)} set for algorithm='{other}', but the fit uses "
+                         f"algorithm='{algorithm}'" + (" (the default for two groups)" if algorithm == "frontier" else "")
+                         + f"; pass algorithm='{other}' or drop {'it' if len(ignored) == 1 else 'them'}")
+
+
 def solve_dro(
     moments: GroupMoments,
     n_components: int,
@@ -293,17 +325,20 @@ def solve_dro(
     center: Center = "group",
     alpha: float = 0.15,
     lam: float = 0.5,
+    algorithm: Algorithm = "auto",
+    objective: Literal["exact", "paper"] = "exact",
+    tol: float = 1e-8,
+    max_iter: int = 100,
     n_iter: int = 1000,
     n_restarts: int = 20,
     retraction: Retraction = "qr",
     form: Form = "V",
     output: Literal["best", "last"] = "best",
-    objective: Literal["exact", "paper"] = "exact",
     patience: int | None = None,
     patience_rtol: float = 1e-10,
 ) -> FairProjection:
-    """Distributionally robust fair PCA (method ``"dro"``; 003 §3–4, Algorithm 1; module
-    docstring for the objective and the corrections to the paper).
+    """Distributionally robust fair PCA (method ``"dro"``; 003 §3–4; module docstring for the
+    objective, the corrections to the paper and the two algorithms).
 
     Parameters
     ----------
@@ -315,52 +350,127 @@ def solve_dro(
         Radius scale: ε_b = α/√N_b in squared data units (paper grid 0.05, 0.1, 0.15).
     lam : float
         λ, the weight of the worst group gap (paper grid 0 … 2.5). λ = α = 0 is PCA.
-    n_iter : int
-        Subgradient steps τ per start; the step is γ = 1/√(τ + 1) (paper: 1000; not scale
-        invariant: the gradient scales with M, so standardised features are the paper's setting).
-    n_restarts : int
-        Random starts besides the PCA-complement start (paper: 20).
-    retraction : {"qr", "polar", "geodesic"}
-    form : {"V", "U"}
-        Iterate on V ∈ St(p, r) (default, cheaper) or on the complement U (the paper's).
-    output : {"best", "last"}
-        Keep each start's best iterate (default) or its last (the paper's).
+    algorithm : {"auto", "frontier", "subgradient"}
+        "frontier": the certified global minimum, two groups only; "subgradient": the paper's
+        Algorithm 1 (a local method with restarts, no certificate); "auto" (default): frontier
+        for two groups, subgradient otherwise.
     objective : {"exact", "paper"}
         Minimise F_exact (default) or the closed form (6b) whatever the conditions.
+    tol : float
+        frontier: stop when the certified gap satisfies upper − lower ≤ tol · upper.
+    max_iter : int
+        frontier: top-r eigendecompositions at most (≥ 4).
+    n_iter : int
+        subgradient: steps τ per start; the step is γ = 1/√(τ + 1) (paper: 1000; not scale
+        invariant: the gradient scales with M, so standardised features are the paper's setting).
+    n_restarts : int
+        subgradient: random starts besides the PCA-complement start (paper: 20).
+    retraction : {"qr", "polar", "geodesic"}
+        subgradient only.
+    form : {"V", "U"}
+        subgradient: iterate on V ∈ St(p, r) (default, cheaper) or on the complement U (the paper's).
+    output : {"best", "last"}
+        subgradient: keep each start's best iterate (default) or its last (the paper's).
     patience : int or None
-        Opt-in early stop (not in the paper): a start stops once ``patience`` steps have
-        passed since its best objective last fell by more than ``patience_rtol`` × |best|,
-        and the fit ends when every start has stopped (``n_iter`` stays the budget and sets
-        the step γ). None (default): every start takes all ``n_iter`` steps, as in the paper.
+        subgradient, opt-in early stop (not in the paper): a start stops once ``patience``
+        steps have passed since its best objective last fell by more than ``patience_rtol`` ×
+        |best|, and the fit ends when every start has stopped (``n_iter`` stays the budget and
+        sets the step γ). None (default): every start takes all ``n_iter`` steps, as in the paper.
     patience_rtol : float
         The relative decrease that counts as progress for ``patience``.
     random_state : int, Generator or None
-        Seeds the random starts.
+        Seeds the subgradient's random starts (the frontier is deterministic).
 
     Returns
     -------
     FairProjection
-        ``objective_history``: per step, the best-so-far objective of the start that is kept
-        (the last-iterate objective with ``output="last"``); ``n_iter``: the steps taken (fewer
-        than the option only with ``patience``). ``certificate``: ``objective`` (F
-        at the returned V, by ``objective``), ``objective_exact`` (F_exact there),
-        ``empirical`` (the same criterion with ε = 0: E[ℓ] + λ max gap, a lower bound),
-        ``conditions_hold`` (Theorem 3.2 for every group), ``best_start`` (0 = the PCA
-        complement), ``worst_start_value``, ``starts_run``.
+        ``certificate``: ``objective`` (F at the returned V, by ``objective``),
+        ``objective_exact`` (F_exact there), ``empirical`` (the same criterion with ε = 0:
+        E[ℓ] + λ max gap, a lower bound), ``conditions_hold`` (Theorem 3.2 for every group);
+        frontier: ``lower_bound`` (≤ the objective of every orthonormal V) and ``upper_bound``,
+        status "converged" when they meet to ``tol`` (else "max_iter"), ``objective_history``
+        the upper bound per eigendecomposition, ``n_iter`` the eigendecompositions; subgradient:
+        ``best_start`` (0 = the PCA complement), ``worst_start_value``, ``starts_run``, status
+        "fixed_steps", ``objective_history`` per step the best-so-far objective of the start
+        that is kept (the last-iterate objective with ``output="last"``), ``n_iter`` the steps
+        taken (fewer than the option only with ``patience``).
     """
-    _check_options(alpha, lam, n_iter, n_restarts, retraction, form, output, objective, patience, patience_rtol)
+    _check_options(algorithm, alpha, lam, n_iter, n_restarts, retraction, form, output, objective, patience,
+                   patience_rtol, tol, max_iter)
+    if algorithm == "frontier" and moments.n_groups != 2:
+        raise InputError(f"dro: algorithm='frontier' solves two-group problems; the data have {moments.n_groups} "
+                         "groups (use algorithm='subgradient')")
+    if algorithm == "auto":
+        algorithm = "frontier" if moments.n_groups == 2 else "subgradient"
+    _check_applies(algorithm, {"tol": tol, "max_iter": max_iter, "n_iter": n_iter, "n_restarts": n_restarts,
+                               "retraction": retraction, "form": form, "output": output, "patience": patience,
+                               "patience_rtol": patience_rtol})
     problem = DROProblem.from_moments(moments, alpha=float(alpha), lam=float(lam), center=center)
-    p, r = moments.n_features, n_components
+    r = n_components
     hold = problem.conditions(r)
     if not hold.all():
         failing = [moments.groups[b] for b in np.flatnonzero(~hold)]
         message = (f"dro: Theorem 3.2's conditions fail for group(s) {failing} (λ = {lam:g} > their share and their "
-                   f"{p - r} smallest eigenvalues sum below ε): ")
+                   f"{moments.n_features - r} smallest eigenvalues sum below ε): ")
         message += ("minimising the exact worst case, which differs from the closed form (6b) here"
                     if objective == "exact" else "minimising (6b) anyway, which is not the worst case here")
         warnings.warn(message, ModelWarning, stacklevel=2)
+    common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective,
+              "formula": "6b" if hold.all() else "exact", "radii": problem.radii.tolist()}
+    if algorithm == "frontier":
+        found = minimize_on_frontier(problem.second, r, functools.partial(problem.pieces, objective=objective),
+                                     tol=float(tol), max_iter=int(max_iter))
+        components, value = fix_signs(found.components), found.upper
+        history, steps = np.asarray(found.history), found.n_directions
+        status = "converged" if found.upper - found.lower <= tol * abs(found.upper) else "max_iter"
+        specific = {"lower_bound": found.lower, "upper_bound": found.upper}
+        options = {**common, "tol": float(tol), "max_iter": int(max_iter)}
+    else:
+        components, value, history, specific = _subgradient(problem, r, random_state, n_iter, n_restarts, retraction,
+                                                            form, output, objective, patience, patience_rtol)
+        steps, status = len(history) - 1, "fixed_steps"
+        options = {**common, "n_iter": int(n_iter), "n_restarts": int(n_restarts), "retraction": retraction,
+                   "form": form, "output": output, "patience": None if patience is None else int(patience),
+                   "patience_rtol": float(patience_rtol)}
+    losses = problem.losses(components)
+    certificate = {
+        "objective": float(value),
+        "objective_exact": float(problem.value(components)),
+        "empirical": float(problem.shares @ losses + problem.lam * (losses.max() - losses.min())),
+        "conditions_hold": float(hold.all()),
+        **specific,
+    }
+    return make_projection(
+        moments,
+        components,
+        method="dro",
+        n_components=n_components,
+        center=center,
+        objective_history=history,
+        n_iter=steps,
+        status=status,
+        certificate=certificate,
+        options=options,
+    )
 
+
+def _subgradient(
+    problem: DROProblem,
+    r: int,
+    random_state: int | np.random.Generator | None,
+    n_iter: int,
+    n_restarts: int,
+    retraction: str,
+    form: str,
+    output: str,
+    objective: str,
+    patience: int | None,
+    patience_rtol: float,
+) -> tuple[np.ndarray, float, np.ndarray, dict[str, float]]:
+    """Algorithm 1 from the PCA complement and ``n_restarts`` random starts: (V of the best
+    start, its objective, its history, the certificate entries of the starts)."""
     rng = np.random.default_rng(random_state)
+    p = problem.second.shape[1]
     pooled = np.tensordot(problem.shares, problem.second, axes=1)
     start = top_eigenvectors(pooled, r)[1]
     if form == "V":
@@ -371,37 +481,10 @@ def solve_dro(
         problem, starts, form, n_iter, retraction, output, objective, patience, patience_rtol
     )
     best = int(np.argmin(kept_values))
-    components = kept[best] if form == "V" else _complement(kept[best])
-    components = fix_signs(components)
-    losses = problem.losses(components)
-    empirical = float(problem.shares @ losses + problem.lam * (losses.max() - losses.min()))
-    certificate = {
-        "objective": float(kept_values[best]),
-        "objective_exact": float(problem.value(components)),
-        "empirical": empirical,
-        "conditions_hold": float(hold.all()),
-        "best_start": float(best),
-        "worst_start_value": float(kept_values.max()),
-        "starts_run": float(len(starts)),
-    }
-    return make_projection(
-        moments,
-        components,
-        method="dro",
-        n_components=n_components,
-        center=center,
-        objective_history=history[:, best],
-        n_iter=len(history) - 1,
-        status="fixed_steps",
-        certificate=certificate,
-        options={
-            "alpha": float(alpha), "lam": float(lam), "n_iter": int(n_iter), "n_restarts": int(n_restarts),
-            "retraction": retraction, "form": form, "output": output, "objective": objective,
-            "patience": None if patience is None else int(patience), "patience_rtol": float(patience_rtol),
-            "formula": "6b" if hold.all() else "exact",
-            "radii": problem.radii.tolist(),
-        },
-    )
+    components = fix_signs(kept[best] if form == "V" else _complement(kept[best]))
+    entries = {"best_start": float(best), "worst_start_value": float(kept_values.max()),
+               "starts_run": float(len(starts))}
+    return components, float(kept_values[best]), history[:, best], entries
 
 
 def _descend(

@@ -25,14 +25,13 @@ costs nothing extra, converges in fewer eigendecompositions (on LFW, p = 1764, r
 from __future__ import annotations
 
 import numpy as np
-import scipy.optimize
 
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.metrics import losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
-from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
+from fairpca_dist.solvers.stiefel import fix_signs, swapped_pair_root, top_eigenvectors
 
 __all__ = ["solve"]
 
@@ -146,39 +145,17 @@ def _bracket_root(dual: _Dual, tol: float, max_iter: int) -> tuple[float, float,
 
 
 def _rotate_swapped_pair(dual: _Dual, basis_low: np.ndarray, basis_high: np.ndarray) -> None:
-    """At an eigenvalue crossing the two bracket bases differ in one direction; rotate it.
+    """At an eigenvalue crossing the two bracket bases differ in one direction: rotate it to
+    equal losses. The losses move continuously between the two sides' signs, and the rotated
+    projector lies on the optimal face of the Fantope, hence is optimal."""
 
-    With V_low = [C, a] and V_high = [C, b] (C the shared r − 1 directions), the losses of
-    [C, cos θ a + sin θ b] move continuously between the two sides' signs, so an equal-loss
-    θ exists; that projector lies on the optimal face of the Fantope, hence is optimal.
-    """
-    cosines = np.linalg.svd(basis_low.T @ basis_high, compute_uv=False)
-    if basis_low.shape[1] == 0 or np.sum(cosines < 1.0 - 1e-6) != 1:
-        return  # same subspace, or more than one swapped direction (not generic)
-    n = basis_low.shape[1]
-    left, _, right_t = np.linalg.svd(basis_low.T @ basis_high)
-    aligned_low, aligned_high = basis_low @ left, basis_high @ right_t.T
-    shared = aligned_low[:, : n - 1]
-    a, c = aligned_low[:, n - 1], aligned_high[:, n - 1]
-    c_perp = c - a * (a @ c) - shared @ (shared.T @ c)
-    norm = float(np.linalg.norm(c_perp))
-    if norm < 1e-12:
-        return
-    b = c_perp / norm
-    end = float(np.arctan2(norm, a @ c))
-
-    def basis_at(theta: float) -> np.ndarray:
-        return np.column_stack([shared, np.cos(theta) * a + np.sin(theta) * b])
-
-    def difference(theta: float) -> float:
-        losses = losses_from_covariance(dual.covariance, dual.best, basis_at(theta))
+    def difference(basis: np.ndarray) -> float:
+        losses = losses_from_covariance(dual.covariance, dual.best, basis)
         return float(losses[0] - losses[1])
 
-    if difference(0.0) * difference(end) > 0:
-        return
-    theta = scipy.optimize.brentq(difference, 0.0, end, xtol=1e-14)
-    basis = basis_at(theta)
-    dual.offer(basis, losses_from_covariance(dual.covariance, dual.best, basis))
+    basis = swapped_pair_root(basis_low, basis_high, difference)
+    if basis is not None:
+        dual.offer(basis, losses_from_covariance(dual.covariance, dual.best, basis))
 
 
 def solve(

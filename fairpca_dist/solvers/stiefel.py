@@ -19,6 +19,7 @@ from typing import Literal
 
 import numpy as np
 import scipy.linalg
+import scipy.optimize
 import scipy.sparse.linalg
 
 from fairpca_dist.exceptions import InputError, SolverError
@@ -38,6 +39,7 @@ __all__ = [
     "geodesic",
     "orthonormality_error",
     "offdiagonal_energy",
+    "swapped_pair_root",
     "qr_retraction_velocity",
     "LBFGSResult",
     "minimize_lbfgs",
@@ -207,6 +209,47 @@ def top_eigenvectors(
             return found[0], fix_signs(found[1])
     values, vectors = scipy.linalg.eigh(matrix, subset_by_index=(p - n_components, p - 1), driver="evr")
     return values[::-1], fix_signs(vectors[:, ::-1])
+
+
+def swapped_pair_root(
+    first: np.ndarray, second: np.ndarray, difference: Callable[[np.ndarray], float]
+) -> np.ndarray | None:
+    """A basis between two that differ in one direction where ``difference`` changes sign.
+
+    Two p × r bases of top-r eigenspaces on either side of an eigenvalue crossing (λ_r = λ_{r+1}
+    of the matrix at the crossing) share r − 1 directions C and differ in one, a (``first``) and
+    c (``second``). With b the unit part of c orthogonal to [C, a], the bases
+    V(θ) = [C, cos θ a + sin θ b], 0 ≤ θ ≤ ∠(a, c), span the crossing's tied eigenspace, so every
+    V(θ) is as optimal for that matrix as the ends; returns V(θ*) with difference(V(θ*)) = 0
+    (Brent's method, |Δθ| ≤ 10⁻¹⁴), or None when the subspaces are equal, differ in more than one
+    direction, or ``difference`` has one sign at both ends. Used by ``fair-eig`` (equal group
+    losses) and by the two-group frontier search (two pieces of an objective crossing).
+    """
+    n = first.shape[1]
+    if n == 0:
+        return None
+    left, cosines, right_t = np.linalg.svd(first.T @ second)
+    if np.sum(cosines < 1.0 - 1e-6) != 1:
+        return None
+    aligned_first, aligned_second = first @ left, second @ right_t.T
+    shared = aligned_first[:, : n - 1]
+    a, c = aligned_first[:, n - 1], aligned_second[:, n - 1]
+    c_perp = c - a * (a @ c) - shared @ (shared.T @ c)
+    norm = float(np.linalg.norm(c_perp))
+    if norm < 1e-12:
+        return None
+    b = c_perp / norm
+    end = float(np.arctan2(norm, a @ c))
+
+    def basis_at(theta: float) -> np.ndarray:
+        return np.column_stack([shared, np.cos(theta) * a + np.sin(theta) * b])
+
+    def at(theta: float) -> float:
+        return difference(basis_at(theta))
+
+    if at(0.0) * at(end) > 0:
+        return None
+    return basis_at(scipy.optimize.brentq(at, 0.0, end, xtol=1e-14))
 
 
 def _block_size(n_components: int) -> int:

@@ -144,7 +144,7 @@ def test_evaluate_flow_agrees_with_the_library(tmp_path):
     x, labels = grouped_data(n_rows=900, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(900), sex=labels)
     ingest_table(frame, tmp_path / "table", sensitive_feature=["sex"], key_columns=["id"])
-    methods = {"pca": {}, "dro": {"lam": [0.0, 1.0], "alpha": 0.1, "n_restarts": 2, "n_iter": 100}}
+    methods = {"pca": {}, "dro": {"lam": [0.0, 1.0], "alpha": 0.1}}
     result = evaluate(str(tmp_path / "table"), str(tmp_path / "out"), methods=methods, n_splits=3)
     cells = compute_moments(frame, sensitive_feature="sex", features=list("abcd"),
                             cells=HashCells(("id",), n_cells=10))

@@ -1,0 +1,308 @@
+"""Certified minimisation of a function of two groups' losses over the rank-r projections.
+
+For two groups with positive semidefinite second moments M_0, M_1 (p × p) and orthonormal p × r
+V, write L(V) = (L_0, L_1), L_b = tr M_b − tr(VᵀM_bV). Over the Fantope {0 ⪯ P ⪯ I, tr P = r},
+the convex hull of the rank-r projections VVᵀ, the same linear map fills a compact convex set
+S ⊂ R². Its support point in the direction w(θ) = (cos θ, sin θ), the minimiser of w·L over S,
+is L(V_θ) with V_θ the top-r eigenvectors of W_θ = cos θ M_0 + sin θ M_1 (Ky Fan): the extreme
+points of S are losses of rank-r projections.
+
+An objective f(L) = max_k f_k(L) whose pieces are concave and increase along (1, 1) at a rate
+bounded away from 0 (``dro``'s worst case: rate ≥ 1, dro.py) takes its minimum over S on the
+part of S's boundary that faces −(1, 1): from any point of S, moving along −(1, 1) lowers every
+piece until it leaves S. That part is the arc of support points for θ ∈ [−π/4, 3π/4], ordered
+by θ. Between the support points A and B of θ_a < θ_b the arc lies in the triangle of A, B and
+the crossing C of their supporting lines (S is convex), and in the box L_b ≥ L_b(V of group b's
+own PCA). Over that polygon f is smallest at a vertex or where two pieces cross on an edge
+(concave pieces are smallest at the ends of any segment; an inner point moves along −(1, 1)).
+
+Branch and bound: the lower bound is the least polygon minimum over the arcs, the upper bound
+the least f(L(V_θ)) over the directions evaluated (actual rank-r projections). The arc with
+the least bound is split at the direction normal to its chord, where the arc is farthest from
+the chord, until the bounds meet to ``tol``. On a flat arc (a segment of the boundary: λ_r =
+λ_{r+1} of W_θ at its direction) the pieces can cross inside the segment; the projections there
+rotate the one direction in which the two end bases differ
+(:func:`~fairpca_dist.solvers.stiefel.swapped_pair_root`), as ``fair-eig`` does.
+
+Each direction costs one top-r eigendecomposition, by block Lanczos warm-started from the
+basis of the nearest direction evaluated (:func:`~fairpca_dist.solvers.stiefel.top_eigenvectors`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.optimize
+
+from fairpca_dist.solvers.stiefel import swapped_pair_root, top_eigenvectors
+
+__all__ = ["FrontierResult", "minimize_on_frontier"]
+
+Pieces = Callable[[np.ndarray], np.ndarray]  # losses (..., 2) -> piece values (..., K)
+
+_ARC = (-np.pi / 4.0, 3.0 * np.pi / 4.0)  # the directions w(θ) with w_0 + w_1 ≥ 0
+_EDGE_SAMPLES = 65  # points per polygon edge at which the pieces' order is checked for crossings
+_FLAT = 1e-12  # an arc whose chord normal is within this angle of an end is a boundary segment
+_NARROW = 1e-4  # below this sin Δθ an arc's polygon is a band along its chord (arc_bound)
+_SAME = 1e-13  # support points closer than this (relative to the traces) are one point
+_DENSE_ARC = 1e-6  # on arcs narrower than this, eigenvectors to rounding accuracy (LAPACK)
+
+
+@dataclass
+class FrontierResult:
+    """The best projection found and its certificate.
+
+    ``components`` (p, r) orthonormal; ``upper`` = f at it; ``lower`` ≤ f(L(V)) for every
+    orthonormal p × r V; ``history``: the upper bound after each eigendecomposition;
+    ``n_directions``: eigendecompositions run."""
+
+    components: np.ndarray
+    losses: np.ndarray
+    upper: float
+    lower: float
+    history: list[float] = field(default_factory=list)
+    n_directions: int = 0
+
+
+@dataclass
+class _Support:
+    theta: float
+    losses: np.ndarray  # (2,)
+    basis: np.ndarray  # (p, r)
+
+    @property
+    def direction(self) -> np.ndarray:
+        return np.array([np.cos(self.theta), np.sin(self.theta)])
+
+
+class _Search:
+    """The directions evaluated (sorted by θ), the arcs between neighbours and the bounds."""
+
+    def __init__(self, second: np.ndarray, n_components: int, pieces: Pieces) -> None:
+        self.second, self.n_components, self.pieces = second, n_components, pieces
+        self.traces = np.trace(second, axis1=1, axis2=2)
+        self.supports: list[_Support] = []
+        self.flat: set[float] = set()  # left ends θ_a of arcs found to be boundary segments
+        self.upper, self.best = np.inf, (np.empty(0), np.empty((0, 0)))
+        self.history: list[float] = []
+
+    def value(self, losses: np.ndarray) -> np.ndarray:
+        return self.pieces(losses).max(axis=-1)
+
+    def losses(self, basis: np.ndarray) -> np.ndarray:
+        return self.traces - np.einsum("pr,bpq,qr->b", basis, self.second, basis)
+
+    def offer(self, basis: np.ndarray) -> np.ndarray:
+        losses = self.losses(basis)
+        value = float(self.value(losses))
+        if value < self.upper:
+            self.upper, self.best = value, (losses, basis)
+        return losses
+
+    def evaluate(self, theta: float, *, dense: bool = False) -> _Support:
+        start = min(self.supports, key=lambda s: abs(s.theta - theta)).basis if self.supports else None
+        direction = np.array([np.cos(theta), np.sin(theta)])
+        basis = top_eigenvectors(np.tensordot(direction, self.second, axes=1), self.n_components, start=start,
+                                 dense=dense)[1]
+        support = _Support(theta, self.offer(basis), basis)
+        self.supports.append(support)
+        self.supports.sort(key=lambda s: s.theta)
+        self.history.append(self.upper)
+        return support
+
+    def floors(self) -> np.ndarray:
+        """Each group's least loss (its own PCA: θ = 0 and π/2), less rounding."""
+        own = {s.theta: s.losses for s in self.supports}
+        floors = np.array([own[0.0][0], own[np.pi / 2.0][1]])
+        return floors - 1e-12 * np.abs(self.traces)
+
+    def arc_bound(self, left: _Support, right: _Support, floors: np.ndarray) -> float:
+        """min f over a polygon that holds the arc between two neighbouring support points: the
+        triangle of A, B and the crossing C of their supporting lines; on a flat arc the chord
+        AB; on an arc narrower than ``_NARROW`` (where C, from two nearly parallel lines, is
+        lost to rounding) the band of AB widened by |AB|·sin(Δθ)/2 along −w(θ_mid), which
+        holds the triangle (its apex lies |AB| sin α sin β / sin(α + β) ≤ |AB| sin(Δθ)/4 off the
+        chord, α + β = Δθ)."""
+        a, b = left.losses, right.losses
+        width = right.theta - left.theta
+        if left.theta in self.flat:
+            polygon = [a, b]
+        elif np.sin(width) < _NARROW:
+            middle = _Support(0.5 * (left.theta + right.theta), a, left.basis).direction
+            depth = 0.5 * np.sin(width) * np.linalg.norm(b - a) + 1e-15 * np.abs(self.traces).max()
+            polygon = [a, b, b - depth * middle, a - depth * middle]
+        else:
+            lines = np.array([left.direction, right.direction])
+            corner = np.linalg.solve(lines, np.array([left.direction @ a, right.direction @ b]))
+            polygon = [a, corner, b]
+        return _polygon_minimum(_clip(polygon, floors), self.pieces)
+
+
+def _clip(polygon: list[np.ndarray], floors: np.ndarray) -> list[np.ndarray]:
+    """The polygon (or segment) cut to the box L ≥ floors (Sutherland–Hodgman, one side at a time)."""
+    for axis in (0, 1):
+        kept: list[np.ndarray] = []
+        closed = len(polygon) > 2
+        edges = zip(polygon, polygon[1:] + polygon[:1]) if closed else zip(polygon[:-1], polygon[1:])
+        for here, there in edges:
+            inside_here, inside_there = here[axis] >= floors[axis], there[axis] >= floors[axis]
+            if inside_here:
+                kept.append(here)
+            if inside_here != inside_there:
+                share = (floors[axis] - here[axis]) / (there[axis] - here[axis])
+                kept.append(here + share * (there - here))
+        if not closed and polygon and polygon[-1][axis] >= floors[axis]:
+            kept.append(polygon[-1])
+        polygon = _unique(kept)
+    return polygon
+
+
+def _unique(points: list[np.ndarray]) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for point in points:
+        if not out or not np.array_equal(point, out[-1]):
+            out.append(point)
+    return out
+
+
+def _polygon_minimum(polygon: list[np.ndarray], pieces: Pieces) -> float:
+    """min over a polygon's boundary (a segment or a point too) of max_k f_k: its vertices and
+    the points on its edges where the largest piece changes (the minimum of a maximum of concave
+    functions along a segment is at an end or at such a crossing)."""
+    if not polygon:
+        return np.inf
+    edges = list(zip(polygon, polygon[1:] + polygon[:1])) if len(polygon) > 2 else [(polygon[0], polygon[-1])]
+    best = np.inf
+    steps = np.linspace(0.0, 1.0, _EDGE_SAMPLES)
+    for start, end in edges:
+        points = start + steps[:, None] * (end - start)
+        values = pieces(points)
+        best = min(best, float(values.max(axis=1)[[0, -1]].min()))
+        top = values.argmax(axis=1)
+        for i in np.flatnonzero(top[1:] != top[:-1]):
+            first, second = top[i], top[i + 1]
+
+            def gap(s: float, first: int = first, second: int = second) -> float:
+                value = pieces(start + s * (end - start))
+                return float(value[first] - value[second])
+
+            crossing = scipy.optimize.brentq(gap, steps[i], steps[i + 1], xtol=1e-15)
+            best = min(best, float(pieces(start + crossing * (end - start)).max()))
+    return best
+
+
+def _chord_normal(left: _Support, right: _Support) -> float | None:
+    """The direction θ ∈ (θ_a, θ_b) normal to the chord AB (where the arc is farthest from the
+    chord), or None when there is none (a flat arc: AB lies on a supporting line)."""
+    chord = right.losses - left.losses
+    for normal in (np.array([-chord[1], chord[0]]), np.array([chord[1], -chord[0]])):
+        if np.linalg.norm(normal) == 0.0:
+            return None
+        theta = float(np.arctan2(normal[1], normal[0]))
+        if left.theta + _FLAT < theta < right.theta - _FLAT:
+            return theta
+    return None
+
+
+def _split(left: _Support, right: _Support, pieces: Pieces, secant: bool = True) -> float | None:
+    """Where to refine the arc between two support points, or None when it cannot be split.
+
+    When different pieces are largest at the two ends, where they cross (the secant of their
+    difference in θ); when the same piece k is, where the arc is tangent to its level set
+    (∇f_k ∥ w(θ): the secant of angle(∇f_k(L(θ))) − θ, if it changes sign): the candidates
+    for the minimum inside the arc. Either is kept a tenth of the arc from its ends. Otherwise,
+    or without ``secant``, the direction normal to the chord, which shrinks the arc's polygon
+    fastest and tells a segment of the boundary (the support point there lies on the chord)."""
+    width = right.theta - left.theta
+    if width <= _FLAT:
+        return None
+    values = [pieces(s.losses) for s in (left, right)]
+    first, second = (int(v.argmax()) for v in values)
+    if first != second:
+        residuals = [float(v[first] - v[second]) for v in values]
+    else:
+        residuals = [_gradient_angle(pieces, s.losses, first) - s.theta for s in (left, right)]
+    if not secant or residuals[0] * residuals[1] >= 0.0:
+        return _chord_normal(left, right)
+    point = left.theta + width * residuals[0] / (residuals[0] - residuals[1])
+    return float(np.clip(point, left.theta + 0.1 * width, right.theta - 0.1 * width))
+
+
+def _gradient_angle(pieces: Pieces, losses: np.ndarray, piece: int) -> float:
+    """The angle of ∇f_piece at ``losses``, by central differences (f is cheap: no eigensolver)."""
+    step = 1e-6 * np.maximum(np.abs(losses), 1e-12)
+    shifted = losses + np.diag(step)[:, None, :] * np.array([1.0, -1.0])[None, :, None]  # (axis, ±, 2)
+    values = pieces(shifted)[..., piece]
+    gradient = (values[:, 0] - values[:, 1]) / (2.0 * step)
+    return float(np.arctan2(gradient[1], gradient[0]))
+
+
+def _crossing_on_segment(left: _Support, right: _Support, search: _Search) -> np.ndarray | None:
+    """On a boundary segment, the projection where the pieces largest at its two ends are equal:
+    the two end bases are top-r eigenspaces of the same W_θ, so rotating the direction in which
+    they differ stays on the segment (:func:`~fairpca_dist.solvers.stiefel.swapped_pair_root`)."""
+    first, second = (int(search.pieces(s.losses).argmax()) for s in (left, right))
+    if first == second:
+        return None
+
+    def difference(basis: np.ndarray) -> float:
+        values = search.pieces(search.losses(basis))
+        return float(values[first] - values[second])
+
+    return swapped_pair_root(left.basis, right.basis, difference)
+
+
+def minimize_on_frontier(
+    second: np.ndarray, n_components: int, pieces: Pieces, *, tol: float, max_iter: int
+) -> FrontierResult:
+    """Minimise f(L(V)) = max_k pieces(L(V))_k over orthonormal p × n_components V (module
+    docstring), to a certified relative gap ``tol``, with at most ``max_iter``
+    eigendecompositions (at least the 4 that start the arc: θ = −π/4, 0, π/2, 3π/4).
+
+    ``second``: (2, p, p) positive semidefinite; ``pieces``: concave functions of the losses,
+    increasing along (1, 1), broadcasting over leading axes.
+    """
+    search = _Search(second, n_components, pieces)
+    for theta in (_ARC[0], 0.0, np.pi / 2.0, _ARC[1]):
+        search.evaluate(theta)
+    floors = search.floors()
+    bounds: dict[float, float] = {}  # θ_a of each arc -> its bound
+    lower = -np.inf
+    rotated: set[float] = set()  # flat arcs whose crossing has been sought by a pair rotation
+    stuck: set[float] = set()  # arcs whose last split landed on an end: split at the chord normal
+    same = _SAME * float(np.abs(search.traces).max())
+    while True:
+        supports = search.supports
+        for left, right in zip(supports[:-1], supports[1:]):
+            if left.theta not in bounds:
+                bounds[left.theta] = search.arc_bound(left, right, floors)
+        lower = min(bounds.values())
+        if search.upper - lower <= tol * abs(search.upper) or len(search.history) >= max_iter:
+            break
+        index = next(i for i, s in enumerate(supports[:-1]) if bounds[s.theta] == lower)
+        left, right = supports[index], supports[index + 1]
+        if left.theta in search.flat:
+            if left.theta in rotated:
+                break  # a boundary segment, its crossing sought already: nothing left to refine
+            rotated.add(left.theta)
+            crossing = _crossing_on_segment(left, right, search)
+            if crossing is not None:
+                search.offer(crossing)
+            continue
+        del bounds[left.theta]
+        theta = _split(left, right, search.pieces, secant=left.theta not in stuck)
+        if theta is None:
+            search.flat.add(left.theta)
+            continue
+        new = search.evaluate(theta, dense=right.theta - left.theta < _DENSE_ARC)
+        if left.theta in stuck and abs(new.direction @ (new.losses - left.losses)) <= same:
+            search.flat.update((left.theta, theta))  # the chord lies on a supporting line: a segment
+        elif np.linalg.norm(new.losses - left.losses) <= same:
+            stuck.add(theta)  # the split landed on an end (a vertex's range of directions): next, the
+        elif np.linalg.norm(new.losses - right.losses) <= same:  # chord normal, which tells a segment
+            stuck.add(left.theta)
+    losses, basis = search.best
+    return FrontierResult(basis, losses, float(search.upper), float(min(lower, search.upper)), search.history,
+                          len(search.history))
