@@ -74,6 +74,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fairpca_dist.exceptions import InputError, ModelWarning
+from fairpca_dist.metrics import losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.frontier import minimize_on_frontier
@@ -181,8 +182,9 @@ class DROProblem:
 
     def losses(self, components: np.ndarray) -> np.ndarray:
         """L_b(V) = tr M_b − tr(VᵀM_bV), shape (..., m)."""
-        projected = np.einsum("...pr,bpq,...qr->...b", components, self.second, components)
-        return np.trace(self.second, axis1=1, axis2=2) - projected
+        if components.ndim == 2:
+            return losses_from_covariance(self.second, self.traces, components)  # BLAS products
+        return self.traces - np.einsum("...pr,bpq,...qr->...b", components, self.second, components)
 
     @functools.cached_property
     def _coefficients(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -213,12 +215,17 @@ class DROProblem:
         out = self.pieces(self.losses(components), "paper").max(axis=-1)
         return float(out) if out.ndim == 0 else out
 
-    def conditions(self, n_components: int) -> np.ndarray:
+    def conditions(self, n_components: int, least_losses: np.ndarray | None = None) -> np.ndarray:
         """Theorem 3.2 per group: (i) 0 ≤ λ ≤ p̂_b or (ii) the p − r smallest eigenvalues of M_b
-        sum to at least ε_b (then L_b(V) ≥ ε_b for every V, by Ky Fan)."""
-        p = self.second.shape[1]
-        tails = np.array([np.linalg.eigvalsh(m)[: p - n_components].sum() for m in self.second])
-        return (self.lam <= self.shares) | (tails >= self.radii)
+        sum to at least ε_b (then L_b(V) ≥ ε_b for every V, by Ky Fan). That sum is the least
+        loss min_V L_b(V) = tr M_b − Σ_{i≤r} λ_i(M_b), computed from the top r eigenvalues unless
+        given (``least_losses``, e.g. the frontier search's)."""
+        first = self.lam <= self.shares
+        if first.all():
+            return first
+        if least_losses is None:
+            least_losses = self.traces - np.array([top_eigenvectors(m, n_components)[0].sum() for m in self.second])
+        return first | (np.asarray(least_losses) >= self.radii)
 
     def slopes(self, losses: np.ndarray, objective: str = "exact") -> tuple[np.ndarray, np.ndarray]:
         """(F, ∂F/∂L_b of the active piece): shapes (...,) and (..., m)."""
@@ -234,7 +241,7 @@ class DROProblem:
         return self.second.reshape(-1, self.second.shape[-1])
 
     @functools.cached_property
-    def _traces(self) -> np.ndarray:
+    def traces(self) -> np.ndarray:
         return np.trace(self.second, axis1=1, axis2=2)
 
     def value_and_gradient(
@@ -255,7 +262,7 @@ class DROProblem:
         products = (self._stacked @ side_by_side).reshape(-1, p, n_points, width)  # (m, p, s, w)
         products = products.transpose(2, 0, 1, 3).reshape(n_points, -1, p * width)  # (s, m, p·w): vec(M_b·point)
         quadratic = (products @ point.reshape(n_points, p * width, 1))[..., 0]  # ⟨point, M_b·point⟩
-        losses = self._traces - quadratic if form == "V" else quadratic
+        losses = self.traces - quadratic if form == "V" else quadratic
         value, slope = self.slopes(losses, objective)
         weights = (-2.0 if form == "V" else 2.0) * slope
         euclidean = (weights[:, None, :] @ products).reshape(n_points, p, width)
@@ -407,7 +414,12 @@ def solve_dro(
                                "patience_rtol": patience_rtol})
     problem = DROProblem.from_moments(moments, alpha=float(alpha), lam=float(lam), center=center)
     r = n_components
-    hold = problem.conditions(r)
+    if algorithm == "frontier":
+        found = minimize_on_frontier(problem.second, r, functools.partial(problem.pieces, objective=objective),
+                                     tol=float(tol), max_iter=int(max_iter))
+        hold = problem.conditions(r, found.least_losses)
+    else:
+        hold = problem.conditions(r)
     if not hold.all():
         failing = [moments.groups[b] for b in np.flatnonzero(~hold)]
         message = (f"dro: Theorem 3.2's conditions fail for group(s) {failing} (λ = {lam:g} > their share and their "
@@ -418,17 +430,16 @@ def solve_dro(
     common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective,
               "formula": "6b" if hold.all() else "exact", "radii": problem.radii.tolist()}
     if algorithm == "frontier":
-        found = minimize_on_frontier(problem.second, r, functools.partial(problem.pieces, objective=objective),
-                                     tol=float(tol), max_iter=int(max_iter))
         components, value = fix_signs(found.components), found.upper
         history, steps = np.asarray(found.history), found.n_directions
         status = "converged" if found.upper - found.lower <= tol * abs(found.upper) else "max_iter"
         specific = {"lower_bound": found.lower, "upper_bound": found.upper}
+        best = problem.traces - found.least_losses  # β_b(r), which the result's group losses need
         options = {**common, "tol": float(tol), "max_iter": int(max_iter)}
     else:
         components, value, history, specific = _subgradient(problem, r, random_state, n_iter, n_restarts, retraction,
                                                             form, output, objective, patience, patience_rtol)
-        steps, status = len(history) - 1, "fixed_steps"
+        steps, status, best = len(history) - 1, "fixed_steps", None
         options = {**common, "n_iter": int(n_iter), "n_restarts": int(n_restarts), "retraction": retraction,
                    "form": form, "output": output, "patience": None if patience is None else int(patience),
                    "patience_rtol": float(patience_rtol)}
@@ -451,6 +462,7 @@ def solve_dro(
         status=status,
         certificate=certificate,
         options=options,
+        best=best,
     )
 
 

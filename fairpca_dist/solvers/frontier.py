@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.optimize
 
+from fairpca_dist.metrics import losses_from_covariance
 from fairpca_dist.solvers.stiefel import swapped_pair_root, top_eigenvectors
 
 __all__ = ["FrontierResult", "minimize_on_frontier"]
@@ -55,13 +56,15 @@ class FrontierResult:
     """The best projection found and its certificate.
 
     ``components`` (p, r) orthonormal; ``upper`` = f at it; ``lower`` ≤ f(L(V)) for every
-    orthonormal p × r V; ``history``: the upper bound after each eigendecomposition;
-    ``n_directions``: eigendecompositions run."""
+    orthonormal p × r V; ``least_losses`` (2,): min over V of each L_b (its own PCA, Ky Fan);
+    ``history``: the upper bound after each eigendecomposition; ``n_directions``:
+    eigendecompositions run."""
 
     components: np.ndarray
     losses: np.ndarray
     upper: float
     lower: float
+    least_losses: np.ndarray
     history: list[float] = field(default_factory=list)
     n_directions: int = 0
 
@@ -92,7 +95,7 @@ class _Search:
         return self.pieces(losses).max(axis=-1)
 
     def losses(self, basis: np.ndarray) -> np.ndarray:
-        return self.traces - np.einsum("pr,bpq,qr->b", basis, self.second, basis)
+        return losses_from_covariance(self.second, self.traces, basis)
 
     def offer(self, basis: np.ndarray) -> np.ndarray:
         losses = self.losses(basis)
@@ -112,11 +115,10 @@ class _Search:
         self.history.append(self.upper)
         return support
 
-    def floors(self) -> np.ndarray:
-        """Each group's least loss (its own PCA: θ = 0 and π/2), less rounding."""
+    def least_losses(self) -> np.ndarray:
+        """Each group's least loss (its own PCA: θ = 0 and π/2)."""
         own = {s.theta: s.losses for s in self.supports}
-        floors = np.array([own[0.0][0], own[np.pi / 2.0][1]])
-        return floors - 1e-12 * np.abs(self.traces)
+        return np.array([own[0.0][0], own[np.pi / 2.0][1]])
 
     def arc_bound(self, left: _Support, right: _Support, floors: np.ndarray) -> float:
         """min f over a polygon that holds the arc between two neighbouring support points: the
@@ -188,6 +190,8 @@ def _polygon_minimum(polygon: list[np.ndarray], pieces: Pieces) -> float:
                 value = pieces(start + s * (end - start))
                 return float(value[first] - value[second])
 
+            if gap(steps[i]) * gap(steps[i + 1]) > 0.0:
+                continue  # a tie within rounding at a sample: its value is counted already
             crossing = scipy.optimize.brentq(gap, steps[i], steps[i + 1], xtol=1e-15)
             best = min(best, float(pieces(start + crossing * (end - start)).max()))
     return best
@@ -267,7 +271,7 @@ def minimize_on_frontier(
     search = _Search(second, n_components, pieces)
     for theta in (_ARC[0], 0.0, np.pi / 2.0, _ARC[1]):
         search.evaluate(theta)
-    floors = search.floors()
+    floors = search.least_losses() - 1e-12 * np.abs(search.traces)  # the box's sides, less rounding
     bounds: dict[float, float] = {}  # θ_a of each arc -> its bound
     lower = -np.inf
     rotated: set[float] = set()  # flat arcs whose crossing has been sought by a pair rotation
@@ -304,5 +308,5 @@ def minimize_on_frontier(
         elif np.linalg.norm(new.losses - right.losses) <= same:  # chord normal, which tells a segment
             stuck.add(left.theta)
     losses, basis = search.best
-    return FrontierResult(basis, losses, float(search.upper), float(min(lower, search.upper)), search.history,
-                          len(search.history))
+    return FrontierResult(basis, losses, float(search.upper), float(min(lower, search.upper)), search.least_losses(),
+                          search.history, len(search.history))

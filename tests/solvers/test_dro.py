@@ -942,7 +942,7 @@ def frontier_fit(moments: GroupMoments, r: int, **options):
 
 
 def brute_force_minimum(objective, p: int, r: int, rng: np.random.Generator, samples: int = 4000) -> float:
-    """min of ``objective`` over orthonormal p × r V: the best of random bases, each of the 20
+    """min of ``objective`` over orthonormal p × r V: the best of random bases, each of the 8
     best polished by Nelder–Mead on the QR factor of V + (p × r free entries)."""
     values, bases = [], []
     for _ in range(samples):
@@ -950,7 +950,7 @@ def brute_force_minimum(objective, p: int, r: int, rng: np.random.Generator, sam
         values.append(objective(v))
         bases.append(v)
     best = float(min(values))
-    for index in np.argsort(values)[:20]:
+    for index in np.argsort(values)[:8]:
         start = bases[index]
 
         def shifted(entries, start=start):
@@ -962,7 +962,7 @@ def brute_force_minimum(objective, p: int, r: int, rng: np.random.Generator, sam
     return best
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize(("lam", "objective"), [(0.2, "exact"), (1.5, "exact"), (1.5, "paper")])
 @pytest.mark.parametrize(("p", "r"), [(3, 1), (4, 2)])
 def test_frontier_certifies_the_brute_force_minimum(seed, lam, objective, p, r):
