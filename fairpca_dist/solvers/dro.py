@@ -73,12 +73,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fairpca_dist.exceptions import InputError, ModelWarning
+from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
 from fairpca_dist.metrics import losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.frontier import minimize_on_frontier
-from fairpca_dist.solvers.result import FairProjection, make_projection
+from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import (
     fix_signs,
     geodesic,
@@ -395,8 +395,9 @@ def solve_dro(
         ``objective_exact`` (F_exact there), ``empirical`` (the same criterion with ε = 0:
         E[ℓ] + λ max gap, a lower bound), ``conditions_hold`` (Theorem 3.2 for every group);
         frontier: ``lower_bound`` (≤ the objective of every orthonormal V) and ``upper_bound``,
-        status "converged" when they meet to ``tol`` (else "max_iter"), ``objective_history``
-        the upper bound per eigendecomposition, ``n_iter`` the eigendecompositions; subgradient:
+        status "converged" when they meet to ``tol``, else "max_iter" or "flat_segment" (with a
+        :class:`~fairpca_dist.exceptions.ConvergenceWarning`), ``objective_history`` the upper
+        bound per eigendecomposition or geodesic search, ``n_iter`` the eigendecompositions; subgradient:
         ``best_start`` (0 = the PCA complement), ``worst_start_value``, ``starts_run``, status
         "fixed_steps", ``objective_history`` per step the best-so-far objective of the start
         that is kept (the last-iterate objective with ``output="last"``), ``n_iter`` the steps
@@ -432,7 +433,11 @@ def solve_dro(
     if algorithm == "frontier":
         components, value = fix_signs(found.components), found.upper
         history, steps = np.asarray(found.history), found.n_directions
-        status = "converged" if found.upper - found.lower <= tol * abs(found.upper) else "max_iter"
+        status = found.stop
+        if status != "converged":
+            warnings.warn(f"dro: the certified gap is {(found.upper - found.lower) / abs(found.upper):.1e} > tol={tol:g} "
+                          f"after {found.n_directions} eigendecompositions ({STATUS_MESSAGES[status]})",
+                          ConvergenceWarning, stacklevel=2)
         specific = {"lower_bound": found.lower, "upper_bound": found.upper}
         best = problem.traces - found.least_losses  # β_b(r), which the result's group losses need
         options = {**common, "tol": float(tol), "max_iter": int(max_iter)}

@@ -14,8 +14,8 @@ eigendecomposition, by a Krylov method warm-started from the nearest t evaluated
 (:func:`fairpca_dist.solvers.stiefel.top_eigenvectors`), and the two ends t = 0, 1 are the
 eigenpairs of Σ_B and Σ_A that β_g(r) needs anyway. Every step certifies an interval: lower bound max g(t), upper bound the
 smallest max-loss of the projectors V_t seen. When g' jumps across 0 (λ_r and λ_{r+1} cross at
-t*), the optimum rotates the swapped eigenvector pair, v(θ) = cos θ a + sin θ b, to equal
-losses (a 1-D root in θ), which closes the gap.
+t*), the optimum lies on the geodesic between the two sides' bases (which rotates the swapped
+eigenvectors), at equal losses (a 1-D root), which closes the gap.
 
 EigOpt maximises g with Brent's method on g itself (``fminbnd``); using the derivative, which
 costs nothing extra, converges in fewer eigendecompositions (on LFW, p = 1764, r = 1..20:
@@ -31,7 +31,7 @@ from fairpca_dist.metrics import losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
-from fairpca_dist.solvers.stiefel import fix_signs, swapped_pair_root, top_eigenvectors
+from fairpca_dist.solvers.stiefel import fix_signs, geodesic_root, top_eigenvectors
 
 __all__ = ["solve"]
 
@@ -144,16 +144,17 @@ def _bracket_root(dual: _Dual, tol: float, max_iter: int) -> tuple[float, float,
     return low, high, basis_low, basis_high, iterations
 
 
-def _rotate_swapped_pair(dual: _Dual, basis_low: np.ndarray, basis_high: np.ndarray) -> None:
-    """At an eigenvalue crossing the two bracket bases differ in one direction: rotate it to
-    equal losses. The losses move continuously between the two sides' signs, and the rotated
-    projector lies on the optimal face of the Fantope, hence is optimal."""
+def _rotate_to_equal_losses(dual: _Dual, basis_low: np.ndarray, basis_high: np.ndarray) -> None:
+    """At an eigenvalue crossing the two bracket bases span top-r eigenspaces on either side:
+    move along the geodesic between them to equal losses. The losses move continuously between
+    the two sides' signs, and the projectors on the way lie on the optimal face of the Fantope,
+    hence the one with equal losses is optimal."""
 
     def difference(basis: np.ndarray) -> float:
         losses = losses_from_covariance(dual.covariance, dual.best, basis)
         return float(losses[0] - losses[1])
 
-    basis = swapped_pair_root(basis_low, basis_high, difference)
+    basis = geodesic_root(basis_low, basis_high, difference)
     if basis is not None:
         dual.offer(basis, losses_from_covariance(dual.covariance, dual.best, basis))
 
@@ -199,7 +200,7 @@ def solve(
     dual = _Dual(covariance / scale, best / scale, n_components, ends)
     _, _, basis_low, basis_high, iterations = _bracket_root(dual, tol, max_iter)
     if not dual.gap_closed(tol):
-        _rotate_swapped_pair(dual, basis_low, basis_high)
+        _rotate_to_equal_losses(dual, basis_low, basis_high)
     assert dual.solution is not None
     return make_projection(
         moments,

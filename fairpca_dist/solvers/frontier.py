@@ -16,13 +16,17 @@ the crossing C of their supporting lines (S is convex), and in the box L_b ≥ L
 own PCA). Over that polygon f is smallest at a vertex or where two pieces cross on an edge
 (concave pieces are smallest at the ends of any segment; an inner point moves along −(1, 1)).
 
-Branch and bound: the lower bound is the least polygon minimum over the arcs, the upper bound
-the least f(L(V_θ)) over the directions evaluated (actual rank-r projections). The arc with
-the least bound is split at the direction normal to its chord, where the arc is farthest from
-the chord, until the bounds meet to ``tol``. On a flat arc (a segment of the boundary: λ_r =
-λ_{r+1} of W_θ at its direction) the pieces can cross inside the segment; the projections there
-rotate the one direction in which the two end bases differ
-(:func:`~fairpca_dist.solvers.stiefel.swapped_pair_root`), as ``fair-eig`` does.
+Branch and bound: the lower bound is the least polygon minimum over the arcs (each polygon
+moved by a rounding margin along −(1, 1): the losses carry rounding of ~p·ε_mach·tr M, which
+√L terms magnify near L = 0), the upper bound the least f(L(V)) over the projections found.
+The arc with the least bound is split where its minimum can be: where the pieces largest at
+its ends cross, or where the arc is tangent to the largest piece's level set (secant steps in
+θ); otherwise at the direction normal to its chord, where the arc is farthest from the chord.
+It stops when the bounds meet to ``tol``. On a flat arc (a segment of the boundary: a tie
+λ_r = λ_{r+1} = … of W_θ at its direction, as with discrete or rank-deficient features) the
+pieces can cross inside the segment; the projections there lie on the Grassmann geodesic
+between the two end bases (:func:`~fairpca_dist.solvers.stiefel.geodesic_root`), as in
+``fair-eig``.
 
 Each direction costs one top-r eigendecomposition, by block Lanczos warm-started from the
 basis of the nearest direction evaluated (:func:`~fairpca_dist.solvers.stiefel.top_eigenvectors`).
@@ -37,11 +41,11 @@ import numpy as np
 import scipy.optimize
 
 from fairpca_dist.metrics import losses_from_covariance
-from fairpca_dist.solvers.stiefel import swapped_pair_root, top_eigenvectors
+from fairpca_dist.solvers.stiefel import geodesic_root, top_eigenvectors
 
 __all__ = ["FrontierResult", "minimize_on_frontier"]
 
-Pieces = Callable[[np.ndarray], np.ndarray]  # losses (..., 2) -> piece values (..., K)
+Pieces = Callable[[np.ndarray], np.ndarray]  # losses (..., 2) -> the two pieces' values (..., 2)
 
 _ARC = (-np.pi / 4.0, 3.0 * np.pi / 4.0)  # the directions w(θ) with w_0 + w_1 ≥ 0
 _EDGE_SAMPLES = 65  # points per polygon edge at which the pieces' order is checked for crossings
@@ -55,16 +59,19 @@ _DENSE_ARC = 1e-6  # on arcs narrower than this, eigenvectors to rounding accura
 class FrontierResult:
     """The best projection found and its certificate.
 
-    ``components`` (p, r) orthonormal; ``upper`` = f at it; ``lower`` ≤ f(L(V)) for every
-    orthonormal p × r V; ``least_losses`` (2,): min over V of each L_b (its own PCA, Ky Fan);
-    ``history``: the upper bound after each eigendecomposition; ``n_directions``:
-    eigendecompositions run."""
+    ``components`` (p, r) orthonormal, ``losses`` its L; ``upper`` = f at it; ``lower`` ≤
+    f(L(V)) for every orthonormal p × r V; ``least_losses`` (2,): min over V of each L_b (its
+    own PCA, Ky Fan); ``history``: the upper bound after each eigendecomposition or geodesic
+    search; ``n_directions``: eigendecompositions run; ``stop``: "converged" (gap ≤ tol),
+    "max_iter", or "flat_segment" (the least bound is a boundary segment where no projection
+    at the pieces' crossing was found)."""
 
     components: np.ndarray
     losses: np.ndarray
     upper: float
     lower: float
     least_losses: np.ndarray
+    stop: str
     history: list[float] = field(default_factory=list)
     n_directions: int = 0
 
@@ -83,37 +90,49 @@ class _Support:
 class _Search:
     """The directions evaluated (sorted by θ), the arcs between neighbours and the bounds."""
 
-    def __init__(self, second: np.ndarray, n_components: int, pieces: Pieces) -> None:
-        self.second, self.n_components, self.pieces = second, n_components, pieces
-        self.traces = np.trace(second, axis1=1, axis2=2)
+    def __init__(self, matrices: np.ndarray, n_components: int, pieces: Pieces) -> None:
+        self.matrices, self.n_components, self.pieces = matrices, n_components, pieces
+        self.traces = np.trace(matrices, axis1=1, axis2=2)
+        # rounding of the losses tr M − tr(VᵀMV): ~p·ε_mach·tr M (a margin of 8 of those)
+        self.margin = 8.0 * np.finfo(float).eps * matrices.shape[1] * float(np.abs(self.traces).max())
         self.supports: list[_Support] = []
         self.flat: set[float] = set()  # left ends θ_a of arcs found to be boundary segments
         self.upper, self.best = np.inf, (np.empty(0), np.empty((0, 0)))
         self.history: list[float] = []
+        self.n_directions = 0
 
     def value(self, losses: np.ndarray) -> np.ndarray:
         return self.pieces(losses).max(axis=-1)
 
     def losses(self, basis: np.ndarray) -> np.ndarray:
-        return losses_from_covariance(self.second, self.traces, basis)
+        return losses_from_covariance(self.matrices, self.traces, basis)
 
     def offer(self, basis: np.ndarray) -> np.ndarray:
+        """Record a projection's losses as a candidate for the upper bound; returns them."""
         losses = self.losses(basis)
         value = float(self.value(losses))
         if value < self.upper:
             self.upper, self.best = value, (losses, basis)
+        self.history.append(self.upper)
         return losses
 
     def evaluate(self, theta: float, *, dense: bool = False) -> _Support:
         start = min(self.supports, key=lambda s: abs(s.theta - theta)).basis if self.supports else None
         direction = np.array([np.cos(theta), np.sin(theta)])
-        basis = top_eigenvectors(np.tensordot(direction, self.second, axes=1), self.n_components, start=start,
+        basis = top_eigenvectors(np.tensordot(direction, self.matrices, axes=1), self.n_components, start=start,
                                  dense=dense)[1]
+        self.n_directions += 1
         support = _Support(theta, self.offer(basis), basis)
         self.supports.append(support)
         self.supports.sort(key=lambda s: s.theta)
-        self.history.append(self.upper)
         return support
+
+    def rounding(self) -> float:
+        """How much f at the best projection moves when its losses move by the rounding margin
+        along −(1, 1), as the bounds' polygons do: the part of the gap the data's precision leaves
+        open. It is ~10⁻¹³·f unless a loss is near 0, where √L terms magnify it to ~√margin."""
+        losses = self.best[0]
+        return float(self.value(losses) - self.value(losses - self.margin))
 
     def least_losses(self) -> np.ndarray:
         """Each group's least loss (its own PCA: θ = 0 and π/2)."""
@@ -125,21 +144,23 @@ class _Search:
         triangle of A, B and the crossing C of their supporting lines; on a flat arc the chord
         AB; on an arc narrower than ``_NARROW`` (where C, from two nearly parallel lines, is
         lost to rounding) the band of AB widened by |AB|·sin(Δθ)/2 along −w(θ_mid), which
-        holds the triangle (its apex lies |AB| sin α sin β / sin(α + β) ≤ |AB| sin(Δθ)/4 off the
-        chord, α + β = Δθ)."""
+        holds the triangle (its apex lies |AB| sin α sin β / sin(α + β) ≤ |AB| tan(Δθ/2)/2 off
+        the chord, α + β = Δθ). The polygon moves by the rounding margin along −(1, 1) and is
+        cut to the box L ≥ ``floors``."""
         a, b = left.losses, right.losses
         width = right.theta - left.theta
         if left.theta in self.flat:
             polygon = [a, b]
         elif np.sin(width) < _NARROW:
-            middle = _Support(0.5 * (left.theta + right.theta), a, left.basis).direction
-            depth = 0.5 * np.sin(width) * np.linalg.norm(b - a) + 1e-15 * np.abs(self.traces).max()
-            polygon = [a, b, b - depth * middle, a - depth * middle]
+            middle = 0.5 * (left.theta + right.theta)
+            inward = np.array([np.cos(middle), np.sin(middle)])
+            depth = 0.5 * np.sin(width) * np.linalg.norm(b - a)
+            polygon = [a, b, b - depth * inward, a - depth * inward]
         else:
             lines = np.array([left.direction, right.direction])
             corner = np.linalg.solve(lines, np.array([left.direction @ a, right.direction @ b]))
             polygon = [a, corner, b]
-        return _polygon_minimum(_clip(polygon, floors), self.pieces)
+        return _polygon_minimum(_clip([point - self.margin for point in polygon], floors), self.pieces)
 
 
 def _clip(polygon: list[np.ndarray], floors: np.ndarray) -> list[np.ndarray]:
@@ -223,11 +244,11 @@ def _split(left: _Support, right: _Support, pieces: Pieces, secant: bool = True)
     if width <= _FLAT:
         return None
     values = [pieces(s.losses) for s in (left, right)]
-    first, second = (int(v.argmax()) for v in values)
-    if first != second:
-        residuals = [float(v[first] - v[second]) for v in values]
+    at_left, at_right = (int(v.argmax()) for v in values)
+    if at_left != at_right:
+        residuals = [float(v[at_left] - v[at_right]) for v in values]
     else:
-        residuals = [_gradient_angle(pieces, s.losses, first) - s.theta for s in (left, right)]
+        residuals = [_gradient_angle(pieces, s.losses, at_left) - s.theta for s in (left, right)]
     if not secant or residuals[0] * residuals[1] >= 0.0:
         return _chord_normal(left, right)
     point = left.theta + width * residuals[0] / (residuals[0] - residuals[1])
@@ -245,36 +266,39 @@ def _gradient_angle(pieces: Pieces, losses: np.ndarray, piece: int) -> float:
 
 def _crossing_on_segment(left: _Support, right: _Support, search: _Search) -> np.ndarray | None:
     """On a boundary segment, the projection where the pieces largest at its two ends are equal:
-    the two end bases are top-r eigenspaces of the same W_θ, so rotating the direction in which
-    they differ stays on the segment (:func:`~fairpca_dist.solvers.stiefel.swapped_pair_root`)."""
-    first, second = (int(search.pieces(s.losses).argmax()) for s in (left, right))
-    if first == second:
+    the two end bases span top-r eigenspaces of the same W_θ, so the Grassmann geodesic between
+    them stays on the segment (:func:`~fairpca_dist.solvers.stiefel.geodesic_root`)."""
+    at_left, at_right = (int(search.pieces(s.losses).argmax()) for s in (left, right))
+    if at_left == at_right:
         return None
 
     def difference(basis: np.ndarray) -> float:
         values = search.pieces(search.losses(basis))
-        return float(values[first] - values[second])
+        return float(values[at_left] - values[at_right])
 
-    return swapped_pair_root(left.basis, right.basis, difference)
+    return geodesic_root(left.basis, right.basis, difference)
 
 
 def minimize_on_frontier(
-    second: np.ndarray, n_components: int, pieces: Pieces, *, tol: float, max_iter: int
+    matrices: np.ndarray, n_components: int, pieces: Pieces, *, tol: float, max_iter: int
 ) -> FrontierResult:
-    """Minimise f(L(V)) = max_k pieces(L(V))_k over orthonormal p × n_components V (module
-    docstring), to a certified relative gap ``tol``, with at most ``max_iter``
-    eigendecompositions (at least the 4 that start the arc: θ = −π/4, 0, π/2, 3π/4).
+    """Minimise f(L(V)) = max(pieces(L(V))) over orthonormal p × n_components V (module
+    docstring), to a certified relative gap ``tol`` (beyond the objective's own rounding at the
+    best projection, :meth:`_Search.rounding`), with at most ``max_iter`` eigendecompositions
+    (at least the 4 that start the arc: θ = −π/4, 0, π/2, 3π/4).
 
-    ``second``: (2, p, p) positive semidefinite; ``pieces``: concave functions of the losses,
-    increasing along (1, 1), broadcasting over leading axes.
+    ``matrices``: (2, p, p) positive semidefinite; ``pieces``: two concave functions of the
+    losses, increasing along (1, 1), broadcasting over leading axes (the edge search of the
+    bounds assumes two: their order changes at most once between neighbouring samples).
     """
-    search = _Search(second, n_components, pieces)
+    if np.shape(pieces(np.zeros(2))) != (2,):
+        raise ValueError("minimize_on_frontier takes exactly two pieces")
+    search = _Search(matrices, n_components, pieces)
     for theta in (_ARC[0], 0.0, np.pi / 2.0, _ARC[1]):
         search.evaluate(theta)
-    floors = search.least_losses() - 1e-12 * np.abs(search.traces)  # the box's sides, less rounding
+    floors = search.least_losses() - search.margin  # the box's sides, less rounding
     bounds: dict[float, float] = {}  # θ_a of each arc -> its bound
-    lower = -np.inf
-    rotated: set[float] = set()  # flat arcs whose crossing has been sought by a pair rotation
+    searched: set[float] = set()  # flat arcs whose crossing has been sought along the geodesic
     stuck: set[float] = set()  # arcs whose last split landed on an end: split at the chord normal
     same = _SAME * float(np.abs(search.traces).max())
     while True:
@@ -283,14 +307,20 @@ def minimize_on_frontier(
             if left.theta not in bounds:
                 bounds[left.theta] = search.arc_bound(left, right, floors)
         lower = min(bounds.values())
-        if search.upper - lower <= tol * abs(search.upper) or len(search.history) >= max_iter:
+        # the bound moved by the margin, the best value's losses carry as much rounding: 2 × rounding()
+        if search.upper - lower <= tol * abs(search.upper) + 2.0 * search.rounding():
+            stop = "converged"
+            break
+        if search.n_directions >= max_iter:
+            stop = "max_iter"
             break
         index = next(i for i, s in enumerate(supports[:-1]) if bounds[s.theta] == lower)
         left, right = supports[index], supports[index + 1]
         if left.theta in search.flat:
-            if left.theta in rotated:
-                break  # a boundary segment, its crossing sought already: nothing left to refine
-            rotated.add(left.theta)
+            if left.theta in searched:
+                stop = "flat_segment"  # the least bound is a segment searched already: nothing to refine
+                break
+            searched.add(left.theta)
             crossing = _crossing_on_segment(left, right, search)
             if crossing is not None:
                 search.offer(crossing)
@@ -302,11 +332,12 @@ def minimize_on_frontier(
             continue
         new = search.evaluate(theta, dense=right.theta - left.theta < _DENSE_ARC)
         if left.theta in stuck and abs(new.direction @ (new.losses - left.losses)) <= same:
-            search.flat.update((left.theta, theta))  # the chord lies on a supporting line: a segment
+            # split at the chord normal, the new point lies on the chord's line: a boundary segment
+            search.flat.update((left.theta, theta))
         elif np.linalg.norm(new.losses - left.losses) <= same:
-            stuck.add(theta)  # the split landed on an end (a vertex's range of directions): next, the
-        elif np.linalg.norm(new.losses - right.losses) <= same:  # chord normal, which tells a segment
+            stuck.add(theta)  # landed on an end (a vertex holds a range of directions)
+        elif np.linalg.norm(new.losses - right.losses) <= same:
             stuck.add(left.theta)
     losses, basis = search.best
     return FrontierResult(basis, losses, float(search.upper), float(min(lower, search.upper)), search.least_losses(),
-                          search.history, len(search.history))
+                          stop, search.history, search.n_directions)

@@ -18,6 +18,9 @@ STATUS_MESSAGES: dict[str, str] = {
     "converged": "converged: the stopping tolerance was met",
     "fixed_steps": "ran the method's prescribed number of steps (it has no convergence test)",
     "max_iter": "stopped at max_iter before meeting the tolerance",
+    "flat_segment": "stopped before meeting the tolerance: the least lower bound lies on a flat stretch of the "
+    "group-loss boundary (tied eigenvalues) where no projection at the objective's kink was found; the "
+    "certificate's bounds hold",
     "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate')",
     "infeasible": "the optimisation problem is infeasible",
     "constraint_unmet": "ended without meeting the fairness constraint (the paper's improper termination): "

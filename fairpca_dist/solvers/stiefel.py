@@ -39,7 +39,7 @@ __all__ = [
     "geodesic",
     "orthonormality_error",
     "offdiagonal_energy",
-    "swapped_pair_root",
+    "geodesic_root",
     "qr_retraction_velocity",
     "LBFGSResult",
     "minimize_lbfgs",
@@ -211,45 +211,44 @@ def top_eigenvectors(
     return values[::-1], fix_signs(vectors[:, ::-1])
 
 
-def swapped_pair_root(
+def geodesic_root(
     first: np.ndarray, second: np.ndarray, difference: Callable[[np.ndarray], float]
 ) -> np.ndarray | None:
-    """A basis between two that differ in one direction where ``difference`` changes sign.
+    """The basis on the Grassmann geodesic between two bases where ``difference`` is 0.
 
-    Two p × r bases of top-r eigenspaces on either side of an eigenvalue crossing (λ_r = λ_{r+1}
-    of the matrix at the crossing) share r − 1 directions C and differ in one, a (``first``) and
-    c (``second``). With b the unit part of c orthogonal to [C, a], the bases
-    V(θ) = [C, cos θ a + sin θ b], 0 ≤ θ ≤ ∠(a, c), span the crossing's tied eigenspace, so every
-    V(θ) is as optimal for that matrix as the ends; returns V(θ*) with difference(V(θ*)) = 0
-    (Brent's method, |Δθ| ≤ 10⁻¹⁴), or None when the subspaces are equal, differ in more than one
-    direction, or ``difference`` has one sign at both ends. Used by ``fair-eig`` (equal group
-    losses) and by the two-group frontier search (two pieces of an objective crossing).
+    With the SVD firstᵀsecond = U cos(Θ) Wᵀ (principal angles Θ), a = first·U and b = second·W
+    are the principal vectors (aᵀb = cos Θ), and the unit parts c of b orthogonal to a give the
+    geodesic V(t) = a cos(tΘ) + c sin(tΘ), t ∈ [0, 1], from span(first) to span(second)
+    (Edelman, Arias & Smith 1998, §2.5.1), orthonormal all along. When both ends span top-r
+    eigenspaces of one matrix (the two sides of an eigenvalue crossing, or of a tie of any
+    multiplicity), every V(t) lies in their sum, a space of tied eigenvectors and the shared
+    ones, so each V(t) is as optimal for that matrix as the ends. Returns V(t*) with
+    difference(V(t*)) = 0 (Brent's method, |Δt| ≤ 10⁻¹⁵), or None when the subspaces are equal
+    or ``difference`` has one sign at both ends. Used by ``fair-eig`` (equal group losses) and by
+    the two-group frontier search (two pieces of an objective crossing on a boundary segment).
     """
-    n = first.shape[1]
-    if n == 0:
+    if first.shape[1] == 0:
         return None
     left, cosines, right_t = np.linalg.svd(first.T @ second)
-    if np.sum(cosines < 1.0 - 1e-6) != 1:
+    angles = np.arccos(np.clip(cosines, -1.0, 1.0))
+    if angles.max() < 1e-7:
         return None
-    aligned_first, aligned_second = first @ left, second @ right_t.T
-    shared = aligned_first[:, : n - 1]
-    a, c = aligned_first[:, n - 1], aligned_second[:, n - 1]
-    c_perp = c - a * (a @ c) - shared @ (shared.T @ c)
-    norm = float(np.linalg.norm(c_perp))
-    if norm < 1e-12:
+    a, b = first @ left, second @ right_t.T
+    apart = b - a * cosines
+    norms = np.linalg.norm(apart, axis=0)
+    moving = norms > 1e-12
+    apart[:, moving] /= norms[moving]
+    apart[:, ~moving] = 0.0
+
+    def basis_at(t: float) -> np.ndarray:
+        return a * np.cos(t * angles) + apart * np.sin(t * angles)
+
+    def at(t: float) -> float:
+        return difference(basis_at(t))
+
+    if at(0.0) * at(1.0) > 0:
         return None
-    b = c_perp / norm
-    end = float(np.arctan2(norm, a @ c))
-
-    def basis_at(theta: float) -> np.ndarray:
-        return np.column_stack([shared, np.cos(theta) * a + np.sin(theta) * b])
-
-    def at(theta: float) -> float:
-        return difference(basis_at(theta))
-
-    if at(0.0) * at(end) > 0:
-        return None
-    return basis_at(scipy.optimize.brentq(at, 0.0, end, xtol=1e-14))
+    return basis_at(scipy.optimize.brentq(at, 0.0, 1.0, xtol=1e-15))
 
 
 def _block_size(n_components: int) -> int:

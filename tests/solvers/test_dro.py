@@ -1002,8 +1002,12 @@ def polygon_minimum(points: np.ndarray, pieces) -> tuple[float, float]:
     """(min over the convex hull's boundary, min over its vertices) of max_k pieces(L)_k: on each
     hull edge at its ends and where the largest piece changes (the minimum of concave pieces
     growing along (1, 1) is on the boundary, and on an edge at an end or such a crossing)."""
-    hull = scipy.spatial.ConvexHull(points)
-    vertices = points[hull.vertices]
+    spread = points - points.mean(axis=0)
+    if np.linalg.matrix_rank(spread, tol=1e-12 * np.abs(points).max()) < 2:  # a segment (or a point)
+        along = spread @ np.linalg.svd(spread)[2][0]
+        vertices = points[[along.argmin(), along.argmax()]]
+    else:
+        vertices = points[scipy.spatial.ConvexHull(points).vertices]
     at_vertices = float(pieces(vertices).max(axis=1).min())
     best = at_vertices
     steps = np.linspace(0.0, 1.0, 2001)
@@ -1041,6 +1045,59 @@ def test_frontier_reaches_an_edge_of_a_polygonal_loss_region(seed):
     assert result.status == "converged"
     if at_vertices > exact * (1 + 1e-6):  # the optimum is inside an edge: the pair rotation found it
         assert np.sum(np.abs(result.components) > 1e-6) > r
+
+
+def tied_instances() -> list[np.ndarray]:
+    """Diagonal M_b with exactly tied entries (discrete features): boundary segments whose end
+    bases differ in two directions or more, as in diag(1, 1, 0, 0) against diag(0, 0, 1, 1)."""
+    rng = np.random.default_rng(5)
+    return [np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])] + \
+        [rng.integers(0, 4, size=(2, int(rng.integers(4, 7)))).astype(float) for _ in range(20)]
+
+
+@pytest.mark.parametrize("diagonals", tied_instances())
+@pytest.mark.parametrize(("lam", "alpha"), [(0.5, 0.0), (1.0, 0.15)])
+def test_frontier_reaches_the_optimum_on_segments_of_tied_eigenvalues(diagonals, lam, alpha):
+    """Ties of any multiplicity: the projection at the pieces' crossing lies on the Grassmann
+    geodesic between the segment's end bases (both top-r eigenspaces of the same W_θ)."""
+    counts, r = [50, 50], 2
+    shares, radii = np.array(counts) / 100, alpha / np.sqrt(counts)
+
+    def pieces(losses):
+        return np.array([[float(phi(weights_of_pair(shares, lam, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
+                         for row in losses])
+
+    matrices = np.array([np.diag(d) for d in diagonals])
+    exact, _ = polygon_minimum(subset_losses(diagonals, r), pieces)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ModelWarning)
+        result = frontier_fit(group_moments(matrices, counts), r, alpha=alpha, lam=lam, tol=1e-10)
+    assert ref_exact(matrices, shares, radii, lam, result.components) == pytest.approx(exact, rel=1e-8, abs=1e-12)
+    assert result.certificate["lower_bound"] <= exact + 1e-12
+    assert result.status == "converged"
+    assert result.objective_history[-1] == result.certificate["objective"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("objective", ["exact", "paper"])
+def test_frontier_lower_bound_holds_where_the_optimal_losses_are_zero(seed, objective):
+    """Both groups inside one r-dimensional subspace: the optimum is F at L = (0, 0), where the
+    losses' rounding (~1e-15) is magnified by the √L terms; the bound stays below it."""
+    rng = np.random.default_rng(seed)
+    p, r = 8, 3
+    basis = np.linalg.qr(rng.normal(size=(p, p)))[0][:, :r]
+    matrices = np.array([basis @ np.diag(rng.uniform(0.5, 3.0, r)) @ basis.T for _ in range(2)])
+    counts = [int(rng.integers(20, 200)), int(rng.integers(20, 2000))]
+    lam, alpha = float(rng.uniform(0.0, 2.0)), float(rng.uniform(0.05, 1.0))
+    shares, radii = np.array(counts) / sum(counts), alpha / np.sqrt(counts)
+    reference = ref_exact if objective == "exact" else ref_paper
+    optimum = reference(np.zeros_like(matrices), shares, radii, lam, basis)  # F at L = (0, 0) exactly
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ModelWarning)
+        result = frontier_fit(group_moments(matrices, counts), r, alpha=alpha, lam=lam, objective=objective,
+                              tol=1e-10)
+    assert result.certificate["lower_bound"] <= optimum
+    assert result.certificate["upper_bound"] == pytest.approx(optimum, rel=1e-6)
 
 
 def test_frontier_case_needs_an_edge():

@@ -220,3 +220,16 @@ def test_estimator_with_rank_relaxed_output():
     fpca = FairPCA(n_components=1, method="samadi-sdp").fit(x, sensitive_features=labels)
     assert fpca.n_components_ == fpca.transform(x).shape[1] <= 3
     assert fpca.inverse_transform(fpca.transform(x)).shape == x.shape
+
+
+def test_fair_eig_reaches_equal_losses_across_a_tie_of_two_directions():
+    """Group A spreads over e1, e2 and group B over e3, e4 (equal variances): at the optimum
+    the two sides' bases differ in two directions; the geodesic between them finds V with equal
+    losses 0.5 each, e.g. span{(e1 + e3)/√2, (e2 + e4)/√2}."""
+    unit = np.eye(4)
+    x = np.vstack([unit[:2], -unit[:2], unit[2:], -unit[2:]])
+    labels = np.repeat(["a", "b"], 4)
+    moments = GroupMoments.from_arrays(x, labels)
+    model = fit_projection(moments, 2, method="fair-eig")
+    assert model.status == "converged"
+    np.testing.assert_allclose(model.group_loss, [0.5, 0.5], atol=1e-9)
