@@ -9,6 +9,7 @@ import pytest
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers.stiefel import (
     geodesic,
+    geodesic_root,
     minimize_lbfgs,
     offdiagonal_energy,
     orthonormality_error,
@@ -206,6 +207,28 @@ def test_geodesic_for_a_general_tangent_direction_stays_on_the_manifold(seed):
     h = 1e-5
     velocity = (geodesic(v, delta, h) - geodesic(v, delta, -h)) / (2 * h)
     np.testing.assert_allclose(velocity, delta, atol=1e-8)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_geodesic_root_stays_orthonormal_and_between_the_two_subspaces(seed):
+    """On the Grassmann geodesic between span(A) and span(B): orthonormal, inside span(A) + span(B),
+    and at the root of a function that changes sign between the ends (here the weight of the
+    basis on e₀, from 0 on span(A) to 1 on span(B)); None when the sign does not change."""
+    rng = np.random.default_rng(seed)
+    p, r = 9, 3
+    first = np.linalg.qr(rng.normal(size=(p, r)) * np.r_[0.0, np.ones(p - 1)][:, None])[0]  # e₀ ⟂ span
+    second = np.linalg.qr(np.column_stack([np.eye(p)[:, 0], rng.normal(size=(p, r - 1))]))[0]  # e₀ ∈ span
+
+    def weight(basis: np.ndarray) -> float:
+        return float(np.sum(basis[0] ** 2)) - 0.37
+
+    found = geodesic_root(first, second, weight)
+    assert found is not None and weight(found) == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(found.T @ found, np.eye(r), atol=1e-12)
+    both = np.linalg.qr(np.column_stack([first, second]))[0]
+    np.testing.assert_allclose(both @ (both.T @ found), found, atol=1e-12)
+    assert geodesic_root(first, second, lambda basis: weight(basis) + 1.0) is None
+    assert geodesic_root(first, first, weight) is None
 
 
 def test_offdiagonal_energy_sums_the_squared_offdiagonal_entries_of_every_matrix():
