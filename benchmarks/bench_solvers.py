@@ -30,7 +30,7 @@ of all rows (the row-reading methods with the centres of their fitting sample, a
 used): explained-variance fraction of all rows, largest Samadi loss, largest group
 reconstruction error about the group's own mean, smallest group variance (Babu et al.'s
 criterion). The certificate gap is (upper − lower) / |upper| for a FairProjection whose
-``certificate`` has both ``lower_bound`` and ``upper_bound`` (samadi-*, fair-eig, mm); "–" elsewhere.
+``certificate`` has both ``lower_bound`` and ``upper_bound`` (samadi-*, fair-eig, mm, dro); "–" elsewhere.
 
 Timing: fits run in one worker process (``multiprocessing`` spawn, 1 BLAS thread,
 OPENBLAS_NUM_THREADS=1 set before numpy loads; address space capped at ``--memory-gb``) that
