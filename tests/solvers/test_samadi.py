@@ -222,6 +222,21 @@ def test_estimator_with_rank_relaxed_output():
     assert fpca.inverse_transform(fpca.transform(x)).shape == x.shape
 
 
+@pytest.mark.parametrize("tolerance", [1e-2, None])
+def test_sdp_lower_bound_is_valid_whatever_the_solver_accuracy(tolerance):
+    """The certificate's lower bound is the Lagrangian dual at the solver's multipliers: below
+    the certified optimum of samadi-mw even when SCS runs at a loose tolerance (its primal value
+    alone is not a bound), and close to the SDP value when the solver is accurate."""
+    moments = random_moments(3, 60, 3)  # p ≥ 50: SCS
+    sdp = fit_projection(moments, 4, method="samadi-sdp", tolerance=tolerance)
+    mw = fit_projection(moments, 4, method="samadi-mw", tol=1e-9)
+    assert sdp.options["solver"] == "SCS"
+    assert sdp.certificate["lower_bound"] <= mw.certificate["upper_bound"] * (1 + 1e-12)
+    assert sdp.certificate["lower_bound"] <= sdp.certificate["rounded_value"]
+    if tolerance is None:
+        assert sdp.certificate["lower_bound"] == pytest.approx(mw.certificate["lower_bound"], rel=1e-5)
+
+
 def test_fair_eig_reaches_equal_losses_across_a_tie_of_two_directions():
     """Group A spreads over e1, e2 and group B over e3, e4 (equal variances): at the optimum
     the two sides' bases differ in two directions; the geodesic between them finds V with equal
