@@ -124,16 +124,18 @@ def test_duplicated_rows_relabelled_groups_and_permuted_features_keep_the_losses
 # V is unique, else the method's objective. Not unique: olfat-sdp's V (the top eigenvectors of P*,
 # solved to ~1e-8) moves by 1e-4 along directions of nearly equal value; the ℓ1 criteria of
 # mm-robust and mm-sparse are flat at their optimum on few rows (the same objective to 1e-15 with
-# losses 10 % apart); dro's certified optimum (the frontier algorithm of two groups) is unique in
-# value, not always in V (where one piece is smallest along the boundary, its losses move to second
-# order only).
+# losses 10 % apart). mm-robust runs the paper's plain MM steps: the over-relaxed ones can take
+# another branch at a tie of the ℓ1 criterion (a row orthogonal to a component) when rounding
+# differs, and end at another fixed point (0.4 % lower on one 37-row example). dro's certified
+# optimum (the frontier algorithm of two groups) is unique in value, not always in V (where one
+# piece is smallest along the boundary, its losses move to second order only).
 BOTH, NONE = ("permutation", "rotation"), ()
 SLOW = {
     "samadi-sdp": ({}, BOTH, "losses", 1e-4),
     "olfat-sdp": ({}, BOTH, "objective", 1e-5),
     "kleindessner-cov": ({}, BOTH, "losses", 1e-6),
     "mm-sparse": ({}, NONE, "objective", 1e-5),
-    "mm-robust": ({}, BOTH, "objective", 1e-5),
+    "mm-robust": ({"accelerate": False}, BOTH, "objective", 1e-5),
     "dro": ({}, BOTH, "objective", 1e-7),
     "jevd": ({"init": "eig_sum"}, BOTH, "losses", 1e-5),
     "mmd": ({"sigma": 3.0, "tau": 0.1, "start": "pca"}, BOTH, "losses", 1e-4),
