@@ -364,7 +364,8 @@ def solve_dro(
     objective : {"exact", "paper"}
         Minimise F_exact (default) or the closed form (6b) whatever the conditions.
     tol : float
-        frontier: stop when the certified gap satisfies upper − lower ≤ tol · upper.
+        frontier: stop when the certified gap satisfies upper − lower ≤ tol · |upper| (plus the
+        objective's own rounding where a loss is near 0: :mod:`~fairpca_dist.solvers.frontier`).
     max_iter : int
         frontier: top-r eigendecompositions at most (≥ 4).
     n_iter : int
