@@ -21,7 +21,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.spatial
 
-from fairpca_dist import GroupMoments, InputError, ModelWarning, fit_projection
+from fairpca_dist import ConvergenceWarning, GroupMoments, InputError, ModelWarning, fit_projection
 from fairpca_dist.solvers import dro
 from fairpca_dist.solvers.stiefel import polar, random_orthonormal, subspace_distance, top_eigenvectors
 
@@ -1076,6 +1076,25 @@ def test_frontier_reaches_the_optimum_on_segments_of_tied_eigenvalues(diagonals,
     assert result.certificate["lower_bound"] <= exact + 1e-12
     assert result.status == "converged"
     assert result.objective_history[-1] == result.certificate["objective"]
+
+
+def test_frontier_says_why_it_stopped_short(monkeypatch):
+    """max_iter reached, or a boundary segment where no projection at the crossing is found
+    (here: the geodesic search disabled): a ConvergenceWarning, the status says which, and the
+    bounds still hold (the optimum of this instance is F = 1 at L = (1, 1))."""
+    from fairpca_dist.solvers import frontier
+
+    moments = group_moments(np.array([np.diag([1.0, 1, 0, 0]), np.diag([0.0, 0, 1, 1])]), [50, 50])
+    with pytest.warns(ConvergenceWarning, match="certified gap"):
+        short = frontier_fit(moments, 2, alpha=0.0, lam=0.5, max_iter=4)
+    monkeypatch.setattr(frontier, "geodesic_root", lambda first, second, difference: None)
+    with pytest.warns(ConvergenceWarning, match="flat stretch"):
+        stuck = frontier_fit(moments, 2, alpha=0.0, lam=0.5)
+    assert short.status == "max_iter" and short.n_iter == 4
+    assert stuck.status == "flat_segment" and stuck.n_iter < 100
+    for result in (short, stuck):
+        assert result.certificate["lower_bound"] <= 1.0 + 1e-12 < result.certificate["upper_bound"]
+        assert result.converged is False
 
 
 @pytest.mark.parametrize("seed", range(4))
