@@ -49,7 +49,7 @@ Pieces = Callable[[np.ndarray], np.ndarray]  # losses (..., 2) -> the two pieces
 
 _ARC = (-np.pi / 4.0, 3.0 * np.pi / 4.0)  # the directions w(θ) with w_0 + w_1 ≥ 0
 _EDGE_SAMPLES = 65  # points per polygon edge at which the pieces' order is checked for crossings
-_FLAT = 1e-12  # an arc whose chord normal is within this angle of an end is a boundary segment
+_FLAT = 1e-12  # arcs narrower than this, or whose chord normal is this close to an end, are segments
 _NARROW = 1e-4  # below this sin Δθ an arc's polygon is a band along its chord (arc_bound)
 _SAME = 1e-13  # support points closer than this (relative to the traces) are one point
 _DENSE_ARC = 1e-6  # on arcs narrower than this, eigenvectors to rounding accuracy (LAPACK)
