@@ -74,7 +74,7 @@ from typing import Any, Literal
 import numpy as np
 
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
-from fairpca_dist.metrics import losses_from_covariance
+from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.frontier import minimize_on_frontier
@@ -224,7 +224,7 @@ class DROProblem:
         if first.all():
             return first
         if least_losses is None:
-            least_losses = self.traces - np.array([top_eigenvectors(m, n_components)[0].sum() for m in self.second])
+            least_losses = self.traces - best_rank_variance(self.second, n_components)
         return first | (np.asarray(least_losses) >= self.radii)
 
     def slopes(self, losses: np.ndarray, objective: str = "exact") -> tuple[np.ndarray, np.ndarray]:
@@ -432,7 +432,7 @@ def solve_dro(
     common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective,
               "formula": "6b" if hold.all() else "exact", "radii": problem.radii.tolist()}
     if algorithm == "frontier":
-        components, value = fix_signs(found.components), found.upper
+        components, value, losses = fix_signs(found.components), found.upper, found.losses
         history, steps = np.asarray(found.history), found.n_directions
         status = found.stop
         if status != "converged":
@@ -446,13 +446,13 @@ def solve_dro(
         components, value, history, specific = _subgradient(problem, r, random_state, n_iter, n_restarts, retraction,
                                                             form, output, objective, patience, patience_rtol)
         steps, status, best = len(history) - 1, "fixed_steps", None
+        losses = problem.losses(components)
         options = {**common, "n_iter": int(n_iter), "n_restarts": int(n_restarts), "retraction": retraction,
                    "form": form, "output": output, "patience": None if patience is None else int(patience),
                    "patience_rtol": float(patience_rtol)}
-    losses = problem.losses(components)
     certificate = {
         "objective": float(value),
-        "objective_exact": float(problem.value(components)),
+        "objective_exact": float(problem.pieces(losses).max()),
         "empirical": float(problem.shares @ losses + problem.lam * (losses.max() - losses.min())),
         "conditions_hold": float(hold.all()),
         **specific,

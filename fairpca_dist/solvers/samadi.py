@@ -191,6 +191,16 @@ def _sdp_solver(solver: str, n_features: int) -> str:
     return solver.upper()
 
 
+def _dual_value(weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n_components: int, *,
+                start: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """The Lagrangian dual of the Fantope problem at group weights w on the simplex, a lower
+    bound on its optimum: for every P, max_g (β_g − ⟨Σ_g, P⟩) ≥ Σ_g w_g β_g − Σ_{i≤r} λ_i(Σ_g w_g Σ_g);
+    and the top-r eigenvectors V_w that attain the inner maximum. ``start`` seeds the Krylov
+    eigensolver (the previous V_w when the weights moved little)."""
+    values, basis = top_eigenvectors(np.tensordot(weights, covariance, axes=1), n_components, start=start)
+    return float(weights @ best - values.sum()), basis
+
+
 def solve_sdp(
     moments: GroupMoments,
     n_components: int,
@@ -254,12 +264,10 @@ def solve_sdp(
     values, basis = scipy.linalg.eigh((matrix.value + matrix.value.T) / 2.0)
     relaxed = float(worst.value)
     # the solver's values are accurate to its tolerance only (SCS: the primal value can pass the
-    # rounded one); its group multipliers w give a bound valid whatever their accuracy: for every
-    # P of the Fantope max_g (β_g − ⟨Σ_g, P⟩) ≥ Σ_g w_g β_g − Σ_{i≤r} λ_i(Σ_g w_g Σ_g) (w on the simplex)
+    # rounded one); the dual at its group multipliers is a bound whatever their accuracy
     weights = np.maximum(np.array([float(np.asarray(c.dual_value)) for c in groups]), 0.0)
     weights = weights / weights.sum() if weights.sum() > 0 else np.full(len(best), 1.0 / len(best))
-    top = top_eigenvectors(np.tensordot(weights, covariance, axes=1), n_components)[0]
-    dual = float(weights @ best - top.sum())
+    dual = _dual_value(weights, covariance, best, n_components)[0]
     return _rounded_projection(
         moments,
         n_components,
@@ -360,9 +368,9 @@ def solve_mw(
     basis = None
     for step in range(1, max_iter + 1):
         # the weights move little per step: the previous V_t seeds the Krylov eigensolver
-        values, basis = top_eigenvectors(np.tensordot(weights, covariance, axes=1), n_components, start=basis)
+        value, basis = _dual_value(weights, covariance, best, n_components, start=basis)
         step_losses = losses_from_covariance(covariance, best, basis)
-        lower = max(lower, float(weights @ best - values.sum()))
+        lower = max(lower, value)
         pool.append((basis, step_losses))
         mixture, upper = _best_mixture(np.array([loss for _, loss in pool]))
         # Keep the mixture's support (≤ k + 1 points) and the latest iterates: the LP stays
