@@ -274,8 +274,8 @@ def case_fit(case: dict) -> dict:
     out.update(status=str(model.status), n_evaluations=int(cert["n_evaluations"]), n_iter=int(model.n_iter),
                explained_variance=float(cert["explained_variance"]), mmd2_estimator=float(cert["mmd2"]),
                sigma=float(cert["sigma"]), null_bias_floor=float(cert["null_bias_floor"]), rho=float(cert["rho"]),
-               inner_steps=[int(i) for i in model.options["log"]["inner"]],
-               mmd2_per_outer=[float(v) for v in model.options["log"]["mmd2"]])
+               inner_steps=[int(i) for i in model.details["log"]["inner"]],
+               mmd2_per_outer=[float(v) for v in model.details["log"]["mmd2"]])
     components = np.asarray(model.components, dtype=np.float64)
     if components.shape[0] != x.shape[1]:
         components = components.T
@@ -597,8 +597,8 @@ def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) ->
         fit.update(status=str(model.status), n_evaluations=int(cert["n_evaluations"]), n_iter=int(model.n_iter),
                    explained_variance=float(cert["explained_variance"]), mmd2_rff=float(cert["mmd2"]),
                    sigma=float(cert["sigma"]), null_bias_floor=float(cert["null_bias_floor"]),
-                   inner_steps=[int(i) for i in model.options["log"]["inner"]],
-                   mmd2_per_outer=[float(x) for x in model.options["log"]["mmd2"]],
+                   inner_steps=[int(i) for i in model.details["log"]["inner"]],
+                   mmd2_per_outer=[float(x) for x in model.details["log"]["mmd2"]],
                    components=components.tolist())
         t0 = time.perf_counter()
         sample = passes.sample(args.check_rows, 1)

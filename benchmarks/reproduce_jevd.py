@@ -154,8 +154,8 @@ def fit(moments: GroupMoments, r: int, method: str) -> tuple[np.ndarray, dict]:
             "diverged": method.startswith("jevd") and result.status == "inaccurate"}
     if method.startswith("jevd"):
         info.update(max_column_cosine=result.certificate["max_column_cosine"],
-                    criterion=result.certificate["criterion"], selected=result.options["selected"],
-                    stop_reason=result.options["stop_reason"], init_used=result.options.get("init_used", ""))
+                    criterion=result.certificate["criterion"], selected=result.details["selected"],
+                    stop_reason=result.details["stop_reason"], init_used=result.details.get("init_used", ""))
     return result.components, info
 
 

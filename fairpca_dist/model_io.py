@@ -1,7 +1,8 @@
 """Save and load fitted projections as ``model.npz`` + ``model.json`` (never pickle).
 
 ``model.json`` is the human-readable record: method, options, feature names, group labels and
-sizes, centring and scale, diagnostics, library version and the data fingerprint.
+sizes, centring and scale, diagnostics (status, certificate, the solver's details), library
+version and the data fingerprint.
 ``model.npz`` holds the arrays. Both are written to temporary names and renamed into place,
 so a crash never leaves a half-written model.
 """
@@ -18,6 +19,7 @@ import numpy as np
 from fairpca_dist.atomic import atomic_file, output_lock
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import label_from_json, label_to_json
+from fairpca_dist.solvers import SOLVERS
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["save_model", "load_model", "read_fingerprint", "MODEL_FORMAT_VERSION"]
@@ -69,6 +71,7 @@ def save_model(
             "status": model.status,
             "message": model.message,
             "certificate": _jsonable(model.certificate),
+            "details": _jsonable(model.details),
             "final_objective": float(model.objective_history[-1]) if model.objective_history.size else None,
         },
         "data_fingerprint": fingerprint,
@@ -129,7 +132,7 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
             status=diagnostics["status"],
             message=diagnostics["message"],
             certificate=dict(diagnostics["certificate"]),
-            options=dict(record["options"]),
+            **_options_and_details(record["method"], dict(record["options"]), dict(diagnostics.get("details", {}))),
             **arrays,
         )
     except KeyError as error:
@@ -138,6 +141,18 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
         raise InputError(f"{json_path} has a field of the wrong type: {error}") from error
     _check_consistent(model, json_path, npz_path)
     return model
+
+
+def _options_and_details(method: str, options: dict[str, Any], details: dict[str, Any]) -> dict[str, dict]:
+    """Options and details as the model holds them. Models written before ``details`` existed
+    (same format) kept some of the solver's records among the options (jevd's selected columns,
+    dro's radii, mmd's log); for a registered method, entries it does not accept move to the
+    details, so that the options refit the same problem."""
+    if method in SOLVERS:
+        accepted = SOLVERS[method].options
+        details = {**{name: value for name, value in options.items() if name not in accepted}, **details}
+        options = {name: value for name, value in options.items() if name in accepted}
+    return {"options": options, "details": details}
 
 
 def _check_consistent(model: FairProjection, json_path: Path, npz_path: Path) -> None:

@@ -331,7 +331,8 @@ def build_report(
     if passes is None and rbf_mmd in ("exact", "rff"):
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
     ranks = range(1, _curve_length(max_components, moments.n_features, model.n_components) + 1)
-    options = _solver_options(model)
+    _check_refittable(model)
+    options = model.options
     working = moments.rescaled(model.scale)
     pca = _refit(moments, model, model.n_components, "pca", {})
     report = {
@@ -358,6 +359,7 @@ def build_report(
             "message": model.message,
             "n_iter": model.n_iter,
             "certificate": model.certificate,
+            "details": model.details,
         },
         "at_model": {"pca": _evaluate(moments, pca), "fair": _evaluate(moments, model)},
         "curves": {
@@ -393,15 +395,13 @@ def _curve_length(max_components: int | None, n_features: int, n_components: int
     return int(max_components)
 
 
-def _solver_options(model: FairProjection) -> dict[str, Any]:
-    """The model's options its solver accepts (solvers may record extra, derived entries)."""
+def _check_refittable(model: FairProjection) -> None:
+    """The report refits the model's method with its options at every r."""
     if model.method not in SOLVERS:
         raise InputError(
             f"cannot draw the curves of method {model.method!r}: the report refits it at every r, "
             f"which needs a registered method ({sorted(SOLVERS)})"
         )
-    accepted = SOLVERS[model.method].options
-    return {name: value for name, value in model.options.items() if name in accepted}
 
 
 def _refit(moments: GroupMoments, model: FairProjection, n_components: int, method: str,

@@ -170,7 +170,7 @@ def test_mmd_rff_fit_survives_a_worker_killed_in_a_solver_pass(table, cluster, k
         marker = kill_once(5)
         model = fit_projection(moments, 2, method="mmd", passes=passes, **options)
     assert marker.exists() and passes.n_passes > 1
-    np.testing.assert_allclose(model.options["log"]["mmd2"], reference.options["log"]["mmd2"], rtol=1e-10)
+    np.testing.assert_allclose(model.details["log"]["mmd2"], reference.details["log"]["mmd2"], rtol=1e-10)
     np.testing.assert_allclose(model.components, reference.components, atol=1e-10)
 
 

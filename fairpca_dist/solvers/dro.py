@@ -23,7 +23,7 @@ paper is wrong, and what this module does (spec §B.10):
   L ≥ ε; the theorem's conditions ((i) λ ≤ p̂_b or (ii) the p − r smallest eigenvalues of M_b
   sum to ≥ ε_b, for every group b) guarantee that for every V. ``objective="exact"`` (default)
   always minimises F; the result says whether the conditions held (``certificate
-  ["conditions_hold"]``, ``options["formula"]``: "6b" when F equals (6b) everywhere, else
+  ["conditions_hold"]``, ``details["formula"]``: "6b" when F equals (6b) everywhere, else
   "exact") and a :class:`~fairpca_dist.exceptions.ModelWarning` names the failing groups.
   ``objective="paper"`` minimises (6b) anyway, for comparison. (The authors' code instead
   clips λ to min p̂ when the conditions fail: benchmarks/baselines/dro_authors.py.)
@@ -429,8 +429,7 @@ def solve_dro(
         message += ("minimising the exact worst case, which differs from the closed form (6b) here"
                     if objective == "exact" else "minimising (6b) anyway, which is not the worst case here")
         warnings.warn(message, ModelWarning, stacklevel=2)
-    common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective,
-              "formula": "6b" if hold.all() else "exact", "radii": problem.radii.tolist()}
+    common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective}
     if algorithm == "frontier":
         components, value, losses = fix_signs(found.components), found.upper, found.losses
         history, steps = np.asarray(found.history), found.n_directions

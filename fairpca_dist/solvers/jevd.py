@@ -75,11 +75,11 @@ Robustness additions (spec B.2 items 1–7; each a documented option, deviations
    whose columns diagonalise better than where the run ended: on LFW at p ≥ 500 both starts
    diverge within 15 steps (C to 1e50, collinear columns), and returning the last iterate
    gave a degenerate projection (1e-3 of the variance kept). The restart is kept unless its
-   unit columns diagonalise worse. ``options["init_used"]``, ``options["fallback_reason"]``
+   unit columns diagonalise worse. ``details["init_used"]``, ``details["fallback_reason"]``
    (``"stuck"``, ``"diverged"`` or ``"max_iter"``), ``certificate["fallback_eig_sum"]`` and
    ``certificate["start_kept"]`` record it. With ``fallback=False`` the paper's behaviour is
    kept: the stuck start is a fixed point (V = 0, the run stops at once with
-   ``options["stop_reason"] == "step"`` and U = I), and a diverged run returns its last
+   ``details["stop_reason"] == "step"`` and U = I), and a diverged run returns its last
    finite iterate. A diverged result has status ``"inaccurate"`` and emits a
    ``ConvergenceWarning``, whatever the option.
 
@@ -431,6 +431,7 @@ def _check_common(columns: str, max_iter: int, tol: float) -> tuple[str, int, fl
 def _finish(
     moments: GroupMoments, n_components: int, center: Center, covariance: np.ndarray,
     found: JointDiagonalization, *, method: str, columns: str, options: dict, certificate: dict,
+    details: dict | None = None,
 ) -> FairProjection:
     unit = found.unit
     gram = unit.T @ unit
@@ -466,7 +467,8 @@ def _finish(
         moments, components, method=method, n_components=n_components, center=center,
         objective_history=found.history, n_iter=found.n_iter, status=status,
         certificate=certificate,
-        options={**options, "columns": columns, "selected": [int(j) for j in chosen], "stop_reason": found.reason},
+        options={**options, "columns": columns},
+        details={**(details or {}), "selected": [int(j) for j in chosen], "stop_reason": found.reason},
         best=best,
     )
 
@@ -516,7 +518,8 @@ def solve(
         ``certificate`` holds the initial C and C at the returned U, the orthogonal criterion of
         the unit columns, their largest |cos|, ``fallback_eig_sum`` (1.0 when the fallback ran),
         ``start_kept`` (1.0 when the run diverged and its start is returned) and, for
-        two groups, ``mmd2_linear``; ``options`` the column rule and ``init_used``.
+        two groups, ``mmd2_linear``; ``details`` the columns selected, ``stop_reason``,
+        ``init_used`` and ``fallback_reason``.
     """
     columns, max_iter, tol = _check_common(columns, max_iter, tol)
     init = checks.choice("init", init, INITS)
@@ -527,11 +530,11 @@ def solve(
     covariance = moments.covariance(center)
     found = faithful_jevd(covariance, init=init, fallback=fallback, max_iter=max_iter, tol=tol,
                           stall_tol=stall_tol, step_tol=step_tol, denominator_tol=denominator_tol)
-    options = {"init": init, "init_used": found.init_used, "fallback": fallback,
-               "fallback_reason": found.fallback_reason, "max_iter": max_iter,
+    options = {"init": init, "fallback": fallback, "max_iter": max_iter,
                "tol": tol, "stall_tol": stall_tol, "step_tol": step_tol, "denominator_tol": denominator_tol}
     return _finish(moments, n_components, center, covariance, found, method="jevd", columns=columns,
-                   options=options, certificate={"fallback_eig_sum": float(found.fallback)})
+                   options=options, details={"init_used": found.init_used, "fallback_reason": found.fallback_reason},
+                   certificate={"fallback_eig_sum": float(found.fallback)})
 
 
 def solve_orthogonal(
@@ -562,7 +565,8 @@ def solve_orthogonal(
     Returns
     -------
     FairProjection
-        ``objective_history`` is Σ_g ‖offdiag(QᵀΣ_gQ)‖² per sweep (non-increasing).
+        ``objective_history`` is Σ_g ‖offdiag(QᵀΣ_gQ)‖² per sweep (non-increasing); ``details``
+        the columns selected and ``stop_reason``.
     """
     columns, max_iter, tol = _check_common(columns, max_iter, tol)
     stall_tol = checks.number("stall_tol", stall_tol)

@@ -284,7 +284,7 @@ def solve(
     FairProjection
         ``certificate``: ``mmd2`` (max over pairs at the solution), ``tau``, ``explained_variance``
         (−f), ``rho`` (final), ``sigma`` and ``null_bias_floor`` (RBF), ``n_evaluations`` of the
-        constraint; ``options["log"]``: f, max h, ρ, ε, step and inner steps per outer iteration.
+        constraint; ``details["log"]``: f, max h, ρ, ε, step and inner steps per outer iteration.
     """
     numbers = {"rho_factor": (rho_factor, True), "rho_max": (rho_max, True), "eps0": (eps0, True),
                "eps_min": (eps_min, True), "step_tol": (step_tol, False), "offset": (offset, False)}
@@ -395,7 +395,7 @@ def _result(moments: GroupMoments, components: np.ndarray, n_components: int, ce
                    "n_evaluations": float(penalty.n_evaluations)}
     return make_projection(moments, components, method="mmd", n_components=n_components, center=center,
                            objective_history=log.objective, n_iter=n_iter, status=status, certificate=certificate,
-                           options={**options, "log": log.__dict__})
+                           options=options, details={"log": log.__dict__})
 
 
 def _rbf_constraint(

@@ -66,7 +66,13 @@ class FairProjection:
     certificate : dict
         Bounds on the optimum where the method provides them (``lower_bound``, ``upper_bound``).
     options : dict
-        The options the solver used, defaults filled in.
+        The options the solver used, defaults filled in: exactly options the method accepts,
+        so ``fit_projection(moments, n_components, method=method, **options)`` poses the same
+        problem again.
+    details : dict
+        What the solver chose or recorded on the way that is neither an option nor a bound:
+        jevd's selected columns, start and stop reason, dro's ambiguity radii and which formula
+        held, mmd's per-iteration log.
     """
 
     method: str
@@ -87,6 +93,7 @@ class FairProjection:
     message: str
     certificate: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         """Project rows: ((x − mean) / scale) @ components."""
@@ -109,6 +116,7 @@ def make_projection(
     status: str,
     certificate: dict[str, float] | None = None,
     options: dict[str, Any] | None = None,
+    details: dict[str, Any] | None = None,
     best: np.ndarray | None = None,
 ) -> FairProjection:
     """Build a :class:`FairProjection`, computing the group losses and errors at the solution
@@ -133,4 +141,5 @@ def make_projection(
         message=STATUS_MESSAGES[status],
         certificate=dict(certificate or {}),
         options=dict(options or {}),
+        details=dict(details or {}),
     )

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import inspect
+import json
 
 import numpy as np
 import pytest
 
 from conftest import grouped_data
-from fairpca_dist import SOLVERS, FairProjection, GroupMoments, InputError, fit_projection
+from fairpca_dist import SOLVERS, FairProjection, GroupMoments, InputError, fit_projection, load_model, save_model
 from fairpca_dist.datapasses import ArrayPasses
 from fairpca_dist.solvers.result import STATUS_MESSAGES
 from fairpca_dist.solvers.stiefel import check_orthonormal, subspace_distance
@@ -114,3 +115,29 @@ def test_custom_callable_solver(moments):
 
     result = fit_projection(moments, 2, method=first_axes)
     assert result.method == "first_axes"
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_a_saved_models_options_refit_the_same_model(method, fit, tmp_path):
+    """``options`` holds exactly options the method accepts (what the solver records on the way
+    goes to ``details``), so the options of a saved model pose the same problem again."""
+    model = fit(method, random_state=0)
+    assert set(model.options) <= SOLVERS[method].options, "a record among the options"
+    loaded = load_model(save_model(model, tmp_path / "model"))
+    assert (loaded.options, loaded.details) == (model.options, model.details)
+    again = fit(method, random_state=0, **loaded.options)
+    np.testing.assert_allclose(again.components, model.components, rtol=0, atol=1e-12)
+    assert again.details.keys() == model.details.keys()
+
+
+def test_a_model_saved_before_details_existed_loads_its_records_as_details(fit, tmp_path):
+    """Models of the same format written before ``details`` kept the solver's records among the
+    options: loading moves what the method does not accept to ``details``."""
+    model = fit("jevd", random_state=0)
+    folder = save_model(model, tmp_path / "model")
+    record = json.loads((folder / "model.json").read_text())
+    record["options"].update(record["diagnostics"].pop("details"))
+    (folder / "model.json").write_text(json.dumps(record))
+    loaded = load_model(folder)
+    assert loaded.options == model.options
+    assert loaded.details == model.details and {"selected", "stop_reason", "init_used"} <= set(loaded.details)

@@ -263,12 +263,12 @@ def test_stuck_case_without_fallback_stays_at_identity_without_nan():
     assert found.history == [pytest.approx(0.58)]
     result = fit_projection(group_moments(STUCK), 1, method="jevd", fallback=False)
     assert np.all(np.isfinite(result.components)) and np.all(np.isfinite(result.group_loss))
-    assert result.options["init_used"] == "identity" and result.certificate["fallback_eig_sum"] == 0.0
+    assert result.details["init_used"] == "identity" and result.certificate["fallback_eig_sum"] == 0.0
 
 
 def test_stuck_case_falls_back_to_eig_sum_and_reaches_zero():
     result = fit_projection(group_moments(STUCK), 1, method="jevd")
-    assert result.options["init"] == "identity" and result.options["init_used"] == "eig_sum"
+    assert result.options["init"] == "identity" and result.details["init_used"] == "eig_sum"
     assert result.certificate["fallback_eig_sum"] == 1.0
     assert result.certificate["criterion"] <= 1e-28
     assert np.all(np.isfinite(result.components))
@@ -288,7 +288,7 @@ def test_correlation_matrices_reach_the_orthogonal_criterion_of_jacobi():
     matrices = np.stack(matrices)
     moments = group_moments(matrices)
     faithful = fit_projection(moments, 2, method="jevd")
-    assert faithful.options["init_used"] == "eig_sum"
+    assert faithful.details["init_used"] == "eig_sum"
     ortho = fit_projection(moments, 2, method="jevd-orthogonal")
     np.testing.assert_allclose(
         faithful.certificate["orthogonal_criterion"], ortho.certificate["orthogonal_criterion"], rtol=1e-6
@@ -335,7 +335,7 @@ def test_diverging_identity_start_is_reported_and_falls_back_to_eig_sum():
         warnings.simplefilter("error")
         default = fit_projection(moments, 3, method="jevd")
     assert default.status == "converged" and default.certificate["fallback_eig_sum"] == 1.0
-    assert default.options["init_used"] == "eig_sum" and default.options["fallback_reason"] == "diverged"
+    assert default.details["init_used"] == "eig_sum" and default.details["fallback_reason"] == "diverged"
     jacobi = offdiag_energy(matrices, jevd.jacobi_jd(matrices).basis)
     assert abs(default.certificate["orthogonal_criterion"] - jacobi) <= 1e-6 * jacobi
     assert as_paper.certificate["orthogonal_criterion"] > 10 * jacobi
@@ -352,8 +352,8 @@ def test_singular_step_stops_at_the_last_finite_iterate():
     assert len(paper.history) == paper.n_iter + 1
     with pytest.warns(ConvergenceWarning, match="singular step"):
         result = fit_projection(moments, 2, method="jevd", fallback=False)
-    assert result.status == "inaccurate" and result.options["stop_reason"] == "singular_step"
-    assert fit_projection(moments, 2, method="jevd").options["fallback_reason"] == "diverged"
+    assert result.status == "inaccurate" and result.details["stop_reason"] == "singular_step"
+    assert fit_projection(moments, 2, method="jevd").details["fallback_reason"] == "diverged"
 
 
 def test_when_both_starts_diverge_the_default_gives_back_the_better_start():
@@ -426,10 +426,10 @@ def test_column_rules():
         check_orthonormal(result.components)
         assert result.options["columns"] == rule
     as_returned = fit_projection(moments, 3, method="jevd", columns="as_returned")
-    assert as_returned.options["selected"] == [0, 1, 2]
+    assert as_returned.details["selected"] == [0, 1, 2]
     assert subspace_distance(as_returned.components, unit[:, :3]) < 1e-7
     scores = np.einsum("ij,ik,kj->j", unit, matrices.sum(0), unit)
-    assert fit_projection(moments, 3, method="jevd").options["selected"] == list(np.argsort(-scores)[:3])
+    assert fit_projection(moments, 3, method="jevd").details["selected"] == list(np.argsort(-scores)[:3])
     # r = 1: the greedy max-min choice is the best single column
     one = fit_projection(moments, 1, method="jevd", columns="maxmin")
     worst = [losses(matrices, unit[:, [j]]).max() for j in range(unit.shape[1])]

@@ -115,7 +115,7 @@ def test_constraint_unmet_is_reported():
     with pytest.warns(ConvergenceWarning, match="improper termination"):
         result, _ = fit(rows, labels, tau=1e-9, max_iter=1, start="pca")
     assert result.status == "constraint_unmet" and not result.converged
-    assert len(result.options["log"]["mmd2"]) == 2
+    assert len(result.details["log"]["mmd2"]) == 2
 
 
 def test_a_fixed_point_of_the_outer_loop_ends_it():
@@ -125,7 +125,7 @@ def test_a_fixed_point_of_the_outer_loop_ends_it():
     with pytest.warns(ConvergenceWarning, match="improper termination"):
         result, _ = fit(rows, labels, kernel="linear", tau=1e-8, rho0=1e-3, rho_max=1e-3, eps_min=1e-3,
                         max_iter=200, start="pca")
-    log = result.options["log"]
+    log = result.details["log"]
     assert result.status == "constraint_unmet" and len(log["mmd2"]) < 200
     assert log["inner"][-1] == 0 and log["rho"][-1] == 1e-3 and log["mmd2"][-1] > 1e-8
 
@@ -157,8 +157,7 @@ def test_rbf_needs_rows_but_moment_kernels_do_not():
         fit_projection(moments, 2, method="mmd")
     result = fit_projection(moments, 2, method="mmd", kernel="quadratic", tau=0.5, random_state=0)
     assert result.options["kernel"] == "quadratic" and "sigma" not in result.certificate  # no RBF set-up
-    again = fit_projection(moments, 2, method="mmd", random_state=0,
-                           **{k: v for k, v in result.options.items() if k != "log"})
+    again = fit_projection(moments, 2, method="mmd", random_state=0, **result.options)
     np.testing.assert_array_equal(again.components, result.components)  # the recorded options refit it
 
 
@@ -204,7 +203,7 @@ def test_dask_frame_passes_equal_numpy(mmd_table, n_partitions, estimator):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         model = fit_projection(moments, 2, method="mmd", passes=passes, **OPTIONS, **extra)
-    np.testing.assert_allclose(model.options["log"]["mmd2"], reference.options["log"]["mmd2"], rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(model.details["log"]["mmd2"], reference.details["log"]["mmd2"], rtol=1e-6, atol=1e-10)
     assert subspace_distance(model.components, reference.components) <= 1e-6
     assert model.certificate["sigma"] == pytest.approx(reference.certificate["sigma"], rel=1e-12)
 
@@ -223,7 +222,7 @@ def test_parquet_passes_on_a_local_cluster_equal_numpy(mmd_table):
             warnings.simplefilter("ignore", ConvergenceWarning)
             model = fit_projection(moments, 2, method="mmd", passes=passes, **OPTIONS)
     reference = _reference(frame, moments)
-    np.testing.assert_allclose(model.options["log"]["mmd2"], reference.options["log"]["mmd2"], rtol=1e-6, atol=1e-10)
+    np.testing.assert_allclose(model.details["log"]["mmd2"], reference.details["log"]["mmd2"], rtol=1e-6, atol=1e-10)
     assert subspace_distance(model.components, reference.components) <= 1e-6
 
 
