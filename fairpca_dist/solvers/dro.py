@@ -467,6 +467,7 @@ def solve_dro(
         status=status,
         certificate=certificate,
         options=options,
+        details={"formula": "6b" if hold.all() else "exact", "radii": problem.radii.tolist()},
         best=best,
     )
 

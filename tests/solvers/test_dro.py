@@ -434,7 +434,8 @@ def test_paper_form_differs_where_the_conditions_fail():
         assert exact - paper > 1e-3  # the (6b) expansion of φ is wrong on the zero branch
     with pytest.warns(ModelWarning, match="g0"):  # T-B2: the library warns, naming the group
         result = fit(moments, r, alpha=alpha, lam=lam, n_iter=30, n_restarts=1, random_state=0)
-    assert result.certificate["conditions_hold"] == 0.0
+    assert result.certificate["conditions_hold"] == 0.0 and result.details["formula"] == "exact"
+    np.testing.assert_allclose(result.details["radii"], radii, rtol=1e-15)
 
 
 def test_conditions_use_the_smallest_eigenvalues_and_the_target_dimension():
@@ -459,8 +460,9 @@ def test_certificate_reports_the_conditions_when_they_hold(lam_kind):
     alpha = 0.5 * min(smallest_sum(mat, p - r) * np.sqrt(n) for mat, n in zip(matrices, counts))
     lam = 0.1 if lam_kind == "small" else 2.0
     result = fit(group_moments(matrices, counts), r, alpha=alpha, lam=lam, n_iter=50, n_restarts=2, random_state=1)
-    assert result.certificate["conditions_hold"] == 1.0
+    assert result.certificate["conditions_hold"] == 1.0 and result.details["formula"] == "6b"
     shares, radii = counts / counts.sum(), alpha / np.sqrt(counts)
+    np.testing.assert_allclose(result.details["radii"], radii, rtol=1e-15)
     check = result.components
     assert np.abs(check.T @ check - np.eye(r)).max() <= 1e-10
     assert result.certificate["objective"] == pytest.approx(ref_exact(matrices, shares, radii, lam, check), rel=1e-10)
