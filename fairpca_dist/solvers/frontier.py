@@ -21,7 +21,8 @@ moved by a rounding margin along −(1, 1): the losses carry rounding of ~p·ε_
 √L terms magnify near L = 0), the upper bound the least f(L(V)) over the projections found.
 The arc with the least bound is split where its minimum can be: where the pieces largest at
 its ends cross, or where the arc is tangent to the largest piece's level set (secant steps in
-θ); otherwise at the direction normal to its chord, where the arc is farthest from the chord.
+θ, halving the arc instead where they creep); otherwise at the direction normal to its chord,
+where the arc is farthest from the chord.
 It stops when the bounds meet to ``tol``. On a flat arc (a segment of the boundary: a tie
 λ_r = λ_{r+1} = … of W_θ at its direction, as with discrete or rank-deficient features) the
 pieces can cross inside the segment; the projections there lie on the Grassmann geodesic
@@ -231,18 +232,24 @@ def _chord_normal(left: _Support, right: _Support) -> float | None:
     return None
 
 
-def _split(left: _Support, right: _Support, pieces: Pieces, secant: bool = True) -> float | None:
-    """Where to refine the arc between two support points, or None when it cannot be split.
+def _split(left: _Support, right: _Support, pieces: Pieces, secant: bool = True,
+           bisect: bool = False) -> tuple[float | None, bool]:
+    """Where to refine the arc between two support points (None when it cannot be split), and
+    whether that is a secant step held back by the arc's guard.
 
     When different pieces are largest at the two ends, where they cross (the secant of their
     difference in θ); when the same piece k is, where the arc is tangent to its level set
     (∇f_k ∥ w(θ): the secant of angle(∇f_k(L(θ))) − θ, if it changes sign): the candidates
-    for the minimum inside the arc. Either is kept a tenth of the arc from its ends. Otherwise,
-    or without ``secant``, the direction normal to the chord, which shrinks the arc's polygon
-    fastest and tells a segment of the boundary (the support point there lies on the chord)."""
+    for the minimum inside the arc. Either is kept a tenth of the arc from its ends. Steps held
+    there say that L(θ) bends sharply on the arc (M_0 and M_1 of very different scales put the
+    interesting part of the frontier into a sliver of θ), where the secant would creep by
+    tenths; ``bisect`` (the caller's choice after two such steps in a row) halves the arc in θ
+    instead. Otherwise, or without ``secant``, the direction normal to the
+    chord, which shrinks the arc's polygon fastest and tells a segment of the boundary (the
+    support point there lies on the chord)."""
     width = right.theta - left.theta
     if width <= _FLAT:
-        return None
+        return None, False
     values = [pieces(s.losses) for s in (left, right)]
     at_left, at_right = (int(v.argmax()) for v in values)
     if at_left != at_right:
@@ -250,9 +257,12 @@ def _split(left: _Support, right: _Support, pieces: Pieces, secant: bool = True)
     else:
         residuals = [_gradient_angle(pieces, s.losses, at_left) - s.theta for s in (left, right)]
     if not secant or residuals[0] * residuals[1] >= 0.0:
-        return _chord_normal(left, right)
+        return _chord_normal(left, right), False
+    if bisect:
+        return left.theta + 0.5 * width, False
     point = left.theta + width * residuals[0] / (residuals[0] - residuals[1])
-    return float(np.clip(point, left.theta + 0.1 * width, right.theta - 0.1 * width))
+    guarded = float(np.clip(point, left.theta + 0.1 * width, right.theta - 0.1 * width))
+    return guarded, guarded != point
 
 
 def _gradient_angle(pieces: Pieces, losses: np.ndarray, piece: int) -> float:
@@ -300,6 +310,7 @@ def minimize_on_frontier(
     bounds: dict[float, float] = {}  # θ_a of each arc -> its bound
     searched: set[float] = set()  # flat arcs whose crossing has been sought along the geodesic
     stuck: set[float] = set()  # arcs whose last split landed on an end: split at the chord normal
+    held: dict[float, int] = {}  # arcs from secant steps held at the guard: how many in a row
     same = _SAME * float(np.abs(search.traces).max())
     while True:
         supports = search.supports
@@ -326,11 +337,14 @@ def minimize_on_frontier(
                 search.offer(crossing)
             continue
         del bounds[left.theta]
-        theta = _split(left, right, search.pieces, secant=left.theta not in stuck)
+        in_a_row = held.pop(left.theta, 0)
+        theta, guarded = _split(left, right, search.pieces, secant=left.theta not in stuck, bisect=in_a_row >= 2)
         if theta is None:
             search.flat.add(left.theta)
             continue
         new = search.evaluate(theta, dense=right.theta - left.theta < _DENSE_ARC)
+        if guarded:  # the secant creeps: after two such steps in a row, the parts are halved
+            held.update({left.theta: in_a_row + 1, theta: in_a_row + 1})
         if left.theta in stuck and abs(new.direction @ (new.losses - left.losses)) <= same:
             # split at the chord normal, the new point lies on the chord's line: a boundary segment
             search.flat.update((left.theta, theta))
