@@ -38,6 +38,7 @@ from fairpca_dist.moments import Center, GroupMoments, sorted_labels
 
 __all__ = [
     "losses_from_covariance",
+    "loss_rounding",
     "best_rank_variance",
     "group_errors",
     "group_errors_about",
@@ -93,6 +94,14 @@ def losses_from_covariance(covariance: np.ndarray, best: np.ndarray, components:
     """loss_g = β_g − ⟨Σ_g, 2P* − P*²⟩ directly from the (k, p, p) second moments and the
     (k,) best values β_g(r): the inner loop of the fair solvers, which work on arrays."""
     return best - _kept_variance(covariance, components)
+
+
+def loss_rounding(covariance: np.ndarray) -> float:
+    """A margin for the rounding of losses computed from these (k, p, p) second moments:
+    8·p·ε_mach·max_g tr Σ_g (β_g(r) and the kept variance are sums of p terms of that size, and
+    their difference cancels). Gaps below it are the data's precision, not the solver's."""
+    traces = np.trace(np.asarray(covariance), axis1=-2, axis2=-1)
+    return 8.0 * np.finfo(float).eps * covariance.shape[-1] * float(np.abs(traces).max())
 
 
 def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.metrics import losses_from_covariance
+from fairpca_dist.metrics import loss_rounding, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
@@ -56,6 +56,7 @@ class _Dual:
         self.history: list[float] = []
         self.ends = ends
         self.bases: dict[float, np.ndarray] = {}
+        self.rounding = loss_rounding(covariance)  # a gap below it is closed
 
     def evaluate(self, t: float, *, dense: bool = False) -> tuple[float, float, np.ndarray]:
         """(g(t), g'(t) = loss_A(V_t) − loss_B(V_t), V_t), recording g(t) and the max loss of
@@ -82,7 +83,7 @@ class _Dual:
         self.history.append(self.upper)
 
     def gap_closed(self, tol: float) -> bool:
-        return self.upper - self.lower <= tol * max(self.upper, 1e-15)
+        return self.upper - self.lower <= tol * max(self.upper, 0.0) + self.rounding
 
 
 def _hermite_step(first: tuple[float, float, float], second: tuple[float, float, float]) -> float:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.optimize
 
-from fairpca_dist.metrics import losses_from_covariance
+from fairpca_dist.metrics import loss_rounding, losses_from_covariance
 from fairpca_dist.solvers.stiefel import geodesic_root, top_eigenvectors
 
 __all__ = ["FrontierResult", "minimize_on_frontier"]
@@ -94,8 +94,7 @@ class _Search:
     def __init__(self, matrices: np.ndarray, n_components: int, pieces: Pieces) -> None:
         self.matrices, self.n_components, self.pieces = matrices, n_components, pieces
         self.traces = np.trace(matrices, axis1=1, axis2=2)
-        # rounding of the losses tr M − tr(VᵀMV): ~p·ε_mach·tr M (a margin of 8 of those)
-        self.margin = 8.0 * np.finfo(float).eps * matrices.shape[1] * float(np.abs(self.traces).max())
+        self.margin = loss_rounding(matrices)  # of the losses tr M − tr(VᵀMV)
         self.supports: list[_Support] = []
         self.flat: set[float] = set()  # left ends θ_a of arcs found to be boundary segments
         self.upper, self.best = np.inf, (np.empty(0), np.empty((0, 0)))

@@ -21,7 +21,8 @@ STATUS_MESSAGES: dict[str, str] = {
     "flat_segment": "stopped before meeting the tolerance: the least lower bound lies on a flat stretch of the "
     "group-loss boundary (tied eigenvalues) where no projection at the objective's kink was found; the "
     "certificate's bounds hold",
-    "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate')",
+    "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate', a certified gap far "
+    "above its tolerance, or a diverged iteration)",
     "infeasible": "the optimisation problem is infeasible",
     "constraint_unmet": "ended without meeting the fairness constraint (the paper's improper termination): "
     "the last iterate is returned",

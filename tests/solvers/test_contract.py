@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -87,6 +88,32 @@ def test_deterministic_under_random_state(method, fit):
     a = fit(method, random_state=3)
     b = fit(method, random_state=3)
     np.testing.assert_array_equal(a.components, b.components)
+
+
+# At r = p the projection is the identity and every loss is 0; what some methods do instead:
+# kleindessner* keep only p − (k − 1) directions; mm-sparse's surrogate is not tight (a map that
+# is not orthonormal, status not_tight); olfat-sdp's mean constraint cannot hold with P = I, nor
+# mmd's constraint with the full data (statuses infeasible, constraint_unmet).
+REFUSE_FULL_RANK = {"kleindessner", "kleindessner-cov"}
+NOT_ORTHONORMAL_AT_FULL_RANK = {"mm-sparse"}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_at_full_rank_keeps_everything_or_says_why(method, fit, moments):
+    """n_components = n_features is allowed: the losses are 0 up to rounding (samadi-mw divided
+    by its zero first loss here, and crashed on NaN weights)."""
+    p = moments.n_features
+    if method in REFUSE_FULL_RANK:
+        with pytest.raises(InputError, match=rf"n_components={p} is more than the {p - 1} directions left"):
+            fit(method, p, random_state=0)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fit(method, p, random_state=0)
+    assert result.status in STATUS_MESSAGES and result.components.shape == (p, p)
+    if method not in NOT_ORTHONORMAL_AT_FULL_RANK:
+        check_orthonormal(result.components)
+        np.testing.assert_allclose(result.group_loss, 0.0, atol=1e-10 * np.trace(moments.covariance("group")[0]))
 
 
 def test_pca_agrees_with_brute_force_on_a_tiny_problem():
