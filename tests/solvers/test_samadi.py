@@ -12,6 +12,7 @@ from scipy.optimize import minimize
 from conftest import DATA_DIR, grouped_data, require_data
 from fairpca_dist import FairPCA, GroupMoments, InputError, compute_moments, fit_projection, metrics
 from fairpca_dist.exceptions import ConvergenceWarning
+from fairpca_dist.solvers import samadi
 from fairpca_dist.solvers.samadi import lp_vertex
 from fairpca_dist.solvers.stiefel import subspace_distance
 
@@ -279,12 +280,33 @@ def test_full_rank_losses_at_rounding_are_converged_not_divided_by(seed, method)
 def test_sdp_says_when_its_tolerance_cannot_resolve_the_losses():
     """Losses 1e-10 of the largest group variance (columns from 1e-3 to 1e4, r = p − 1): the
     conic solver meets its tolerance on the normalised problem, yet its output is 70 % above
-    the certified optimum; samadi-sdp says so (ConvergenceWarning, status inaccurate), and its
-    bounds still hold the optimum that fair-eig certifies."""
+    the optimum, and its multipliers' dual value 60 % below (polished, it meets the optimum);
+    samadi-sdp says so (ConvergenceWarning, status inaccurate), and its bounds hold the optimum
+    that fair-eig certifies, up to the losses' rounding."""
     moments = scale_mismatched_rows(3, (40, 3), np.array([1.0, 1e4, 1e4, 1e-3, 1e4, 1e-3, 1e4]))
     optimum = fit_projection(moments, 6, method="fair-eig")
     assert optimum.status == "converged"
     with pytest.warns(ConvergenceWarning, match=r"above the certified lower bound .* these are \S+e-1\d of β"):
         sdp = fit_projection(moments, 6, method="samadi-sdp")
     assert sdp.status == "inaccurate" and not sdp.converged
-    assert sdp.certificate["lower_bound"] <= optimum.certificate["upper_bound"] <= sdp.certificate["upper_bound"]
+    rounding = metrics.loss_rounding(moments.covariance("group"))
+    assert sdp.certificate["lower_bound"] <= optimum.certificate["upper_bound"] + rounding
+    assert optimum.certificate["upper_bound"] <= sdp.certificate["upper_bound"]
+    assert sdp.certificate["lower_bound"] == pytest.approx(optimum.certificate["lower_bound"], rel=1e-4)
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("k", [2, 3])
+def test_polished_dual_reaches_the_certified_optimum_from_poor_multipliers(seed, k):
+    """samadi-sdp, before it warns, polishes its multipliers' dual bound (Nelder–Mead over the
+    simplex): from the worst start (all weight on one group) it meets the optimum that fair-eig
+    (k = 2) or samadi-mw certifies, and never passes it."""
+    moments = random_moments(seed, 8, k)
+    covariance, best, scale = samadi._problem(moments, 2, "group")
+    start = np.eye(k)[0]
+    reference = fit_projection(moments, 2, method="fair-eig" if k == 2 else "samadi-mw", tol=1e-6, max_iter=5000)
+    poor = samadi._dual_value(start, covariance, best, 2)[0] * scale
+    polished = samadi._polished_dual(start, covariance, best, 2) * scale
+    lower, upper = reference.certificate["lower_bound"], reference.certificate["upper_bound"]
+    assert reference.converged and poor < 0.9 * lower
+    assert lower * (1 - 1e-6) <= polished <= upper * (1 + 1e-9)
