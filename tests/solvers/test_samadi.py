@@ -310,3 +310,30 @@ def test_polished_dual_reaches_the_certified_optimum_from_poor_multipliers(seed,
     lower, upper = reference.certificate["lower_bound"], reference.certificate["upper_bound"]
     assert reference.converged and poor < 0.9 * lower
     assert lower * (1 - 1e-6) <= polished <= upper * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("k", [3, 4, 5])
+def test_cutting_plane_update_certifies_many_groups_in_few_oracle_calls(seed, k):
+    """The default for three or more groups: the LP's multipliers as the next weights (Kelley).
+    Its certified interval holds the SDP optimum that Clarabel's primal–dual pair brackets,
+    after at most 60 oracle calls where the multiplicative steps needed hundreds to thousands."""
+    moments = random_moments(seed, 12, k)
+    result = fit_projection(moments, 2, method="samadi-mw")
+    sdp = fit_projection(moments, 2, method="samadi-sdp")
+    assert result.options["update"] == "cutting_plane"
+    assert result.status == "converged" and result.n_iter <= 60
+    lower, upper = result.certificate["lower_bound"], result.certificate["upper_bound"]
+    assert upper - lower <= 1e-5 * upper
+    assert lower <= sdp.certificate["relaxation_value"] * (1 + 1e-7)
+    assert sdp.certificate["lower_bound"] <= upper * (1 + 1e-12)
+
+
+def test_update_auto_and_the_step_of_the_other_update():
+    two, three = random_moments(0, 6, 2), random_moments(0, 6, 3)
+    assert fit_projection(two, 2, method="samadi-mw").options["update"] == "multiplicative"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)  # 500 multiplicative steps do not close it
+        assert fit_projection(three, 2, method="samadi-mw", update="multiplicative", eta=0.5).options["eta"] == 0.5
+    with pytest.raises(InputError, match=r"eta=0.5 is the step of update='multiplicative'"):
+        fit_projection(three, 2, method="samadi-mw", eta=0.5)
