@@ -20,7 +20,8 @@ their span, padded to r dimensions (Lemma 4.6; the paper's proof omits this "Cas
 (spec §A.6.10); ``skip_lp=True`` restores that behaviour for comparison.
 
 ``samadi-sdp`` solves the SDP with cvxpy; ``samadi-mw`` with multiplicative weights over a
-weighted-PCA oracle (Appendix A, Algorithms 2–3), which scales to p ≈ 2000.
+weighted-PCA oracle (Appendix A, Algorithms 2–3), which scales to p ≈ 2000, or (three or more
+groups, by default) with cutting planes over the same oracle (not in the paper).
 """
 
 from __future__ import annotations
@@ -391,8 +392,9 @@ def solve_mw(
     Parameters
     ----------
     eta : float
-        Initial step size of the multiplicative update; step t uses η/√t on losses divided by the largest loss of the first
-        iterate (the equal-weight PCA), so that the step is scale free.
+        Initial step size of the multiplicative update; step t uses η/√t on losses divided by
+        the largest loss of the first iterate (the equal-weight PCA), so that the step is scale
+        free.
     max_iter : int
         Oracle calls at most (each one top-r eigendecomposition of a p × p matrix).
     tol : float
@@ -454,10 +456,10 @@ def solve_mw(
             break
         if update == "cutting_plane":
             weights = model_weights
-            continue
-        width = width or max(float(step_losses.max()), rounding)
-        weights = weights * np.exp(eta / np.sqrt(step) * (step_losses - step_losses.max()) / width)
-        weights /= weights.sum()
+        else:
+            width = width or max(float(step_losses.max()), rounding)
+            weights = weights * np.exp(eta / np.sqrt(step) * (step_losses - step_losses.max()) / width)
+            weights /= weights.sum()
     certificate = {"lower_bound": lower * scale, "upper_bound": upper * scale}
     options = {"eta": eta, "max_iter": max_iter, "tol": tol, "skip_lp": skip_lp, "update": update}
     used = np.flatnonzero(mixture > 1e-12)
