@@ -13,10 +13,10 @@ with its training rows' mean and ddof-0 std, as the authors' code does). A split
 10 cells for training; each fold is one of them.
 
 Methods: ``dro`` (the paper's RFPCA: ``algorithm="subgradient"``, its Algorithm 1; grid
-α ∈ {0.05, 0.1, 0.15} × λ ∈ {0, 0.5, …, 2.5}, 20 restarts, τ = 1000), ``pca``, ``samadi-mw`` (the paper's FairPCA baseline, but run to its
-certified optimum with LP rounding; its η is a step size, so there is no grid), ``fair-eig``
-(the exact two-group optimum of the same min-max loss) and ``mm`` (max-min group variance,
-Babu et al.). CFPCA (Olfat & Aswani) is not in this library.
+α ∈ {0.05, 0.1, 0.15} × λ ∈ {0, 0.5, …, 2.5}, 20 restarts, τ = 1000), ``pca``, ``samadi-mw``
+(the paper's FairPCA baseline, but run to its certified optimum with LP rounding; its η is a
+step size, so there is no grid), ``fair-eig`` (the exact two-group optimum of the same min-max
+loss) and ``mm`` (max-min group variance, Babu et al.). CFPCA (Olfat & Aswani) is not in this library.
 
 Paper columns: RFPCA and FairPCA of Tables 1 (out of sample) and 3 (in sample). Differences to
 expect, each explained in the Markdown: splits are unions of hash cells, not the authors'

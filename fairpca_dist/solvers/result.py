@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -11,7 +11,7 @@ import numpy as np
 from fairpca_dist import metrics
 from fairpca_dist.moments import Center, GroupMoments
 
-__all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection"]
+__all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection", "with_status"]
 
 STATUS_MESSAGES: dict[str, str] = {
     "closed_form": "solved in closed form (eigendecomposition)",
@@ -29,6 +29,8 @@ STATUS_MESSAGES: dict[str, str] = {
     "not_tight": "the relaxed surrogate maximiser is not orthonormal (singular values < 1, or zero): "
     "the penalty is past the range where the relaxation is tight",
 }
+
+_CONVERGED = ("closed_form", "converged", "fixed_steps")  # the statuses that count as converged
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,10 +139,16 @@ def make_projection(
         group_error=metrics.group_errors(moments, components, center=center),
         objective_history=np.asarray(objective_history, dtype=np.float64),
         n_iter=n_iter,
-        converged=status in ("closed_form", "converged", "fixed_steps"),
+        converged=status in _CONVERGED,
         status=status,
         message=STATUS_MESSAGES[status],
         certificate=dict(certificate or {}),
         options=dict(options or {}),
         details=dict(details or {}),
     )
+
+
+def with_status(projection: FairProjection, status: str) -> FairProjection:
+    """The same projection with another status (and its message and ``converged`` flag), for a
+    solver that judges its result after building it."""
+    return replace(projection, status=status, message=STATUS_MESSAGES[status], converged=status in _CONVERGED)

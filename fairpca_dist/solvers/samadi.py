@@ -38,7 +38,7 @@ from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.metrics import best_rank_variance, loss_rounding, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
-from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection
+from fairpca_dist.solvers.result import FairProjection, make_projection, with_status
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
 
 __all__ = ["solve_sdp", "solve_mw", "round_relaxation", "lp_vertex"]
@@ -208,12 +208,13 @@ def _dual_value(weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n
     return float(weights @ best - values.sum()), basis
 
 
-def _polished_dual(weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n_components: int) -> float:
-    """The best dual value (:func:`_dual_value`) found by Nelder–Mead from ``weights`` over the
-    simplex (w = softmax z); every value evaluated is a lower bound. The dual is concave but not
-    smooth (at eigenvalue ties), and a conic solver's multipliers can be far from its maximiser
-    where the losses are small next to its tolerance."""
-    found = [_dual_value(weights, covariance, best, n_components)[0]]
+def _polished_dual(weights: np.ndarray, value: float, covariance: np.ndarray, best: np.ndarray,
+                   n_components: int) -> float:
+    """The best dual value (:func:`_dual_value`) found by Nelder–Mead from ``weights`` (whose
+    dual value is ``value``) over the simplex (w = softmax z); every value evaluated is a lower
+    bound. The dual is concave but not smooth (at eigenvalue ties), and a conic solver's
+    multipliers can be far from its maximiser where the losses are small next to its tolerance."""
+    found = [value]
 
     def negative(z: np.ndarray) -> float:
         w = np.exp(z - z.max())
@@ -322,7 +323,7 @@ def solve_sdp(
         # the solver met its tolerance on losses normalised by max_g β_g(r): its multipliers, or
         # its primal, can be far off where the losses are far smaller than β (features of very
         # different scales, r near p) or the tolerance is loose. A better bound first:
-        lower = _polished_dual(weights, covariance, best, n_components) * scale
+        lower = _polished_dual(weights, dual, covariance, best, n_components) * scale
         result = replace(result, certificate={**result.certificate, "lower_bound": lower})
     if result.converged and upper - lower > allowed:
         used = settings.get("eps_abs", settings.get("tol_gap_abs", 1e-8))
@@ -332,7 +333,7 @@ def solve_sdp(
             f"applies to losses divided by the largest group's best variance β, and these are {abs(upper) / scale:.1e} "
             "of β (a tighter tolerance; fair-eig for two groups or samadi-mw, which certify their own gap; or "
             "standardize=True)", ConvergenceWarning, stacklevel=2)
-        result = replace(result, status="inaccurate", message=STATUS_MESSAGES["inaccurate"], converged=False)
+        result = with_status(result, "inaccurate")
     return result
 
 

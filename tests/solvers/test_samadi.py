@@ -305,8 +305,9 @@ def test_polished_dual_reaches_the_certified_optimum_from_poor_multipliers(seed,
     covariance, best, scale = samadi._problem(moments, 2, "group")
     start = np.eye(k)[0]
     reference = fit_projection(moments, 2, method="fair-eig" if k == 2 else "samadi-mw", tol=1e-6, max_iter=5000)
-    poor = samadi._dual_value(start, covariance, best, 2)[0] * scale
-    polished = samadi._polished_dual(start, covariance, best, 2) * scale
+    poor = samadi._dual_value(start, covariance, best, 2)[0]
+    polished = samadi._polished_dual(start, poor, covariance, best, 2) * scale
+    poor *= scale
     lower, upper = reference.certificate["lower_bound"], reference.certificate["upper_bound"]
     assert reference.converged and poor < 0.9 * lower
     assert lower * (1 - 1e-6) <= polished <= upper * (1 + 1e-9)
