@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import glob
+import json
 import os
 import uuid
 from collections.abc import Callable, Hashable, Sequence
@@ -351,7 +352,8 @@ def _delimiter_hint(columns: Sequence[Any]) -> str:
     if len(columns) == 1:
         for sep in (";", "\t", "|"):
             if sep in str(columns[0]):
-                return f"; the file seems to use {sep!r} as delimiter: pass read_options={{'sep': {sep!r}}}"
+                return (f"; the file seems to use {sep!r} as delimiter: pass read_options={{'sep': {sep!r}}} "
+                        f"(command line: --read-option 'sep={json.dumps(sep)}')")
     return ""
 
 
@@ -362,20 +364,29 @@ def _check_unique_columns(columns: Sequence[Any], origin: str) -> None:
         raise SchemaError(f"column name(s) {duplicated} appear more than once{origin}; every column needs its own name")
 
 
-def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
-    text = os.fspath(path)
+def _first_file(text: str) -> Path:
+    """The path itself, or the first file its glob matches."""
     has_glob = any(ch in text for ch in "*?[")
     if not has_glob and not os.path.exists(text):
         raise InputError(f"input path {text!r} does not exist")
     matches = sorted(glob.glob(text)) if has_glob else [text]
     if not matches:
         raise InputError(f"no files match {text!r}")
-    first = Path(matches[0])
+    return Path(matches[0])
+
+
+def _is_csv(first: Path) -> bool:
+    return not first.is_dir() and first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv"))
+
+
+def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
+    text = os.fspath(path)
+    first = _first_file(text)
     if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
         if not {"split_row_groups", "blocksize"} & set(read_options) and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         return _open_reader(dd.read_parquet, text, "Parquet", read_options)
-    if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
+    if _is_csv(first):
         if first.name.endswith(".gz"):
             read_options = {"blocksize": None, **read_options}
         return _open_reader(dd.read_csv, text, "CSV", read_options)
@@ -603,7 +614,8 @@ def open_table(
     read_options : dict, optional
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
-        row groups per partition) unless either key is given.
+        row groups per partition) unless either key is given. A CSV's feature and weight
+        columns are parsed as float64 (dask would type them from the first rows only).
     cells : str, HashCells, array-like or None
         How rows are assigned to cells (see :mod:`fairpca_dist.cells`): the column holding the
         cell labels (never a feature, the sensitive or the weight column), a
@@ -698,7 +710,32 @@ def open_table(
                 raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype")
     if isinstance(cells, HashCells):
         cells = _resolved_hash_cells(cells, chosen, sensitive)
+    if isinstance(data, (str, os.PathLike)):
+        frame = _numbers_read_as_float(data, frame, [*chosen, *([weight] if weight else [])], dict(read_options or {}))
     return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame, cells=cells)
+
+
+def _numbers_read_as_float(
+    path: str | os.PathLike[str], frame: dd.DataFrame, columns: Sequence[str], read_options: dict[str, Any]
+) -> dd.DataFrame:
+    """``frame``, a CSV's planned read, planned again with its integer-typed ``columns`` parsed
+    as float64 (other sources: ``frame`` itself).
+
+    dask types a CSV's columns from a sample of the file's first rows. A column with only
+    integers there and a decimal or an empty field further down (Bank Marketing's
+    ``nr.employed``: 5191 in its first rows, 5099.1 later) would fail mid-read with "Mismatched
+    dtypes". Features and weights become float64 anyway, so they are parsed as such from the
+    start; a later text value then fails with pandas' message naming the value. A ``dtype``
+    given in ``read_options`` wins.
+    """
+    text = os.fspath(path)
+    given = read_options.get("dtype", {})
+    if not _is_csv(_first_file(text)) or not isinstance(given, dict):
+        return frame
+    integers = {c: "float64" for c in columns if c not in given and pd.api.types.is_integer_dtype(frame[c].dtype)}
+    if not integers:
+        return frame
+    return _read_path(text, {**read_options, "dtype": {**integers, **given}})
 
 
 def _hash_keys(cells: Any) -> tuple[str, ...]:

@@ -178,6 +178,37 @@ def test_text_in_a_csv_column_names_file_and_column(frame, tmp_path, source):
         compute_moments(path, sensitive_feature="sex")
 
 
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_csv_numbers_typed_as_integers_by_dasks_sample_may_hold_decimals_further_down(frame, tmp_path, compression):
+    # Bank Marketing's nr.employed is 5191 in the file's first rows and 5099.1 further down;
+    # dask types columns from the first 256 kB. Features and weights are read as float64.
+    big = pd.concat([frame] * 60, ignore_index=True).assign(age=lambda f: f["age"].round().astype(int), w=1)
+    big = big.astype({"age": object, "w": object})
+    big.loc[len(big) - 3, ["age", "w"]] = [40.5, 2.5]
+    path = tmp_path / ("t.csv.gz" if compression else "t.csv")
+    big.to_csv(path, index=False, compression=compression)
+    assert dd.read_csv(path, blocksize=None).dtypes[["age", "w"]].tolist() == [np.int64, np.int64]  # the trap is set
+
+    read = compute_moments(str(path), sensitive_feature="sex", sample_weight="w")
+    held = compute_moments(big.astype({"age": float, "w": float}), sensitive_feature="sex", sample_weight="w")
+    np.testing.assert_allclose(read.weight, held.weight, rtol=1e-15)
+    np.testing.assert_allclose(read.scatter, held.scatter, rtol=1e-12)
+    np.testing.assert_allclose(read.means_about(0.0), held.means_about(0.0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("late, error, message", [
+    (np.nan, InputError, r"non-finite feature values in partition 0 \(file \S+t\.csv\): 'age': 1 \(NaN\)"),
+    ("0.39x", ReadError, r"cannot read partition 0 \(file \S+t\.csv\): ValueError: .*'0\.39x'"),
+])
+def test_csv_integer_feature_with_a_late_missing_or_text_value_names_it(frame, tmp_path, late, error, message):
+    big = pd.concat([frame] * 60, ignore_index=True).assign(age=lambda f: f["age"].round().astype(int))
+    big = big.astype({"age": object})
+    big.loc[len(big) - 3, "age"] = late
+    big.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(error, match=message):
+        compute_moments(str(tmp_path / "t.csv"), sensitive_feature="sex")
+
+
 def test_text_in_a_dask_dataframe_partition_names_partition_and_column(frame):
     parts = [frame.iloc[:100], _with_text_in(frame.iloc[100:], 170)]
     lying = dd.from_map(lambda i: parts[i], [0, 1], meta=frame.iloc[:0])  # meta says 'age' is float
