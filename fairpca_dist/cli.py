@@ -61,7 +61,7 @@ def _ingest(args: argparse.Namespace) -> int:
 
     result = ingest_table(
         args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
-        key_columns=args.key_columns, pass_through=args.pass_through, on_bad_rows=args.on_bad_rows,
+        exclude=args.exclude, key_columns=args.key_columns, pass_through=args.pass_through, on_bad_rows=args.on_bad_rows,
         read_options=_options(args.read_option), client=args.dask_address, progress=True,
     )
     print(f"ingested {result.rows:,} rows ({result.rejected:,} rejected) into {result.table_dir}")
@@ -206,7 +206,8 @@ def _pipeline(args: argparse.Namespace) -> int:
     with server.pinned(), show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
         result = pipeline(
             source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
-            features=args.features, key_columns=args.key_columns, target=args.target, method=args.method,
+            features=args.features, exclude=args.exclude, key_columns=args.key_columns, target=args.target,
+            method=args.method,
             n_components=args.n_components, center=args.center, standardize=args.standardize,
             options=_options(args.option), on_bad_rows=args.on_bad_rows, dask_address=args.dask_address,
             read_options=_options(args.read_option) or None,
@@ -253,7 +254,7 @@ def _demo(args: argparse.Namespace) -> int:
                     "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]}
     args_for_pipeline = argparse.Namespace(
         **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
-        center="group", standardize=True, option=[], read_option=[], on_bad_rows="fail",
+        center="group", standardize=True, option=[], read_option=[], on_bad_rows="fail", exclude=[],
         dask_address=args.dask_address, verbose=args.verbose, console=args.console,
     )
     return _pipeline(args_for_pipeline)
@@ -280,6 +281,8 @@ def _add_table_roles(parser: argparse.ArgumentParser) -> None:
                         help="group column(s); several form intersectional groups")
     parser.add_argument("--features", nargs="+", default=None, metavar="COLUMN",
                         help="feature columns (default: every numeric column not otherwise used)")
+    parser.add_argument("--exclude", nargs="+", default=[], metavar="COLUMN",
+                        help="columns to leave out of the default features")
     parser.add_argument("--key-columns", nargs="+", default=[], metavar="COLUMN",
                         help="identifier columns carried through to the projection")
     parser.add_argument("--on-bad-rows", default="fail", choices=["fail", "drop"],

@@ -28,7 +28,7 @@ from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import Partition, feature_values, open_table
 
-__all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "SCHEMA_FILE", "REJECTS_SAMPLE_ROWS"]
+__all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "SCHEMA_FILE", "REJECTS_FILE", "REJECTS_SAMPLE_ROWS"]
 
 SCHEMA_FILE = "schema.json"
 REJECTS_FILE = "rejects.csv"
@@ -150,10 +150,15 @@ def ingest_table(
             rejects_path = out.parent / f"{out.name}.rejects.csv"
             assert sample is not None
             sample.to_csv(rejects_path, index=False)
+            total = rejected + sum(r.rows for r in reports)
+            empty = [c for c in features_ if bad_by_column[c] == total]
+            leave_out = (f" Feature(s) {empty} have no usable value in any row: leave them out (exclude={empty}; "
+                         f"command line: --exclude {' '.join(empty)})." if empty else "")
             raise InputError(
                 f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); a sample is in "
-                f"{rejects_path}; first: {sample.head(3).to_dict(orient='records')}. Nothing was written: clean "
-                "the source or ingest with on_bad_rows='drop' to leave them out"
+                f"{rejects_path}; first: {sample.head(1).to_dict(orient='records')}. Nothing was written.{leave_out} "
+                "Clean the source, or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) "
+                "to leave the rows out"
             )
         if sample is not None:
             sample.to_csv(staging / REJECTS_FILE, index=False)

@@ -448,7 +448,8 @@ class GroupMoments:
             names = [self.feature_names[j] for j in np.flatnonzero(tiny)]
             raise SchemaError(
                 f"cannot standardise: feature(s) {names} have zero variance (constant columns); "
-                "drop them or fit with standardize=False"
+                f"leave them out (exclude={names}; command line: --exclude {' '.join(names)}) "
+                "or fit with standardize=False (--no-standardize)"
             )
         return scale
 

@@ -16,20 +16,22 @@ def ingest(
     table_dir: str,
     sensitive_feature: list[str],
     features: list[str] | None = None,
+    exclude: list[str] | None = None,
     key_columns: list[str] | None = None,
     pass_through: list[str] | None = None,
     on_bad_rows: str = "fail",
     read_options: dict[str, Any] | None = None,
     dask_address: str | None = None,
 ) -> dict[str, Any]:
-    """Validate ``source`` and write it as partitioned Parquet with ``schema.json``;
+    """Validate ``source`` and write it as partitioned Parquet with ``schema.json``
+    (``features``: default every numeric column not otherwise used, but ``exclude``);
     rows with NaN/inf features or missing groups fail the run (or, with
     ``on_bad_rows="drop"``, are counted and sampled into ``rejects.csv``).
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     """
     check_run_parameters(source=source, on_bad_rows=on_bad_rows)
     return ingest_task(
-        source, table_dir, sensitive_feature=sensitive_feature, features=features,
+        source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude or [],
         key_columns=key_columns or [], pass_through=pass_through or [], on_bad_rows=on_bad_rows,
         read_options=read_options, dask_address=dask_address,
     )

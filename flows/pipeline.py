@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 from fairpca_dist.atomic import output_lock
+from fairpca_dist.ingest import REJECTS_FILE
 from fairpca_dist.params import check_run_parameters
 from flows.steps import step
 from flows.tasks import fit_task, ingest_task, project_task, report_task
@@ -52,8 +54,8 @@ def _absolute_source(source: str) -> str:
 
 @flow(name="fairpca-pipeline-steps")
 def _steps(
-    source: str, root: str, sensitive_feature: list[str], features: list[str] | None, key_columns: list[str],
-    target: str | None, method: str, n_components: int, center: str, standardize: bool,
+    source: str, root: str, sensitive_feature: list[str], features: list[str] | None, exclude: list[str],
+    key_columns: list[str], target: str | None, method: str, n_components: int, center: str, standardize: bool,
     options: dict[str, Any] | None, on_bad_rows: str, read_options: dict[str, Any] | None,
 ) -> dict[str, Any]:
     with step("dask") as outcome:
@@ -68,7 +70,7 @@ def _steps(
     # hands the library the same cluster for its own graphs; steps run one after another.
     with step("ingest") as outcome:
         table = ingest_task.submit(
-            source, str(base / "table"), sensitive_feature=sensitive_feature, features=features,
+            source, str(base / "table"), sensitive_feature=sensitive_feature, features=features, exclude=exclude,
             key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
             read_options=read_options,
         ).result()
@@ -101,6 +103,7 @@ def pipeline(
     runs_dir: str = "runs",
     run_id: str | None = None,
     features: list[str] | None = None,
+    exclude: list[str] | None = None,
     key_columns: list[str] | None = None,
     target: str | None = None,
     method: str = "fair-eig",
@@ -120,13 +123,27 @@ def pipeline(
     root = _run_dir(runs_dir, run_id, method, n_components)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
     with output_lock(root):  # a second run with this run id fails here, naming the folder
+        new_folder = not root.exists()
         try:
-            return steps(_absolute_source(source), str(root), sensitive_feature, features, key_columns or [], target, method,
-                         n_components, center, standardize, options, on_bad_rows, read_options)
+            return steps(_absolute_source(source), str(root), sensitive_feature, features, exclude or [], key_columns or [],
+                         target, method, n_components, center, standardize, options, on_bad_rows, read_options)
         except BaseException:
-            with contextlib.suppress(OSError):  # a run that wrote nothing leaves no folder behind
-                root.rmdir()
+            if new_folder:
+                _remove_unfinished_run(root)
             raise
+
+
+def _remove_unfinished_run(root: Path) -> None:
+    """A failed run's folder goes, with the steps that finished before the failure (an ingested
+    table without its model is half a run), except the sample of rejected rows that an ingest
+    failure points to: a folder with that file alone stays."""
+    for path in root.glob("*") if root.is_dir() else ():
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.name != f"table.{REJECTS_FILE}":
+            path.unlink()
+    with contextlib.suppress(OSError):
+        root.rmdir()
 
 
 if __name__ == "__main__":

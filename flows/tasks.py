@@ -73,11 +73,12 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
 
 @task(name="ingest-table", **_RETRIES)
 def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], features: list[str] | None,
-                key_columns: list[str], pass_through: list[str], on_bad_rows: str,
+                exclude: list[str], key_columns: list[str], pass_through: list[str], on_bad_rows: str,
                 read_options: dict[str, Any] | None, dask_address: str | None = None) -> dict[str, Any]:
     with dask_client(dask_address) as client:
         result = ingest_table(
-            source, table_dir, sensitive_feature=sensitive_feature, features=features, key_columns=key_columns,
+            source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
+            key_columns=key_columns,
             pass_through=pass_through, on_bad_rows=on_bad_rows, read_options=read_options, client=client,
             progress=True,
         )

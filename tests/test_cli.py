@@ -49,6 +49,17 @@ def test_errors_are_one_clean_line(source, tmp_path):
     assert "Traceback" not in completed.stderr and not (tmp_path / "t").exists()
 
 
+def test_a_feature_empty_in_every_row_is_named_and_left_out_with_exclude(source, tmp_path, capsys):
+    # COMPAS's violent_recid is empty in all 7,214 rows: dropping bad rows would drop them all.
+    pd.read_csv(source).assign(empty=np.nan).to_csv(source, index=False)
+    args = ["ingest", str(source), str(tmp_path / "t"), "--sensitive-feature", "sex", "--key-columns", "id"]
+    assert main(args) == 2
+    assert ("Feature(s) ['empty'] have no usable value in any row: leave them out (exclude=['empty']; "
+            "command line: --exclude empty)") in capsys.readouterr().err
+    assert main([*args, "--exclude", "empty", "y"]) == 0
+    assert json.loads((tmp_path / "t" / "schema.json").read_text())["features"] == list("abcd")
+
+
 def test_bad_option_syntax(source, tmp_path, capsys):
     assert main(["ingest", str(source), str(tmp_path / "t"), "--sensitive-feature", "sex"]) == 0
     assert main(["fit", str(tmp_path / "t"), str(tmp_path / "m"), "--option", "tol"]) == 2

@@ -134,6 +134,18 @@ def test_bad_column_fails_once_with_its_own_error_inside_dask(credit_csv, tmp_pa
     assert time.perf_counter() - started < 30
 
 
+def test_a_run_failing_after_ingest_leaves_no_run_folder(credit_csv, tmp_path):
+    """fair-eig is refused at the fit step (three groups); the table the run had ingested goes
+    with the run folder, which a later run with that run id then creates afresh."""
+    frame = pd.read_csv(credit_csv)
+    three = tmp_path / "three.csv"
+    frame.assign(education=np.where(frame["SEX"] == 1, "male-" + frame["education"], "female")).to_csv(three)
+    with pytest.raises(InputError, match="fair-eig solves two-group problems; the data have 3 groups"):
+        pipeline(source=str(three), sensitive_feature=["education"], features=["LIMIT_BAL", "AGE", "BILL_AMT1"],
+                 runs_dir=str(tmp_path / "runs"), run_id="failed", method="fair-eig")
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [".moments-cache"]
+
+
 def test_evaluate_flow_agrees_with_the_library(tmp_path):
     from conftest import grouped_data
     from fairpca_dist import HashCells
