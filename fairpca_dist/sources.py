@@ -20,6 +20,7 @@ import difflib
 import glob
 import json
 import os
+import re
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -261,7 +262,7 @@ def _run_partition(
     except FairPCAError:
         raise
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
-        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}") from error
+        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{_missing_marker_hint(error)}") from error
     except Exception as error:  # OSError and the like may be transient: keep the type, add where
         error.add_note(f"while reading {partition}")
         raise
@@ -271,6 +272,16 @@ def _run_partition(
         # Arrow keeps freed decode buffers for reuse; hand them back so a long-running worker's
         # memory reflects the partitions in flight, not the largest one it ever read.
         pa.default_memory_pool().release_unused()
+
+
+def _missing_marker_hint(error: BaseException) -> str:
+    """A hint when text in a numeric CSV column may mark missing values ('?', 'NA ', '-')."""
+    found = re.search(r"could not convert string to float: '([^']{0,8})'", str(error))
+    if not found:
+        return ""
+    marker = found.group(1)
+    return (f"\nIf {marker!r} marks a missing value: read_options={{'na_values': [{marker!r}]}} "
+            f"(command line: --read-option 'na_values=[{json.dumps(marker)}]')")
 
 
 def _reader_message(error: BaseException) -> str:
@@ -389,7 +400,11 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
     if _is_csv(first):
         if first.name.endswith(".gz"):
             read_options = {"blocksize": None, **read_options}
-        return _open_reader(dd.read_csv, text, "CSV", read_options)
+        frame = _open_reader(dd.read_csv, text, "CSV", read_options)
+        if "names" not in read_options and not all(isinstance(c, str) for c in frame.columns):
+            # header=None numbers the columns; names are strings everywhere else (Parquet, the CLI)
+            frame = _open_reader(dd.read_csv, text, "CSV", {**read_options, "names": list(map(str, frame.columns))})
+        return frame
     raise InputError(
         f"cannot tell the format of {text!r}: expected a Parquet file or folder "
         "(.parquet, .pq) or a CSV file (.csv, .csv.gz, .tsv)"

@@ -244,6 +244,11 @@ def check_late_decimal(result: Any, inp: Path, out: Path) -> None:
     assert result.rows == 6000 and table["a"].dtype == np.float64 and table["a"].iloc[5900] == 2.5
 
 
+def check_no_header(result: Any, inp: Path, out: Path) -> None:
+    assert result.schema["features"] == ["0", "1", "2"] and result.schema["sensitive_feature"] == ["4"]
+    assert result.rows == 60 and [g["label"] for g in result.schema["groups"]] == ["f", "m"]
+
+
 def check_text_default_features(result: Any, inp: Path, out: Path) -> None:
     assert result.schema["features"] == ["a", "c"], result.schema["features"]
 
@@ -264,6 +269,12 @@ def _late_text_csv(inp: Path) -> Path:
 def _late_decimal_csv(inp: Path) -> Path:
     data = frame(6000).assign(a=lambda f: (10 * f["a"]).round().astype(int).astype(object))
     data.loc[5900, "a"] = 2.5  # dask types columns from the file's first 256 kB
+    return csv(inp / "late.csv", data)
+
+
+def _late_marker_csv(inp: Path) -> Path:
+    data = frame(6000).astype({"a": object})
+    data.loc[5900, "a"] = "?"
     return csv(inp / "late.csv", data)
 
 
@@ -330,6 +341,17 @@ CASES: list[Case] = [
          pattern="a CSV's features are read as float64 (dask would type 'a' as integer from the first rows): "
                  "the table holds every row, 2.5 included",
          check=check_late_decimal),
+    Case("csv-question-mark-for-missing", "a CSV whose numeric column 'a' has '?' in row 5900 (UCI's marker of a "
+         "missing value)", "ingest_table (CSV)", "library",
+         lambda inp, out: ingest(_late_marker_csv(inp), out, features=FEATURES),
+         ReadError, r"(?s)partition 0 \(file \S*late\.csv\): .*\| a +\| str +\| float64.*If '\?' marks a missing "
+                    r"value: read_options=\{'na_values': \['\?'\]\}"),
+    Case("csv-without-header", "a CSV without a header line, read with read_options={'header': None}",
+         "ingest_table (CSV)", "handled",
+         lambda inp, out: ingest(csv(inp / "h.csv", frame(), header=False), out, sensitive_feature="4",
+                                 features=["0", "1", "2"], read_options={"header": None}),
+         pattern="columns are named by position as text ('0', '1', …), as the command line passes them",
+         check=check_no_header),
     # --- NaN / inf / huge values
     Case("nan-feature-ingest", "a NaN in feature 'a'", "ingest_table (DataFrame)", "library",
          lambda inp, out: ingest(with_value(frame(), "a", 5, np.nan), out, features=FEATURES),

@@ -209,6 +209,26 @@ def test_csv_integer_feature_with_a_late_missing_or_text_value_names_it(frame, t
         compute_moments(str(tmp_path / "t.csv"), sensitive_feature="sex")
 
 
+def test_csv_without_header_has_columns_named_by_position_as_text(frame, tmp_path):
+    # UCI's heart disease files: no header; the CLI passes column names as text ('1').
+    frame[["income", "age", "debt", "sex"]].to_csv(tmp_path / "h.csv", index=False, header=False)
+    read = compute_moments(str(tmp_path / "h.csv"), sensitive_feature="3", read_options={"header": None})
+    assert read.feature_names == ("0", "1", "2")
+    np.testing.assert_allclose(read.scatter, compute_moments(frame, sensitive_feature="sex").scatter, rtol=1e-12)
+
+
+def test_a_missing_value_marker_in_a_csv_is_named_with_the_option_that_reads_it(frame, tmp_path):
+    big = pd.concat([frame] * 60, ignore_index=True).astype({"age": object})
+    big.loc[len(big) - 3, "age"] = "?"
+    big.to_csv(tmp_path / "q.csv", index=False)
+    with pytest.raises(ReadError, match=r"(?s)\| age +\| str.*If '\?' marks a missing value: read_options="
+                                        r"\{'na_values': \['\?'\]\} \(command line: --read-option 'na_values=\[\"\?\"\]'\)"):
+        compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex")
+    read = compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex", read_options={"na_values": ["?"]},
+                           features=["income", "debt"])
+    assert read.count.sum() == len(big)
+
+
 def test_text_in_a_dask_dataframe_partition_names_partition_and_column(frame):
     parts = [frame.iloc[:100], _with_text_in(frame.iloc[100:], 170)]
     lying = dd.from_map(lambda i: parts[i], [0, 1], meta=frame.iloc[:0])  # meta says 'age' is float
