@@ -37,11 +37,9 @@ Writes results/mm_robust_scale.{md,json} (``--name``); the table is deleted at t
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import warnings
@@ -52,6 +50,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
+from provenance import provenance  # noqa: E402
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
 from fairpca_dist.datasets import write_synthetic_parquet
 from fairpca_dist.passes import table_passes
@@ -78,12 +77,7 @@ class TimedPasses:
         return out
 
 
-def provenance() -> str:
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    files = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py", "fairpca_dist/passes.py"]
-    return f"commit {commit}; sha256[:12] " + ", ".join(
-        f"`{f}` {hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:12]}" for f in files)
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py", "fairpca_dist/passes.py"]
 
 
 def stats(values: list[float]) -> dict:
@@ -146,7 +140,7 @@ def main() -> None:
     n, d = args.rows, args.features
     require_free_disk(SCRATCH, max(5e9, 3 * n * (d + 2) * 8), f"{n:,} x {d}")
     folder = SCRATCH / "mm_robust_parquet"
-    result: dict = {"command": " ".join(["benchmarks/bench_mm_robust.py", *sys.argv[1:]]), "provenance": provenance(),
+    result: dict = {"command": " ".join(["benchmarks/bench_mm_robust.py", *sys.argv[1:]]), "provenance": provenance(MEASURED),
                     "rows": n, "features": d, "r": args.r, "rows_per_file": args.rows_per_file,
                     "free_disk_gb_before": shutil.disk_usage(SCRATCH).free / 1e9, "load_average_start": os.getloadavg()[0]}
     files = sorted(folder.glob("part-*.parquet")) if args.reuse and folder.exists() else []

@@ -52,7 +52,6 @@ import json
 import platform
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -65,6 +64,7 @@ from threadpoolctl import threadpool_limits
 
 import fairpca_dist
 from fairpca_dist import compute_moments
+from provenance import commit
 
 HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
@@ -293,8 +293,7 @@ def write_results(rows, targets, extra, args, disk, ratios) -> None:
         writer.writeheader()
         writer.writerows({k: r[k] for k in fields} for r in rows)
     n, d = args.rows, args.cols
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=HERE).stdout.strip()
+    measured = commit()
     lines = [
         "# bench_moments: grouped second moments, numpy / dask-ml / sklearn vs compute_moments",
         "",
@@ -302,7 +301,7 @@ def write_results(rows, targets, extra, args, disk, ratios) -> None:
         f"({n * d * 8 / 1e9:.2f} GB), 4 groups 50/30/15/5 %, chunks of {CHUNK:,} rows, "
         f"{args.repeat} rounds after one untimed warm-up round ((a), (c), (c1), (d): {CHEAP_TIMINGS} timings per round), "
         f"each case after a {PAUSE} s pause (OpenBLAS idle spin). {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-        f"numpy {np.__version__}, fairpca_dist at {commit}, load average {args.load_start:.2f} at start, "
+        f"numpy {np.__version__}, fairpca_dist at {measured}, load average {args.load_start:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at end (other processes share the 2 cores). "
         f"GB = 1e9 bytes of float64 features; 'vs limit' = throughput / (a) with 2 BLAS threads.",
         "",

@@ -42,7 +42,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -56,6 +55,7 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
+from provenance import commit  # noqa: E402
 from fairpca_dist import compute_moments  # noqa: E402
 from fairpca_dist.sources import open_table  # noqa: E402
 
@@ -234,8 +234,7 @@ def main() -> None:
     n, d = args.rows, args.cols
     feature_bytes = n * d * 8
 
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
-                            text=True, cwd=HERE).stdout.strip()  # the code this run imported
+    measured = commit()  # the code this run imported
     require_free_disk(SCRATCH, max(20e9, 2.5 * n * (d + 1) * 8), f"a {n:,} x {d} table")
 
     folder = SCRATCH / "ooc_parquet"
@@ -281,7 +280,7 @@ def main() -> None:
         info["agreement"] = agreement(moments, ref) if moments is not None else None
     print(f"{ref_seconds:.1f} s; {[p['agreement'] for p in passes]}")
 
-    result = dict(command=" ".join(["benchmarks/bench_out_of_core.py", *sys.argv[1:]]), commit=commit,
+    result = dict(command=" ".join(["benchmarks/bench_out_of_core.py", *sys.argv[1:]]), commit=measured,
                   rows=n, cols=d, files=len(files), rows_per_file=args.rows_per_file,
                   row_group_rows=args.row_group_rows, read_options=args.read_options,
                   partitions=partitions, feature_gb=feature_bytes / 1e9, disk_gb=disk / 1e9,

@@ -36,9 +36,7 @@ one panel per spread; top row the paper's error, bottom row each method against 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import subprocess
 import time
 import warnings
 from pathlib import Path
@@ -55,6 +53,7 @@ import pandas as pd  # noqa: E402
 from fairpca_dist import ConvergenceWarning, GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
 from fairpca_dist.datasets import outlier_groups  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -63,12 +62,7 @@ METHODS = ("mm", "mm-robust (1 start, paper)", "mm-robust (5 starts, default)")
 P, N, R = 10, 100, 4
 
 
-def provenance() -> str:
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    files = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py"]
-    return f"commit {commit}; sha256[:12] " + ", ".join(
-        f"`{f}` {hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:12]}" for f in files)
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py"]
 
 
 def experiment(seed: int, alpha: float, spread: float) -> dict:
@@ -231,7 +225,7 @@ def main() -> None:
     parser.add_argument("--spreads", type=float, nargs="*", default=[1 / np.sqrt(10), 1, 2, 3, 5])
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    prov = provenance()
+    prov = provenance(MEASURED)
     load_start, started = os.getloadavg()[0], time.perf_counter()
     rows = []
     with warnings.catch_warnings():

@@ -29,7 +29,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import cProfile
 import io
 import pstats
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,6 +38,7 @@ from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
 from fairpca_dist.moments import GroupMoments
+from provenance import commit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARES = (0.50, 0.30, 0.15, 0.05)
@@ -133,12 +133,11 @@ def main() -> None:
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(8)
     stats = "\n".join(line for line in text.getvalue().splitlines() if line.strip())
 
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    measured = commit()
     lines = [
         "# profile_kernel: GroupMoments.from_codes on one 100k x 50 chunk, 4 groups, 1 BLAS thread",
         "",
-        f"`.venv/bin/python benchmarks/profile_kernel.py` at {commit}, best of 5, "
+        f"`.venv/bin/python benchmarks/profile_kernel.py` at {measured}, best of 5, "
         f"load average at end {os.getloadavg()[0]:.2f}.",
         "",
         "| step | ms |",

@@ -10,9 +10,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+
+
+def commit() -> str:
+    """``git describe --always`` of the code measured, with ``-dirty`` when a tracked file
+    differs from it outside ``benchmarks/results/`` (a full run rewrites its results as it goes,
+    which says nothing about the code it measures)."""
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
+    return _git("describe", "--always") + ("-dirty" if changed else "")
+
+
 def provenance(files: Sequence[str]) -> str:
     """``commit <describe>; sha256[:12] `file` <hash>, …`` for ``files`` (paths from the repository root)."""
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
     hashes = ", ".join(f"`{f}` {hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:12]}" for f in files)
-    return f"commit {commit}; sha256[:12] {hashes}"
+    return f"commit {commit()}; sha256[:12] {hashes}"

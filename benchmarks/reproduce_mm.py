@@ -41,11 +41,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import hashlib
 import io
 import os
 import pstats
-import subprocess
 import time
 from pathlib import Path
 
@@ -64,6 +62,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 from fairpca_dist import GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.solvers.mm import group_matrices  # noqa: E402
 from fantope_sdr import solve_fantope_sdr  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -75,17 +74,7 @@ LFW_TARGET_S = 5.0
 NORMALIZE = ("sum", "mean")
 
 
-def provenance() -> dict:
-    """The commit this run imported, plus hashes of the (possibly uncommitted) solver files."""
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
-    files = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py", "fairpca_dist/passes.py"]
-    hashes = {f: hashlib.sha256((ROOT / f).read_bytes()).hexdigest()[:12] for f in files if (ROOT / f).exists()}
-    return {"commit": commit, "hashes": hashes}
-
-
-def provenance_line(prov: dict) -> str:
-    return f"commit {prov['commit']}; sha256[:12] " + ", ".join(f"`{f}` {h}" for f, h in prov["hashes"].items())
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py", "fairpca_dist/passes.py"]
 
 
 def load(dataset: str) -> tuple[GroupMoments, dict]:
@@ -328,13 +317,13 @@ def plot_vs_sdr(table: pd.DataFrame, dataset: str) -> None:
     plt.close(fig)
 
 
-def summary(table: pd.DataFrame, dataset: str, repeats: int, prov: dict, loads: tuple, profile: str,
+def summary(table: pd.DataFrame, dataset: str, repeats: int, prov: str, loads: tuple, profile: str,
             threads: int) -> str:
     p = {"credit": 21, "lfw": 1764}[dataset]
     lines = [f"# Babu et al. FPCA (mm) reproduction: {dataset}", "",
              f"`.venv/bin/python benchmarks/reproduce_mm.py --dataset {dataset} --repeats {repeats} "
              f"--blas-threads {threads}` "
-             f"({provenance_line(prov)}); load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end "
+             f"({prov}); load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end "
              f"(2 shared cores; every fit under threadpoolctl with {threads} BLAS thread(s); "
              "times are wall times of `fit_projection`, "
              f"{repeats} calls per r, median [min–max]). p = {p}, 2 groups, `center=\"global\"`, "
@@ -401,7 +390,7 @@ def main() -> None:
                         help="BLAS threads for the timed fits (1: robust to other processes on this 2-core VM)")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    prov = provenance()
+    prov = provenance(MEASURED)
     for dataset in (["credit", "lfw"] if args.dataset == "both" else [args.dataset]):
         load_start = os.getloadavg()[0]
         table, histories = run(dataset, args.repeats, args.max_r or MAX_R[dataset], args.blas_threads)
