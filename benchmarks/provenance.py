@@ -15,10 +15,10 @@ def _git(*args: str) -> str:
 
 
 def commit() -> str:
-    """``git describe --always`` of the code measured, with ``-dirty`` when a tracked file
-    differs from it outside ``benchmarks/results/`` (a full run rewrites its results as it goes,
-    which says nothing about the code it measures)."""
-    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)benchmarks/results")
+    """``git describe --always`` of the code measured, with ``-dirty`` when a tracked ``.py``
+    file or ``pyproject.toml`` differs from it (the files ``run_all`` fingerprints: a full run
+    rewrites its results and their READMEs as it goes, which says nothing about the code)."""
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", "*.py", "pyproject.toml")
     return _git("describe", "--always") + ("-dirty" if changed else "")
 
 
