@@ -124,7 +124,7 @@ import scipy.optimize
 from fairpca_dist.datapasses import DataPasses, L1Sums
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import checks
+from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, largest_eigenvalue, polar, random_orthonormal, top_eigenvectors
 
@@ -413,7 +413,6 @@ class _ConicSurrogate:
     def __init__(self, n_groups: int, n_features: int, n_components: int, penalty: float) -> None:
         import cvxpy as cp
 
-        self._cp = cp
         self.components = cp.Variable((n_features, n_components))
         level = cp.Variable()
         self.slopes = cp.Parameter((n_groups, n_features * n_components))
@@ -426,14 +425,10 @@ class _ConicSurrogate:
         """The maximiser V and the dual weights μ of the k floor constraints."""
         self.slopes.value = minorizer.slopes.reshape(minorizer.slopes.shape[0], -1)
         self.offsets.value = minorizer.offsets
-        try:
-            with warnings.catch_warnings():  # "optimal_inaccurate" is accepted; the MM loop checks ascent
-                warnings.filterwarnings("ignore", message="Solution may be inaccurate")
-                self.problem.solve(solver="CLARABEL", **_CONIC_TOLERANCES)
-        except self._cp.error.SolverError as error:
-            raise SolverError(f"conic surrogate solver CLARABEL failed: {error}") from error
-        if self.problem.status not in ("optimal", "optimal_inaccurate") or self.components.value is None:
-            raise SolverError(f"conic surrogate ended with status {self.problem.status!r}")
+        # "optimal_inaccurate" is accepted: the MM loop checks ascent
+        status = conic.solve(self.problem, "CLARABEL", _CONIC_TOLERANCES, what="conic surrogate solver")
+        if status not in ("optimal", "optimal_inaccurate") or self.components.value is None:
+            raise SolverError(f"conic surrogate ended with status {status!r}")
         weights = np.clip(np.asarray(self.floor.dual_value, dtype=float).ravel(), 0.0, None)
         total = weights.sum()
         weights = weights / total if total > 0 else np.full(weights.size, 1.0 / weights.size)

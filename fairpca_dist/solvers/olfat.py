@@ -28,7 +28,7 @@ import scipy.linalg
 
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.moments import Center, GroupMoments
-from fairpca_dist.solvers import checks
+from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import top_eigenvectors
 
@@ -92,20 +92,10 @@ def _check_phi(phi: float | None, formulation: str, q: np.ndarray) -> float | No
 
 
 def _solve_sdp(problem, name: str, tolerance: float | None) -> None:  # type: ignore[no-untyped-def]
-    import cvxpy as cp
-
-    if name == "SCS":
-        settings = dict.fromkeys(("eps_abs", "eps_rel"), _SCS_TOLERANCE if tolerance is None else tolerance)
-    else:
-        settings = dict.fromkeys(("tol_gap_abs", "tol_gap_rel", "tol_feas"),
-                                 _CLARABEL_TOLERANCE if tolerance is None else tolerance)
-    try:
-        with warnings.catch_warnings():  # cvxpy's "may be inaccurate" becomes status + ConvergenceWarning
-            warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
-            problem.solve(solver=name, **settings)
-    except cp.error.SolverError as error:
-        raise SolverError(f"SDP solver {name} failed: {error}") from error
-    if problem.status == "optimal_inaccurate":
+    if tolerance is None:
+        tolerance = _SCS_TOLERANCE if name == "SCS" else _CLARABEL_TOLERANCE
+    status = conic.solve(problem, name, conic.tolerance_settings(name, tolerance), what="SDP solver")
+    if status == "optimal_inaccurate":
         warnings.warn(f"olfat-sdp: {name} stopped at reduced accuracy ('optimal_inaccurate'); "
                       "a looser tolerance= or solver='SCS' may converge", ConvergenceWarning, stacklevel=3)
 
