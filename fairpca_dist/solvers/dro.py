@@ -73,12 +73,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
+from fairpca_dist.exceptions import InputError, ModelWarning
 from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.frontier import minimize_on_frontier
-from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection
+from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap
 from fairpca_dist.solvers.stiefel import (
     fix_signs,
     geodesic,
@@ -435,9 +435,8 @@ def solve_dro(
         history, steps = np.asarray(found.history), found.n_directions
         status = found.stop
         if status != "converged":
-            warnings.warn(f"dro: the certified gap is {(found.upper - found.lower) / abs(found.upper):.1e} > tol={tol:g} "
-                          f"after {found.n_directions} eigendecompositions ({STATUS_MESSAGES[status]})",
-                          ConvergenceWarning, stacklevel=2)
+            warn_gap("dro", found.lower, found.upper, tol,
+                     f"after {found.n_directions} eigendecompositions ({STATUS_MESSAGES[status]})")
         specific = {"lower_bound": found.lower, "upper_bound": found.upper}
         best = problem.traces - found.least_losses  # β_b(r), which the result's group losses need
         options = {**common, "tol": float(tol), "max_iter": int(max_iter)}

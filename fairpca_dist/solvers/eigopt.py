@@ -30,7 +30,7 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.metrics import loss_rounding, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
-from fairpca_dist.solvers.result import FairProjection, make_projection
+from fairpca_dist.solvers.result import FairProjection, make_projection, warn_gap
 from fairpca_dist.solvers.stiefel import fix_signs, geodesic_root, top_eigenvectors
 
 __all__ = ["solve"]
@@ -203,6 +203,9 @@ def solve(
     if not dual.gap_closed(tol):
         _rotate_to_equal_losses(dual, basis_low, basis_high)
     assert dual.solution is not None
+    if not dual.gap_closed(tol):
+        warn_gap("fair-eig", dual.lower * scale, dual.upper * scale, tol,
+                 f"after max_iter={max_iter} eigendecompositions (raise max_iter)")
     return make_projection(
         moments,
         fix_signs(dual.solution),

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Hashable
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from fairpca_dist import metrics
+from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.moments import Center, GroupMoments
 
-__all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection", "with_status"]
+__all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection", "with_status", "warn_gap"]
 
 STATUS_MESSAGES: dict[str, str] = {
     "closed_form": "solved in closed form (eigendecomposition)",
@@ -152,3 +154,11 @@ def with_status(projection: FairProjection, status: str) -> FairProjection:
     """The same projection with another status (and its message and ``converged`` flag), for a
     solver that judges its result after building it."""
     return replace(projection, status=status, message=STATUS_MESSAGES[status], converged=status in _CONVERGED)
+
+
+def warn_gap(method: str, lower: float, upper: float, tol: float, after: str) -> None:
+    """The :class:`~fairpca_dist.exceptions.ConvergenceWarning` of a certifying solver that
+    stopped with its certified relative gap (upper − lower) / |upper| above ``tol``; ``after``
+    says after what, and what to do."""
+    gap = (upper - lower) / abs(upper) if upper else float("inf")
+    warnings.warn(f"{method}: the certified gap is {gap:.1e} > tol={tol:g} {after}", ConvergenceWarning, stacklevel=4)
