@@ -64,7 +64,7 @@ def _ingest(args: argparse.Namespace) -> int:
         exclude=args.exclude, key_columns=args.key_columns, pass_through=args.pass_through, on_bad_rows=args.on_bad_rows,
         read_options=_options(args.read_option), client=args.dask_address, progress=True,
     )
-    print(f"ingested {result.rows:,} rows ({result.rejected:,} rejected) into {result.table_dir}")
+    print(f"ingested {result.summary()} into {result.table_dir}")
     return 0
 
 
@@ -92,20 +92,16 @@ def _project(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fairpca_dist.fitting import MOMENTS_FILE, report_passes
-    from fairpca_dist.ingest import read_schema, table_source
+    from fairpca_dist.fitting import MOMENTS_FILE, report_passes, report_sample
     from fairpca_dist.model_io import load_model
     from fairpca_dist.moments import GroupMoments
-    from fairpca_dist.passes import sample_rows
     from fairpca_dist.report import build_report, report_markdown_summary, write_report
 
     model = load_model(args.model_dir)
     moments = GroupMoments.load(Path(args.model_dir) / MOMENTS_FILE)
     sample = None
     if args.target:
-        schema = read_schema(args.table_dir)
-        sample = sample_rows(table_source(args.table_dir), columns=[*schema["features"], *schema["sensitive_feature"], args.target],
-                             max_rows=args.sample_size, client=args.dask_address)
+        sample = report_sample(args.table_dir, args.target, max_rows=args.sample_size, client=args.dask_address)
     passes = report_passes(args.table_dir, moments, client=args.dask_address)
     report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target,
                           passes=passes, rbf_mmd=args.rbf_mmd)

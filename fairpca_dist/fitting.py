@@ -18,16 +18,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from fairpca_dist.atomic import atomic_file, output_lock
-from fairpca_dist.exceptions import InputError
+from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
 from fairpca_dist.model_io import save_model
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import TablePasses, compute_file_moments, table_passes
+from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "MOMENTS_FILE"]
+__all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
+           "MOMENTS_FILE"]
 
 MOMENTS_FILE = "moments.npz"
 
@@ -118,8 +121,13 @@ def fit_table(
     """
     table = Path(table_dir)
     if sensitive_feature is None or features is None:
+        if not table.exists():
+            raise InputError(f"table folder {table} does not exist (ingest_table, on the command line "
+                             "`fairpca ingest`, writes one)")
         if not (table / SCHEMA_FILE).is_file():
-            raise InputError(f"{table} has no {SCHEMA_FILE}: pass sensitive_feature and features")
+            raise InputError(f"{table} has no {SCHEMA_FILE}: it is not an ingested table (ingest it first: "
+                             "ingest_table, on the command line `fairpca ingest`), or pass sensitive_feature "
+                             "and features to fit_table")
         schema = read_schema(table)
         sensitive_feature = sensitive_feature or schema["sensitive_feature"]
         features = features or schema["features"]
@@ -155,3 +163,19 @@ def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, c
     schema = read_schema(table_dir)
     return table_passes(table_source(table_dir), moments, sensitive_feature=schema["sensitive_feature"],
                         sample_weight=schema.get("sample_weight"), client=client)
+
+
+def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: int, client: Any = None) -> pd.DataFrame:
+    """A uniform sample of an ingested table's features, sensitive column(s) and ``target`` for
+    the report's downstream check (:func:`~fairpca_dist.passes.sample_rows`). The target must
+    be among the columns ingest kept beside the features (``pass_through`` or ``key_columns``)."""
+    schema = read_schema(table_dir)
+    kept = [*schema.get("pass_through", []), *schema.get("key_columns", [])]
+    if target not in kept and target not in schema["features"] and target not in schema["sensitive_feature"]:
+        raise SchemaError(
+            f"target {target!r} is not a column of the ingested table {table_dir} (it kept {kept or 'no columns'} "
+            f"beside the features and {schema['sensitive_feature']}): ingest it with pass_through=[{target!r}] "
+            f"(command line: --pass-through {target})"
+        )
+    columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
+    return sample_rows(table_source(table_dir), columns=columns, max_rows=max_rows, client=client)

@@ -47,6 +47,14 @@ class IngestResult:
     rejected: int
     schema: dict[str, Any]
 
+    def summary(self) -> str:
+        """One line for a person: rows, rejected rows, the features used and the groups found."""
+        features = self.schema["features"]
+        shown = ", ".join(features if len(features) <= 10 else [*features[:8], "…"])
+        groups = len(self.schema["groups"])
+        return (f"{self.rows:,} rows ({self.rejected:,} rejected), {len(features)} features ({shown}), "
+                f"{groups} groups by {', '.join(self.schema['sensitive_feature'])}")
+
 
 @dataclass(frozen=True)
 class _PartitionReport:

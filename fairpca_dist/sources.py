@@ -386,29 +386,43 @@ def _first_file(text: str) -> Path:
     return Path(matches[0])
 
 
-def _is_csv(first: Path) -> bool:
-    return not first.is_dir() and first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv"))
+def _source_format(text: str, read_options: dict[str, Any]) -> str:
+    """"Parquet" or "CSV": ``read_options["format"]`` if given, else from the first file's name."""
+    first = _first_file(text)
+    given = read_options.get("format")
+    if given is not None:
+        if str(given).lower() not in {"csv", "parquet"}:
+            raise InputError(f"read option format={given!r} must be 'csv' or 'parquet'")
+        return "CSV" if str(given).lower() == "csv" else "Parquet"
+    if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
+        return "Parquet"
+    if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
+        return "CSV"
+    raise InputError(
+        f"cannot tell the format of {text!r}: expected a Parquet file or folder (.parquet, .pq) or a CSV "
+        "file (.csv, .csv.gz, .txt, .tsv); for another name say which: read_options={'format': 'csv'} "
+        "(command line: --read-option format=csv)"
+    )
 
 
 def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
+    """The planned read of a path; ``read_options`` go to dask's reader, but ``format``."""
     text = os.fspath(path)
-    first = _first_file(text)
-    if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
+    kind = _source_format(text, read_options)
+    read_options = {key: value for key, value in read_options.items() if key != "format"}
+    if kind == "Parquet":
         if not {"split_row_groups", "blocksize"} & set(read_options) and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         return _open_reader(dd.read_parquet, text, "Parquet", read_options)
-    if _is_csv(first):
-        if first.name.endswith(".gz"):
-            read_options = {"blocksize": None, **read_options}
-        frame = _open_reader(dd.read_csv, text, "CSV", read_options)
-        if "names" not in read_options and not all(isinstance(c, str) for c in frame.columns):
-            # header=None numbers the columns; names are strings everywhere else (Parquet, the CLI)
-            frame = _open_reader(dd.read_csv, text, "CSV", {**read_options, "names": list(map(str, frame.columns))})
-        return frame
-    raise InputError(
-        f"cannot tell the format of {text!r}: expected a Parquet file or folder "
-        "(.parquet, .pq) or a CSV file (.csv, .csv.gz, .tsv)"
-    )
+    if _first_file(text).name.endswith(".gz"):
+        read_options = {"blocksize": None, **read_options}
+    if len(str(read_options.get("sep", ","))) > 1 and read_options.get("sep") != r"\s+" and "engine" not in read_options:
+        read_options = {**read_options, "engine": "python"}  # pandas' C parser: one character (or \s+) only
+    frame = _open_reader(dd.read_csv, text, "CSV", read_options)
+    if "names" not in read_options and not all(isinstance(c, str) for c in frame.columns):
+        # header=None numbers the columns; names are strings everywhere else (Parquet, the CLI)
+        frame = _open_reader(dd.read_csv, text, "CSV", {**read_options, "names": list(map(str, frame.columns))})
+    return frame
 
 
 def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read_options: dict[str, Any]) -> dd.DataFrame:
@@ -630,7 +644,9 @@ def open_table(
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
         row groups per partition) unless either key is given. A CSV's feature and weight
-        columns are parsed as float64 (dask would type them from the first rows only).
+        columns are parsed as float64 (dask would type them from the first rows only); a
+        separator of several characters selects pandas' Python parser. ``format`` ("csv" or
+        "parquet") names the format of a file whose name does not (e.g. UCI's ``adult.data``).
     cells : str, HashCells, array-like or None
         How rows are assigned to cells (see :mod:`fairpca_dist.cells`): the column holding the
         cell labels (never a feature, the sensitive or the weight column), a
@@ -745,7 +761,7 @@ def _numbers_read_as_float(
     """
     text = os.fspath(path)
     given = read_options.get("dtype", {})
-    if not _is_csv(_first_file(text)) or not isinstance(given, dict):
+    if _source_format(text, read_options) != "CSV" or not isinstance(given, dict):
         return frame
     integers = {c: "float64" for c in columns if c not in given and pd.api.types.is_integer_dtype(frame[c].dtype)}
     if not integers:

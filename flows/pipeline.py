@@ -74,7 +74,7 @@ def _steps(
             key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
             read_options=read_options,
         ).result()
-        outcome.summary = f"{table['rows']:,} rows ({table['rejected']:,} rejected) -> {table['table_dir']}"
+        outcome.summary = f"{table['summary']} -> {table['table_dir']}"
     with step("fit") as outcome:
         model = fit_task.submit(
             table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,

@@ -19,11 +19,10 @@ from prefect.logging import get_run_logger
 from fairpca_dist.cells import CellMoments
 from fairpca_dist.evaluation import evaluate
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.fitting import MOMENTS_FILE, fit_table, report_passes
-from fairpca_dist.ingest import ingest_table, read_schema, table_source
+from fairpca_dist.fitting import MOMENTS_FILE, fit_table, report_passes, report_sample
+from fairpca_dist.ingest import ingest_table, table_source
 from fairpca_dist.model_io import load_model
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import sample_rows
 from fairpca_dist.projection import project_table
 from fairpca_dist.report import build_report, report_markdown_summary, report_table, write_report
 from fairpca_dist.table_comparison import compare_table
@@ -83,7 +82,8 @@ def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], fe
             progress=True,
         )
     get_run_logger().info("ingested %d rows (%d rejected) into %s", result.rows, result.rejected, table_dir)
-    return {"table_dir": str(result.table_dir), "rows": result.rows, "rejected": result.rejected}
+    return {"table_dir": str(result.table_dir), "rows": result.rows, "rejected": result.rejected,
+            "summary": result.summary()}
 
 
 @task(name="fit-model", **_RETRIES)
@@ -118,10 +118,8 @@ def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str 
     moments = GroupMoments.load(Path(model_dir) / MOMENTS_FILE)
     sample = None
     if target is not None:
-        schema = read_schema(table_dir)
-        columns = [*schema["features"], *schema["sensitive_feature"], target]
         with dask_client(dask_address) as client:
-            sample = sample_rows(table_source(table_dir), columns=columns, max_rows=sample_size, client=client)
+            sample = report_sample(table_dir, target, max_rows=sample_size, client=client)
     with dask_client(dask_address) as client:
         passes = report_passes(table_dir, moments, client=client)
         report = build_report(moments, model, max_components=max_components, sample=sample, target=target,

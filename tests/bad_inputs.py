@@ -580,6 +580,16 @@ CASES: list[Case] = [
     Case("cli-report-non-binary-target", "fairpca report --target id (60 classes)", "fairpca report", "cli",
          lambda inp, out: cli("report", inp / "model", ingested(inp), out / "report", "--target", "id"),
          InputError, r"target 'id' has 60 class\(es\)"),
+    Case("cli-report-target-not-ingested", "fairpca report --target c_label, a column ingest did not keep",
+         "fairpca report", "cli",
+         lambda inp, out: cli("report", inp / "model", ingested(inp), out / "report", "--target", "c_label"),
+         InputError, r"target 'c_label' is not a column of the ingested table \S+ \(it kept \['y', 'id'\] beside the "
+                     r"features and \['sex'\]\): ingest it with pass_through=\['c_label'\] \(command line: "
+                     r"--pass-through c_label\)"),
+    Case("cli-fit-missing-table", "fairpca fit of a table folder that does not exist", "fairpca fit", "cli",
+         lambda inp, out: cli("fit", inp / "no-such-table", out / "model"),
+         InputError, r"table folder \S+no-such-table does not exist \(ingest_table, on the command line `fairpca "
+                     r"ingest`, writes one\)"),
     # --- the Prefect flows
     Case("flow-pipeline-nan-rows", "a NaN in feature 'a' of the source CSV", "flows.pipeline.pipeline", "flow",
          lambda inp, out: flow_pipeline(csv(inp / "nan.csv",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -227,6 +229,21 @@ def test_a_missing_value_marker_in_a_csv_is_named_with_the_option_that_reads_it(
     read = compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex", read_options={"na_values": ["?"]},
                            features=["income", "debt"])
     assert read.count.sum() == len(big)
+
+
+def test_a_csv_named_otherwise_is_read_with_format_csv_and_a_long_separator_quietly(frame, tmp_path):
+    # UCI's adult.data: a .data name and ", " between values (pandas' C parser takes one character).
+    path = tmp_path / "adult.data"
+    path.write_text(frame[["income", "age", "debt", "sex"]].to_csv(index=False).replace(",", ", "))
+    with pytest.raises(InputError, match=r"cannot tell the format .*read_options=\{'format': 'csv'\} "
+                                         r"\(command line: --read-option format=csv\)"):
+        compute_moments(str(path), sensitive_feature="sex")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pandas' ParserWarning, once per partition, before
+        read = compute_moments(str(path), sensitive_feature="sex", read_options={"format": "csv", "sep": ", "})
+    np.testing.assert_allclose(read.scatter, compute_moments(frame, sensitive_feature="sex").scatter, rtol=1e-12)
+    with pytest.raises(InputError, match=r"read option format='json' must be 'csv' or 'parquet'"):
+        compute_moments(str(path), sensitive_feature="sex", read_options={"format": "json"})
 
 
 def test_text_in_a_dask_dataframe_partition_names_partition_and_column(frame):

@@ -424,8 +424,10 @@ def solve_dro(
         hold = problem.conditions(r)
     if not hold.all():
         failing = [moments.groups[b] for b in np.flatnonzero(~hold)]
-        message = (f"dro: Theorem 3.2's conditions fail for group(s) {failing} (λ = {lam:g} > their share and their "
-                   f"{moments.n_features - r} smallest eigenvalues sum below ε): ")
+        rest = moments.n_features - r
+        discarded = (f"the sum of their {rest} smallest eigenvalues, the variance r = {r} discards, is below ε"
+                     if rest else f"r = {r} = p discards no variance, which is below ε")
+        message = f"dro at r = {r}: Theorem 3.2's conditions fail for group(s) {failing} (λ = {lam:g} > their share and {discarded}): "
         message += ("minimising the exact worst case, which differs from the closed form (6b) here"
                     if objective == "exact" else "minimising (6b) anyway, which is not the worst case here")
         warnings.warn(message, ModelWarning, stacklevel=2)
