@@ -25,12 +25,12 @@ from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
 from fairpca_dist.model_io import save_model
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes
+from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
-           "MOMENTS_FILE"]
+           "check_report_target", "MOMENTS_FILE"]
 
 MOMENTS_FILE = "moments.npz"
 
@@ -169,6 +169,21 @@ def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: i
     """A uniform sample of an ingested table's features, sensitive column(s) and ``target`` for
     the report's downstream check (:func:`~fairpca_dist.passes.sample_rows`). The target must
     be among the columns ingest kept beside the features (``pass_through`` or ``key_columns``)."""
+    schema = _schema_with_target(table_dir, target)
+    columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
+    return sample_rows(table_source(table_dir), columns=columns, max_rows=max_rows, client=client)
+
+
+def check_report_target(table_dir: str | os.PathLike[str], target: str, *, client: Any = None) -> None:
+    """Raise now what the report's downstream check would raise at its end: ``target`` not kept
+    by ingest, or not binary with >= 2 rows per class. One pass over that column alone."""
+    from fairpca_dist.report import check_binary_target  # scikit-learn and matplotlib: not for every fit
+
+    _schema_with_target(table_dir, target)
+    check_binary_target(value_counts(table_source(table_dir), target, client=client), target)
+
+
+def _schema_with_target(table_dir: str | os.PathLike[str], target: str) -> dict[str, Any]:
     schema = read_schema(table_dir)
     kept = [*schema.get("pass_through", []), *schema.get("key_columns", [])]
     if target not in kept and target not in schema["features"] and target not in schema["sensitive_feature"]:
@@ -177,5 +192,4 @@ def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: i
             f"beside the features and {schema['sensitive_feature']}): ingest it with pass_through=[{target!r}] "
             f"(command line: --pass-through {target})"
         )
-    columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
-    return sample_rows(table_source(table_dir), columns=columns, max_rows=max_rows, client=client)
+    return schema

@@ -46,6 +46,7 @@ __all__ = [
     "compute_moments",
     "compute_file_moments",
     "sample_rows",
+    "value_counts",
     "run_graph",
     "scheduler_context",
     "TablePasses",
@@ -275,6 +276,19 @@ def sample_rows(
     fraction = min(1.0, max_rows / max(total, 1))
     parts = run_graph(table.map_partitions(_sample_partition, list(columns), fraction, seed), client=client)
     return pd.concat(parts, ignore_index=True)
+
+
+def value_counts(source: Any, column: str, *, read_options: dict[str, Any] | None = None,
+                 client: Any = None) -> pd.Series:
+    """How many rows hold each value of ``column`` (missing values left out): one pass that
+    reads that column alone."""
+    table = open_table(source, key_columns=[column], features=[], read_options=read_options)
+    parts = run_graph(table.map_partitions(_partition_counts, column), client=client)
+    return pd.concat(parts).groupby(level=0).sum() if parts else pd.Series(dtype=np.int64)
+
+
+def _partition_counts(part: pd.DataFrame, partition: Partition, column: str) -> pd.Series:
+    return part[column].value_counts()
 
 
 def _partition_length(part: pd.DataFrame, partition: Partition) -> int:

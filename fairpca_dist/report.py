@@ -218,9 +218,9 @@ def _check_sample(
             )
 
 
-def _binary_target(column: pd.Series, name: str) -> tuple[np.ndarray, Hashable]:
-    """The target as 0/1 with the larger class as 1; raises unless 2 classes of >= 2 rows."""
-    counts = column.value_counts()
+def check_binary_target(counts: pd.Series, name: str) -> list[Hashable]:
+    """The two classes of target ``name``, sorted, from its value ``counts``; raises unless there
+    are exactly 2, of >= 2 rows each (the downstream check's stratified split)."""
     classes = sorted_labels(counts.index.tolist())
     if len(classes) != 2:
         raise InputError(
@@ -232,7 +232,12 @@ def _binary_target(column: pd.Series, name: str) -> tuple[np.ndarray, Hashable]:
             f"target {name!r}: class {counts.idxmin()!r} has {counts.min()} row(s); "
             "a stratified train/test split needs at least 2 per class"
         )
-    positive = classes[1]
+    return classes
+
+
+def _binary_target(column: pd.Series, name: str) -> tuple[np.ndarray, Hashable]:
+    """The target as 0/1 with the larger class as 1 (see :func:`check_binary_target`)."""
+    positive = check_binary_target(column.value_counts(), name)[1]
     return (column == positive).to_numpy(dtype=np.int64), positive
 
 

@@ -72,7 +72,7 @@ def _steps(
         table = ingest_task.submit(
             source, str(base / "table"), sensitive_feature=sensitive_feature, features=features, exclude=exclude,
             key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
-            read_options=read_options,
+            read_options=read_options, report_target=target,
         ).result()
         outcome.summary = f"{table['summary']} -> {table['table_dir']}"
     with step("fit") as outcome:

@@ -19,7 +19,7 @@ from prefect.logging import get_run_logger
 from fairpca_dist.cells import CellMoments
 from fairpca_dist.evaluation import evaluate
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.fitting import MOMENTS_FILE, fit_table, report_passes, report_sample
+from fairpca_dist.fitting import MOMENTS_FILE, check_report_target, fit_table, report_passes, report_sample
 from fairpca_dist.ingest import ingest_table, table_source
 from fairpca_dist.model_io import load_model
 from fairpca_dist.moments import GroupMoments
@@ -73,7 +73,10 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
 @task(name="ingest-table", **_RETRIES)
 def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], features: list[str] | None,
                 exclude: list[str], key_columns: list[str], pass_through: list[str], on_bad_rows: str,
-                read_options: dict[str, Any] | None, dask_address: str | None = None) -> dict[str, Any]:
+                read_options: dict[str, Any] | None, dask_address: str | None = None,
+                report_target: str | None = None) -> dict[str, Any]:
+    """Ingest ``source``; with ``report_target``, also check now the target a later report's
+    downstream check needs (kept, binary), rather than after the fit and the projection."""
     with dask_client(dask_address) as client:
         result = ingest_table(
             source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
@@ -81,6 +84,8 @@ def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], fe
             pass_through=pass_through, on_bad_rows=on_bad_rows, read_options=read_options, client=client,
             progress=True,
         )
+        if report_target is not None:
+            check_report_target(table_dir, report_target, client=client)
     get_run_logger().info("ingested %d rows (%d rejected) into %s", result.rows, result.rejected, table_dir)
     return {"table_dir": str(result.table_dir), "rows": result.rows, "rejected": result.rejected,
             "summary": result.summary()}

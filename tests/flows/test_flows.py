@@ -146,6 +146,28 @@ def test_a_run_failing_after_ingest_leaves_no_run_folder(credit_csv, tmp_path):
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [".moments-cache"]
 
 
+def test_a_target_the_report_cannot_use_fails_the_run_before_the_fit(credit_csv, tmp_path, monkeypatch):
+    """The report's downstream check needs a binary target; the pipeline checks it right after
+    ingest (one pass over that column) instead of after the fit and the projection."""
+    from flows import tasks
+
+    def fit_table(*args, **kwargs):
+        raise InputError("the fit ran")  # an input error: not retried
+
+    monkeypatch.setattr(tasks, "fit_table", fit_table)
+    with pytest.raises(InputError, match=r"target 'EDUCATION_RAW' has \d+ class\(es\) .*needs a binary target"):
+        pipeline(source=str(_with_raw_education(credit_csv, tmp_path)), sensitive_feature=["education"],
+                 features=["LIMIT_BAL", "AGE"], target="EDUCATION_RAW", runs_dir=str(tmp_path / "runs"), run_id="t")
+    assert not (tmp_path / "runs" / "t").exists()
+
+
+def _with_raw_education(credit_csv: Path, tmp_path: Path) -> Path:
+    frame = pd.read_csv(credit_csv)
+    path = tmp_path / "with-raw.csv"
+    frame.assign(EDUCATION_RAW=np.arange(len(frame)) % 4).to_csv(path, index=False)
+    return path
+
+
 def test_evaluate_flow_agrees_with_the_library(tmp_path):
     from conftest import grouped_data
     from fairpca_dist import HashCells
