@@ -157,12 +157,16 @@ def group_losses(
 ) -> np.ndarray:
     """loss_g = err_g − err_g*(r), shape (k,). r defaults to the number of columns of the
     components; pass it for rank-relaxed maps (more columns than the target rank). ``best``
-    (β_g(r), if the caller has it) saves the eigendecompositions."""
+    (β_g(r), if the caller has it) saves the eigendecompositions. A loss is ≥ 0 (Ky Fan); one
+    that its rounding (:func:`loss_rounding`) puts below 0, as at r = p, is reported as 0."""
     components = _check_components(moments, components)
+    covariance = moments.covariance(center)
     if best is not None:
-        return losses_from_covariance(moments.covariance(center), best, components)
-    r = components.shape[1] if n_components is None else n_components
-    return group_errors(moments, components, center=center) - optimal_group_errors(moments, r, center=center)
+        losses = losses_from_covariance(covariance, best, components)
+    else:
+        r = components.shape[1] if n_components is None else n_components
+        losses = group_errors(moments, components, center=center) - optimal_group_errors(moments, r, center=center)
+    return np.where((losses < 0.0) & (losses >= -loss_rounding(covariance)), 0.0, losses)
 
 
 def group_explained_variance_ratio(
