@@ -95,10 +95,13 @@ def _report(args: argparse.Namespace) -> int:
     from fairpca_dist.fitting import MOMENTS_FILE, report_passes, report_sample
     from fairpca_dist.model_io import load_model
     from fairpca_dist.moments import GroupMoments
-    from fairpca_dist.report import build_report, report_markdown_summary, write_report
+    from fairpca_dist.report import build_report, curve_length, report_markdown_summary, write_report
 
     model = load_model(args.model_dir)
     moments = GroupMoments.load(Path(args.model_dir) / MOMENTS_FILE)
+    largest = curve_length(args.max_components, moments.n_features, model.n_components)
+    print(f"report: pca and {model.method} refitted at r = 1..{largest} for the curves (--max-components sets the "
+          f"largest r), RBF-kernel MMD² {args.rbf_mmd} (--rbf-mmd none skips it)", flush=True)
     sample = None
     if args.target:
         sample = report_sample(args.table_dir, args.target, max_rows=args.sample_size, client=args.dask_address)

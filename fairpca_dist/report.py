@@ -54,6 +54,7 @@ from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
+from fairpca_dist.progress import progress_bar
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 from fairpca_dist.scoring import score_projection
 from fairpca_dist.projection import projected_columns
@@ -65,6 +66,8 @@ __all__ = [
     "ReportFiles",
     "downstream_parity",
     "build_report",
+    "check_binary_target",
+    "curve_length",
     "write_report",
     "report_markdown_summary",
     "report_table",
@@ -335,7 +338,7 @@ def build_report(
         raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
     if passes is None and rbf_mmd in ("exact", "rff"):
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
-    ranks = range(1, _curve_length(max_components, moments.n_features, model.n_components) + 1)
+    ranks = range(1, curve_length(max_components, moments.n_features, model.n_components) + 1)
     _check_refittable(model)
     options = model.options
     working = moments.rescaled(model.scale)
@@ -367,11 +370,7 @@ def build_report(
             "details": model.details,
         },
         "at_model": {"pca": _evaluate(moments, pca), "fair": _evaluate(moments, model)},
-        "curves": {
-            "n_components": list(ranks),
-            "pca": [_evaluate(moments, _refit(moments, model, r, "pca", {})) for r in ranks],
-            "fair": [_evaluate(moments, _refit(moments, model, r, model.method, options, passes)) for r in ranks],
-        },
+        "curves": {"n_components": list(ranks), **_curves(moments, model, ranks, options, passes)},
         "rbf_mmd": _rbf_mmd(working, {"pca": pca, "fair": model}, passes, rbf_mmd),
         "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
     }
@@ -390,13 +389,30 @@ def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
         )
 
 
-def _curve_length(max_components: int | None, n_features: int, n_components: int) -> int:
+def _curves(moments: GroupMoments, model: FairProjection, ranks: range, options: dict[str, Any],
+            passes: DataPasses | None) -> dict[str, list[dict[str, Any]]]:
+    """PCA and the model's method refitted and scored at every r of ``ranks`` (a bar on a
+    terminal: on wide tables these refits are most of the report's time)."""
+    curves: dict[str, list[dict[str, Any]]] = {"pca": [], "fair": []}
+    with progress_bar(f"report: pca and {model.method} at r = 1..{len(ranks)}") as bar:
+        bar.total, bar.unit = len(ranks), "r"
+        for r in ranks:
+            curves["pca"].append(_evaluate(moments, _refit(moments, model, r, "pca", {})))
+            curves["fair"].append(_evaluate(moments, _refit(moments, model, r, model.method, options, passes)))
+            bar.update()
+    return curves
+
+
+def curve_length(max_components: int | None, n_features: int, n_components: int) -> int:
+    """R, the largest r of the report's curves: ``max_components``, by default
+    min(n_features, max(10, r)); at least the model's own r, which the curves must include."""
     if max_components is None:
         return min(n_features, max(10, n_components))
     if isinstance(max_components, bool) or not isinstance(max_components, (int, np.integer)) or not (
-        1 <= max_components <= n_features
+        n_components <= max_components <= n_features
     ):
-        raise InputError(f"max_components={max_components!r} must be an integer between 1 and n_features={n_features}")
+        raise InputError(f"max_components={max_components!r} must be an integer between the model's "
+                         f"n_components={n_components} and n_features={n_features}")
     return int(max_components)
 
 

@@ -123,7 +123,7 @@ def test_default_range_of_r_and_skipped_downstream(tmp_path):
     report = build_report(moments, model, sample=frame)
     assert report["curves"]["n_components"] == list(range(1, len(FEATURES) + 1))  # min(p, max(10, r))
     assert report["downstream"] == {"skipped": "no target given"}
-    assert build_report(moments, model, max_components=1)["downstream"] == {"skipped": "no sample and no target given"}
+    assert build_report(moments, model, max_components=2)["downstream"] == {"skipped": "no sample and no target given"}
     assert "Skipped: no target given." in write_report(report, tmp_path / "report").markdown.read_text()
 
 
@@ -189,13 +189,16 @@ def test_bad_sample_raises(synthetic, change, message):
     with pytest.raises(InputError, match=message):
         downstream_parity(bad, features=FEATURES, sensitive="group", target="label", models={"fair": model})
     with pytest.raises(InputError, match=message):
-        build_report(moments, model, max_components=1, sample=bad, target="label", sensitive="group")
+        build_report(moments, model, max_components=2, sample=bad, target="label", sensitive="group")
 
 
 def test_bad_report_arguments_raise(synthetic):
     frame, moments, model, _ = synthetic
     with pytest.raises(InputError, match="max_components=0"):
         build_report(moments, model, max_components=0)
+    with pytest.raises(InputError, match=rf"max_components=1 must be an integer between the model's "
+                                         rf"n_components={model.n_components} and n_features"):
+        build_report(moments, model, max_components=1)  # the curves would leave out the model's own r
     with pytest.raises(InputError, match="no sensitive column"):
         downstream_parity(frame, features=FEATURES, sensitive=[], target="label", models={})
     other = moments_of(frame, FEATURES[:5], "group")
