@@ -477,8 +477,10 @@ class GroupMoments:
             )
         small = [(g, int(n)) for g, n in zip(self.groups, self.count) if n < min_group_size]
         if small:
-            detail = ", ".join(f"{g!r}: {n} row(s)" for g, n in small)
-            raise GroupError(f"groups with fewer than {min_group_size} rows: {detail}")
+            detail = ", ".join(f"{g!r}: {n} row(s)" for g, n in small[:10]) + (", …" if len(small) > 10 else "")
+            many = (f"; {self.n_groups} groups in all: a sensitive feature of many values (a number such as an age?) "
+                    "needs binning into groups first" if self.n_groups > 20 else "")
+            raise GroupError(f"{len(small)} group(s) with fewer than {min_group_size} rows: {detail}{many}")
         empty = [g for g, w in zip(self.groups, self.weight) if w <= 0]
         if empty:
             raise GroupError(f"groups with zero total sample weight: {empty}")

@@ -407,7 +407,7 @@ CASES: list[Case] = [
          InputError, r"Found array with 1 sample\(s\)"),
     Case("group-too-small", "group 'z' has one row", "compute_moments", "library",
          lambda inp, out: moments_of(with_value(frame(), "sex", 0, "z"), features=FEATURES),
-         GroupError, r"groups with fewer than 2 rows: 'z': 1 row\(s\)"),
+         GroupError, r"1 group\(s\) with fewer than 2 rows: 'z': 1 row\(s\)"),
     Case("nan-group-label", "a missing label in the group column of a Parquet file", "compute_moments (Parquet)",
          "library",
          lambda inp, out: moments_of(parquet_folder(inp / "src", [with_value(frame(), "sex", 4, None)]),

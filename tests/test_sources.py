@@ -62,6 +62,14 @@ def test_tiny_group_is_refused(frame):
         compute_moments(frame, sensitive_feature="sex")
 
 
+def test_a_numeric_sensitive_feature_of_many_values_is_named_as_such(frame):
+    # Bank Marketing's 'age' as the sensitive feature: 78 groups, some of one row.
+    frame["age_years"] = np.r_[np.arange(50), np.repeat(50, len(frame) - 50)]
+    with pytest.raises(GroupError, match=r"50 group\(s\) with fewer than 2 rows: 0: 1 row\(s\), .*, …; 51 groups in all: "
+                                         r"a sensitive feature of many values \(a number such as an age\?\) needs binning"):
+        compute_moments(frame, sensitive_feature="age_years", features=["income", "debt"])
+
+
 def test_missing_group_label_is_refused(frame):
     frame.loc[5, "sex"] = None
     with pytest.raises(GroupError, match="1 missing label"):
