@@ -61,8 +61,8 @@ def _ingest(args: argparse.Namespace) -> int:
 
     result = ingest_table(
         args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
-        exclude=args.exclude, key_columns=args.key_columns, pass_through=args.pass_through, on_bad_rows=args.on_bad_rows,
-        read_options=_options(args.read_option), client=args.dask_address, progress=True,
+        exclude=args.exclude, key_columns=args.key_columns, pass_through=args.pass_through,
+        on_bad_rows=args.on_bad_rows, read_options=_options(args.read_option), client=args.dask_address, progress=True,
     )
     print(f"ingested {result.summary()} into {result.table_dir}")
     return 0

@@ -28,7 +28,8 @@ from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import Partition, feature_values, open_table
 
-__all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "SCHEMA_FILE", "REJECTS_FILE", "REJECTS_SAMPLE_ROWS"]
+__all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "failed_rejects_path", "SCHEMA_FILE",
+           "REJECTS_SAMPLE_ROWS"]
 
 SCHEMA_FILE = "schema.json"
 REJECTS_FILE = "rejects.csv"
@@ -155,7 +156,7 @@ def ingest_table(
         for r in reports:
             bad_by_column.update(r.bad_by_column)
         if rejected and on_bad_rows == "fail":
-            rejects_path = out.parent / f"{out.name}.rejects.csv"
+            rejects_path = failed_rejects_path(out)
             assert sample is not None
             sample.to_csv(rejects_path, index=False)
             total = rejected + sum(r.rows for r in reports)
@@ -192,6 +193,13 @@ def ingest_table(
         with atomic_file(staging / SCHEMA_FILE) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
     return IngestResult(out, schema["rows"], rejected, schema)
+
+
+def failed_rejects_path(table_dir: str | os.PathLike[str]) -> Path:
+    """Where a failed ingest into ``table_dir`` leaves its sample of rejected rows (beside it:
+    the failure writes nothing into ``table_dir``)."""
+    out = Path(table_dir)
+    return out.parent / f"{out.name}.{REJECTS_FILE}"
 
 
 def read_schema(table_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -107,7 +107,10 @@ def loss_rounding(covariance: np.ndarray) -> float:
 def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
     """err_g = tr Σ_g − ⟨Σ_g, 2P* − P*²⟩ (= tr Σ_g − tr(VᵀΣ_gV) for orthonormal V), shape (k,)."""
     components = _check_components(moments, components)
-    covariance = moments.covariance(center)
+    return _errors(moments.covariance(center), components)
+
+
+def _errors(covariance: np.ndarray, components: np.ndarray) -> np.ndarray:
     return np.trace(covariance, axis1=1, axis2=2) - _kept_variance(covariance, components)
 
 
@@ -142,7 +145,10 @@ def group_variance_about(moments: GroupMoments, components: np.ndarray, points: 
 
 def optimal_group_errors(moments: GroupMoments, n_components: int, *, center: Center = "group") -> np.ndarray:
     """err_g*(r) = sum of all but the r largest eigenvalues of Σ_g, shape (k,)."""
-    covariance = moments.covariance(center)
+    return _optimal_errors(moments.covariance(center), n_components)
+
+
+def _optimal_errors(covariance: np.ndarray, n_components: int) -> np.ndarray:
     total = np.trace(covariance, axis1=1, axis2=2)
     return np.clip(total - best_rank_variance(covariance, n_components), 0.0, None)
 
@@ -160,12 +166,12 @@ def group_losses(
     (β_g(r), if the caller has it) saves the eigendecompositions. A loss is ≥ 0 (Ky Fan); one
     that its rounding (:func:`loss_rounding`) puts below 0, as at r = p, is reported as 0."""
     components = _check_components(moments, components)
-    covariance = moments.covariance(center)
+    covariance = moments.covariance(center)  # once: Σ_g is k·p² numbers to form
     if best is not None:
         losses = losses_from_covariance(covariance, best, components)
     else:
         r = components.shape[1] if n_components is None else n_components
-        losses = group_errors(moments, components, center=center) - optimal_group_errors(moments, r, center=center)
+        losses = _errors(covariance, components) - _optimal_errors(covariance, r)
     return np.where((losses < 0.0) & (losses >= -loss_rounding(covariance)), 0.0, losses)
 
 

@@ -262,7 +262,8 @@ def _run_partition(
     except FairPCAError:
         raise
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
-        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{_missing_marker_hint(error)}") from error
+        hint = _missing_marker_hint(error)
+        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{hint}") from error
     except Exception as error:  # OSError and the like may be transient: keep the type, add where
         error.add_note(f"while reading {partition}")
         raise
@@ -386,18 +387,19 @@ def _first_file(text: str) -> Path:
     return Path(matches[0])
 
 
-def _source_format(text: str, read_options: dict[str, Any]) -> str:
-    """"Parquet" or "CSV": ``read_options["format"]`` if given, else from the first file's name."""
+def _source_format(text: str, read_options: dict[str, Any]) -> tuple[str, Path]:
+    """("Parquet" or "CSV", the path or its glob's first file): ``read_options["format"]`` if
+    given, else from that file's name."""
     first = _first_file(text)
     given = read_options.get("format")
     if given is not None:
         if str(given).lower() not in {"csv", "parquet"}:
             raise InputError(f"read option format={given!r} must be 'csv' or 'parquet'")
-        return "CSV" if str(given).lower() == "csv" else "Parquet"
+        return ("CSV" if str(given).lower() == "csv" else "Parquet"), first
     if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
-        return "Parquet"
+        return "Parquet", first
     if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
-        return "CSV"
+        return "CSV", first
     raise InputError(
         f"cannot tell the format of {text!r}: expected a Parquet file or folder (.parquet, .pq) or a CSV "
         "file (.csv, .csv.gz, .txt, .tsv); for another name say which: read_options={'format': 'csv'} "
@@ -408,15 +410,16 @@ def _source_format(text: str, read_options: dict[str, Any]) -> str:
 def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
     """The planned read of a path; ``read_options`` go to dask's reader, but ``format``."""
     text = os.fspath(path)
-    kind = _source_format(text, read_options)
+    kind, first = _source_format(text, read_options)
     read_options = {key: value for key, value in read_options.items() if key != "format"}
     if kind == "Parquet":
         if not {"split_row_groups", "blocksize"} & set(read_options) and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         return _open_reader(dd.read_parquet, text, "Parquet", read_options)
-    if _first_file(text).name.endswith(".gz"):
+    if first.name.endswith(".gz"):
         read_options = {"blocksize": None, **read_options}
-    if len(str(read_options.get("sep", ","))) > 1 and read_options.get("sep") != r"\s+" and "engine" not in read_options:
+    separator = str(read_options.get("sep", ","))
+    if len(separator) > 1 and separator != r"\s+" and "engine" not in read_options:
         read_options = {**read_options, "engine": "python"}  # pandas' C parser: one character (or \s+) only
     frame = _open_reader(dd.read_csv, text, "CSV", read_options)
     if "names" not in read_options and not all(isinstance(c, str) for c in frame.columns):
@@ -761,7 +764,7 @@ def _numbers_read_as_float(
     """
     text = os.fspath(path)
     given = read_options.get("dtype", {})
-    if _source_format(text, read_options) != "CSV" or not isinstance(given, dict):
+    if _source_format(text, read_options)[0] != "CSV" or not isinstance(given, dict):
         return frame
     integers = {c: "float64" for c in columns if c not in given and pd.api.types.is_integer_dtype(frame[c].dtype)}
     if not integers:

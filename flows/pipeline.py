@@ -22,7 +22,7 @@ from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 from fairpca_dist.atomic import output_lock
-from fairpca_dist.ingest import REJECTS_FILE
+from fairpca_dist.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters
 from flows.steps import step
 from flows.tasks import fit_task, ingest_task, project_task, report_task
@@ -125,8 +125,9 @@ def pipeline(
     with output_lock(root):  # a second run with this run id fails here, naming the folder
         new_folder = not root.exists()
         try:
-            return steps(_absolute_source(source), str(root), sensitive_feature, features, exclude or [], key_columns or [],
-                         target, method, n_components, center, standardize, options, on_bad_rows, read_options)
+            return steps(_absolute_source(source), str(root), sensitive_feature, features, exclude or [],
+                         key_columns or [], target, method, n_components, center, standardize, options, on_bad_rows,
+                         read_options)
         except BaseException:
             if new_folder:
                 _remove_unfinished_run(root)
@@ -137,10 +138,11 @@ def _remove_unfinished_run(root: Path) -> None:
     """A failed run's folder goes, with the steps that finished before the failure (an ingested
     table without its model is half a run), except the sample of rejected rows that an ingest
     failure points to: a folder with that file alone stays."""
+    kept = failed_rejects_path(root / "table")
     for path in root.glob("*") if root.is_dir() else ():
         if path.is_dir():
             shutil.rmtree(path)
-        elif path.name != f"table.{REJECTS_FILE}":
+        elif path != kept:
             path.unlink()
     with contextlib.suppress(OSError):
         root.rmdir()

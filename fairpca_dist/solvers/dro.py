@@ -427,7 +427,8 @@ def solve_dro(
         rest = moments.n_features - r
         discarded = (f"the sum of their {rest} smallest eigenvalues, the variance r = {r} discards, is below ε"
                      if rest else f"r = {r} = p discards no variance, which is below ε")
-        message = f"dro at r = {r}: Theorem 3.2's conditions fail for group(s) {failing} (λ = {lam:g} > their share and {discarded}): "
+        message = (f"dro at r = {r}: Theorem 3.2's conditions fail for group(s) {failing} "
+                   f"(λ = {lam:g} > their share and {discarded}): ")
         message += ("minimising the exact worst case, which differs from the closed form (6b) here"
                     if objective == "exact" else "minimising (6b) anyway, which is not the worst case here")
         warnings.warn(message, ModelWarning, stacklevel=2)

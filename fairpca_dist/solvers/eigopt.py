@@ -203,7 +203,8 @@ def solve(
     if not dual.gap_closed(tol):
         _rotate_to_equal_losses(dual, basis_low, basis_high)
     assert dual.solution is not None
-    if not dual.gap_closed(tol):
+    closed = dual.gap_closed(tol)
+    if not closed:
         warn_gap("fair-eig", dual.lower * scale, dual.upper * scale, tol,
                  f"after max_iter={max_iter} eigendecompositions (raise max_iter)")
     return make_projection(
@@ -214,7 +215,7 @@ def solve(
         center=center,
         objective_history=[value * scale for value in dual.history],
         n_iter=iterations,
-        status="converged" if dual.gap_closed(tol) else "max_iter",
+        status="converged" if closed else "max_iter",
         certificate={"lower_bound": dual.lower * scale, "upper_bound": dual.upper * scale},
         options={"tol": tol, "max_iter": max_iter},
         best=best,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 import warnings
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
 

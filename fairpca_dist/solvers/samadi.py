@@ -385,7 +385,7 @@ def solve_mw(
     skip_lp: bool = False,
     update: str = "auto",
 ) -> FairProjection:
-    """Fair PCA by multiplicative weights over a weighted-PCA oracle (method ``"samadi-mw"``).
+    """Fair PCA by cutting planes or multiplicative weights over a weighted-PCA oracle (``"samadi-mw"``).
 
     Each step (Samadi et al. 2018, App. A, Algorithms 2–3): with group weights w on the
     simplex, the oracle returns V_t = top-r eigenvectors of Σ_g w_g Σ_g, which minimises
