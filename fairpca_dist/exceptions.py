@@ -13,9 +13,13 @@ __all__ = [
     "SchemaError",
     "GroupError",
     "ReadError",
+    "OutputPathError",
+    "AccessError",
     "SolverError",
     "WriteError",
     "OutputBusyError",
+    "ServiceError",
+    "ResourceError",
     "ConvergenceWarning",
     "ModelWarning",
 ]
@@ -43,19 +47,44 @@ class ReadError(InputError):
     The message names the partition and, for files, the file."""
 
 
+class OutputPathError(InputError):
+    """An output path cannot be written as asked: it is one of the inputs, contains one or lies
+    inside one (also through a symbolic link or ``..``), or it is an existing file where a
+    folder is to be written (or the reverse). Nothing was written; the message names both paths."""
+
+
+class AccessError(FairPCAError, OSError):
+    """An input cannot be opened: it does not exist, permission is denied, a symbolic link
+    loops, or a parent in its path is a file. The message names the path; ``errno`` and
+    ``filename`` are the operating system's. Deterministic: retrying does not help."""
+
+
 class SolverError(FairPCAError, RuntimeError):
     """A solver failed on valid input (infeasible problem, non-finite objective)."""
 
 
 class WriteError(FairPCAError, OSError):
-    """An output could not be written because its disk is full or read-only. The message names
-    the output; the partial output was removed and the previous version, if any, is intact.
-    ``errno`` is the operating system's (e.g. ``ENOSPC``)."""
+    """An output could not be written: its disk is full or read-only, permission is denied, or
+    a parent in its path is a file. The message names the output; the partial output was
+    removed and the previous version, if any, is intact. ``errno`` is the operating system's
+    (e.g. ``ENOSPC``)."""
 
 
 class OutputBusyError(FairPCAError, RuntimeError):
     """Another run (thread or process) is writing the same output; the message names it.
     Nothing was written: rerun when that run has finished, or write elsewhere."""
+
+
+class ServiceError(FairPCAError, ConnectionError):
+    """A service the work needs cannot be reached or answers wrongly: a Dask scheduler, a
+    Prefect API, an object store. The message names the service and its address. A lost
+    connection mid-run may succeed on retry; a malformed address is an :class:`InputError`."""
+
+
+class ResourceError(FairPCAError, MemoryError):
+    """The work needs more of a resource than the machine or cluster has, e.g. a partition
+    that does not fit in a Dask worker's memory. The message gives the amount needed and how
+    to get it (larger workers, smaller partitions)."""
 
 
 class ConvergenceWarning(UserWarning):
