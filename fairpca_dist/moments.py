@@ -436,14 +436,31 @@ class GroupMoments:
         """Per-feature standard deviation of all rows pooled (the standardisation scale).
 
         ``ddof=1`` gives MATLAB ``std`` parity, as in Samadi et al.'s Credit preprocessing.
-        A constant column (its scale would be 0) raises :class:`SchemaError` naming every such
-        column, or with ``constant="keep"`` gets scale 1 (left as it is: a column that happens
-        to be constant on one part of a table, e.g. a rare indicator in a small training split).
+        A constant column (its scale would be 0, or within rounding of its mean) raises
+        :class:`SchemaError` naming every such column, or with ``constant="keep"`` gets scale 1
+        (left as it is: a column that happens to be constant on one part of a table, e.g. a rare
+        indicator in a small training split). A column whose values differ (a nonzero variance,
+        or group means that differ) but whose variance is below float64's smallest normal
+        number (values below ~1e-154: their squares are 0 or lose their digits) has no reliable
+        scale: it raises :class:`SchemaError` saying to rescale it, or keeps scale 1 as above.
         """
-        scale = np.sqrt(np.clip(np.diag(self.total_covariance(ddof)), 0.0, None))
-        tiny = scale <= np.finfo(float).eps * np.maximum(np.abs(self.global_mean), 1.0)
-        if tiny.any() and constant == "keep":
-            return np.where(tiny, 1.0, scale)
+        variance = np.clip(np.diag(self.total_covariance(ddof)), 0.0, None)
+        scale = np.sqrt(variance)
+        varies = (variance > 0.0) | (np.ptp(self.mean, axis=0) > 0.0)
+        underflow = varies & (variance < np.finfo(np.float64).tiny)
+        tiny = ~underflow & (scale <= np.finfo(np.float64).eps * np.abs(self.global_mean))
+        if constant == "keep":
+            return np.where(tiny | underflow, 1.0, scale)
+        if underflow.any():
+            size = np.maximum(scale, np.abs(self.mean).max(axis=0))
+            columns = [(self.feature_names[j], size[j]) for j in np.flatnonzero(underflow)]
+            found = ", ".join(f"{name!r} (values of order {value:.1e})" for name, value in columns)
+            factors = ", ".join(f"{name!r} by 1e{-int(np.floor(np.log10(value))):+d}" for name, value in columns)
+            raise SchemaError(
+                f"cannot standardise: feature(s) {found} vary, but their variance underflows float64 (squares of "
+                f"values below ~1e-154 are 0 or lose their digits); rescale them first (multiply {factors}), "
+                "or fit with standardize=False (--no-standardize)"
+            )
         if tiny.any():
             names = [self.feature_names[j] for j in np.flatnonzero(tiny)]
             raise SchemaError(

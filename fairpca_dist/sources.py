@@ -16,6 +16,7 @@ file) is re-raised naming the partition and its file.
 
 from __future__ import annotations
 
+import csv
 import difflib
 import glob
 import json
@@ -30,6 +31,7 @@ from typing import Any
 import dask
 import dask.array as da
 import dask.dataframe as dd
+import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -421,11 +423,70 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
     separator = str(read_options.get("sep", ","))
     if len(separator) > 1 and separator != r"\s+" and "engine" not in read_options:
         read_options = {**read_options, "engine": "python"}  # pandas' C parser: one character (or \s+) only
+    if _ends_rows_with_a_delimiter(first, separator, read_options):
+        return _without_trailing_field(text, read_options)
     frame = _open_reader(dd.read_csv, text, "CSV", read_options)
     if "names" not in read_options and not all(isinstance(c, str) for c in frame.columns):
         # header=None numbers the columns; names are strings everywhere else (Parquet, the CLI)
         frame = _open_reader(dd.read_csv, text, "CSV", {**read_options, "names": list(map(str, frame.columns))})
     return frame
+
+
+# Options by which the user says how a CSV's lines map to columns: then they are read as told.
+_CSV_LAYOUT_OPTIONS = frozenset({"names", "header", "index_col", "usecols", "skiprows", "comment", "delimiter"})
+_TRAILING_FIELD = "__trailing_field__"
+
+
+def _ends_rows_with_a_delimiter(first: Path, separator: str, read_options: dict[str, Any]) -> bool:
+    """Whether the CSV ``first``'s first data row has one field more than its header, and that
+    field is empty: its rows end with the delimiter (``a,b,sex`` then ``1,2,f,``).
+
+    pandas reads such a file with the first column as the index, every column shifted onto its
+    neighbour's name. Files whose layout the user gave (:data:`_CSV_LAYOUT_OPTIONS`) or whose
+    separator is not one character are not looked at, nor files this cannot read: dask's
+    reader, which opens them next, says why.
+    """
+    if _CSV_LAYOUT_OPTIONS & set(read_options) or len(separator) != 1:
+        return False
+    encoding = read_options.get("encoding") or "utf-8"
+    quotechar = read_options.get("quotechar") or '"'
+    try:
+        with fsspec.open(str(first), "rt", compression="infer", encoding=encoding, errors="replace", newline="") as file:
+            lines = (row for row in csv.reader(file, delimiter=separator, quotechar=quotechar) if row)
+            header, row = next(lines, []), next(lines, [])
+    except (OSError, EOFError, ValueError, LookupError, csv.Error):
+        return False
+    return len(row) == len(header) + 1 and not row[-1].strip()
+
+
+def _without_trailing_field(text: str, read_options: dict[str, Any]) -> dd.DataFrame:
+    """The planned read of a CSV whose rows end with a delimiter: the header's columns, each
+    under its own name (as pandas reads the header). The empty last field is read as a column
+    of its own (text) and dropped by :func:`_drop_trailing_field` once checked empty in every
+    row of every partition."""
+    dtype = read_options.get("dtype", {})
+    shifted = _open_reader(dd.read_csv, text, "CSV", {k: v for k, v in read_options.items() if k != "dtype"})
+    header = list(map(str, shifted.columns))
+    options = {**read_options, "names": [*header, _TRAILING_FIELD], "header": 0}
+    if isinstance(dtype, dict):
+        options["dtype"] = {**dtype, _TRAILING_FIELD: "object"}
+    frame = _open_reader(dd.read_csv, text, "CSV", options)
+    meta = frame._meta.drop(columns=_TRAILING_FIELD)
+    return frame.map_partitions(_drop_trailing_field, header[-1], meta=meta, enforce_metadata=False)
+
+
+def _drop_trailing_field(part: pd.DataFrame, last_column: str) -> pd.DataFrame:
+    """``part`` without :data:`_TRAILING_FIELD`; ValueError if a row holds a value there (its
+    rows cannot be told apart from rows with a value too many)."""
+    extra = part[_TRAILING_FIELD]
+    filled = extra.notna().to_numpy()
+    if filled.any():
+        raise ValueError(
+            f"the rows end with a delimiter (an empty field after {last_column!r}, the header's last column), "
+            f"but {int(filled.sum())} row(s) hold a value there (first: {extra[filled].iloc[0]!r}); "
+            "fix those rows, or give the columns' names: read_options={'names': [...], 'header': 0}"
+        )
+    return part.drop(columns=_TRAILING_FIELD)
 
 
 def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read_options: dict[str, Any]) -> dd.DataFrame:

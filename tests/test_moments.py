@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
 
 from conftest import grouped_data, reference_moments
-from fairpca_dist import GroupError, GroupMoments, InputError, SchemaError
+from fairpca_dist import GroupError, GroupMoments, InputError, SchemaError, fit_projection
 
 
 def assert_matches_reference(moments: GroupMoments, x, labels, weights=None, rtol=1e-10):
@@ -175,6 +176,29 @@ def test_constant_column_cannot_be_standardised():
     kept = GroupMoments.from_arrays(x, labels).feature_scale(constant="keep")
     np.testing.assert_allclose(kept, np.where(np.arange(5) == 2, 1.0, x.std(axis=0)), rtol=1e-12)
 
+
+
+@pytest.mark.parametrize("scale", [1e-20, 1e-100])
+def test_a_column_of_tiny_scale_is_standardised(scale):
+    # Its scale is far below eps, but its variance is a normal float64: not a constant column.
+    x, labels = grouped_data()
+    x[:, 2] *= scale
+    np.testing.assert_allclose(GroupMoments.from_arrays(x, labels).feature_scale(), x.std(axis=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-160, 1e-300])
+def test_a_varying_column_whose_variance_underflows_is_not_called_constant(scale):
+    x, labels = grouped_data()
+    x[:, 2] *= scale  # squares of 1e-300 are 0 in float64; of 1e-160, subnormal
+    moments = GroupMoments.from_arrays(x, labels)
+    with pytest.raises(SchemaError, match=r"feature\(s\) 'x2' \(values of order \d\.\de-\d+\) vary, but their variance "
+                                          r"underflows float64 .*rescale them first \(multiply 'x2' by 1e\+(\d+)\)") as error:
+        moments.feature_scale()
+    factor = float("1e" + re.search(r"by 1e\+(\d+)", str(error.value)).group(1))
+    assert 1e-3 < scale * factor < 1e3
+    kept = moments.feature_scale(constant="keep")
+    np.testing.assert_allclose(kept, np.where(np.arange(5) == 2, 1.0, x.std(axis=0)), rtol=1e-12)
+    assert np.isfinite(fit_projection(moments, 2).components).all()  # unstandardised, it is harmless
 
 def test_save_load_roundtrip_without_pickle(tmp_path):
     x, _ = grouped_data()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import warnings
 
 import dask.dataframe as dd
@@ -283,3 +284,32 @@ def test_ingest_and_projection_name_the_bad_file_and_write_nothing(parquet_folde
     with pytest.raises(SchemaError, match=r"'age' in partition 1 \(file \S+part-1\.parquet\)"):
         project_table(model, str(parquet_folder), tmp_path / "projected")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["table"]
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_csv_rows_ending_with_a_delimiter_are_read_under_their_header(frame, tmp_path, compression):
+    # 'a,b,sex' then '1,2,f,': pandas took the first column as the index and shifted every
+    # column onto its neighbour's name; the error then blamed a healthy column.
+    frame = frame[["income", "age", "debt", "sex"]]
+    lines = frame.to_csv(index=False).splitlines()
+    rows = [line + "," for line in lines[1:]]
+    rows[5] = lines[6]  # a row without it reads as well
+    text = "\n".join([lines[0], *rows]) + "\n"
+    suffix, options = (".csv.gz", {}) if compression else (".csv", {"blocksize": 4000})
+    for name in ("a", "b"):
+        (tmp_path / f"{name}{suffix}").write_bytes(gzip.compress(text.encode()) if compression else text.encode())
+    read = compute_moments(str(tmp_path / f"*{suffix}"), sensitive_feature="sex", read_options=options)
+    assert read.feature_names == ("income", "age", "debt")
+    held = compute_moments(pd.concat([frame, frame]), sensitive_feature="sex")
+    np.testing.assert_allclose(read.scatter, held.scatter, rtol=1e-12)
+
+
+def test_csv_rows_ending_with_a_delimiter_and_one_with_a_value_there_names_the_file(frame, tmp_path):
+    lines = frame[["income", "age", "debt", "sex"]].to_csv(index=False).splitlines()
+    rows = [line + "," for line in lines[1:]]
+    rows[150] += "7"
+    (tmp_path / "t.csv").write_text("\n".join([lines[0], *rows]) + "\n")
+    with pytest.raises(ReadError, match=r"cannot read partition \d \(file \S+t\.csv\): .*the rows end with a "
+                                        r"delimiter \(an empty field after 'sex', the header's last column\), but "
+                                        r"1 row\(s\) hold a value there \(first: '7'\)"):
+        compute_moments(str(tmp_path / "t.csv"), sensitive_feature="sex", read_options={"blocksize": 5000})
