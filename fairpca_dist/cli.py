@@ -81,34 +81,23 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _project(args: argparse.Namespace) -> int:
-    from fairpca_dist.ingest import table_source
-    from fairpca_dist.model_io import load_model
     from fairpca_dist.projection import project_table
 
-    result = project_table(load_model(args.model_dir), table_source(args.table_dir), args.out_dir,
+    result = project_table(args.model_dir, args.table_dir, args.out_dir,
                            pass_through=args.pass_through, client=args.dask_address, progress=True)
     print(f"projected {result.rows:,} rows into {result.out_dir} ({result.partitions} files)")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fairpca_dist.fitting import MOMENTS_FILE, report_passes, report_sample
-    from fairpca_dist.model_io import load_model
-    from fairpca_dist.moments import GroupMoments
-    from fairpca_dist.report import build_report, curve_length, report_markdown_summary, write_report
+    from fairpca_dist.fitting import write_table_report
+    from fairpca_dist.report import report_markdown_summary
 
-    model = load_model(args.model_dir)
-    moments = GroupMoments.load(Path(args.model_dir) / MOMENTS_FILE)
-    largest = curve_length(args.max_components, moments.n_features, model.n_components)
-    print(f"report: pca and {model.method} refitted at r = 1..{largest} for the curves (--max-components sets the "
-          f"largest r), RBF-kernel MMD² {args.rbf_mmd} (--rbf-mmd none skips it)", flush=True)
-    sample = None
-    if args.target:
-        sample = report_sample(args.table_dir, args.target, max_rows=args.sample_size, client=args.dask_address)
-    passes = report_passes(args.table_dir, moments, client=args.dask_address)
-    report = build_report(moments, model, max_components=args.max_components, sample=sample, target=args.target,
-                          passes=passes, rbf_mmd=args.rbf_mmd)
-    files = write_report(report, args.report_dir)
+    report, files = write_table_report(
+        args.model_dir, args.table_dir, args.report_dir, target=args.target, max_components=args.max_components,
+        sample_size=args.sample_size, rbf_mmd=args.rbf_mmd, client=args.dask_address,
+        announce=lambda line: print(line, flush=True),
+    )
     print(report_markdown_summary(report))
     print(f"\nreport: {files.markdown} (also {files.html.name}, report.json and PNGs)")
     return 0

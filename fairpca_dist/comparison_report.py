@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from fairpca_dist.atomic import atomic_directory
+from fairpca_dist.atomic import atomic_directory, input_paths
 from fairpca_dist.comparison import Candidate, Comparison, Criterion
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 
@@ -32,9 +32,10 @@ COMPARISON_FILES = ("comparison.json", "comparison.csv", "comparison.md", "compa
 
 def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *, source: str | None = None) -> Path:
     """Write the comparison's files into ``out_dir``, replacing the folder as a whole (readers
-    see the old one or the new one, never a mix)."""
+    see the old one or the new one, never a mix). ``source``, the table compared, must not
+    overlap ``out_dir``."""
     title = f"Fair PCA methods compared{f' on {source}' if source else ''}"
-    with atomic_directory(out_dir) as folder:
+    with atomic_directory(out_dir, inputs=input_paths(source), marker="comparison.json") as folder:
         images = _plots(comparison, folder)
         blocks = _blocks(comparison, title, images)
         (folder / "comparison.md").write_text(markdown(blocks), encoding="utf-8")

@@ -14,23 +14,23 @@ import hashlib
 import json
 import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from fairpca_dist.atomic import atomic_file, output_lock
+from fairpca_dist.atomic import atomic_file, check_output, output_lock
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
-from fairpca_dist.model_io import save_model
+from fairpca_dist.model_io import load_model, save_model
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
-           "check_report_target", "MOMENTS_FILE"]
+           "check_report_target", "load_fitted", "write_table_report", "MOMENTS_FILE"]
 
 MOMENTS_FILE = "moments.npz"
 
@@ -79,14 +79,13 @@ def cached_table_moments(
     files = table_files(table_dir)
     keys = [hashlib.sha256(f"{role_key}:{file_fingerprint(f)}".encode()).hexdigest() for f in files]
     cache = Path(cache_dir)
-    cache.mkdir(parents=True, exist_ok=True)
     missing = [(f, k) for f, k in zip(files, keys) if not (cache / f"{k}.npz").is_file()]
     fresh = compute_file_moments(
         [str(f) for f, _ in missing], sensitive_feature=sensitive_feature, features=features,
         sample_weight=sample_weight, client=client, progress=progress,
     )
     for (_, key), moments in zip(missing, fresh):
-        with atomic_file(cache / f"{key}.npz") as path:
+        with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
             moments.save(path)
     merged = functools.reduce(operator.add, (GroupMoments.load(cache / f"{k}.npz") for k in keys))
     fingerprint = hashlib.sha256(":".join(keys).encode()).hexdigest()
@@ -136,7 +135,7 @@ def fit_table(
         sample_weight = None
     cache = Path(cache_dir) if cache_dir is not None else table.parent / ".moments-cache"
     folder = Path(model_dir)
-    with output_lock(folder):  # from the first pass: a second fit into the same folder fails at once
+    with output_lock(folder, inputs=[table]):  # from the first pass: a second fit into it fails at once
         moments, fingerprint, _ = cached_table_moments(
             table, cache, sensitive_feature=sensitive_feature, features=features,
             sample_weight=sample_weight, client=client, progress=progress,
@@ -150,10 +149,66 @@ def fit_table(
             random_state=random_state, passes=passes, **(options or {}),
         )
         folder.mkdir(parents=True, exist_ok=True)
-        with atomic_file(folder / MOMENTS_FILE) as path:
+        with atomic_file(folder / MOMENTS_FILE, inputs=[table]) as path:
             moments.save(path)
-        save_model(model, folder, fingerprint=fingerprint)
+        save_model(model, folder, fingerprint=fingerprint, inputs=[table])
     return model
+
+
+def load_fitted(model_dir: str | os.PathLike[str]) -> tuple[FairProjection, GroupMoments]:
+    """The model in ``model_dir`` and the moments it was fitted on (``moments.npz``, written
+    by :func:`fit_table`); a folder without them raises :class:`InputError` naming the file."""
+    model = load_model(model_dir)
+    path = Path(model_dir) / MOMENTS_FILE
+    if not path.is_file():
+        raise InputError(f"{path} is missing: the report needs the moments fit_table writes beside the model "
+                         "(a model saved by save_model alone has none); refit it with fit_table (command line: "
+                         "`fairpca fit TABLE MODEL_DIR`)")
+    try:
+        return model, GroupMoments.load(path)
+    except InputError:
+        raise
+    except Exception as error:  # BadZipFile, EOFError, KeyError: truncated or not written by us
+        raise InputError(f"{path} cannot be read (truncated, or not written by fit_table?): "
+                         f"{type(error).__name__}: {error}") from error
+
+
+def write_table_report(
+    model_dir: str | os.PathLike[str],
+    table_dir: str | os.PathLike[str],
+    report_dir: str | os.PathLike[str],
+    *,
+    target: str | None = None,
+    max_components: int | None = None,
+    sample_size: int = 50_000,
+    rbf_mmd: str = "auto",
+    client: Any = None,
+    announce: Callable[[str], None] | None = None,
+) -> tuple[dict, Any]:
+    """Build the fairness report of the model in ``model_dir`` on its ingested table and write
+    it to ``report_dir`` (:func:`~fairpca_dist.report.build_report`, then
+    :func:`~fairpca_dist.report.write_report`).
+
+    ``report_dir`` is checked against both inputs before any work (it must not overlap them:
+    :class:`~fairpca_dist.exceptions.OutputPathError`). ``announce`` receives one line saying
+    what the report refits (the curves cost a fit per r) before it starts. With ``target``, a
+    sample of ``sample_size`` rows feeds the downstream parity check. Returns the report (a
+    dict of JSON values) and its :class:`~fairpca_dist.report.ReportFiles`.
+    """
+    from fairpca_dist.report import build_report, curve_length, write_report  # scikit-learn, matplotlib
+
+    inputs = [model_dir, table_dir]
+    check_output(report_dir, inputs, kind="folder")
+    model, moments = load_fitted(model_dir)
+    largest = curve_length(max_components, moments.n_features, model.n_components)
+    if announce is not None:
+        announce(f"report: pca and {model.method} refitted at r = 1..{largest} for the curves (--max-components "
+                 f"sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)")
+    sample = None if target is None else report_sample(table_dir, target, max_rows=sample_size, client=client)
+    passes = report_passes(table_dir, moments, client=client)
+    report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
+                          passes=passes, rbf_mmd=rbf_mmd)
+    return report, write_report(report, report_dir, inputs=inputs)
 
 
 def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, client: Any = None) -> TablePasses:

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.atomic import atomic_directory, atomic_file
+from fairpca_dist.atomic import atomic_directory, atomic_file, input_paths
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
@@ -143,7 +143,8 @@ def ingest_table(
     sensitive = list(table.sensitive)
     columns = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else []), *features_]))
     out = Path(out_dir)
-    with atomic_directory(out) as staging:
+    inputs = input_paths(source)
+    with atomic_directory(out, inputs=inputs, marker=SCHEMA_FILE) as staging:
         (staging / PARTS_DIR).mkdir()
         tasks = table.map_partitions(_clean_partition, columns, features_, sensitive, staging / PARTS_DIR)
         reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress, label="ingest"))
@@ -190,7 +191,7 @@ def ingest_table(
             "groups": [{"label": label_to_json(g), "rows": groups[g]} for g in sorted_labels(list(groups))],
             "partitions": [{"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(reports)],
         }
-        with atomic_file(staging / SCHEMA_FILE) as path:
+        with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
     return IngestResult(out, schema["rows"], rejected, schema)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +44,17 @@ def _jsonable(value: Any) -> Any:
 
 
 def save_model(
-    model: FairProjection, directory: str | os.PathLike[str], *, fingerprint: str | None = None
+    model: FairProjection, directory: str | os.PathLike[str], *, fingerprint: str | None = None,
+    inputs: Iterable[str | os.PathLike[str]] = (),
 ) -> Path:
-    """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder."""
+    """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder.
+
+    ``inputs`` (e.g. the table the model was fitted on) must not overlap ``directory``
+    (:func:`~fairpca_dist.atomic.check_output`); nothing is written if one does.
+    """
     from fairpca_dist import __version__
 
     folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
     record = {
         "format_version": MODEL_FORMAT_VERSION,
         "library_version": __version__,
@@ -76,10 +81,11 @@ def save_model(
         },
         "data_fingerprint": fingerprint,
     }
-    with output_lock(folder):  # model.npz and model.json of one model, never of two
-        with atomic_file(folder / "model.npz") as staging, open(staging, "wb") as f:
+    inputs = list(inputs)
+    with output_lock(folder, inputs=inputs):  # model.npz and model.json of one model, never of two
+        with atomic_file(folder / "model.npz", inputs=inputs) as staging, open(staging, "wb") as f:
             np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
-        with atomic_file(folder / "model.json") as staging:
+        with atomic_file(folder / "model.json", inputs=inputs) as staging:
             staging.write_text(json.dumps(record, indent=2) + "\n")
     return folder
 

@@ -20,8 +20,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.atomic import atomic_directory
+from fairpca_dist.atomic import atomic_directory, input_paths
 from fairpca_dist.exceptions import SchemaError
+from fairpca_dist.ingest import table_source
+from fairpca_dist.model_io import load_model
 from fairpca_dist.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.sources import Partition, check_finite, feature_values, open_table
@@ -64,7 +66,7 @@ def _project_partition(
 
 
 def project_table(
-    model: FairProjection,
+    model: FairProjection | str | os.PathLike[str],
     source: Any,
     out_dir: str | os.PathLike[str],
     *,
@@ -76,10 +78,20 @@ def project_table(
 ) -> ProjectionResult:
     """Project every row of ``source`` with ``model`` and write Parquet to ``out_dir``.
 
-    Rows map to ((x − mean) / scale) @ components. The source must have every feature the
-    model was fitted on (by name); NaN/inf features raise :class:`InputError` naming the
-    column and partition, and then nothing is written. ``out_dir`` is replaced atomically.
+    Rows map to ((x − mean) / scale) @ components. ``model`` is a fitted projection or the
+    folder of a saved one (:func:`~fairpca_dist.model_io.load_model`); ``source`` is a table
+    (as :func:`~fairpca_dist.sources.open_table` takes it) or an ingested table's folder. It must have
+    every feature the model was fitted on (by name); NaN/inf features raise
+    :class:`InputError` naming the column and partition, and then nothing is written.
+    ``out_dir`` is replaced atomically; it must not overlap ``source`` or the model's folder,
+    and may be replaced only if it holds a previous projection (its ``_SUCCESS``)
+    (:class:`~fairpca_dist.exceptions.OutputPathError` before anything is read or written).
     """
+    inputs = input_paths(source, model)
+    if not isinstance(model, FairProjection):
+        model = load_model(model)
+    if isinstance(source, (str, os.PathLike)):
+        source = table_source(source)
     features = list(model.feature_names)
     table = open_table(source, features=features, key_columns=list(pass_through), read_options=read_options)
     names = projected_columns(model, prefix)
@@ -88,7 +100,7 @@ def project_table(
         raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
     arrays = (model.mean, model.scale, model.components)
     out = Path(out_dir)
-    with atomic_directory(out) as staging:
+    with atomic_directory(out, inputs=inputs, marker=SUCCESS_MARKER) as staging:
         tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
         counts = run_graph(tasks, client=client, progress=progress, label="project")
         result = ProjectionResult(out, int(sum(counts)), len(counts), tuple([*pass_through, *names]))

@@ -31,7 +31,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -650,7 +650,7 @@ def _plot(report: dict, quantity: str, ylabel: str, path: Path) -> None:
 
 
 # ---------------------------------------------------------------------- writing
-def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
+def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os.PathLike[str]] = ()) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` and the PNGs of :data:`FIGURES`.
 
     ``report.json`` has sorted keys, indent 2, and null for non-finite numbers. ``report.md``
@@ -667,14 +667,17 @@ def write_report(report: dict, out_dir: str | Path) -> ReportFiles:
     report : dict
         From :func:`build_report`.
     out_dir : str or Path
-        Folder of the report; created if needed.
+        Folder of the report; created if needed. An existing file there is refused.
+    inputs : iterable of paths
+        What the report was built from (the model's folder, the table): ``out_dir`` must not
+        overlap any of them (:class:`~fairpca_dist.exceptions.OutputPathError`, nothing written).
 
     Returns
     -------
     ReportFiles
     """
     out_dir = Path(out_dir)
-    with output_lock(out_dir), disk_errors_named(out_dir):  # two reports into one folder would mix their files
+    with output_lock(out_dir, inputs=inputs), disk_errors_named(out_dir):  # two reports into one folder would mix their files
         staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
         try:
             names = _render(jsonable(report), staging)

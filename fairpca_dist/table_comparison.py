@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from fairpca_dist.atomic import check_output
 from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.comparison import Comparison, check_comparison, compare_methods
 from fairpca_dist.comparison_report import write_comparison
@@ -106,6 +107,7 @@ def compare_table(
     the report into ``out_dir`` (:func:`~fairpca_dist.comparison_report.write_comparison`).
     Every setting, the groups and the target column are checked before any pass; the cell
     moments come from the cache when the table is unchanged."""
+    check_output(out_dir, [table_dir], kind="folder")
     schema = read_schema(table_dir)
     groups = [group["label"] for group in schema["groups"]]
     check_comparison(methods, n_components, len(schema["features"]), groups=groups, center=center, target=target)

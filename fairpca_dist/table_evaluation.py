@@ -17,7 +17,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from fairpca_dist.atomic import atomic_directory, atomic_file
+from fairpca_dist.atomic import atomic_directory, atomic_file, check_output, input_paths
 from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
 from fairpca_dist.fitting import file_fingerprint, table_files
@@ -85,8 +85,7 @@ def cached_cell_moments(
         table_source(table_dir), sensitive_feature=schema["sensitive_feature"], features=schema["features"],
         sample_weight=schema.get("sample_weight"), cells=cells, client=client, progress=progress, min_group_size=1,
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_file(path) as staging:
+    with atomic_file(path, inputs=[table_dir]) as staging:
         moments.save(staging)
     return moments, path
 
@@ -114,6 +113,7 @@ def evaluate_table(
     ``out_dir`` (:func:`write_evaluation`). Settings are checked before the pass over the rows.
     The cell moments are cached (:func:`cached_cell_moments`).
     """
+    check_output(out_dir, [table_dir], kind="folder")
     cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
     moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
@@ -128,9 +128,10 @@ def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *,
     """Write ``evaluation.json`` (everything), ``evaluation.csv`` (one row per method and split),
     ``evaluation.md`` (the summary) and, when a method has a grid, ``tradeoff.png`` (ABDiff
     against ARE of every grid point, cross-validated, and of the refits on the test parts).
-    The folder is replaced as a whole: readers see the old one or the new one."""
+    The folder is replaced as a whole: readers see the old one or the new one. ``source``, the
+    table evaluated, must not overlap ``out_dir``."""
     document = {"source": source, **evaluation.to_dict()}
-    with atomic_directory(out_dir) as folder:
+    with atomic_directory(out_dir, inputs=input_paths(source), marker="evaluation.json") as folder:
         (folder / "evaluation.json").write_text(
             json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
         evaluation.table().to_csv(folder / "evaluation.csv", index=False)

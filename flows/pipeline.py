@@ -21,7 +21,7 @@ from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
-from fairpca_dist.atomic import output_lock
+from fairpca_dist.atomic import check_output, input_paths, output_lock
 from fairpca_dist.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters
 from flows.steps import step
@@ -35,6 +35,9 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
         return DaskTaskRunner(address=dask_address)
     return DaskTaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
                                           "dashboard_address": ":0"})
+
+
+_STEP_OUTPUTS = ("table", "model", "projected", "report", "../.moments-cache")  # what the steps write, in the run folder
 
 
 def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int) -> Path:
@@ -121,8 +124,10 @@ def pipeline(
     check_run_parameters(source=source, method=method, n_components=n_components, center=center,
                          on_bad_rows=on_bad_rows, options=options)
     root = _run_dir(runs_dir, run_id, method, n_components)
+    for output in _STEP_OUTPUTS:  # the run folder may hold the source (the demo's): its steps' outputs may not
+        check_output(root / output, input_paths(source), kind="folder")
     steps = _steps.with_options(task_runner=task_runner(dask_address))
-    with output_lock(root):  # a second run with this run id fails here, naming the folder
+    with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
         new_folder = not root.exists()
         try:
             return steps(_absolute_source(source), str(root), sensitive_feature, features, exclude or [],

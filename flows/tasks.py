@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -19,12 +18,10 @@ from prefect.logging import get_run_logger
 from fairpca_dist.cells import CellMoments
 from fairpca_dist.evaluation import evaluate
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.fitting import MOMENTS_FILE, check_report_target, fit_table, report_passes, report_sample
-from fairpca_dist.ingest import ingest_table, table_source
-from fairpca_dist.model_io import load_model
-from fairpca_dist.moments import GroupMoments
+from fairpca_dist.fitting import check_report_target, fit_table, write_table_report
+from fairpca_dist.ingest import ingest_table
 from fairpca_dist.projection import project_table
-from fairpca_dist.report import build_report, report_markdown_summary, report_table, write_report
+from fairpca_dist.report import report_markdown_summary, report_table
 from fairpca_dist.table_comparison import compare_table
 from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 
@@ -109,7 +106,7 @@ def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, 
 def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: list[str],
                  dask_address: str | None = None) -> dict[str, Any]:
     with dask_client(dask_address) as client:
-        result = project_table(load_model(model_dir), table_source(table_dir), out_dir, pass_through=pass_through,
+        result = project_table(model_dir, table_dir, out_dir, pass_through=pass_through,
                                client=client, progress=True)
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
     return {"out_dir": str(result.out_dir), "rows": result.rows}
@@ -119,17 +116,11 @@ def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: 
 def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str | None,
                 max_components: int | None, sample_size: int, artifact_key: str,
                 dask_address: str | None = None, rbf_mmd: str = "auto") -> dict[str, Any]:
-    model = load_model(model_dir)
-    moments = GroupMoments.load(Path(model_dir) / MOMENTS_FILE)
-    sample = None
-    if target is not None:
-        with dask_client(dask_address) as client:
-            sample = report_sample(table_dir, target, max_rows=sample_size, client=client)
     with dask_client(dask_address) as client:
-        passes = report_passes(table_dir, moments, client=client)
-        report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
-                              passes=passes, rbf_mmd=rbf_mmd)
-    files = write_report(report, report_dir)
+        report, files = write_table_report(
+            model_dir, table_dir, report_dir, target=target, max_components=max_components, sample_size=sample_size,
+            rbf_mmd=rbf_mmd, client=client, announce=get_run_logger().info,
+        )
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
     create_table_artifact(report_table(report), key=f"{artifact_key}-groups", description="per-group errors and losses")
     return {"report_dir": report_dir, "markdown": str(files.markdown), "html": str(files.html)}

@@ -204,7 +204,7 @@ def test_a_second_pipeline_on_the_same_run_folder_fails_naming_it(tmp_path, pref
     held, done = threading.Event(), threading.Event()
 
     def other_run() -> None:
-        with output_lock(run):
+        with output_lock(run, inputs=()):
             held.set()
             done.wait(60)
 
@@ -262,7 +262,7 @@ def test_disk_full_on_write_back_keeps_the_previous_output(projection_setup, tmp
 def test_output_lock_is_reentrant_in_a_thread_and_exclusive_across_threads(tmp_path):
     target = tmp_path / "out"
     errors = []
-    with output_lock(target), output_lock(target):
+    with output_lock(target, inputs=()), output_lock(target, inputs=()):
         thread = threading.Thread(target=lambda: errors.append(_try_lock(target)))
         thread.start()
         thread.join()
@@ -272,7 +272,7 @@ def test_output_lock_is_reentrant_in_a_thread_and_exclusive_across_threads(tmp_p
 
 def _try_lock(target: Path) -> BaseException | None:
     try:
-        with output_lock(target):
+        with output_lock(target, inputs=()):
             return None
     except OutputBusyError as error:
         return error
@@ -391,10 +391,10 @@ def test_a_writer_killed_between_the_two_renames_is_repaired_by_the_next(tmp_pat
     """The swap is two renames: target -> .previous-*, staging -> target. A writer killed
     between them leaves no target; the next writer to take the lock moves the previous back."""
     target = tmp_path / "out"
-    with atomic_directory(target) as staging:
+    with atomic_directory(target, inputs=(), marker="_SUCCESS") as staging:
         (staging / "data").write_text("old")
     os.replace(target, tmp_path / ".out.previous-0123456789ab")
     (tmp_path / ".out.staging-ba9876543210").mkdir()
-    with output_lock(target):
+    with output_lock(target, inputs=()):
         assert (target / "data").read_text() == "old" and _hidden(tmp_path) == [".out.lock"]
     assert _hidden(tmp_path) == []
