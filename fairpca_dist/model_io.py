@@ -11,22 +11,26 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args
 
 import numpy as np
 
 from fairpca_dist.atomic import atomic_file, output_lock
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.moments import label_from_json, label_to_json
+from fairpca_dist.moments import Center, label_from_json, label_to_json
 from fairpca_dist.solvers import SOLVERS
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["save_model", "load_model", "read_fingerprint", "MODEL_FORMAT_VERSION"]
+__all__ = ["save_model", "load_model", "read_model_file", "read_fingerprint", "MODEL_FORMAT_VERSION"]
 
 MODEL_FORMAT_VERSION = 1
 _ARRAYS = ("components", "mean", "scale", "group_count", "group_loss", "group_error", "objective_history")
+_MODEL_FILES = (" (a model folder holds model.json and model.npz, written together by save_model; fit_table, on "
+                "the command line `fairpca fit`, writes both)")
+T = TypeVar("T")
 
 
 def _jsonable(value: Any) -> Any:
@@ -93,60 +97,155 @@ def save_model(
 def load_model(directory: str | os.PathLike[str]) -> FairProjection:
     """Read a model written by :func:`save_model`.
 
-    The format version (not the library version) decides whether a model can be read. A file
-    that is truncated, edited into something inconsistent (arrays whose shapes do not match
-    the feature names and groups, non-finite values, missing fields) raises
-    :class:`InputError` naming the file and the field.
+    The format version (not the library version) decides whether a model can be read. A
+    folder without the model's files, a file that is truncated, or one edited into something
+    inconsistent (a field missing, null or of the wrong type; arrays whose shapes do not match
+    the feature names and groups, complex or non-finite values) raises :class:`InputError`
+    naming the file and the field or array.
     """
-    folder = Path(directory)
-    json_path, npz_path = folder / "model.json", folder / "model.npz"
-    for path in (json_path, npz_path):
-        if not path.is_file():
-            raise InputError(f"no model at {folder}: {path.name} is missing")
-    try:
-        record = json.loads(json_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise InputError(f"{json_path} is not valid JSON (truncated or edited?): {error}") from error
-    if not isinstance(record, dict):
-        raise InputError(f"{json_path} does not hold a model record")
-    if record.get("format_version") != MODEL_FORMAT_VERSION:
+    json_path = Path(directory) / "model.json"
+    record = _read_record(directory)
+    field = partial(_field, json_path=json_path)
+    version = field(record, "format_version", f"the model format, {MODEL_FORMAT_VERSION}", lambda value: True)
+    if version != MODEL_FORMAT_VERSION:
         raise InputError(
-            f"{json_path}: unsupported model format {record.get('format_version')!r} (written by fairpca_dist "
+            f"{json_path}: unsupported model format {version!r} (written by fairpca_dist "
             f"{record.get('library_version')!r}; this version reads format {MODEL_FORMAT_VERSION})"
         )
+    arrays = read_model_file(directory, "model.npz", _read_arrays)
+    method = field(record, "method", "the method's name, as text", _is_text)
+    diagnostics = field(record, "diagnostics", "an object", _is_object)
+    groups = field(record, "groups", "a list of objects, one per group", _is_list)
+    names = field(record, "feature_names", "a list of column names", _is_list)
+    model = FairProjection(
+        method=method,
+        center=field(record, "center", f"one of {list(get_args(Center))}", lambda value: value in get_args(Center)),
+        n_components=field(record, "n_components", "a whole number", _is_int),
+        feature_names=tuple(
+            field(names, i, "a column name, as text", _is_text, within="feature_names") for i in range(len(names))
+        ),
+        group_labels=tuple(
+            label_from_json(field(field(groups, i, "an object", _is_object, within="groups"), "label",
+                                  "a group label: text, a number or {'tuple': [labels]}", _is_label,
+                                  within=f"groups[{i}]"))
+            for i in range(len(groups))
+        ),
+        n_iter=field(diagnostics, "n_iter", "a whole number", _is_int, within="diagnostics"),
+        converged=field(diagnostics, "converged", "true or false", _is_bool, within="diagnostics"),
+        status=field(diagnostics, "status", "text", _is_text, within="diagnostics"),
+        message=field(diagnostics, "message", "text", _is_text, within="diagnostics"),
+        certificate=dict(field(diagnostics, "certificate", "an object", _is_object, within="diagnostics")),
+        **_options_and_details(
+            method,
+            dict(field(record, "options", "an object", _is_object)),
+            dict(field(diagnostics, "details", "an object", _is_object, within="diagnostics", default={})),
+        ),
+        **arrays,
+    )
+    _check_consistent(model, json_path, Path(directory) / "model.npz")
+    return model
+
+
+def read_model_file(
+    directory: str | os.PathLike[str], name: str, read: Callable[[Path], T], *, missing: str = ""
+) -> T:
+    """``read(path)`` of the file ``name`` of the model folder ``directory``, or one
+    :class:`InputError` naming the file: the folder does not exist or is a file, the file is
+    missing (``missing`` is appended: what writes it), or ``read`` fails on it (a truncated
+    or foreign file). An :class:`InputError` raised by ``read`` passes as it is, and so does
+    the ``OSError`` of a file that is there but cannot be opened (permission denied).
+    """
+    folder = Path(directory)
+    path = folder / name
+    if not folder.is_dir():
+        state = "is a file, not a model folder" if folder.exists() else "does not exist"
+        raise InputError(f"model folder {folder} {state} (fit_table, on the command line `fairpca fit`, writes one)")
+    if not path.is_file():
+        raise InputError(f"{path} is missing{missing or _MODEL_FILES}")
+    with open(path, "rb"):  # a file there that cannot be opened keeps its OSError (permission denied)
+        pass
     try:
-        with np.load(npz_path, allow_pickle=False) as data:
-            missing = [name for name in _ARRAYS if name not in data.files]
-            if missing:
-                raise InputError(f"{npz_path} lacks the array(s) {missing}")
-            arrays = {name: data[name] for name in _ARRAYS}
+        return read(path)
     except InputError:
         raise
-    except Exception as error:  # BadZipFile, EOFError, ValueError: a truncated or foreign file
-        raise InputError(f"{npz_path} cannot be read (truncated or not written by save_model?): "
-                         f"{type(error).__name__}: {error}") from error
+    except Exception as error:  # BadZipFile, EOFError, ValueError, KeyError: truncated or not written by us
+        raise InputError(
+            f"{path} cannot be read (truncated, or not written by fairpca_dist?): {type(error).__name__}: {error}"
+        ) from error
+
+
+def _read_record(directory: str | os.PathLike[str]) -> dict[str, Any]:
+    """model.json of a model folder, as an object (any content)."""
+    record = read_model_file(directory, "model.json", _read_json)
+    if not isinstance(record, dict):
+        raise InputError(f"{Path(directory) / 'model.json'} does not hold a model record (a JSON object)")
+    return record
+
+
+def _read_json(path: Path) -> Any:
     try:
-        diagnostics = record["diagnostics"]
-        model = FairProjection(
-            method=record["method"],
-            center=record["center"],
-            n_components=int(record["n_components"]),
-            feature_names=tuple(record["feature_names"]),
-            group_labels=tuple(label_from_json(g["label"]) for g in record["groups"]),
-            n_iter=int(diagnostics["n_iter"]),
-            converged=bool(diagnostics["converged"]),
-            status=diagnostics["status"],
-            message=diagnostics["message"],
-            certificate=dict(diagnostics["certificate"]),
-            **_options_and_details(record["method"], dict(record["options"]), dict(diagnostics.get("details", {}))),
-            **arrays,
-        )
-    except KeyError as error:
-        raise InputError(f"{json_path} lacks the field {error.args[0]!r}") from error
-    except (TypeError, ValueError) as error:
-        raise InputError(f"{json_path} has a field of the wrong type: {error}") from error
-    _check_consistent(model, json_path, npz_path)
-    return model
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{path} is not valid JSON (truncated or edited?): {error}") from error
+
+
+def _read_arrays(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        missing = [name for name in _ARRAYS if name not in data.files]
+        if missing:
+            raise InputError(f"{path} lacks the array(s) {missing}")
+        return {name: data[name] for name in _ARRAYS}
+
+
+_REQUIRED = object()
+
+
+def _field(
+    record: dict[str, Any] | list[Any], key: str | int, expected: str, accepts: Callable[[Any], bool], *,
+    json_path: Path, within: str = "", default: Any = _REQUIRED,
+) -> Any:
+    """``record[key]`` if ``accepts`` it, else :class:`InputError` naming the file, the field
+    (``within`` its parent, e.g. ``diagnostics.n_iter``, ``groups[1]``) and what it should be;
+    a missing field is an error unless it has a ``default``."""
+    name = f"{within}[{key}]" if isinstance(key, int) else f"{within}.{key}" if within else key
+    if isinstance(record, dict) and key not in record:
+        if default is not _REQUIRED:
+            return default
+        raise InputError(f"{json_path} lacks the field {name!r} ({expected})")
+    value = record[key]
+    if not accepts(value):
+        shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:57]}..."
+        raise InputError(f"{json_path}: field {name!r} is {'null' if value is None else shown}, expected {expected}")
+    return value
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, list)
+
+
+def _is_label(value: Any) -> bool:
+    """A group label as :func:`~fairpca_dist.moments.label_to_json` writes it (never null: a
+    row without a label belongs to no group)."""
+    if isinstance(value, dict):
+        parts = value.get("tuple")
+        return set(value) == {"tuple"} and isinstance(parts, list) and len(parts) > 0 and all(map(_is_label, parts))
+    return isinstance(value, (str, int, float))
 
 
 def _options_and_details(method: str, options: dict[str, Any], details: dict[str, Any]) -> dict[str, dict]:
@@ -174,14 +273,26 @@ def _check_consistent(model: FairProjection, json_path: Path, npz_path: Path) ->
                 f"{npz_path}: {name} has shape {array.shape}, but {json_path.name} lists {p} feature(s) "
                 f"{list(model.feature_names)} and {k} group(s): expected {shape if width >= 1 else (p, 'r')}"
             )
-        if not np.issubdtype(array.dtype, np.number) or not np.all(np.isfinite(array)):
+        _check_real(array, name, npz_path)
+        if not np.all(np.isfinite(array)):
             raise InputError(f"{npz_path}: {name} has values that are not finite numbers")
+    _check_real(model.objective_history, "objective_history", npz_path)
+    if model.objective_history.ndim != 1:
+        raise InputError(f"{npz_path}: objective_history has shape {model.objective_history.shape}, expected (n_iter,)")
     if not np.all(model.scale > 0):
         raise InputError(f"{npz_path}: scale has values that are not positive")
     if not 1 <= model.n_components <= p:
         raise InputError(f"{json_path}: n_components={model.n_components} is not between 1 and {p}")
 
 
+def _check_real(array: np.ndarray, name: str, npz_path: Path) -> None:
+    """Model arrays hold real numbers (complex components load, then fail inside Arrow)."""
+    if array.dtype.kind not in "fiu":
+        kind = "complex numbers" if array.dtype.kind == "c" else "values that are not numbers"
+        raise InputError(f"{npz_path}: {name} holds {kind} (dtype {array.dtype}); a model's arrays hold real numbers")
+
+
 def read_fingerprint(directory: str | os.PathLike[str]) -> str | None:
     """The data fingerprint recorded with a saved model."""
-    return json.loads((Path(directory) / "model.json").read_text()).get("data_fingerprint")
+    return _field(_read_record(directory), "data_fingerprint", "text or null", lambda v: v is None or _is_text(v),
+                  json_path=Path(directory) / "model.json", default=None)
