@@ -33,10 +33,19 @@ __all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "in
 # Errors of a write the user can act on (a full, read-only or forbidden disk, a parent that is
 # a file, a looping link): reported as WriteError naming the output. Other OSErrors (a lost
 # connection) pass through unchanged.
-_WRITE_ERRNOS = frozenset({
-    errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST,
-    errno.EISDIR, errno.ELOOP, errno.ENAMETOOLONG,
-})
+_WRITE_ERRNOS = {
+    errno.ENOSPC: "no space left on the disk",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EFBIG: "file too large for the file system",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied: give this user write access to the folder, or write elsewhere",
+    errno.EPERM: "operation not permitted: give this user write access to the folder, or write elsewhere",
+    errno.ENOTDIR: "a parent in the path is a file, not a folder",
+    errno.EEXIST: "a parent in the path is a file, not a folder",
+    errno.EISDIR: "a folder is where a file is to be written",
+    errno.ELOOP: "a symbolic link in the path points back to itself (a link loop)",
+    errno.ENAMETOOLONG: "the path is too long",
+}
 _held = threading.local()  # .paths: {output: depth} locked by this thread
 
 Kind = Literal["folder", "file"]
@@ -199,10 +208,11 @@ def disk_errors_named(target: str | os.PathLike[str]) -> Iterator[None]:
     except OSError as error:
         if isinstance(error, FairPCAError) or error.errno not in _WRITE_ERRNOS:
             raise
-        kept = f"the previous {target} is unchanged" if existed else f"nothing was written to {target}"
+        kept = (f"any partial output was removed and the previous {target} is unchanged" if existed
+                else f"nothing was left at {target}")
         where = f" ({error.filename})" if error.filename and os.fspath(error.filename) != os.fspath(target) else ""
-        raise WriteError(error.errno, f"could not write {target}: {error.strerror or error}{where}; partial "
-                                      f"output removed, {kept}") from error
+        raise WriteError(error.errno, f"could not write {target}: {_WRITE_ERRNOS[error.errno]}{where}; "
+                                      f"{kept}") from error
 
 
 @contextlib.contextmanager

@@ -29,6 +29,14 @@ class FairPCAError(Exception):
     """Base class of every error raised by fairpca_dist."""
 
 
+class _NamedOSError(OSError):
+    """An ``OSError`` whose text is its message alone (``OSError`` puts ``[Errno N]`` before it
+    and the file name after it, which the message already names)."""
+
+    def __str__(self) -> str:
+        return self.strerror or super().__str__()
+
+
 class InputError(FairPCAError, ValueError):
     """Bad arguments or bad data values (NaN, inf, out-of-range parameters)."""
 
@@ -53,7 +61,7 @@ class OutputPathError(InputError):
     folder is to be written (or the reverse). Nothing was written; the message names both paths."""
 
 
-class AccessError(FairPCAError, OSError):
+class AccessError(FairPCAError, _NamedOSError):
     """An input cannot be opened: it does not exist, permission is denied, a symbolic link
     loops, or a parent in its path is a file. The message names the path; ``errno`` and
     ``filename`` are the operating system's. Deterministic: retrying does not help."""
@@ -63,7 +71,7 @@ class SolverError(FairPCAError, RuntimeError):
     """A solver failed on valid input (infeasible problem, non-finite objective)."""
 
 
-class WriteError(FairPCAError, OSError):
+class WriteError(FairPCAError, _NamedOSError):
     """An output could not be written: its disk is full or read-only, permission is denied, or
     a parent in its path is a file. The message names the output; the partial output was
     removed and the previous version, if any, is intact. ``errno`` is the operating system's

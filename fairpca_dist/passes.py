@@ -26,6 +26,7 @@ from dask.threaded import ContextAwareThreadPoolExecutor
 
 from fairpca_dist.blas import one_blas_thread
 from fairpca_dist.cells import CellMoments, HashCells, pair_codes
+from fairpca_dist.cluster import connect
 from fairpca_dist.datapasses import (
     ArrayPasses,
     L1Sums,
@@ -95,7 +96,8 @@ def scheduler_context(client: Any = None) -> Iterator[Any]:
     ``client=None`` uses the active ``distributed`` client if there is one, else dask's
     threaded scheduler with BLAS limited to one thread per task (two BLAS pools on two cores
     oversubscribe: 0.64 s vs 0.39 s in spec/stack.md §4). A ``distributed.Client`` is used
-    as is; a string is a scheduler address to connect to.
+    as is; a string is a scheduler address to connect to (:func:`fairpca_dist.cluster.connect`:
+    a malformed or unanswered address is named in the error).
     """
     if client is None:
         client = _active_client()
@@ -104,9 +106,7 @@ def scheduler_context(client: Any = None) -> Iterator[Any]:
             yield "threads"
         return
     if isinstance(client, str):
-        from distributed import Client
-
-        with Client(client) as connected:
+        with connect(client) as connected:
             yield connected
         return
     yield client

@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import csv
 import difflib
+import errno
 import glob
+import gzip
+import inspect
 import json
 import os
 import re
 import uuid
+import zlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,7 +48,7 @@ from dask.delayed import Delayed
 from dask.utils import funcname
 
 from fairpca_dist.cells import HashCells
-from fairpca_dist.exceptions import FairPCAError, GroupError, InputError, ReadError, SchemaError
+from fairpca_dist.exceptions import AccessError, FairPCAError, GroupError, InputError, ReadError, SchemaError
 
 __all__ = [
     "Table",
@@ -266,7 +270,16 @@ def _run_partition(
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
         hint = _missing_marker_hint(error)
         raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{hint}") from error
-    except Exception as error:  # OSError and the like may be transient: keep the type, add where
+    except (EOFError, zlib.error) as error:  # a compressed file cut short or damaged
+        raise ReadError(f"cannot read {partition}: the compressed file is truncated or damaged "
+                        f"({type(error).__name__}: {error}); copy it again from its origin") from error
+    except OSError as error:  # a permission or a link loop is named; others may be transient
+        named = access_error(error, partition.file)
+        if named is not None:
+            raise named from error
+        error.add_note(f"while reading {partition}")
+        raise
+    except Exception as error:  # may be transient (a lost connection): keep the type, add where
         error.add_note(f"while reading {partition}")
         raise
     try:
@@ -288,8 +301,11 @@ def _missing_marker_hint(error: BaseException) -> str:
 
 
 def _reader_message(error: BaseException) -> str:
-    """A reader's error on one line (dask wraps pyarrow's and pandas' messages over several)."""
-    return f"{type(error).__name__}: {' '.join(str(error).split())}"
+    """A reader's error on one line (dask wraps pyarrow's and pandas' messages over several,
+    after a sentence of its own that says nothing about the input)."""
+    text = re.sub(r"^An error occurred while calling the \w+ method registered to the \w+ backend\.\s*"
+                  r"Original Message:\s*", "", " ".join(str(error).split()))
+    return f"{type(error).__name__}: {text}"
 
 
 def _source_file(node: Any, depth: int = 0) -> str | None:
@@ -379,14 +395,50 @@ def _check_unique_columns(columns: Sequence[Any], origin: str) -> None:
 
 
 def _first_file(text: str) -> Path:
-    """The path itself, or the first file its glob matches."""
+    """The path itself, or the first file its glob matches, checked to be readable."""
     has_glob = any(ch in text for ch in "*?[")
-    if not has_glob and not os.path.exists(text):
-        raise InputError(f"input path {text!r} does not exist")
     matches = sorted(glob.glob(text)) if has_glob else [text]
     if not matches:
         raise InputError(f"no files match {text!r}")
+    _check_readable(matches[0])
     return Path(matches[0])
+
+
+def _check_readable(path: str) -> None:
+    """Open ``path`` (list it, for a folder) as the reader will, so that a missing path, a
+    permission, a looping link or a parent that is a file is reported naming it."""
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            with open(path, "rb"):
+                pass
+    except OSError as error:
+        raise access_error(error, path) or error from error
+
+
+def access_error(error: OSError, path: str | os.PathLike[str] | None = None) -> FairPCAError | None:
+    """The error to raise when reading ``path`` failed with ``error``: :class:`InputError`
+    for a missing path, :class:`AccessError` for one that cannot be opened (permission, a
+    looping link, a parent that is a file), :class:`ReadError` for a truncated compressed
+    file; None for errors that may pass (a lost connection, a timeout)."""
+    if isinstance(error, FairPCAError):
+        return error
+    name = os.fspath(path if path is not None else error.filename or "the input")
+    if isinstance(error, FileNotFoundError):
+        return InputError(f"input path {name!r} does not exist")
+    if isinstance(error, gzip.BadGzipFile):
+        return ReadError(f"cannot read {name!r}: not a gzip file or a corrupt one ({error})")
+    reasons = {
+        errno.EACCES: "permission denied: give this user read access, or copy the input somewhere readable",
+        errno.EPERM: "operation not permitted: give this user read access, or copy the input somewhere readable",
+        errno.ELOOP: "a symbolic link in the path points back to itself (a link loop): fix or remove the link",
+        errno.ENOTDIR: "a parent in the path is a file, not a folder",
+        errno.ENAMETOOLONG: "the path is too long",
+    }
+    if error.errno not in reasons:
+        return None
+    return AccessError(error.errno, f"cannot read {name!r}: {reasons[error.errno]}", name)
 
 
 def _source_format(text: str, read_options: dict[str, Any]) -> tuple[str, Path]:
@@ -498,9 +550,30 @@ def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read
         culprit = _unreadable_parquet_file(text) if kind == "Parquet" else None
         where = f" (file {culprit[0]}: {culprit[1]})" if culprit else ""
         raise ReadError(f"cannot read {text!r} as {kind}{where}: {_reader_message(error)}") from error
-    except OSError as error:  # may be transient (remote storage): keep the type, add where
+    except TypeError as error:  # a misspelt option, or a value of the wrong type
+        raise InputError(f"read options {read_options} are not accepted by the {kind} reader: "
+                         f"{_reader_message(error)}{_option_hint(error, reader, kind)}") from error
+    except (EOFError, zlib.error) as error:
+        raise ReadError(f"cannot read {text!r}: the compressed file is truncated or damaged "
+                        f"({_reader_message(error)}); copy it again from its origin") from error
+    except OSError as error:  # a permission or a link loop is named; others may be transient (remote storage)
+        named = access_error(error, error.filename or text)
+        if named is not None:
+            raise named from error
         error.add_note(f"while opening {text!r} as {kind}")
         raise
+
+
+def _option_hint(error: TypeError, reader: Callable[..., Any], kind: str) -> str:
+    """'did you mean' for an option the reader does not know (its keyword arguments, and for
+    CSV those of pandas.read_csv, which dask passes on)."""
+    unknown = re.search(r"unexpected keyword argument '([^']+)'", str(error))
+    if not unknown:
+        return ""
+    known = [*inspect.signature(reader).parameters, *(inspect.signature(pd.read_csv).parameters if kind == "CSV" else ())]
+    close = difflib.get_close_matches(unknown.group(1), known, n=1)
+    spelled = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{spelled} (the options are those of {'pandas.read_csv' if kind == 'CSV' else 'dask.dataframe.read_parquet'})"
 
 
 def _unreadable_parquet_file(text: str) -> tuple[str, str] | None:
