@@ -23,7 +23,7 @@ import pandas as pd
 from fairpca_dist.atomic import atomic_file, check_output, output_lock
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
-from fairpca_dist.model_io import load_model, save_model
+from fairpca_dist.model_io import load_model, read_model_file, save_model
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
@@ -159,18 +159,10 @@ def load_fitted(model_dir: str | os.PathLike[str]) -> tuple[FairProjection, Grou
     """The model in ``model_dir`` and the moments it was fitted on (``moments.npz``, written
     by :func:`fit_table`); a folder without them raises :class:`InputError` naming the file."""
     model = load_model(model_dir)
-    path = Path(model_dir) / MOMENTS_FILE
-    if not path.is_file():
-        raise InputError(f"{path} is missing: the report needs the moments fit_table writes beside the model "
-                         "(a model saved by save_model alone has none); refit it with fit_table (command line: "
-                         "`fairpca fit TABLE MODEL_DIR`)")
-    try:
-        return model, GroupMoments.load(path)
-    except InputError:
-        raise
-    except Exception as error:  # BadZipFile, EOFError, KeyError: truncated or not written by us
-        raise InputError(f"{path} cannot be read (truncated, or not written by fit_table?): "
-                         f"{type(error).__name__}: {error}") from error
+    moments = read_model_file(model_dir, MOMENTS_FILE, GroupMoments.load, missing=(
+        ": the report needs the moments fit_table writes beside the model (a model saved by save_model alone has "
+        "none); refit it with fit_table (command line: `fairpca fit TABLE MODEL_DIR`)"))
+    return model, moments
 
 
 def write_table_report(
