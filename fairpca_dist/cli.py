@@ -35,6 +35,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _synthetic_rows(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of rows, or 0 for the diabetes table; got {value}")
+    return value
+
+
 def _options(pairs: Sequence[str]) -> dict[str, Any]:
     """``key=value`` pairs (solver or reader options); values are parsed as JSON when they
     can be (numbers, booleans, lists)."""
@@ -403,7 +410,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--method", default="fair-eig", choices=sorted(SOLVERS), help="fair method (default fair-eig)")
     demo.add_argument("--n-components", type=_positive_int, default=2)
-    demo.add_argument("--synthetic-rows", type=int, default=0, metavar="N",
+    demo.add_argument("--synthetic-rows", type=_synthetic_rows, default=0, metavar="N",
                       help="use a generated N-row Parquet table with group-dependent covariance instead")
     demo.add_argument("--rows-per-file", type=_positive_int, default=500_000, help="rows per generated Parquet file")
     demo.add_argument("--runs-dir", default="runs")

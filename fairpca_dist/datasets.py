@@ -25,6 +25,12 @@ def load_diabetes_table() -> pd.DataFrame:
     return frame
 
 
+def _check_count(name: str, value: object, minimum: int) -> None:
+    """:class:`InputError` naming the parameter unless ``value`` is an integer ≥ ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InputError(f"{name} must be an integer of at least {minimum}, got {value!r}")
+
+
 def _group_mixing(n_features: int, n_groups: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Per-group means and mixing matrices: groups share half their principal directions and
     differ in the rest, so plain PCA serves the larger group better."""
@@ -52,8 +58,9 @@ def synthetic_group_table(
     """Rows ``start_row … start_row + n_rows − 1`` of a table with columns ``row_id``,
     ``f0 … f{p−1}`` and ``group`` (``g0``, ``g1``, …). Group g draws x = μ_g + A_g z, z ~ N(0, I).
     The table is a deterministic function of ``seed``; any slice can be generated alone."""
-    if n_groups < 2 or n_features < 2:
-        raise InputError("a synthetic table needs at least 2 groups and 2 features")
+    _check_count("n_rows", n_rows, 0)
+    _check_count("n_features", n_features, 2)
+    _check_count("n_groups", n_groups, 2)
     shares = np.asarray(group_shares or [0.7] + [0.3 / (n_groups - 1)] * (n_groups - 1), dtype=float)
     if shares.shape != (n_groups,) or np.any(shares <= 0):
         raise InputError(f"group_shares must be {n_groups} positive numbers")
@@ -79,8 +86,8 @@ def write_synthetic_parquet(
 ) -> Path:
     """Write :func:`synthetic_group_table` as a folder of Parquet files, one file at a time
     (memory stays bounded by one file whatever ``n_rows``). Returns the folder."""
-    if n_rows < 1 or rows_per_file < 1:
-        raise InputError("n_rows and rows_per_file must be positive")
+    _check_count("n_rows", n_rows, 1)
+    _check_count("rows_per_file", rows_per_file, 1)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     for index, start in enumerate(range(0, n_rows, rows_per_file)):

@@ -253,6 +253,13 @@ def check_text_default_features(result: Any, inp: Path, out: Path) -> None:
     assert result.schema["features"] == ["a", "c"], result.schema["features"]
 
 
+def check_trailing_delimiter(result: Any, inp: Path, out: Path) -> None:
+    assert result.schema["features"] == FEATURES and result.rows == 60, (result.schema["features"], result.rows)
+    table = pd.read_parquet(out / "table" / "parts")
+    np.testing.assert_allclose(table[FEATURES].to_numpy(), frame()[FEATURES].to_numpy(), rtol=1e-15)
+    assert table["sex"].tolist() == frame()["sex"].tolist()
+
+
 # ----------------------------------------------------------------------------- the cases
 def _truncated_csv(inp: Path) -> Path:
     text = csv(inp / "full.csv", frame()).read_text()
@@ -276,6 +283,12 @@ def _late_marker_csv(inp: Path) -> Path:
     data = frame(6000).astype({"a": object})
     data.loc[5900, "a"] = "?"
     return csv(inp / "late.csv", data)
+
+
+def _trailing_delimiter_csv(inp: Path) -> Path:
+    """Header 'a,b,c,sex', rows '0.12,-0.13,0.64,m,' (every data row ends with the delimiter)."""
+    lines = frame()[[*FEATURES, "sex"]].to_csv(index=False).splitlines()
+    return text_file(inp / "trailing.csv", "\n".join([lines[0], *(line + "," for line in lines[1:])]) + "\n")
 
 
 def _one_file_wrong(inp: Path, change: Callable[[pd.DataFrame], pd.DataFrame], index: int = 1) -> Path:
@@ -423,6 +436,12 @@ CASES: list[Case] = [
          lambda inp, out: fairpca(n_components=1).fit(frame()[FEATURES], sensitive_features=frame()["sex"],
                                                       sample_weight=_weights(np.nan)["w"]),
          InputError, r"sample_weight must be finite and non-negative: 1 value\(s\) are not \(first: .*nan.* at row 7\)"),
+    Case("tiny-scale-column-standardize", "feature 'c' of scale 1e-300 (it varies; its squares underflow), "
+         "standardize=True", "fit_projection", "library",
+         lambda inp, out: fit_projection(moments_of(frame().assign(c=lambda f: f["c"] * 1e-300), features=FEATURES),
+                                         2, standardize=True),
+         SchemaError, r"feature\(s\) 'c' \(values of order \S+e-30\d\) vary, but their variance underflows float64 "
+                      r".*multiply 'c' by 1e\+30\d"),
     Case("constant-column-standardize", "feature 'c' is constant, standardize=True", "fit_projection", "library",
          lambda inp, out: fit_projection(moments_of(frame().assign(c=3.0), features=FEATURES), 2, standardize=True),
          SchemaError, r"feature\(s\) \['c'\] have zero variance"),
@@ -472,6 +491,12 @@ CASES: list[Case] = [
          lambda inp, out: ingest(csv(inp / "semi.csv", frame(), sep=";"), out),
          SchemaError, r"'sex' not found in '\S*semi\.csv'.*seems to use ';' as delimiter: "
                       r"pass read_options=\{'sep': ';'\} \(command line: --read-option 'sep=.;.'\)"),
+    Case("csv-trailing-delimiter", "a CSV whose data rows end with a delimiter ('a,b,c,sex' then '1,2,3,f,')",
+         "ingest_table (CSV)", "handled",
+         lambda inp, out: ingest(_trailing_delimiter_csv(inp), out),
+         pattern="the rows are read under their header (the empty last field is dropped; a value there is a "
+                 "ReadError naming the file)",
+         check=check_trailing_delimiter),
     # --- model artifacts
     Case("model-other-format-version", "model.json says format_version 99", "load_model + project_table", "library",
          lambda inp, out: project(edited_model(inp, lambda r: r.update(format_version=99)), inp / "table", out),
@@ -495,6 +520,22 @@ CASES: list[Case] = [
          "library",
          lambda inp, out: project(edited_model(inp, lambda r: r.update(feature_names=["a", "b"])), inp / "table", out),
          InputError, r"components has shape \(3, 2\), but model\.json lists 2 feature\(s\) \['a', 'b'\]"),
+    Case("model-field-null", "model.json's 'diagnostics.converged' is null", "load_model", "library",
+         lambda inp, out: project(edited_model(inp, lambda r: r["diagnostics"].update(converged=None)),
+                                  inp / "table", out),
+         InputError, r"model\.json: field 'diagnostics\.converged' is null, expected true or false"),
+    Case("model-field-wrong-type", "model.json's 'n_components' is the text '2'", "load_model", "library",
+         lambda inp, out: project(edited_model(inp, lambda r: r.update(n_components="2")), inp / "table", out),
+         InputError, r"model\.json: field 'n_components' is '2', expected a whole number"),
+    Case("model-components-complex", "model.npz holds complex components", "load_model", "library",
+         lambda inp, out: project(edited_model(inp, edit_arrays=lambda a: a.update(
+             components=a["components"].astype(complex))), inp / "table", out),
+         InputError, r"model\.npz: components holds complex numbers \(dtype complex128\); a model's arrays hold "
+                     r"real numbers"),
+    Case("model-folder-missing", "a model folder that does not exist", "load_model", "library",
+         lambda inp, out: project(inp / "no-model", ingested(inp), out),
+         InputError, r"model folder \S*no-model does not exist \(fit_table, on the command line `fairpca fit`, "
+                     r"writes one\)"),
     Case("model-field-missing", "model.json without its 'diagnostics'", "load_model", "library",
          lambda inp, out: project(edited_model(inp, lambda r: r.pop("diagnostics")), inp / "table", out),
          InputError, r"model\.json lacks the field 'diagnostics'"),
@@ -571,6 +612,9 @@ CASES: list[Case] = [
     Case("cli-fit-option-wrong-type", "fairpca fit --option tol=abc", "fairpca fit", "cli",
          lambda inp, out: cli("fit", ingested(inp), out / "model", "--option", "tol=abc"),
          InputError, r"tol must be a positive number, got 'abc'"),
+    Case("cli-demo-negative-synthetic-rows", "fairpca demo --synthetic-rows -5", "fairpca demo", "usage",
+         lambda inp, out: cli("demo", "--synthetic-rows", "-5", "--runs-dir", out / "runs"),
+         SystemExit, r"argument --synthetic-rows: must be a number of rows, or 0 for the diabetes table; got -5"),
     Case("cli-fit-n-components-zero", "fairpca fit --n-components 0", "fairpca fit", "usage",
          lambda inp, out: cli("fit", ingested(inp), out / "model", "--n-components", "0"),
          SystemExit, r"argument --n-components: must be a positive integer, got 0"),

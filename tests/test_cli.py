@@ -152,3 +152,12 @@ def test_fit_and_report_mmd_on_a_table(source, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["report", str(m), str(t), str(r), "--rbf-mmd", "all-pairs"])
     assert "invalid choice: 'all-pairs'" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_negative_number_of_synthetic_rows_naming_the_option(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--synthetic-rows", "-5", "--runs-dir", str(tmp_path / "runs")])
+    assert exit_info.value.code == 2
+    assert ("argument --synthetic-rows: must be a number of rows, or 0 for the diabetes table; got -5"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "runs").exists()
