@@ -251,7 +251,7 @@ def test_disk_full_on_write_back_keeps_the_previous_output(projection_setup, tmp
 
     monkeypatch.setattr(pq, "write_table", disk_fills_on_part_3)
     for target in (out, tmp_path / "fresh"):
-        with pytest.raises(WriteError, match=f"could not write {target}: No space left on device") as error:
+        with pytest.raises(WriteError, match=f"could not write {target}: no space left on the disk") as error:
             project_table(model, str(folder), target)
         assert error.value.errno == errno.ENOSPC and isinstance(error.value, OSError)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -265,7 +265,7 @@ def test_full_disk_names_the_report_folder_and_keeps_the_previous_report(synthet
 
     monkeypatch.setattr(report_module, "_render", disk_full)
     for target in (tmp_path / "out", tmp_path / "fresh"):
-        with pytest.raises(WriteError, match=f"could not write {target}: No space left on device") as error:
+        with pytest.raises(WriteError, match=f"could not write {target}: no space left on the disk") as error:
             write_report(report, target)
         assert error.value.errno == errno.ENOSPC
     assert {p.name: p.read_bytes() for p in (tmp_path / "out").iterdir()} == before
