@@ -15,8 +15,10 @@ documented handling, asserted by ``check``).
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.exceptions import GroupError, InputError, ReadError, SchemaError
+from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, ReadError, SchemaError
 
 __all__ = ["Case", "CASES"]
 
@@ -186,6 +188,12 @@ def report(inp: Path, out: Path, sample: pd.DataFrame, target: str, moments: Any
     return write_report(built, out / "report")
 
 
+def project_table_call(model: Path, table: Path, out: Path) -> Any:
+    from fairpca_dist.projection import project_table
+
+    return project_table(model, table, out)
+
+
 def cli(*argv: Any) -> int:
     from fairpca_dist.cli import main
 
@@ -197,6 +205,41 @@ def flow_pipeline(source: Path, out: Path, **params: Any) -> Any:
 
     return pipeline(source=str(source), sensitive_feature=["sex"], runs_dir=str(out), run_id="run",
                     key_columns=["id"], **params)
+
+
+# ----------------------------------------------------------------------------- issue 29: paths, OS errors, services
+def _truncated_gzip(inp: Path) -> Path:
+    path = csv(inp / "s.csv", frame())
+    data = gzip.compress(path.read_bytes())
+    (inp / "s.csv.gz").write_bytes(data[: len(data) // 2])
+    return inp / "s.csv.gz"
+
+
+def _link_loop(inp: Path) -> Path:
+    inp.mkdir(parents=True, exist_ok=True)
+    (inp / "loop.csv").symlink_to("loop.csv")
+    return inp / "loop.csv"
+
+
+def _parent_is_a_file(inp: Path, out: Path) -> None:
+    (out / "notes.txt").write_text("mine")
+
+
+def _foreign_folder(inp: Path, out: Path) -> None:
+    (out / "photos").mkdir()
+    (out / "photos" / "cat.jpg").write_bytes(b"\xff\xd8")
+
+
+def _model_without_moments(inp: Path) -> Path:
+    ingested(inp)
+    (inp / "model" / "moments.npz").unlink(missing_ok=True)
+    return inp / "model"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 # ----------------------------------------------------------------------------- checks of handled cases
@@ -606,6 +649,67 @@ CASES: list[Case] = [
          InputError, r"1 row\(s\) have bad values \(.*'sex \(missing group\)': 1.*\); "
                      r"a sample is in \S*table\.rejects\.csv",
          allowed=("table.rejects.csv",)),
+    # --- issue 29: overlapping paths, OS errors, unreachable services
+    Case("cli-ingest-truncated-gzip", "a .csv.gz cut in half", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", _truncated_gzip(inp), out / "table", "--sensitive-feature", "sex"),
+         InputError, r"cannot read '\S*s\.csv\.gz': the compressed file is truncated or damaged"),
+    Case("cli-ingest-symlink-loop", "the source is a symbolic link to itself", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", _link_loop(inp), out / "table", "--sensitive-feature", "sex"),
+         InputError, r"cannot read '\S*loop\.csv': a symbolic link in the path points back to itself"),
+    Case("cli-ingest-misspelt-read-option", "--read-option delimeter=;", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", csv(inp / "s.csv", frame()), out / "table", "--sensitive-feature", "sex",
+                              "--read-option", "delimeter=;"),
+         InputError, r"read options \{'delimeter': ';'\} are not accepted by the CSV reader: .*did you mean "
+                     r"'delimiter'\?"),
+    Case("cli-ingest-read-option-wrong-type", "--read-option sep=1 (a number)", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", csv(inp / "s.csv", frame()), out / "table", "--sensitive-feature", "sex",
+                              "--read-option", "sep=1"),
+         InputError, r"read options \{'sep': 1\} are not accepted by the CSV reader: TypeError"),
+    Case("cli-ingest-output-parent-is-a-file", "the output's parent folder is a file", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", csv(inp / "s.csv", frame()), out / "notes.txt" / "table",
+                              "--sensitive-feature", "sex"),
+         OSError, r"could not write \S*notes\.txt/table: a parent in the path is a file, not a folder",
+         setup=_parent_is_a_file),
+    Case("cli-ingest-output-is-the-source", "fairpca ingest SRC_DIR SRC_DIR", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", parquet_folder(inp / "source", [frame()]), inp / "source",
+                              "--sensitive-feature", "sex"),
+         InputError, r"output '\S*source' is the input '\S*source': writing it would destroy the input"),
+    Case("cli-project-output-is-the-table", "fairpca project MODEL TABLE TABLE/parts", "fairpca project", "cli",
+         lambda inp, out: cli("project", ingested(inp) and inp / "model", inp / "table", inp / "table" / "parts"),
+         InputError, r"output '\S*table/parts' lies inside the input '\S*table'"),
+    Case("cli-project-output-is-the-model", "fairpca project MODEL TABLE MODEL", "fairpca project", "cli",
+         lambda inp, out: cli("project", ingested(inp) and inp / "model", inp / "table", inp / "model"),
+         InputError, r"output '\S*model' is the input '\S*model'"),
+    Case("cli-project-output-is-a-file", "the output folder is an existing file", "fairpca project", "cli",
+         lambda inp, out: cli("project", ingested(inp) and inp / "model", inp / "table", out / "notes.txt"),
+         InputError, r"output '\S*notes\.txt' is an existing file, where a folder is to be written",
+         setup=_parent_is_a_file),
+    Case("cli-project-output-foreign-folder", "the output folder holds files project did not write",
+         "fairpca project", "cli",
+         lambda inp, out: cli("project", ingested(inp) and inp / "model", inp / "table", out / "photos"),
+         InputError, r"output \S*photos is a folder with other files in it \(no _SUCCESS",
+         setup=_foreign_folder),
+    Case("cli-fit-output-inside-table", "fairpca fit TABLE TABLE/model", "fairpca fit", "cli",
+         lambda inp, out: cli("fit", ingested(inp), inp / "table" / "model"),
+         InputError, r"output '\S*table/model' lies inside the input '\S*table'"),
+    Case("cli-report-model-without-moments", "a model folder without moments.npz", "fairpca report", "cli",
+         lambda inp, out: cli("report", _model_without_moments(inp), inp / "table", out / "report"),
+         InputError, r"\S*model/moments\.npz is missing: the report needs the moments fit_table writes"),
+    Case("cli-report-output-is-the-model", "fairpca report MODEL TABLE MODEL", "fairpca report", "cli",
+         lambda inp, out: cli("report", ingested(inp) and inp / "model", inp / "table", inp / "model"),
+         InputError, r"output '\S*model' is the input '\S*model'"),
+    Case("cli-dask-address-malformed", "--dask-address localhost:notaport", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", csv(inp / "s.csv", frame()), out / "table", "--sensitive-feature", "sex",
+                              "--dask-address", "localhost:notaport"),
+         InputError, r"dask address 'localhost:notaport' is not an address of a Dask scheduler: .*tcp://HOST:PORT"),
+    Case("cli-dask-address-unreachable", "--dask-address of a port nothing listens on (10 s)", "fairpca fit", "cli",
+         lambda inp, out: cli("fit", ingested(inp), out / "model", "--dask-address", f"tcp://127.0.0.1:{_free_port()}"),
+         ConnectionError, r"no Dask scheduler answers at tcp://127\.0\.0\.1:\d+ \(waited 10 s"),
+    Case("project-output-through-symlink", "project_table to a symbolic link of the table's folder",
+         "project_table", "library",
+         lambda inp, out: (ingested(inp), (inp / "link").symlink_to(inp / "table"),
+                           project_table_call(inp / "model", inp / "table", inp / "link" / "parts")),
+         OutputPathError, r"output '\S*link/parts' lies inside the input '\S*table'"),
     Case("cli-fit-n-components-above-p", "fairpca fit --n-components 7 (3 features)", "fairpca fit", "cli",
          lambda inp, out: cli("fit", ingested(inp), out / "model", "--n-components", "7"),
          InputError, r"n_components=7 must be between 1 and n_features=3"),
