@@ -86,6 +86,7 @@ BENCHES = (
     Bench("scaling", "bench_scaling.py", quick=("--quick",), outputs=("scaling.json",),
           figures=("moments_vs_rows.png", "moments_vs_features.png")),
     Bench("out-of-core", "bench_out_of_core.py", outputs=("bench_out_of_core.json",)),
+    Bench("memory", "bench_memory.py", quick=("--quick",), outputs=("bench_memory.json",)),
     Bench("solvers", "bench_solvers.py", quick=("--quick",), outputs=("solvers.json",),
           figures=("solver_time_vs_p.png",)),
     Bench("eig-limit", "bench_eig_limit.py", full=("--curve",), quick=("--repeats", "1"), outputs=("eig_limit.json",)),

@@ -2,7 +2,7 @@
 
 A worker's memory during a pass is its **floor** (the process once the libraries a pass
 imports are loaded: Python, numpy, pandas, pyarrow, dask.dataframe, distributed and this
-package, ≈ 350 MiB) plus, for each of its threads, what one task needs while it reads and
+package, ≈ 365 MB) plus, for each of its threads, what one task needs while it reads and
 processes one partition (:meth:`PartitionSize.need`: a multiple of the partition's decoded
 bytes, plus pyarrow's page buffers per column). ``distributed`` pauses a worker whose memory
 passes 80 % of its limit and kills it at 95 %: a worker whose floor alone is above the pause
@@ -25,47 +25,89 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import dask
 import numpy as np
+import psutil
+import pyarrow.parquet as pq
+from dask._task_spec import DataNode
+from dask.base import is_dask_collection, tokenize
+from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
+from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 
 from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
+from fairpca_dist.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
 
-__all__ = ["PartitionSize", "WorkerMemory", "mark", "pass_size", "check_workers", "killed_worker_error"]
+__all__ = [
+    "PartitionSize",
+    "WorkerMemory",
+    "frame_partition_size",
+    "array_partition_size",
+    "worker_memory",
+    "mark",
+    "pass_size",
+    "check_workers",
+    "killed_worker_error",
+]
 
-# What one task needs for a partition of D decoded bytes and c columns (bytes): pyarrow's decoded
-# table and the pandas partition made from it, one float64 slab, the statistics; plus a page
-# buffer and a decompressed page per column while pyarrow decodes. Fitted on the peaks
-# benchmarks/bench_memory.py measured (ingest and write-back, which copy the partition once
-# more, included), rounded up.
-NEED_PER_DECODED_BYTE = 4.0
-NEED_PER_COLUMN = 2 * 2**20
-NEED_PER_TASK = 32 * 2**20
+# What one task needs for a partition of D decoded bytes, fitted on the peaks that
+# benchmarks/bench_memory.py measured above a worker's floor (moments passes, ingest and
+# write-back; p = 10 to 200; rounded up). Read by dask (row groups packed into a partition): the
+# row groups' column chunks as read from the file, pyarrow's decoded table, the pandas partition
+# made from it and one float64 slab, up to ≈ 5 D. Read as a slice of a larger row group
+# (fairpca_dist.parquet_slices): the decoded slice and its pandas partition, ≈ 3 D, plus a page
+# buffer and a decompressed page per column decoded at once. Plus a little per task.
+NEED_PER_DECODED_BYTE = 5.5
+NEED_PER_SLICE_BYTE = 3.5
+NEED_PER_SLICED_COLUMN = 5 * 2**19
+NEED_PER_TASK = 16 * 2**20
+MIN_SLICE_BYTES = 8 * 2**20  # smaller slices of a 400 MiB row group would decode it 25 times and more
 
 _MARK = "fairpca-partition-size"
 _VARIABLE_WIDTH_BYTES = 32  # a text or object value, decoded (offsets and characters)
+_PARQUET, _IN_MEMORY = "parquet", "in memory"  # where partitions come from: what sets their size
 
 
 @dataclass(frozen=True)
 class PartitionSize:
     """The largest partition of a pass: its rows, the decoded bytes of one row of the columns
-    read, and how many columns those are. ``smaller`` says how to make partitions smaller
-    (the option of the source it came from)."""
+    read, and how many columns those are; ``source`` says what sets the partitions' size
+    (Parquet's ``blocksize``, or the rows per partition of data in memory), ``sliced`` whether
+    it is read as a slice of a larger Parquet row group."""
 
     rows: int
     row_bytes: int
     n_columns: int
-    smaller: str
+    source: str
+    sliced: bool = False
 
     @property
     def decoded_bytes(self) -> int:
         return self.rows * self.row_bytes
 
-    def need(self) -> int:
-        """Bytes one task needs while it reads and processes this partition."""
-        return int(NEED_PER_DECODED_BYTE * self.decoded_bytes + NEED_PER_COLUMN * self.n_columns + NEED_PER_TASK)
+    def need(self, rows: int | None = None) -> int:
+        """Bytes one task needs while it reads and processes this partition (or one like it of
+        ``rows`` rows)."""
+        decoded = self.row_bytes * (self.rows if rows is None else rows)
+        if self.sliced:
+            pages = NEED_PER_SLICED_COLUMN * min(self.n_columns, COLUMNS_PER_READ)
+            return int(NEED_PER_SLICE_BYTE * decoded + pages + NEED_PER_TASK)
+        return int(NEED_PER_DECODED_BYTE * decoded + NEED_PER_TASK)
+
+    def smaller(self, n_bytes: int) -> str | None:
+        """The option that makes partitions like this one need at most ``n_bytes`` per task, or
+        None when even small ones would not, or would be too small to be worth it (slices of a
+        row group below :data:`MIN_SLICE_BYTES`: each slice decodes the rows before it again)."""
+        rows = next((r for r in (2**k for k in range(40, 9, -1)) if r < self.rows and self.need(r) <= n_bytes), None)
+        if rows is None or (self.sliced and rows * self.row_bytes < MIN_SLICE_BYTES):
+            return None
+        if self.source == _PARQUET:
+            size = f"{max(1, rows * self.row_bytes // 2**20)} MiB"
+            return (f"read_options={{'blocksize': '{size}'}} (command line: --read-option blocksize="
+                    f"{size.replace(' ', '')}; the default is 64 MiB)")
+        return f"chunk_rows={rows} (or rechunk the dask array to {rows} rows per block)"
 
     def __str__(self) -> str:
-        return (f"the largest partition holds {self.rows:,} rows of {self.n_columns} column(s), "
-                f"{_size(self.decoded_bytes)} decoded")
+        return f"{self.rows:,} rows × {self.n_columns} columns, {_size(self.decoded_bytes)} decoded"
 
 
 @dataclass(frozen=True)
@@ -82,27 +124,32 @@ class WorkerMemory:
     floor: int
 
     @property
+    def threshold(self) -> float:
+        """The fraction of the limit a worker can fill: where distributed pauses it (or kills
+        it, if it never pauses)."""
+        return self.pause or self.terminate or 1.0
+
+    @property
     def usable(self) -> int:
-        """The memory a worker can fill before distributed pauses it (or kills it, if it never
-        pauses)."""
-        return int(self.limit * (self.pause or self.terminate or 1.0))
+        return int(self.limit * self.threshold)
 
     def required_limit(self, need: int) -> int:
         """The memory limit with which this worker's floor and ``nthreads`` tasks of ``need``
-        bytes stay under the pause threshold."""
-        return math.ceil((self.floor + self.nthreads * need) / (self.pause or self.terminate or 1.0))
+        bytes stay under :attr:`threshold`."""
+        return math.ceil((self.floor + self.nthreads * need) / self.threshold)
 
 
 def frame_partition_size(frame: Any) -> PartitionSize | None:
-    """The size of the largest partition of a dask DataFrame, when its reader tells how many
-    rows each partition has (Parquet, from the files' metadata; a pandas DataFrame split by
-    rows); None otherwise (CSV: rows are known only once read)."""
-    found = _partition_rows(frame.expr)
+    """The size of the largest partition of a dask DataFrame (by :meth:`PartitionSize.need`),
+    when its reader tells how many rows each partition has (Parquet, from the files' metadata;
+    a pandas DataFrame split by rows); None otherwise (CSV: rows are known only once read)."""
+    found = _largest_partitions(frame.expr)
     if found is None:
         return None
-    rows, smaller = found
+    candidates, source = found
     widths = [_value_bytes(dtype) for dtype in frame.dtypes]
-    return PartitionSize(max(rows), sum(widths), len(widths), smaller)
+    return max((PartitionSize(rows, sum(widths), len(widths), source, sliced) for rows, sliced in candidates),
+               key=PartitionSize.need)
 
 
 def array_partition_size(blocks: Sequence[Any]) -> PartitionSize:
@@ -114,33 +161,62 @@ def array_partition_size(blocks: Sequence[Any]) -> PartitionSize:
         int(max(max(block.chunks[0]) for block in present)),
         sum(n * _value_bytes(block.dtype) for n, block in zip(columns, present)),
         sum(columns),
-        _SMALLER_IN_MEMORY,
+        _IN_MEMORY,
     )
 
 
-_SMALLER_PARQUET = ("read_options={'blocksize': '16 MiB'} (command line: --read-option blocksize=16MiB; "
-                    "the default is 64 MiB)")
-_SMALLER_IN_MEMORY = "fewer rows per partition (chunk_rows=, or rechunk the dask array)"
-
-
-def _partition_rows(expr: Any) -> tuple[tuple[int, ...], str] | None:
-    """The rows of each partition of the table ``expr`` reads, and how to make them fewer."""
-    from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
-    from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
-
-    from fairpca_dist.parquet_slices import SlicedParquet
-
+def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
+    """For the table ``expr`` reads: the rows of its largest partition of each kind (read by
+    dask, or as a slice of a row group: ``(rows, sliced)``), and what sets their size."""
     for op in expr.find_operations(FromMap):
         if isinstance(op.func, SlicedParquet):
-            return op.func.partition_rows, _SMALLER_PARQUET
+            kinds = [(rows, isinstance(part, RowSlice)) for rows, part in zip(op.func.partition_rows, op.iterables[0])]
+            largest = [max((rows for rows, kind in kinds if kind == sliced), default=0) for sliced in (False, True)]
+            return list(zip(largest, (False, True))), _PARQUET
     for op in expr.find_operations(ReadParquetFSSpec):
-        plan = op._dataset_info["plan"]
-        statistics = plan["statistics"]
-        if statistics and len(statistics) == len(plan["parts"]):
-            return tuple(int(stats["num-rows"]) for stats in statistics), _SMALLER_PARQUET
+        return [(max(_parquet_rows(op)), False)], _PARQUET
     for op in expr.find_operations(FromPandas):
-        return (-(-len(op.frame) // max(op.npartitions, 1)),), _SMALLER_IN_MEMORY
+        return [(-(-len(op.frame) // max(op.npartitions, 1)), False)], _IN_MEMORY
     return None
+
+
+def _parquet_rows(read: Any) -> tuple[int, ...]:
+    """Rows of each partition of dask's Parquet read ``read``: from its plan's statistics, or
+    (when dask planned without them: whole files, ``split_row_groups=True``) from the files'
+    footers, read once per table and process."""
+    info = read._dataset_info
+    plan = info["plan"]
+    if plan["statistics"] and len(plan["statistics"]) == len(plan["parts"]):
+        return tuple(int(stats["num-rows"]) for stats in plan["statistics"])
+    if plan["empty"]:
+        return (0,)
+    if read._name not in _FOOTER_ROWS:
+        if len(_FOOTER_ROWS) >= 64:
+            _FOOTER_ROWS.pop(next(iter(_FOOTER_ROWS)))
+        _FOOTER_ROWS[read._name] = _footer_rows(info["fs"], plan["parts"])
+    return _FOOTER_ROWS[read._name]
+
+
+_FOOTER_ROWS: dict[str, tuple[int, ...]] = {}  # by the token of a Parquet read: rows of its partitions
+
+
+def _footer_rows(fs: Any, parts: Sequence[Any]) -> tuple[int, ...]:
+    """Rows of each part (a list of ``{"piece": (path, row groups or None, keys)}``) from the
+    footers of its files."""
+    footers: dict[str, Any] = {}
+    rows = []
+    for part in parts:
+        total = 0
+        for piece in part if isinstance(part, list) else [part]:
+            path, row_groups, _ = piece["piece"]
+            if path not in footers:
+                with fs.open(path, "rb") as file:
+                    footers[path] = pq.ParquetFile(file).metadata
+            footer = footers[path]
+            groups = range(footer.num_row_groups) if row_groups is None else row_groups
+            total += sum(footer.row_group(i).num_rows for i in groups)
+        rows.append(total)
+    return tuple(rows)
 
 
 def _value_bytes(dtype: Any) -> int:
@@ -157,9 +233,6 @@ def mark(graph: dict[Any, Any], size: PartitionSize | None) -> None:
     """Record in ``graph`` (a pass's task graph, before it becomes Delayed objects) the size of
     its largest partition, for :func:`pass_size`. The entry is data no task depends on: dask
     culls it before running the graph."""
-    from dask._task_spec import DataNode
-    from dask.base import tokenize
-
     if size is not None:
         key = (_MARK, tokenize(size))
         graph[key] = DataNode(key, size)
@@ -168,8 +241,6 @@ def mark(graph: dict[Any, Any], size: PartitionSize | None) -> None:
 def pass_size(graph: Any) -> PartitionSize | None:
     """The largest partition :func:`mark`\\ ed in ``graph`` (a dask collection or a list of
     them), by the memory it needs; None if none is marked."""
-    from dask.base import is_dask_collection
-
     collections = graph if isinstance(graph, (list, tuple)) else [graph]
     sizes = []
     for collection in collections:
@@ -184,88 +255,104 @@ def pass_size(graph: Any) -> PartitionSize | None:
 def check_workers(client: Any, size: PartitionSize | None) -> None:
     """Refuse, before a pass starts on ``client``'s cluster, when a worker with a memory limit
     cannot hold its floor (it would pause for good) or its floor plus one task per thread on
-    partitions of ``size`` (it would pause and be killed): :class:`ResourceError` with the
-    memory needed, the workers' limit and what to do."""
-    workers = [w for w in _workers(client) if w.limit]
-    if not workers:
-        return
+    partitions of ``size`` (it would pause, then be killed) under the threshold at which
+    distributed pauses it: :class:`ResourceError` with the memory needed, the workers' limit and
+    what to do."""
+    workers = [w for w in worker_memory(client) if w.limit]
     need = size.need() if size is not None else 0
     short = [w for w in workers if w.floor + w.nthreads * need > w.usable]
     if not short:
         return
     worst = max(short, key=lambda w: w.required_limit(need))
-    limits = _limits(workers)
-    threshold = f"{worst.pause or worst.terminate or 1:.0%} of it, {_size(worst.usable)}"
-    required = _size(_round_up(worst.required_limit(need)))
+    required = _size(math.ceil(worst.required_limit(need) / 1e8) * 10**8)  # to the next 100 MB
+    start = (f"start workers with a memory limit of at least {required} "
+             f"(dask worker --memory-limit {required.replace(' ', '')})")
+    pauses = f"distributed pauses a worker at {worst.threshold:.0%} of it ({_size(worst.usable)})"
     if worst.floor >= worst.usable:
         raise ResourceError(
-            f"the Dask workers ({limits}) cannot run a pass: a worker uses {_size(worst.floor)} once the libraries a "
-            f"pass needs are loaded (pandas, pyarrow, dask.dataframe), at or above the {threshold} where distributed "
-            f"pauses it, so it would wait forever; start the workers with a memory limit of at least {required} "
-            "(dask worker --memory-limit)"
+            f"Dask workers with {_limits(workers)} cannot run a pass: a worker uses {_size(worst.floor)} once the "
+            f"libraries of a pass are loaded (pandas, pyarrow, dask.dataframe), and {pauses}, so the pass would wait "
+            f"forever; {start}"
         )
+    smaller = size.smaller((worst.usable - worst.floor) // worst.nthreads)
     raise ResourceError(
-        f"a pass needs ≈ {_size(worst.floor + worst.nthreads * need)} on each Dask worker ({_size(worst.floor)} "
-        f"of libraries + {worst.nthreads} thread(s) × {_size(need)} to read and process a partition: {size}), "
-        f"more than the {threshold} of the workers' memory limit ({limits}) at which distributed pauses a worker; "
-        f"start workers with a memory limit of at least {required} (dask worker --memory-limit), or make the "
-        f"partitions smaller: {size.smaller}"
+        f"a pass needs ≈ {_size(worst.floor + worst.nthreads * need)} on each Dask worker: {_size(worst.floor)} for "
+        f"the libraries of a pass and, for each of its {worst.nthreads} thread(s), {_size(need)} to read and process "
+        f"a partition (the largest: {size}); the workers have {_limits(workers)}, and {pauses}; {start}"
+        + (f", or make the partitions smaller: {smaller}" if smaller else "")
     )
 
 
 def killed_worker_error(error: BaseException, client: Any, size: PartitionSize | None) -> FairPCAError:
     """What to tell a person when ``distributed`` gave up on a task whose workers kept dying
-    (``KilledWorker``): :class:`ResourceError` when the nannies' logs say a worker exceeded its
-    memory budget (with the workers' limit and what this pass needs), else
+    (``KilledWorker``): :class:`ResourceError` when the nanny of the last worker to die says it
+    exceeded its memory budget (with that worker's limit and what this pass needs), else
     :class:`ServiceError` (a worker process died for another reason: its logs say why)."""
     task = getattr(error, "task", None)
     where = f"partition {task[1]}" if isinstance(task, tuple) and len(task) == 2 else f"task {task!r}"
     deaths = getattr(error, "allowed_failures", None)
     died = f"the Dask workers running {where} died {deaths + 1 if deaths is not None else 'several'} times"
-    try:
-        workers = _workers(client)
-        killed_for_memory = any("memory budget" in line for line in _nanny_log(client))
-    except Exception:  # noqa: BLE001 - the cluster may be half gone: say what is known
-        workers, killed_for_memory = [], False
-    limits = _limits(workers) if workers else "limit unknown"
-    if killed_for_memory:
-        need = f"; this pass needs ≈ {_size(size.need())} per task ({size})" if size is not None else ""
-        smaller = f", or make the partitions smaller: {size.smaller}" if size is not None else ""
+    last = getattr(error, "last_worker", None)  # distributed's record of it: address, nanny, memory limit
+    limit = int(getattr(last, "memory_limit", 0) or 0)
+    limits = f"a memory limit of {_size(limit)}" if limit else "no memory limit"
+    if any("memory budget" in line and last.address in line for line in _nanny_log(client, last)):
+        need = (f"; the largest partition of this pass ({size}) was estimated to need ≈ {_size(size.need())} "
+                "per task" if size is not None else "")
+        smaller = size.smaller(size.need() // 2) if size is not None else None
+        smaller = f", or make the partitions smaller: {smaller}" if smaller else ""
         return ResourceError(
-            f"{died}, killed by their nannies for exceeding their memory limit ({limits}){need}; start workers with "
-            f"a larger memory limit (dask worker --memory-limit){smaller}"
+            f"{died}, killed by their nannies for exceeding their memory limit (the last had {limits}){need}; "
+            f"start workers with a larger memory limit (dask worker --memory-limit){smaller}"
         )
     return ServiceError(
-        f"{died} and distributed gave up ({limits}; their nannies' logs name no memory limit exceeded): look in "
-        "the workers' logs for why their processes ended (killed by the system, a crash), then run again"
+        f"{died} and distributed gave up (the last had {limits}, and its nanny's log says it did not exceed it): "
+        "look in the workers' logs for why their processes ended (killed by the system, a crash), then run again"
     )
 
 
-def _workers(client: Any) -> list[WorkerMemory]:
+def _nanny_log(client: Any, worker: Any) -> list[str]:
+    """The log lines of the nanny of ``worker`` (distributed's record of a worker, which names
+    its nanny); none if it has no nanny or the nanny does not answer."""
+    from distributed.core import rpc
+
+    async def lines() -> list[str]:
+        nanny = rpc(worker.nanny, timeout=10)
+        try:
+            return [message for _, message in await nanny.get_logs()]
+        finally:
+            await nanny.close_rpc()
+
+    if getattr(worker, "nanny", None) is None:
+        return []
+    try:
+        return client.sync(lines)
+    except Exception:  # noqa: BLE001 - an error message is being written: say what is known
+        return []
+
+
+def worker_memory(client: Any) -> list[WorkerMemory]:
+    """Each worker's memory limit, thresholds, threads and floor, as the worker reports them
+    (importing what a pass imports first, so that the floor counts them)."""
     answers = client.run(_worker_memory, on_error="return")
     return [answer for answer in answers.values() if isinstance(answer, WorkerMemory)]
 
 
-def _nanny_log(client: Any) -> list[str]:
-    return [message for logs in client.get_worker_logs(nanny=True).values() for _, message in logs]
-
-
 def _limits(workers: Iterable[WorkerMemory]) -> str:
+    """"a memory limit of 600 MB" (or "memory limits of 600 MB to 1 GB")."""
     limits = sorted({w.limit for w in workers})
-    shown = " to ".join(_size(limit) for limit in (limits[:1] + limits[-1:] if len(limits) > 1 else limits))
-    return f"memory limit {shown}" if limits and limits[0] else "no memory limit"
+    if not any(limits):
+        return "no memory limit"
+    if len(limits) == 1:
+        return f"a memory limit of {_size(limits[0])}"
+    return f"memory limits of {_size(limits[0])} to {_size(limits[-1])}"
 
 
-_FLOOR: list[int] = []  # in a worker process: the smallest resident memory seen by _worker_memory
+_FLOOR: list[int] = []  # in a worker process: the smallest resident memory _worker_memory has seen
 
 
 def _worker_memory(dask_worker: Any) -> WorkerMemory:
     """Run in each worker (``client.run``): import what a pass imports, then report."""
-    import dask
-    import psutil
-
-    import fairpca_dist.passes  # noqa: F401 - what every pass's tasks import
-    import fairpca_dist.sources  # noqa: F401
+    import fairpca_dist.passes  # noqa: F401 - what every pass's tasks import (sources, pandas, pyarrow, dask)
 
     rss = psutil.Process().memory_info().rss
     _FLOOR[:] = [min(_FLOOR + [rss])]
@@ -280,16 +367,8 @@ def _worker_memory(dask_worker: Any) -> WorkerMemory:
     )
 
 
-def _round_up(n_bytes: int) -> int:
-    """Up to the next tenth of a GB (to the next 100 MB)."""
-    return math.ceil(n_bytes / 1e8) * 10**8
-
-
 def _size(n_bytes: float) -> str:
-    """Bytes for a person: MiB below 1 GiB, GiB above (distributed's units in its logs); limits
-    given in GB read as GB."""
-    if n_bytes % 10**8 == 0 and n_bytes >= 10**8:
-        return f"{n_bytes / 1e9:g} GB"
-    return f"{n_bytes / 2**20:.0f} MiB" if n_bytes < 2**30 else f"{n_bytes / 2**30:.2f} GiB"
-
-
+    """Bytes for a person, in the decimal units memory limits are given in (600MB, 1GB)."""
+    if n_bytes < 1e6:
+        return f"{n_bytes / 1e3:.0f} kB"
+    return f"{n_bytes / 1e6:.0f} MB" if n_bytes < 1e9 else f"{n_bytes / 1e9:.3g} GB"

@@ -25,15 +25,19 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 from dask.utils import parse_bytes
 
-__all__ = ["RowSlice", "SlicedParquet", "sliced_row_groups"]
+__all__ = ["COLUMNS_PER_READ", "RowSlice", "SlicedParquet", "sliced_row_groups"]
 
 # Rows are decoded in batches of about this many bytes (a power of two of rows, slices are whole
 # batches), through page buffers of this size per column: pyarrow's default reads each column
 # chunk of a row group whole (the whole row group in memory: 735 MiB for a 400 MiB group).
 _BATCH_BYTES = 16 * 2**20
 _PAGE_BUFFER_BYTES = 64 * 2**10
+# Columns decoded together: pyarrow holds a page buffer and a decompressed page (~2 MiB) per
+# column it decodes, 400 MiB for 200 columns at once.
+COLUMNS_PER_READ = 32
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class SlicedParquet:
         columns = list(self.meta.columns) if columns is None else list(columns)
         if not isinstance(part, RowSlice):
             return self.read_parts.project_columns(columns)(part)
+        if not columns:  # dask counting rows
+            return pd.DataFrame(index=pd.RangeIndex(part.start, part.stop))
         table = self._read_slice(part, columns)
         frame = table.to_pandas(ignore_metadata=True, use_threads=False)
         frame.index = pd.RangeIndex(part.start, part.stop)
@@ -73,18 +79,31 @@ class SlicedParquet:
         return frame.astype(differ) if differ else frame
 
     def _read_slice(self, part: RowSlice, columns: list[str]) -> pa.Table:
-        batches, first = [], 0
+        """The slice's ``columns``, decoded :data:`COLUMNS_PER_READ` columns at a time (pyarrow
+        holds a page or two per column being decoded: ~2 MiB each)."""
         with self.fs.open(part.path, "rb") as file:
             reader = pq.ParquetFile(file, buffer_size=_PAGE_BUFFER_BYTES, pre_buffer=False)
-            for batch in reader.iter_batches(batch_size=part.batch_rows, row_groups=[part.row_group],
-                                             columns=columns, use_threads=False):
-                if first >= part.start:
-                    batches.append(batch)
-                first += batch.num_rows
-                if first >= part.stop:
-                    break
-            schema = reader.schema_arrow
-        return pa.Table.from_batches(batches, schema=pa.schema([schema.field(c) for c in columns]))
+            schema = pa.schema([reader.schema_arrow.field(c) for c in columns])
+            arrays: list[pa.ChunkedArray] = []
+            for start in range(0, len(columns), COLUMNS_PER_READ):
+                names = columns[start : start + COLUMNS_PER_READ]
+                batches = _batches(reader, part, names)
+                arrays += pa.Table.from_batches(batches, schema=pa.schema([schema.field(c) for c in names])).columns
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _batches(reader: pq.ParquetFile, part: RowSlice, columns: list[str]) -> list[pa.RecordBatch]:
+    """The batches of ``columns`` in rows ``part.start:part.stop`` of the row group, the ones
+    before decoded and dropped."""
+    batches, first = [], 0
+    for batch in reader.iter_batches(batch_size=part.batch_rows, row_groups=[part.row_group], columns=columns,
+                                     use_threads=False):
+        if first >= part.start:
+            batches.append(batch)
+        first += batch.num_rows
+        if first >= part.stop:
+            break
+    return batches
 
 
 def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
@@ -93,8 +112,6 @@ def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
     blocksize read as slices of at most that many decoded bytes; ``frame`` itself when no row
     group is larger, or when dask plans it otherwise (a hive-partitioned folder, ``filters``,
     an index read from a column, pyarrow's filesystem: these keep dask's partitions)."""
-    from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
-
     expr = frame.expr
     if not isinstance(expr, ReadParquetFSSpec):
         return frame
