@@ -28,7 +28,8 @@ from typing import Literal
 
 from fairpca_dist.exceptions import FairPCAError, OutputBusyError, OutputPathError, WriteError
 
-__all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "input_paths", "disk_errors_named"]
+__all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "input_paths", "staging_folder",
+           "disk_errors_named"]
 
 # Errors of a write the user can act on (a full, read-only or forbidden disk, a parent that is
 # a file, a looping link): reported as WriteError naming the output. Other OSErrors (a lost
@@ -52,14 +53,16 @@ Kind = Literal["folder", "file"]
 Paths = Iterable[str | os.PathLike[str]]
 
 
-def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind) -> None:
-    """Refuse an output that would touch an input or replace something of another kind.
+def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind, marker: str | None = None) -> None:
+    """Refuse an output that would touch an input or replace something not its writer's.
 
     ``target`` and every input are resolved to real paths (symbolic links and ``..``
     followed; a glob input stands for the files it matches). Raises :class:`OutputPathError`,
-    naming both paths, when ``target`` is an input, contains one or lies inside one, and when
+    naming both paths, when ``target`` is an input, contains one or lies inside one, when
     ``target`` exists as a file where a folder (``kind="folder"``) is to be written, or as a
-    folder where a file is. Writes nothing. URLs (``s3://…``) are compared as given.
+    folder where a file is, and, with ``marker``, when it is a folder holding files but not
+    ``marker`` (not a previous output of the same writer). Writes nothing. URLs (``s3://…``)
+    are compared as given.
     """
     output = _resolved(target)
     for given in inputs:
@@ -77,6 +80,8 @@ def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind) -
     if kind == "file" and os.path.isdir(output):
         raise OutputPathError(f"output {os.fspath(target)!r} is an existing folder, where a file is to be written: "
                               "remove the folder or choose another output (nothing was written)")
+    if marker is not None:
+        _check_replaceable(Path(output), marker)
 
 
 def input_paths(*sources: object) -> list[str | os.PathLike[str]]:
@@ -122,19 +127,25 @@ def _inside(path: str, folder: str) -> bool:
 
 
 @contextlib.contextmanager
-def output_lock(target: str | os.PathLike[str], *, inputs: Paths, kind: Kind = "folder") -> Iterator[Path]:
+def output_lock(
+    target: str | os.PathLike[str], *, inputs: Paths, kind: Kind = "folder", marker: str | None = None
+) -> Iterator[Path]:
     """Hold the exclusive write lock of ``target`` (a ``kind`` of output) while inside.
 
-    First :func:`check_output` refuses a ``target`` that overlaps one of ``inputs`` or exists
-    as the other kind. Reentrant within a thread; another thread or process that holds it
-    makes this raise :class:`OutputBusyError` at once, naming ``target``. On taking the lock,
-    leftovers of a killed writer next to ``target`` are removed; a ``.previous-*`` folder is
-    moved back into place if ``target`` itself is missing (a writer killed between the two
-    renames of the swap). A parent that cannot be created or a lock that cannot be written
-    (read-only disk, permission denied) raises :class:`WriteError` naming ``target``.
+    First :func:`check_output` refuses a ``target`` that overlaps one of ``inputs`` or exists as
+    the other kind; with ``marker``, a folder ``target`` must also be new, empty or hold that
+    file (a previous output of the same writer: :class:`OutputPathError` otherwise, so that no
+    writer replaces files of a folder it did not write). A symbolic link as ``target`` is
+    followed: the output is written where it points. Reentrant within a thread; another thread
+    or process that holds it makes this raise :class:`OutputBusyError` at once, naming
+    ``target``. On taking the lock, leftovers of a killed writer next to ``target`` are removed;
+    a ``.previous-*`` folder is moved back into place if ``target`` itself is missing (a writer
+    killed between the two renames of the swap). A parent that cannot be created or a lock that
+    cannot be written (read-only disk, permission denied) raises :class:`WriteError` naming
+    ``target``.
     """
-    check_output(target, inputs, kind=kind)
-    target = Path(target).absolute()
+    check_output(target, inputs, kind=kind, marker=marker)
+    target = Path(os.path.realpath(target))  # absolute: the staging folder is written by dask workers
     held: dict[Path, int] = _held.__dict__.setdefault("paths", {})  # this thread's locks
     if target in held:
         held[target] += 1
@@ -177,12 +188,37 @@ def _lock(lock_path: Path, target: Path) -> int:
         os.close(fd)
 
 
+def _check_replaceable(target: Path, marker: str) -> None:
+    """Refuse a folder ``target`` that holds files but not ``marker``: not this writer's output."""
+    with contextlib.suppress(OSError):  # unreadable or missing: the write itself will say
+        if target.is_dir() and not (target / marker).is_file() and any(target.iterdir()):
+            raise OutputPathError(
+                f"output {target} is a folder with other files in it (no {marker}: not an output this step wrote "
+                "before); it is not replaced or written into: choose a new or empty folder"
+            )
+
+
+_SUFFIX = "[0-9a-f]" * 12  # what _unique() appends: a leftover is recognised by it, a user's file is not
+
+
+def _unique() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def staging_folder(target: Path) -> Path:
+    """Create and return a new hidden staging folder next to ``target`` (``.<name>.staging-*``:
+    removed by the next writer if this one is killed before its cleanup)."""
+    staging = target.parent / f".{target.name}.staging-{_unique()}"
+    staging.mkdir()
+    return staging
+
+
 def _remove_leftovers(target: Path) -> None:
     pattern = glob.escape(str(target.parent / f".{target.name}."))
-    for previous in sorted(glob.glob(pattern + "previous-*")):
+    for previous in sorted(glob.glob(pattern + "previous-" + _SUFFIX)):
         if not target.exists():
             os.replace(previous, target)
-    for leftover in [*glob.glob(pattern + "previous-*"), *glob.glob(pattern + "staging-*")]:
+    for leftover in [*glob.glob(pattern + "previous-" + _SUFFIX), *glob.glob(pattern + "staging-" + _SUFFIX)]:
         _remove(Path(leftover))
 
 
@@ -202,7 +238,10 @@ def disk_errors_named(target: str | os.PathLike[str]) -> Iterator[None]:
     and leaves the previous ``target`` as it was (every writer of this module, and
     :func:`fairpca_dist.report.write_report`). Other errors pass through unchanged."""
     target = Path(target)
-    existed = target.exists()
+    try:
+        existed = target.exists()
+    except OSError:  # a name too long, a link loop: the write below fails and says so
+        existed = False
     try:
         yield
     except OSError as error:
@@ -236,25 +275,18 @@ def atomic_directory(target: str | os.PathLike[str], *, inputs: Paths, marker: s
     folder is removed and ``target`` is left exactly as it was (or absent); a full, read-only
     or forbidden disk raises :class:`WriteError` naming ``target``.
     """
-    target = Path(target).absolute()  # the staging folder is written by dask workers, whose cwd may differ
-    with output_lock(target, inputs=inputs, kind="folder"), disk_errors_named(target):
+    with output_lock(target, inputs=inputs, kind="folder", marker=marker) as target, disk_errors_named(target):
         existed = target.exists()
-        if existed and not (target / marker).is_file() and any(target.iterdir()):
-            raise OutputPathError(
-                f"output {target} is a folder with other files in it (no {marker}: not an output this step wrote "
-                "before); the output folder is replaced whole, so choose a new or empty folder"
-            )
-        staging = target.parent / f".{target.name}.staging-{uuid.uuid4().hex[:12]}"
-        staging.mkdir()
+        staging = staging_folder(target)
         try:
             yield staging
+            previous = target.parent / f".{target.name}.previous-{_unique()}"
+            if existed:
+                os.replace(target, previous)
+            os.replace(staging, target)
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
+            _remove(staging)
             raise
-        previous = target.parent / f".{target.name}.previous-{uuid.uuid4().hex[:12]}"
-        if existed:
-            os.replace(target, previous)
-        os.replace(staging, target)
         _remove(previous)
 
 

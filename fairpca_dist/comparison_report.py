@@ -23,9 +23,10 @@ from fairpca_dist.atomic import atomic_directory, input_paths
 from fairpca_dist.comparison import Candidate, Comparison, Criterion
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 
-__all__ = ["write_comparison", "COMPARISON_FILES"]
+__all__ = ["write_comparison", "COMPARISON_FILE", "COMPARISON_FILES"]
 
-COMPARISON_FILES = ("comparison.json", "comparison.csv", "comparison.md", "comparison.html")
+COMPARISON_FILE = "comparison.json"  # everything, written last: the mark of a comparison folder
+COMPARISON_FILES = (COMPARISON_FILE, "comparison.csv", "comparison.md", "comparison.html")
 """The files :func:`write_comparison` always writes; PNGs ``pareto_r<r>_<criterion>.png`` and
 ``group_error_vs_r.png`` come beside them."""
 
@@ -35,14 +36,14 @@ def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *,
     see the old one or the new one, never a mix). ``source``, the table compared, must not
     overlap ``out_dir``."""
     title = f"Fair PCA methods compared{f' on {source}' if source else ''}"
-    with atomic_directory(out_dir, inputs=input_paths(source), marker="comparison.json") as folder:
+    with atomic_directory(out_dir, inputs=input_paths(source), marker=COMPARISON_FILE) as folder:
         images = _plots(comparison, folder)
         blocks = _blocks(comparison, title, images)
         (folder / "comparison.md").write_text(markdown(blocks), encoding="utf-8")
         (folder / "comparison.html").write_text(
             html_page(blocks, {name: (folder / f"{name}.png").read_bytes() for name in images}, title), encoding="utf-8")
         comparison.table().to_csv(folder / "comparison.csv", index=False)
-        (folder / "comparison.json").write_text(
+        (folder / COMPARISON_FILE).write_text(
             json.dumps({"source": source, **comparison.to_dict()}, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
             encoding="utf-8")
     return Path(out_dir)

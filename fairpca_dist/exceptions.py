@@ -7,6 +7,12 @@ keeps working. Input errors are deterministic: pipelines must not retry them.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import gzip
+import os
+from collections.abc import Iterator
+
 __all__ = [
     "FairPCAError",
     "InputError",
@@ -22,6 +28,8 @@ __all__ = [
     "ResourceError",
     "ConvergenceWarning",
     "ModelWarning",
+    "access_error",
+    "reading",
 ]
 
 
@@ -93,6 +101,44 @@ class ResourceError(FairPCAError, MemoryError):
     """The work needs more of a resource than the machine or cluster has, e.g. a partition
     that does not fit in a Dask worker's memory. The message gives the amount needed and how
     to get it (larger workers, smaller partitions)."""
+
+
+def access_error(error: OSError, path: str | os.PathLike[str] | None = None) -> FairPCAError | None:
+    """The error to raise when reading ``path`` failed with ``error``: :class:`InputError`
+    for a missing path, :class:`AccessError` for one that cannot be opened (permission, a
+    looping link, a parent that is a file), :class:`ReadError` for a truncated compressed
+    file; None for errors that may pass (a lost connection, a timeout)."""
+    if isinstance(error, FairPCAError):
+        return error
+    name = os.fspath(path if path is not None else error.filename or "the input")
+    if isinstance(error, FileNotFoundError):
+        return InputError(f"input path {name!r} does not exist")
+    if isinstance(error, gzip.BadGzipFile):
+        return ReadError(f"cannot read {name!r}: not a gzip file or a corrupt one ({error})")
+    reasons = {
+        errno.ENXIO: "it is not a regular file (a socket or a device)",
+        errno.EACCES: "permission denied: give this user read access, or copy the input somewhere readable",
+        errno.EPERM: "operation not permitted: give this user read access, or copy the input somewhere readable",
+        errno.ELOOP: "a symbolic link in the path points back to itself (a link loop): fix or remove the link",
+        errno.ENOTDIR: "a parent in the path is a file, not a folder",
+        errno.ENAMETOOLONG: "the path is too long",
+    }
+    if error.errno not in reasons:
+        return None
+    return AccessError(error.errno, f"cannot read {name!r}: {reasons[error.errno]}", name)
+
+
+@contextlib.contextmanager
+def reading(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Within: an ``OSError`` of reading ``path`` a person can act on raises the error
+    :func:`access_error` gives, naming ``path``; other errors pass unchanged."""
+    try:
+        yield
+    except OSError as error:
+        named = access_error(error, path)
+        if named is None or named is error:
+            raise
+        raise named from error
 
 
 class ConvergenceWarning(UserWarning):

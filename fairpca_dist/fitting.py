@@ -20,10 +20,10 @@ from typing import Any
 
 import pandas as pd
 
-from fairpca_dist.atomic import atomic_file, check_output, output_lock
-from fairpca_dist.exceptions import InputError, SchemaError
+from fairpca_dist.atomic import atomic_directory, atomic_file, check_output
+from fairpca_dist.exceptions import InputError, SchemaError, reading
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
-from fairpca_dist.model_io import load_model, read_model_file, save_model
+from fairpca_dist.model_io import MODEL_FILE, load_model, read_model_file, save_model
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
@@ -40,7 +40,8 @@ def table_files(table_dir: str | os.PathLike[str]) -> list[Path]:
     folder = Path(table_source(table_dir))
     if not folder.is_dir():
         raise InputError(f"table folder {folder} does not exist")
-    files = sorted(p for p in folder.iterdir() if p.suffix in (".parquet", ".pq") and not p.name.startswith("."))
+    with reading(folder):
+        files = sorted(p for p in folder.iterdir() if p.suffix in (".parquet", ".pq") and not p.name.startswith("."))
     if not files:
         raise InputError(f"no Parquet files in {folder}")
     return files
@@ -48,8 +49,8 @@ def table_files(table_dir: str | os.PathLike[str]) -> list[Path]:
 
 def file_fingerprint(path: Path) -> str:
     """SHA-256 of a Parquet file's size and footer (its metadata: schema, row groups, statistics)."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+    with reading(path), open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
         f.seek(max(size - 8, 0))
         tail = f.read(8)
         footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 and tail[4:] == b"PAR1" else 0
@@ -114,11 +115,14 @@ def fit_table(
     Column roles come from the table's ``schema.json`` (written by :func:`ingest_table`) unless
     given. Moments are cached per file in ``cache_dir`` (default ``<table_dir>/../.moments-cache``).
     Methods that read the rows at every iteration (``mm-robust``) read the table again, where
-    ``client`` says, one pass per iteration. ``model_dir`` is locked for the whole fit
-    (:func:`~fairpca_dist.atomic.output_lock`): a concurrent fit into it raises
-    :class:`~fairpca_dist.exceptions.OutputBusyError`.
+    ``client`` says, one pass per iteration. ``model_dir`` is written as a whole
+    (:func:`~fairpca_dist.atomic.atomic_directory`: ``moments.npz``, ``model.npz`` and
+    ``model.json`` of one fit, or the previous model untouched); it is locked from the first
+    pass, so a concurrent fit into it raises :class:`~fairpca_dist.exceptions.OutputBusyError`,
+    and a folder holding other files than a model is refused. A moments cache that cannot be
+    written (a read-only table) is skipped with a warning.
     """
-    table = Path(table_dir)
+    table = Path(table_dir).absolute()
     if sensitive_feature is None or features is None:
         if not table.exists():
             raise InputError(f"table folder {table} does not exist (ingest_table, on the command line "
@@ -134,8 +138,7 @@ def fit_table(
     else:
         sample_weight = None
     cache = Path(cache_dir) if cache_dir is not None else table.parent / ".moments-cache"
-    folder = Path(model_dir)
-    with output_lock(folder, inputs=[table]):  # from the first pass: a second fit into it fails at once
+    with atomic_directory(model_dir, inputs=[table], marker=MODEL_FILE) as staging:  # locked from the first pass
         moments, fingerprint, _ = cached_table_moments(
             table, cache, sensitive_feature=sensitive_feature, features=features,
             sample_weight=sample_weight, client=client, progress=progress,
@@ -148,10 +151,8 @@ def fit_table(
             moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
             random_state=random_state, passes=passes, **(options or {}),
         )
-        folder.mkdir(parents=True, exist_ok=True)
-        with atomic_file(folder / MOMENTS_FILE, inputs=[table]) as path:
-            moments.save(path)
-        save_model(model, folder, fingerprint=fingerprint, inputs=[table])
+        save_model(model, staging, fingerprint=fingerprint)  # into the empty staging folder
+        moments.save(staging / MOMENTS_FILE)
     return model
 
 
@@ -187,10 +188,10 @@ def write_table_report(
     sample of ``sample_size`` rows feeds the downstream parity check. Returns the report (a
     dict of JSON values) and its :class:`~fairpca_dist.report.ReportFiles`.
     """
-    from fairpca_dist.report import build_report, curve_length, write_report  # scikit-learn, matplotlib
+    from fairpca_dist.report import REPORT_FILE, build_report, curve_length, write_report  # scikit-learn, matplotlib
 
     inputs = [model_dir, table_dir]
-    check_output(report_dir, inputs, kind="folder")
+    check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE)
     model, moments = load_fitted(model_dir)
     largest = curve_length(max_components, moments.n_features, model.n_components)
     if announce is not None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fairpca_dist.atomic import atomic_directory, atomic_file, input_paths
-from fairpca_dist.exceptions import InputError, SchemaError
+from fairpca_dist.exceptions import InputError, OutputPathError, SchemaError, reading
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import Partition, feature_values, open_table
@@ -157,16 +157,14 @@ def ingest_table(
         for r in reports:
             bad_by_column.update(r.bad_by_column)
         if rejected and on_bad_rows == "fail":
-            rejects_path = failed_rejects_path(out)
             assert sample is not None
-            sample.to_csv(rejects_path, index=False)
+            kept = _write_failed_rejects(sample, failed_rejects_path(out), inputs)
             total = rejected + sum(r.rows for r in reports)
             empty = [c for c in features_ if bad_by_column[c] == total]
             leave_out = (f" Feature(s) {empty} have no usable value in any row: leave them out (exclude={empty}; "
                          f"command line: --exclude {' '.join(empty)})." if empty else "")
             raise InputError(
-                f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); a sample is in "
-                f"{rejects_path}; first: {sample.head(1).to_dict(orient='records')}. Nothing was written.{leave_out} "
+                f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); {kept}; first: {sample.head(1).to_dict(orient='records')}. Nothing was written.{leave_out} "
                 "Clean the source, or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) "
                 "to leave the rows out"
             )
@@ -196,6 +194,17 @@ def ingest_table(
     return IngestResult(out, schema["rows"], rejected, schema)
 
 
+def _write_failed_rejects(sample: pd.DataFrame, path: Path, inputs: list[str | os.PathLike[str]]) -> str:
+    """Write the sample of a failed ingest's rejected rows to ``path`` (by a rename: a link
+    there is replaced, never written through), unless ``path`` is an input; say where it is."""
+    try:
+        with atomic_file(path, inputs=inputs) as staging:
+            sample.to_csv(staging, index=False)
+    except OutputPathError:
+        return f"no sample of them was written ({path}, where it goes, is an input or a folder)"
+    return f"a sample is in {path}"
+
+
 def failed_rejects_path(table_dir: str | os.PathLike[str]) -> Path:
     """Where a failed ingest into ``table_dir`` leaves its sample of rejected rows (beside it:
     the failure writes nothing into ``table_dir``)."""
@@ -208,11 +217,21 @@ def read_schema(table_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(table_dir) / SCHEMA_FILE
     if not path.is_file():
         raise InputError(f"{table_dir} is not an ingested table: {SCHEMA_FILE} is missing")
-    schema = json.loads(path.read_text())
+    damaged = f"{path} is damaged (truncated or edited?); ingest the table again"
+    try:
+        with reading(path):
+            schema = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise InputError(f"{damaged}: {error}") from error
+    if not isinstance(schema, dict):
+        raise InputError(f"{damaged}: it holds a {type(schema).__name__}, not a table's schema")
     if schema.get("format_version") != _SCHEMA_VERSION:
         raise InputError(f"{path}: unsupported schema version {schema.get('format_version')!r}")
-    for group in schema["groups"]:
-        group["label"] = label_from_json(group["label"])
+    try:
+        for group in schema["groups"]:
+            group["label"] = label_from_json(group["label"])
+    except (KeyError, TypeError) as error:
+        raise InputError(f"{damaged}: its groups are malformed ({type(error).__name__}: {error})") from error
     return schema
 
 

@@ -19,14 +19,17 @@ from typing import Any, TypeVar, get_args
 import numpy as np
 
 from fairpca_dist.atomic import atomic_file, output_lock
-from fairpca_dist.exceptions import InputError
+from fairpca_dist.exceptions import InputError, reading
 from fairpca_dist.moments import Center, label_from_json, label_to_json
 from fairpca_dist.solvers import SOLVERS
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["save_model", "load_model", "read_model_file", "read_fingerprint", "MODEL_FORMAT_VERSION"]
+__all__ = ["save_model", "load_model", "read_model_file", "read_fingerprint", "MODEL_FILE", "ARRAYS_FILE",
+           "MODEL_FORMAT_VERSION"]
 
 MODEL_FORMAT_VERSION = 1
+MODEL_FILE = "model.json"  # the record, written last: a folder holding it holds a whole model
+ARRAYS_FILE = "model.npz"
 _ARRAYS = ("components", "mean", "scale", "group_count", "group_loss", "group_error", "objective_history")
 _MODEL_FILES = (" (a model folder holds model.json and model.npz, written together by save_model; fit_table, on "
                 "the command line `fairpca fit`, writes both)")
@@ -54,7 +57,9 @@ def save_model(
     """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder.
 
     ``inputs`` (e.g. the table the model was fitted on) must not overlap ``directory``
-    (:func:`~fairpca_dist.atomic.check_output`); nothing is written if one does.
+    (:func:`~fairpca_dist.atomic.check_output`), and ``directory`` must be new, empty or hold
+    a model already (:class:`~fairpca_dist.exceptions.OutputPathError` otherwise: nothing is
+    written).
     """
     from fairpca_dist import __version__
 
@@ -86,10 +91,10 @@ def save_model(
         "data_fingerprint": fingerprint,
     }
     inputs = list(inputs)
-    with output_lock(folder, inputs=inputs):  # model.npz and model.json of one model, never of two
-        with atomic_file(folder / "model.npz", inputs=inputs) as staging, open(staging, "wb") as f:
+    with output_lock(folder, inputs=inputs, marker=MODEL_FILE):  # model.npz and model.json of one model
+        with atomic_file(folder / ARRAYS_FILE, inputs=inputs) as staging, open(staging, "wb") as f:
             np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
-        with atomic_file(folder / "model.json", inputs=inputs) as staging:
+        with atomic_file(folder / MODEL_FILE, inputs=inputs) as staging:
             staging.write_text(json.dumps(record, indent=2) + "\n")
     return folder
 
@@ -103,7 +108,7 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
     the feature names and groups, complex or non-finite values) raises :class:`InputError`
     naming the file and the field or array.
     """
-    json_path = Path(directory) / "model.json"
+    json_path = Path(directory) / MODEL_FILE
     record = _read_record(directory)
     field = partial(_field, json_path=json_path)
     version = field(record, "format_version", f"the model format, {MODEL_FORMAT_VERSION}", lambda value: True)
@@ -112,7 +117,7 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
             f"{json_path}: unsupported model format {version!r} (written by fairpca_dist "
             f"{record.get('library_version')!r}; this version reads format {MODEL_FORMAT_VERSION})"
         )
-    arrays = read_model_file(directory, "model.npz", _read_arrays)
+    arrays = read_model_file(directory, ARRAYS_FILE, _read_arrays)
     method = field(record, "method", "the method's name, as text", _is_text)
     diagnostics = field(record, "diagnostics", "an object", _is_object)
     groups = field(record, "groups", "a list of objects, one per group", _is_list)
@@ -142,7 +147,7 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
         ),
         **arrays,
     )
-    _check_consistent(model, json_path, Path(directory) / "model.npz")
+    _check_consistent(model, json_path, Path(directory) / ARRAYS_FILE)
     return model
 
 
@@ -152,8 +157,8 @@ def read_model_file(
     """``read(path)`` of the file ``name`` of the model folder ``directory``, or one
     :class:`InputError` naming the file: the folder does not exist or is a file, the file is
     missing (``missing`` is appended: what writes it), or ``read`` fails on it (a truncated
-    or foreign file). An :class:`InputError` raised by ``read`` passes as it is, and so does
-    the ``OSError`` of a file that is there but cannot be opened (permission denied).
+    or foreign file). An :class:`InputError` raised by ``read`` passes as it is; a file that
+    is there but cannot be opened (permission denied) raises :class:`AccessError` naming it.
     """
     folder = Path(directory)
     path = folder / name
@@ -162,7 +167,7 @@ def read_model_file(
         raise InputError(f"model folder {folder} {state} (fit_table, on the command line `fairpca fit`, writes one)")
     if not path.is_file():
         raise InputError(f"{path} is missing{missing or _MODEL_FILES}")
-    with open(path, "rb"):  # a file there that cannot be opened keeps its OSError (permission denied)
+    with reading(path), open(path, "rb"):  # a file there that cannot be opened: AccessError (permission denied)
         pass
     try:
         return read(path)
@@ -176,7 +181,7 @@ def read_model_file(
 
 def _read_record(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """model.json of a model folder, as an object (any content)."""
-    record = read_model_file(directory, "model.json", _read_json)
+    record = read_model_file(directory, MODEL_FILE, _read_json)
     if not isinstance(record, dict):
         raise InputError(f"{Path(directory) / 'model.json'} does not hold a model record (a JSON object)")
     return record
@@ -295,4 +300,4 @@ def _check_real(array: np.ndarray, name: str, npz_path: Path) -> None:
 def read_fingerprint(directory: str | os.PathLike[str]) -> str | None:
     """The data fingerprint recorded with a saved model."""
     return _field(_read_record(directory), "data_fingerprint", "text or null", lambda v: v is None or _is_text(v),
-                  json_path=Path(directory) / "model.json", default=None)
+                  json_path=Path(directory) / MODEL_FILE, default=None)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +48,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist import metrics
-from fairpca_dist.atomic import disk_errors_named, output_lock
+from fairpca_dist.atomic import disk_errors_named, output_lock, staging_folder
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
@@ -73,7 +72,11 @@ __all__ = [
     "report_table",
     "ARMS",
     "FIGURES",
+    "REPORT_FILE",
 ]
+
+REPORT_FILE = "report.json"
+"""Every number of a report, written last: the mark of a report folder."""
 
 ARMS = ("pca", "fair")
 """The two arms of every comparison: the PCA baseline and the fitted model."""
@@ -667,7 +670,8 @@ def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os
     report : dict
         From :func:`build_report`.
     out_dir : str or Path
-        Folder of the report; created if needed. An existing file there is refused.
+        Folder of the report; created if needed. An existing file there, or a folder with
+        other files but no ``report.json`` (not a report folder), is refused.
     inputs : iterable of paths
         What the report was built from (the model's folder, the table): ``out_dir`` must not
         overlap any of them (:class:`~fairpca_dist.exceptions.OutputPathError`, nothing written).
@@ -677,17 +681,18 @@ def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os
     ReportFiles
     """
     out_dir = Path(out_dir)
-    with output_lock(out_dir, inputs=inputs), disk_errors_named(out_dir):  # two reports into one folder would mix their files
-        staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.staging-", dir=out_dir.parent))
+    # locked: two reports into one folder would mix their files; a folder without a report is not ours
+    with output_lock(out_dir, inputs=inputs, marker=REPORT_FILE) as folder, disk_errors_named(out_dir):
+        staging = staging_folder(folder)
         try:
             names = _render(jsonable(report), staging)
-            out_dir.mkdir(exist_ok=True)
+            folder.mkdir(exist_ok=True)
             for name in names:
-                os.replace(staging / name, out_dir / name)
+                os.replace(staging / name, folder / name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return ReportFiles(
-        json=out_dir / "report.json",
+        json=out_dir / REPORT_FILE,
         markdown=out_dir / "report.md",
         html=out_dir / "report.html",
         figures={name: out_dir / f"{name}.png" for name in FIGURES},
@@ -703,7 +708,7 @@ def _render(report: dict, folder: Path) -> list[str]:
     blocks = _document_blocks(report)
     (folder / "report.md").write_text(markdown(blocks), encoding="utf-8")
     (folder / "report.html").write_text(html_page(blocks, images, report["title"]), encoding="utf-8")
-    (folder / "report.json").write_text(
+    (folder / REPORT_FILE).write_text(
         json.dumps(report, sort_keys=True, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8"
     )
-    return [*(f"{name}.png" for name in FIGURES), "report.md", "report.html", "report.json"]
+    return [*(f"{name}.png" for name in FIGURES), "report.md", "report.html", REPORT_FILE]

@@ -18,7 +18,7 @@ from typing import Any
 from fairpca_dist.atomic import check_output
 from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.comparison import Comparison, check_comparison, compare_methods
-from fairpca_dist.comparison_report import write_comparison
+from fairpca_dist.comparison_report import COMPARISON_FILE, write_comparison
 from fairpca_dist.evaluation import Methods, plan_splits
 from fairpca_dist.exceptions import SchemaError
 from fairpca_dist.ingest import read_schema, table_source
@@ -107,7 +107,7 @@ def compare_table(
     the report into ``out_dir`` (:func:`~fairpca_dist.comparison_report.write_comparison`).
     Every setting, the groups and the target column are checked before any pass; the cell
     moments come from the cache when the table is unchanged."""
-    check_output(out_dir, [table_dir], kind="folder")
+    check_output(out_dir, [table_dir], kind="folder", marker=COMPARISON_FILE)
     schema = read_schema(table_dir)
     groups = [group["label"] for group in schema["groups"]]
     check_comparison(methods, n_components, len(schema["features"]), groups=groups, center=center, target=target)

@@ -24,9 +24,11 @@ from fairpca_dist.fitting import file_fingerprint, table_files
 from fairpca_dist.ingest import read_schema, table_source
 from fairpca_dist.passes import compute_moments
 
-__all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation", "EVALUATION_FILES"]
+__all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation",
+           "EVALUATION_FILE", "EVALUATION_FILES"]
 
-EVALUATION_FILES = ("evaluation.json", "evaluation.csv", "evaluation.md", "tradeoff.png")
+EVALUATION_FILE = "evaluation.json"  # everything: the mark of an evaluation folder
+EVALUATION_FILES = (EVALUATION_FILE, "evaluation.csv", "evaluation.md", "tradeoff.png")
 """What :func:`write_evaluation` writes (``tradeoff.png`` only when some method has a grid)."""
 
 
@@ -113,7 +115,7 @@ def evaluate_table(
     ``out_dir`` (:func:`write_evaluation`). Settings are checked before the pass over the rows.
     The cell moments are cached (:func:`cached_cell_moments`).
     """
-    check_output(out_dir, [table_dir], kind="folder")
+    check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE)
     cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
     moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
@@ -131,8 +133,8 @@ def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *,
     The folder is replaced as a whole: readers see the old one or the new one. ``source``, the
     table evaluated, must not overlap ``out_dir``."""
     document = {"source": source, **evaluation.to_dict()}
-    with atomic_directory(out_dir, inputs=input_paths(source), marker="evaluation.json") as folder:
-        (folder / "evaluation.json").write_text(
+    with atomic_directory(out_dir, inputs=input_paths(source), marker=EVALUATION_FILE) as folder:
+        (folder / EVALUATION_FILE).write_text(
             json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
         evaluation.table().to_csv(folder / "evaluation.csv", index=False)
         (folder / "evaluation.md").write_text(_markdown(evaluation, source), encoding="utf-8")

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from conftest import grouped_data
-from fairpca_dist import OutputPathError
+from fairpca_dist import InputError, OutputPathError
 from fairpca_dist.atomic import atomic_directory, atomic_file, check_output, output_lock
 from fairpca_dist.cli import main
 from fairpca_dist.fitting import fit_table, write_table_report
@@ -246,3 +246,77 @@ def test_save_model_refuses_its_inputs(workspace, tmp_path):
     with pytest.raises(OutputPathError):
         save_model(model, workspace["table"] / "model", inputs=[workspace["table"]])
     assert not (workspace["table"] / "model").exists()
+
+
+def test_a_failed_ingest_never_writes_its_sample_over_the_source(workspace, tmp_path):
+    bad = pd.read_parquet(workspace["source"]).assign(a=lambda f: f["a"].where(f.index != 4))
+    bad.to_csv(tmp_path / "out.rejects.csv", index=False)  # the source has the sample's name
+    (tmp_path / "bad.csv").write_bytes((tmp_path / "out.rejects.csv").read_bytes())
+    (tmp_path / "out2.rejects.csv").symlink_to(tmp_path / "bad.csv")  # the sample's name leads to the source
+    os.link(tmp_path / "bad.csv", tmp_path / "out3.rejects.csv")  # a hard link of it
+    before = tree_digest(tmp_path / "bad.csv")
+    for source, out in [("out.rejects.csv", "out"), ("bad.csv", "out2"), ("bad.csv", "out3")]:
+        with pytest.raises(InputError, match="1 row.s. have bad values") as error:
+            ingest_table(str(tmp_path / source), tmp_path / out, sensitive_feature="sex")
+        assert ("no sample of them was written" in str(error.value)) == (out != "out3"), str(error.value)
+    assert tree_digest(tmp_path / "bad.csv") == before
+    assert (tmp_path / "out.rejects.csv").read_bytes() == (tmp_path / "bad.csv").read_bytes()
+    assert len(pd.read_csv(tmp_path / "out3.rejects.csv")) == 1  # the link was replaced, not written through
+
+
+def test_fit_and_report_write_only_into_their_own_folders(workspace, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "model.txt").write_text("notes")
+    with pytest.raises(OutputPathError, match="no model.json"):
+        fit_table(workspace["table"], mine, method="pca", n_components=1)
+    with pytest.raises(OutputPathError, match="no report.json"):
+        write_table_report(workspace["model"], workspace["table"], mine, rbf_mmd="none", max_components=2)
+    assert sorted(p.name for p in mine.iterdir()) == ["model.txt"] and sorted(
+        p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_a_failed_refit_leaves_the_previous_model_whole(workspace, tmp_path):
+    model = tmp_path / "model"
+    fit_table(workspace["table"], model, method="pca", n_components=1)
+    before = tree_digest(model)
+    with pytest.raises(InputError, match="n_components=7"):  # fails after the pass, inside the write
+        fit_table(workspace["table"], model, method="pca", n_components=7)
+    assert tree_digest(model) == before and sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_leftovers_are_recognised_by_their_suffix_not_by_their_prefix(workspace, tmp_path):
+    backup = tmp_path / ".p.previous-mybackup"
+    backup.mkdir()
+    (backup / "thesis.txt").write_text("mine")
+    (tmp_path / ".p.staging-notes.txt").write_text("mine too")
+    project_table(workspace["model"], workspace["table"], tmp_path / "p")
+    assert (backup / "thesis.txt").read_text() == "mine" and (tmp_path / ".p.staging-notes.txt").is_file()
+    assert (tmp_path / "p" / "_SUCCESS").is_file()
+
+
+def test_an_output_symbolic_link_is_written_where_it_points(workspace, tmp_path):
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere" / "projected")  # dangling: its folder is made
+    project_table(workspace["model"], workspace["table"], tmp_path / "link")
+    project_table(workspace["model"], workspace["table"], tmp_path / "link")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "elsewhere" / "projected" / "_SUCCESS").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "link"]
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == ["projected"]
+
+
+def test_a_pipe_as_source_is_refused_without_reading_it(tmp_path, capsys):
+    os.mkfifo(tmp_path / "rows.csv")  # opening it would block until a writer comes
+    assert main(["ingest", str(tmp_path / "rows.csv"), str(tmp_path / "t"), "--sensitive-feature", "sex"]) == 2
+    assert "is not a regular file or a folder (a pipe" in capsys.readouterr().err
+
+
+def test_a_damaged_schema_is_named(workspace, tmp_path):
+    import shutil
+
+    table = tmp_path / "table"
+    shutil.copytree(workspace["table"], table)
+    for text, what in [("{oops", "Expecting property name"), ("[]", "it holds a list"), ('{"format_version": 1}',
+                                                                                        "its groups are malformed")]:
+        (table / "schema.json").write_text(text)
+        with pytest.raises(InputError, match=f"schema.json is damaged .*; ingest the table again: .*{what}"):
+            fit_table(table, tmp_path / "m", method="pca", n_components=1)
