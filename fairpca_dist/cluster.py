@@ -27,6 +27,8 @@ def check_address(address: str) -> None:
     from distributed.comm.registry import backends
 
     form = "give it as tcp://HOST:PORT (e.g. tcp://10.0.0.5:8786, the address `dask scheduler` prints)"
+    if str(address) != str(address).strip():
+        raise InputError(f"dask address {address!r} has spaces around it; {form}")
     try:
         protocol, location = parse_address(str(address))
     except ValueError as error:
@@ -36,10 +38,12 @@ def check_address(address: str) -> None:
                          f"(it speaks {', '.join(sorted(backends))}); {form}")
     if protocol != "inproc":
         try:
-            parse_host_port(location)
+            _, port = parse_host_port(location)
         except ValueError as error:
             raise InputError(f"dask address {address!r} is not an address of a Dask scheduler: {error}; "
                              f"{form}") from None
+        if not 0 < port < 65536:
+            raise InputError(f"dask address {address!r} has port {port}, outside 1-65535; {form}")
 
 
 @contextlib.contextmanager
@@ -83,9 +87,10 @@ def _identify(address: str, timeout: float) -> None:
             return
         raise
     except (OSError, TimeoutError, asyncio.TimeoutError) as error:
+        reason = " ".join(str(error).split()) or f"{type(error).__name__}: no answer"
         raise ServiceError(
-            f"no Dask scheduler answers at {address} (waited {timeout:g} s: {' '.join(str(error).split())}); start "
-            "one (`dask scheduler`) or check the address (--dask-address, dask_address=)"
+            f"no Dask scheduler answers at {address} (waited {timeout:g} s: {reason}); start one (`dask scheduler`) or "
+            "check the address (--dask-address, dask_address=)"
         ) from error
     except Exception as error:  # noqa: BLE001 - whatever a server that is not a scheduler makes it do
         answer = error

@@ -14,6 +14,7 @@ import hashlib
 import json
 import operator
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from fairpca_dist.atomic import atomic_directory, atomic_file, check_output
-from fairpca_dist.exceptions import InputError, SchemaError, reading
+from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
 from fairpca_dist.model_io import MODEL_FILE, load_model, read_model_file, save_model
 from fairpca_dist.moments import GroupMoments
@@ -30,9 +31,16 @@ from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
-           "check_report_target", "load_fitted", "write_table_report", "MOMENTS_FILE"]
+           "check_report_target", "moments_cache", "MOMENTS_CACHE", "load_fitted", "write_table_report", "MOMENTS_FILE"]
 
 MOMENTS_FILE = "moments.npz"
+MOMENTS_CACHE = ".moments-cache"
+
+
+def moments_cache(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """``cache_dir``, or by default ``.moments-cache`` in the folder that holds the table
+    (found from its real path: ``.`` as the table is the current folder, not inside it)."""
+    return Path(cache_dir) if cache_dir is not None else Path(os.path.realpath(table_dir)).parent / MOMENTS_CACHE
 
 
 def table_files(table_dir: str | os.PathLike[str]) -> list[Path]:
@@ -73,7 +81,9 @@ def cached_table_moments(
     """Moments of every file of ``table_dir``, computing only files missing from the cache.
 
     Returns ``(moments, fingerprint, files_read)``: the merged statistics (files merged in name
-    order), a fingerprint of the data (all file keys), and how many files were read now.
+    order), a fingerprint of the data (all file keys), and how many files were read now. A
+    cache that cannot be written (a read-only disk, another user's folder) is skipped with a
+    warning: the moments are the same, a later fit reads the rows again.
     """
     roles = json.dumps([list(features), [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature), sample_weight])
     role_key = hashlib.sha256(roles.encode()).hexdigest()[:16]
@@ -85,10 +95,16 @@ def cached_table_moments(
         [str(f) for f, _ in missing], sensitive_feature=sensitive_feature, features=features,
         sample_weight=sample_weight, client=client, progress=progress,
     )
-    for (_, key), moments in zip(missing, fresh):
-        with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
-            moments.save(path)
-    merged = functools.reduce(operator.add, (GroupMoments.load(cache / f"{k}.npz") for k in keys))
+    computed = {key: moments for (_, key), moments in zip(missing, fresh)}
+    try:
+        for key, moments in computed.items():
+            with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
+                moments.save(path)
+    except WriteError as error:
+        warnings.warn(f"the moments were not cached ({error}); a later fit of this table reads its rows again "
+                      "(cache_dir= elsewhere keeps them)", stacklevel=2)
+    merged = functools.reduce(operator.add, (computed[k] if k in computed else GroupMoments.load(cache / f"{k}.npz")
+                                             for k in keys))
     fingerprint = hashlib.sha256(":".join(keys).encode()).hexdigest()
     return merged, fingerprint, len(missing)
 
@@ -137,7 +153,7 @@ def fit_table(
         sample_weight = schema.get("sample_weight")
     else:
         sample_weight = None
-    cache = Path(cache_dir) if cache_dir is not None else table.parent / ".moments-cache"
+    cache = moments_cache(table, cache_dir)
     with atomic_directory(model_dir, inputs=[table], marker=MODEL_FILE) as staging:  # locked from the first pass
         moments, fingerprint, _ = cached_table_moments(
             table, cache, sensitive_feature=sensitive_feature, features=features,

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from fairpca_dist.atomic import atomic_directory, atomic_file, check_output, input_paths
 from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
-from fairpca_dist.fitting import file_fingerprint, table_files
+from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
 from fairpca_dist.ingest import read_schema, table_source
 from fairpca_dist.passes import compute_moments
 
@@ -55,7 +55,7 @@ def cell_moments_cache_path(table_dir: str | os.PathLike[str], cache_dir: str | 
                             cells: HashCells | str) -> Path:
     """Where :func:`cached_cell_moments` keeps the per-cell moments of this table (its files'
     fingerprints, column roles and ``cells``); reading it costs no pass."""
-    cache = Path(cache_dir) if cache_dir is not None else Path(table_dir).parent / ".moments-cache"
+    cache = moments_cache(table_dir, cache_dir)
     schema = read_schema(table_dir)
     roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
              cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]
