@@ -236,6 +236,12 @@ def _model_without_moments(inp: Path) -> Path:
     return inp / "model"
 
 
+def _latin1_csv(inp: Path) -> Path:
+    inp.mkdir(parents=True, exist_ok=True)
+    frame().assign(sex=lambda f: f["sex"].str.replace("f", "fé")).to_csv(inp / "s.csv", index=False, encoding="latin-1")
+    return inp / "s.csv"
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -705,6 +711,18 @@ CASES: list[Case] = [
     Case("cli-dask-address-unreachable", "--dask-address of a port nothing listens on (10 s)", "fairpca fit", "cli",
          lambda inp, out: cli("fit", ingested(inp), out / "model", "--dask-address", f"tcp://127.0.0.1:{_free_port()}"),
          ConnectionError, r"no Dask scheduler answers at tcp://127\.0\.0\.1:\d+ \(waited 10 s"),
+    Case("cli-ingest-latin1-csv", "a CSV in Latin-1 (an 'é' in a group label)", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", _latin1_csv(inp), out / "table", "--sensitive-feature", "sex"),
+         InputError, r"UnicodeDecodeError: .* The file is not UTF-8 text: give its encoding, e\.g\. "
+                     r"read_options=\{'encoding': 'latin-1'\} \(command line: --read-option encoding=latin-1\)"),
+    Case("cli-ingest-unknown-encoding", "--read-option encoding=no-such-codec", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", csv(inp / "s.csv", frame()), out / "table", "--sensitive-feature", "sex",
+                              "--read-option", "encoding=no-such-codec"),
+         InputError, r"read options \{'encoding': 'no-such-codec'\} are not accepted by the CSV reader: "
+                     r"LookupError: unknown encoding"),
+    Case("cli-ingest-brackets-in-file-name", "a source file named data[1].csv", "fairpca ingest", "cli",
+         lambda inp, out: cli("ingest", csv(inp / "data[1].csv", frame()), out / "table", "--sensitive-feature", "sex"),
+         InputError, r"'\S*data\[1\]\.csv' is read as a pattern .* though a file of that name exists: rename it"),
     Case("project-output-through-symlink", "project_table to a symbolic link of the table's folder",
          "project_table", "library",
          lambda inp, out: (ingested(inp), (inp / "link").symlink_to(inp / "table"),
