@@ -174,7 +174,8 @@ def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
             largest = [max((rows for rows, kind in kinds if kind == sliced), default=0) for sliced in (False, True)]
             return list(zip(largest, (False, True))), _PARQUET
     for op in expr.find_operations(ReadParquetFSSpec):
-        return [(max(_parquet_rows(op)), False)], _PARQUET
+        rows = _parquet_rows(op)
+        return ([(max(rows), False)], _PARQUET) if rows else None
     for op in expr.find_operations(FromPandas):
         return [(-(-len(op.frame) // max(op.npartitions, 1)), False)], _IN_MEMORY
     return None
@@ -183,7 +184,8 @@ def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
 def _parquet_rows(read: Any) -> tuple[int, ...]:
     """Rows of each partition of dask's Parquet read ``read``: from its plan's statistics, or
     (when dask planned without them: whole files, ``split_row_groups=True``) from the files'
-    footers, read once per table and process."""
+    footers, read once per table and process; none when a footer cannot be read (the pass
+    itself will say why)."""
     info = read._dataset_info
     plan = info["plan"]
     if plan["statistics"] and len(plan["statistics"]) == len(plan["parts"]):
@@ -193,7 +195,10 @@ def _parquet_rows(read: Any) -> tuple[int, ...]:
     if read._name not in _FOOTER_ROWS:
         if len(_FOOTER_ROWS) >= 64:
             _FOOTER_ROWS.pop(next(iter(_FOOTER_ROWS)))
-        _FOOTER_ROWS[read._name] = _footer_rows(info["fs"], plan["parts"])
+        try:
+            _FOOTER_ROWS[read._name] = _footer_rows(info["fs"], plan["parts"])
+        except (OSError, ValueError):  # ArrowInvalid: a damaged footer
+            return ()
     return _FOOTER_ROWS[read._name]
 
 
