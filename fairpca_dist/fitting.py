@@ -240,11 +240,18 @@ def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: i
 
 def check_report_target(table_dir: str | os.PathLike[str], target: str, *, client: Any = None) -> None:
     """Raise now what the report's downstream check would raise at its end: ``target`` not kept
-    by ingest, or not binary with >= 2 rows per class. One pass over that column alone."""
+    by ingest, missing in some rows, or not binary with >= 2 rows per class. One pass over that
+    column alone."""
     from fairpca_dist.report import check_binary_target  # scikit-learn and matplotlib: not for every fit
 
     _schema_with_target(table_dir, target)
-    check_binary_target(value_counts(table_source(table_dir), target, client=client), target)
+    counts = value_counts(table_source(table_dir), target, dropna=False, client=client)
+    missing = int(counts[counts.index.isna()].sum())
+    if missing:
+        raise InputError(f"target {target!r} is missing in {missing} row(s) of the ingested table {table_dir}; the "
+                         "report's downstream check needs a label in every row: fill them or leave those rows out of "
+                         "the source")
+    check_binary_target(counts, target)
 
 
 def _schema_with_target(table_dir: str | os.PathLike[str], target: str) -> dict[str, Any]:

@@ -24,6 +24,7 @@ import pandas as pd
 from dask.system import CPU_COUNT
 from dask.threaded import ContextAwareThreadPoolExecutor
 
+from fairpca_dist import memory
 from fairpca_dist.blas import one_blas_thread
 from fairpca_dist.cells import CellMoments, HashCells, pair_codes
 from fairpca_dist.cluster import connect
@@ -140,13 +141,19 @@ def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: 
                 except BaseException:
                     pool.shutdown(cancel_futures=True)
                     raise
+        size = memory.pass_size(graph)
+        memory.check_workers(scheduler, size)  # before any task: refuse what the workers cannot hold
         futures = scheduler.compute(graph)
         try:
             if progress:
                 wait_with_progress(futures, scheduler, label)
             return scheduler.gather(futures)
-        except BaseException:
+        except BaseException as error:
             scheduler.cancel(futures)  # the rest of an interrupted pass is not run
+            from distributed import KilledWorker
+
+            if isinstance(error, KilledWorker):
+                raise memory.killed_worker_error(error, scheduler, size) from error
             raise
 
 
@@ -278,17 +285,17 @@ def sample_rows(
     return pd.concat(parts, ignore_index=True)
 
 
-def value_counts(source: Any, column: str, *, read_options: dict[str, Any] | None = None,
+def value_counts(source: Any, column: str, *, dropna: bool = True, read_options: dict[str, Any] | None = None,
                  client: Any = None) -> pd.Series:
-    """How many rows hold each value of ``column`` (missing values left out): one pass that
-    reads that column alone."""
+    """How many rows hold each value of ``column`` (missing values left out, or with
+    ``dropna=False`` counted under NaN, as in pandas): one pass that reads that column alone."""
     table = open_table(source, key_columns=[column], features=[], read_options=read_options)
-    parts = run_graph(table.map_partitions(_partition_counts, column), client=client)
-    return pd.concat(parts).groupby(level=0).sum() if parts else pd.Series(dtype=np.int64)
+    parts = run_graph(table.map_partitions(_partition_counts, column, dropna), client=client)
+    return pd.concat(parts).groupby(level=0, dropna=dropna).sum() if parts else pd.Series(dtype=np.int64)
 
 
-def _partition_counts(part: pd.DataFrame, partition: Partition, column: str) -> pd.Series:
-    return part[column].value_counts()
+def _partition_counts(part: pd.DataFrame, partition: Partition, column: str, dropna: bool) -> pd.Series:
+    return part[column].value_counts(dropna=dropna)
 
 
 def _partition_length(part: pd.DataFrame, partition: Partition) -> int:

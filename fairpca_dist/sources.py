@@ -20,12 +20,13 @@ import csv
 import difflib
 import errno
 import glob
-import gzip
 import inspect
 import json
 import os
 import re
+import stat
 import uuid
+import zipfile
 import zlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
@@ -47,8 +48,19 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.utils import funcname
 
+from fairpca_dist import memory
 from fairpca_dist.cells import HashCells
-from fairpca_dist.exceptions import AccessError, FairPCAError, GroupError, InputError, ReadError, SchemaError
+from fairpca_dist.exceptions import (
+    AccessError,
+    FairPCAError,
+    GroupError,
+    InputError,
+    ReadError,
+    SchemaError,
+    access_error,
+    reading,
+)
+from fairpca_dist.parquet_slices import sliced_row_groups
 
 __all__ = [
     "Table",
@@ -63,11 +75,12 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_ROWS = 100_000
-# Parquet partitions: row groups are packed into partitions of at most this much decoded data
-# (one row group if it is larger). A task needs ~8x its partition while it decodes, converts and
-# accumulates; dask's own default (one file per partition up to 512 MiB) paused and restarted
-# 1 GB workers on 125 MB files, while this default ran them at a 0.6 GB peak
-# (benchmarks/results/bench_out_of_core.md, deploy/README.md "Sizing").
+# Parquet partitions: row groups are packed into partitions of at most this much decoded data,
+# and a larger row group is read in row slices of at most this much (fairpca_dist.parquet_slices).
+# A task needs ~5.5x its partition while it decodes, converts and accumulates (fairpca_dist.memory);
+# dask's own default (one file per partition up to 512 MiB) paused and restarted 1 GB workers on
+# 125 MB files, while this default ran them at a 0.6 GB peak (benchmarks/results/bench_out_of_core.md,
+# bench_memory.md, deploy/README.md "Sizing").
 PARQUET_PARTITION_BYTES = "64 MiB"
 SENSITIVE_COLUMN = "__sensitive__"
 WEIGHT_COLUMN = "__sample_weight__"
@@ -222,7 +235,9 @@ class Table:
         # unpacking them per partition (50 feature names each) cost ~10 ms per 20 partitions.
         names = [block.name if block is not None else None for block in (x, labels, weights, self.cell_rows)]
         prefix = f"{funcname(func)}-{tokenize(*names, func, args, self.cells)}"
-        shared = dask.delayed((args, self.features, self.cells), traverse=False, name=f"{prefix}-args")
+        shared_graph = {f"{prefix}-args": DataNode(f"{prefix}-args", (args, self.features, self.cells))}
+        memory.mark(shared_graph, memory.array_partition_size([x, labels, weights, self.cell_rows]))
+        shared = Delayed(f"{prefix}-args", shared_graph)
         apply = dask.delayed(_apply_to_array_chunk)
         return [
             apply(func, xb, lb, wb, cb, i, shared, dask_key_name=f"{prefix}-{i}")
@@ -249,6 +264,7 @@ def map_partitions(frame: dd.DataFrame, func: Callable[..., Any], *args: Any) ->
     name = f"{funcname(func)}-{tokenize(frame._name, func, args)}"
     shared_key = f"{name}-args"
     graph[shared_key] = DataNode(shared_key, args)
+    memory.mark(graph, memory.frame_partition_size(frame))
     keys = []
     for index, part in enumerate(parts):
         read = graph.pop(part.key)
@@ -259,6 +275,9 @@ def map_partitions(frame: dd.DataFrame, func: Callable[..., Any], *args: Any) ->
     return [Delayed(key, graph) for key in keys]
 
 
+# A compressed file cut short or damaged, as the decompressors say it
+_DAMAGED = (EOFError, zlib.error, zipfile.BadZipFile)
+
 def _run_partition(
     func: Callable[..., Any], read: GraphNode, inputs: dict[Any, Any], index: int, args: tuple[Any, ...]
 ) -> Any:
@@ -268,9 +287,8 @@ def _run_partition(
     except FairPCAError:
         raise
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
-        hint = _missing_marker_hint(error)
-        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{hint}") from error
-    except (EOFError, zlib.error) as error:  # a compressed file cut short or damaged
+        raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{_reader_hint(error)}") from error
+    except _DAMAGED as error:  # a compressed file cut short or damaged
         raise ReadError(f"cannot read {partition}: the compressed file is truncated or damaged "
                         f"({type(error).__name__}: {error}); copy it again from its origin") from error
     except OSError as error:  # a permission or a link loop is named; others may be transient
@@ -282,16 +300,25 @@ def _run_partition(
     except Exception as error:  # may be transient (a lost connection): keep the type, add where
         error.add_note(f"while reading {partition}")
         raise
+    # Arrow keeps freed decode buffers for reuse; hand them back before ``func`` runs (the
+    # partition is in pandas now: a worker's peak is its read or its processing, not both) and
+    # after, so a long-running worker's memory reflects the partitions in flight, not the
+    # largest one it ever read.
+    pool = pa.default_memory_pool()
+    pool.release_unused()
     try:
         return func(part, partition, *args)
     finally:
-        # Arrow keeps freed decode buffers for reuse; hand them back so a long-running worker's
-        # memory reflects the partitions in flight, not the largest one it ever read.
-        pa.default_memory_pool().release_unused()
+        pool.release_unused()
 
 
-def _missing_marker_hint(error: BaseException) -> str:
-    """A hint when text in a numeric CSV column may mark missing values ('?', 'NA ', '-')."""
+def _reader_hint(error: BaseException) -> str:
+    """A hint for a reader's error: the encoding option for text that is not UTF-8, the
+    missing-value option when text in a numeric CSV column may mark missing values ('?', 'NA ',
+    '-')."""
+    if isinstance(error, UnicodeDecodeError):
+        return ("\nThe file is not UTF-8 text: give its encoding, e.g. read_options={'encoding': 'latin-1'} "
+                "(command line: --read-option encoding=latin-1)")
     found = re.search(r"could not convert string to float: '([^']{0,8})'", str(error))
     if not found:
         return ""
@@ -398,6 +425,9 @@ def _first_file(text: str) -> Path:
     """The path itself, or the first file its glob matches, checked to be readable."""
     has_glob = any(ch in text for ch in "*?[")
     matches = sorted(glob.glob(text)) if has_glob else [text]
+    if not matches and os.path.lexists(text):
+        raise InputError(f"{text!r} is read as a pattern ('*', '?' and '[...]' are wildcards), which matches no file, "
+                         "though a file of that name exists: rename it without those characters")
     if not matches:
         raise InputError(f"no files match {text!r}")
     _check_readable(matches[0])
@@ -406,40 +436,21 @@ def _first_file(text: str) -> Path:
 
 def _check_readable(path: str) -> None:
     """Open ``path`` (list it, for a folder) as the reader will, so that a missing path, a
-    permission, a looping link or a parent that is a file is reported naming it."""
-    try:
-        if os.path.isdir(path):
+    permission, a looping link, a parent that is a file or a path that is neither a file nor
+    a folder (a FIFO, which would block, a socket, a device) is reported naming it."""
+    with reading(path):
+        mode = os.stat(path).st_mode
+        if stat.S_ISDIR(mode):
             os.listdir(path)
-        else:
+        elif stat.S_ISREG(mode):
             with open(path, "rb"):
                 pass
-    except OSError as error:
-        raise access_error(error, path) or error from error
+        else:
+            raise AccessError(errno.ENXIO, f"cannot read {path!r}: it is not a regular file or a folder (a pipe, "
+                                           "a socket or a device): copy the data into a file", path)
 
 
-def access_error(error: OSError, path: str | os.PathLike[str] | None = None) -> FairPCAError | None:
-    """The error to raise when reading ``path`` failed with ``error``: :class:`InputError`
-    for a missing path, :class:`AccessError` for one that cannot be opened (permission, a
-    looping link, a parent that is a file), :class:`ReadError` for a truncated compressed
-    file; None for errors that may pass (a lost connection, a timeout)."""
-    if isinstance(error, FairPCAError):
-        return error
-    name = os.fspath(path if path is not None else error.filename or "the input")
-    if isinstance(error, FileNotFoundError):
-        return InputError(f"input path {name!r} does not exist")
-    if isinstance(error, gzip.BadGzipFile):
-        return ReadError(f"cannot read {name!r}: not a gzip file or a corrupt one ({error})")
-    reasons = {
-        errno.EACCES: "permission denied: give this user read access, or copy the input somewhere readable",
-        errno.EPERM: "operation not permitted: give this user read access, or copy the input somewhere readable",
-        errno.ELOOP: "a symbolic link in the path points back to itself (a link loop): fix or remove the link",
-        errno.ENOTDIR: "a parent in the path is a file, not a folder",
-        errno.ENAMETOOLONG: "the path is too long",
-    }
-    if error.errno not in reasons:
-        return None
-    return AccessError(error.errno, f"cannot read {name!r}: {reasons[error.errno]}", name)
-
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zip", ".zst")  # what pandas infers from a CSV file's name
 
 def _source_format(text: str, read_options: dict[str, Any]) -> tuple[str, Path]:
     """("Parquet" or "CSV", the path or its glob's first file): ``read_options["format"]`` if
@@ -452,11 +463,12 @@ def _source_format(text: str, read_options: dict[str, Any]) -> tuple[str, Path]:
         return ("CSV" if str(given).lower() == "csv" else "Parquet"), first
     if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
         return "Parquet", first
-    if first.name.endswith((".csv", ".csv.gz", ".txt", ".tsv")):
+    uncompressed = first.name.removesuffix(first.suffix) if first.suffix in _COMPRESSED else first.name
+    if uncompressed.endswith((".csv", ".txt", ".tsv")):
         return "CSV", first
     raise InputError(
         f"cannot tell the format of {text!r}: expected a Parquet file or folder (.parquet, .pq) or a CSV "
-        "file (.csv, .csv.gz, .txt, .tsv); for another name say which: read_options={'format': 'csv'} "
+        "file (.csv, .txt, .tsv, compressed or not: .gz, .bz2, .xz, .zip, .zst); for another name say which: read_options={'format': 'csv'} "
         "(command line: --read-option format=csv)"
     )
 
@@ -467,10 +479,11 @@ def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd
     kind, first = _source_format(text, read_options)
     read_options = {key: value for key, value in read_options.items() if key != "format"}
     if kind == "Parquet":
-        if not {"split_row_groups", "blocksize"} & set(read_options) and not _arrow_filesystem(read_options):
+        if "split_row_groups" not in read_options and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
-        return _open_reader(dd.read_parquet, text, "Parquet", read_options)
-    if first.name.endswith(".gz"):
+        return sliced_row_groups(_open_reader(dd.read_parquet, text, "Parquet", read_options))
+    if first.suffix in _COMPRESSED or read_options.get("compression", "infer") not in ("infer", None):
+        # a compressed file cannot be split into blocks: one partition per file
         read_options = {"blocksize": None, **read_options}
     separator = str(read_options.get("sep", ","))
     if len(separator) > 1 and separator != r"\s+" and "engine" not in read_options:
@@ -549,11 +562,12 @@ def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read
     except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
         culprit = _unreadable_parquet_file(text) if kind == "Parquet" else None
         where = f" (file {culprit[0]}: {culprit[1]})" if culprit else ""
-        raise ReadError(f"cannot read {text!r} as {kind}{where}: {_reader_message(error)}") from error
-    except TypeError as error:  # a misspelt option, or a value of the wrong type
+        raise ReadError(f"cannot read {text!r} as {kind}{where}: {_reader_message(error)}"
+                        f"{_reader_hint(error)}") from error
+    except (TypeError, LookupError) as error:  # a misspelt option, a value of the wrong type, an unknown encoding
         raise InputError(f"read options {read_options} are not accepted by the {kind} reader: "
                          f"{_reader_message(error)}{_option_hint(error, reader, kind)}") from error
-    except (EOFError, zlib.error) as error:
+    except _DAMAGED as error:
         raise ReadError(f"cannot read {text!r}: the compressed file is truncated or damaged "
                         f"({_reader_message(error)}); copy it again from its origin") from error
     except OSError as error:  # a permission or a link loop is named; others may be transient (remote storage)
@@ -570,10 +584,12 @@ def _option_hint(error: TypeError, reader: Callable[..., Any], kind: str) -> str
     unknown = re.search(r"unexpected keyword argument '([^']+)'", str(error))
     if not unknown:
         return ""
-    known = [*inspect.signature(reader).parameters, *(inspect.signature(pd.read_csv).parameters if kind == "CSV" else ())]
+    pandas_reader = inspect.signature(pd.read_csv).parameters if kind == "CSV" else {}
+    known = [*inspect.signature(reader).parameters, *pandas_reader]
     close = difflib.get_close_matches(unknown.group(1), known, n=1)
     spelled = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{spelled} (the options are those of {'pandas.read_csv' if kind == 'CSV' else 'dask.dataframe.read_parquet'})"
+    options = "pandas.read_csv" if kind == "CSV" else "dask.dataframe.read_parquet"
+    return f"{spelled} (the options are those of {options})"
 
 
 def _unreadable_parquet_file(text: str) -> tuple[str, str] | None:
@@ -780,7 +796,8 @@ def open_table(
     read_options : dict, optional
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
-        row groups per partition) unless either key is given. A CSV's feature and weight
+        row groups per partition; a larger row group is read in row slices of that size) unless
+        ``split_row_groups`` is given (``blocksize`` alone sets the size). A CSV's feature and weight
         columns are parsed as float64 (dask would type them from the first rows only); a
         separator of several characters selects pandas' Python parser. ``format`` ("csv" or
         "parquet") names the format of a file whose name does not (e.g. UCI's ``adult.data``).
