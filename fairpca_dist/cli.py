@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fairpca_dist.exceptions import FairPCAError, InputError
-from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
+from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
 from fairpca_dist.solvers import CENTERS, SOLVERS
 
 __all__ = ["main"]
@@ -188,7 +188,7 @@ def _compare(args: argparse.Namespace) -> int:
 def _pipeline(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from flows.pipeline import pipeline
-    from flows.runtime import start_api_server
+    from flows.runtime import api_server
     from flows.steps import show_step_lines
 
     imports = time.perf_counter() - started
@@ -196,9 +196,9 @@ def _pipeline(args: argparse.Namespace) -> int:
     args.console.quiet_prefect()
     print(f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
           f"{', '.join(args.sensitive_feature)}, on {args.source}")
-    server = start_api_server(announce=lambda message: print(f"  prefect  {message}", flush=True))
-    print(f"  prefect  {server.describe()}")
-    with server.pinned(), show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
+    with (api_server(announce=lambda message: print(f"  prefect  {message}", flush=True)) as server,
+          show_step_lines(echo=not args.verbose) as lines):  # with -v, Prefect's console shows them
+        print(f"  prefect  {server.describe()}")
         result = pipeline(
             source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
             features=args.features, exclude=args.exclude, key_columns=args.key_columns, target=args.target,
@@ -229,6 +229,7 @@ def _time_breakdown(total: float, imports: float, server: float, steps: dict[str
 def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
 
+    check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
     run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir = Path(args.runs_dir) / run_id
     if args.synthetic_rows:
@@ -475,6 +476,18 @@ class _Console:
             return False
         return True
 
+    def mute(self) -> None:
+        """From now on no library log reaches the terminal (the command was interrupted: what they
+        would say is about the work being torn down, not its cause); with ``--verbose`` they do."""
+        if self.verbose:
+            return
+        loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
+                                          if isinstance(logger, logging.Logger))]
+        for logger in loggers:
+            for handler in logger.handlers:
+                if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
+                    handler.setLevel(logging.CRITICAL + 1)
+
     def replay(self) -> None:
         """Show the held error records (the command failed for a reason other than bad input)."""
         for handler in self._handlers:
@@ -483,25 +496,44 @@ class _Console:
                 handler.handle(record)
 
 
-def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    """SIGTERM handler: leave the command as an interrupt would, through every ``finally`` and
-    ``except BaseException`` (so staging folders are removed and locks released), with the
-    conventional exit status 128 + 15."""
-    raise SystemExit(128 + signum)
+class _Interrupt(KeyboardInterrupt):
+    """SIGINT or SIGTERM, raised in the main thread. A ``KeyboardInterrupt``, so that the command
+    stops as on Ctrl-C whichever signal came: through every ``finally`` and ``except
+    BaseException`` (a pass waits for its tasks in flight, staging folders are removed, locks
+    released, a flow run is marked crashed), and nothing retries it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
 @contextlib.contextmanager
-def _sigterm_as_exit() -> Iterator[None]:
-    """Within (in the main thread; elsewhere signals cannot be handled): SIGTERM raises
-    ``SystemExit(143)``. Prefect installs its own handler inside flow runs, to the same end."""
+def _signals_as_interrupts(console: _Console) -> Iterator[None]:
+    """Within (in the main thread; elsewhere signals cannot be handled): SIGINT and SIGTERM mute
+    the ``console`` and raise :class:`_Interrupt`. Inside flow runs Prefect handles SIGTERM
+    itself (the run is marked crashed) and passes it on to this handler when the run has ended."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        console.mute()
+        raise _Interrupt(signum)
+
+    previous = {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _interrupted(interrupt: KeyboardInterrupt) -> int:
+    """Say in one line that the command was interrupted; return 128 + the signal's number."""
+    signum = interrupt.signum if isinstance(interrupt, _Interrupt) else signal.SIGINT
+    print(f"fairpca: interrupted ({signal.Signals(signum).name}); unfinished outputs were removed, previous ones "
+          "left as they were", file=sys.stderr)
+    return 128 + signum
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -509,11 +541,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.console = console = _Console(args.verbose)
     try:
-        with _sigterm_as_exit(), console.warnings_as_lines():
+        with _signals_as_interrupts(console), console.warnings_as_lines():
             code = int(args.handler(args))
     except FairPCAError as error:
         print(f"fairpca: error: {' '.join(str(error).splitlines())}", file=sys.stderr)  # one line
         return 2
+    except KeyboardInterrupt as interrupt:
+        return _interrupted(interrupt)
     except BaseException:
         console.replay()
         raise

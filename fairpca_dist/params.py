@@ -29,8 +29,14 @@ def check_run_parameters(
     on_bad_rows: str | None = None,
     options: Mapping[str, Any] | None = None,
     rbf_mmd: str | None = None,
+    run_id: Any = None,
 ) -> None:
-    """Raise :class:`InputError` for the first bad parameter among those given."""
+    """Raise :class:`InputError` for the first bad parameter among those given.
+
+    ``run_id`` names a folder inside ``runs_dir``: a plain name, so that a run cannot be
+    written anywhere else (``../../somewhere``, ``a/b``) nor hidden among the staging and lock
+    files the writers keep beside their outputs (a leading dot).
+    """
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if not (os.path.exists(text) or (any(c in text for c in "*?[") and glob.glob(text))):
@@ -45,6 +51,9 @@ def check_run_parameters(
         raise InputError(f"center={center!r} is not one of {CENTERS}")
     if rbf_mmd is not None and rbf_mmd not in RBF_MMD_CHOICES:
         raise InputError(f"rbf_mmd={rbf_mmd!r} is not one of {RBF_MMD_CHOICES}")
+    if run_id is not None and not _is_plain_name(run_id):
+        raise InputError(f"run_id={run_id!r} (command line: --run-id) must be a plain folder name: no '/' or '\\', "
+                         "not '.' or '..', not starting with '.'; the run is written to <runs_dir>/<run_id>")
     if on_bad_rows is not None and on_bad_rows not in ("fail", "drop"):
         raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")
     if options and method is not None:
@@ -53,3 +62,8 @@ def check_run_parameters(
             raise InputError(
                 f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(SOLVERS[method].options) or 'none'}"
             )
+
+
+def _is_plain_name(name: Any) -> bool:
+    """A string usable as one folder name on every platform the runs may be read on."""
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(c in name for c in "/\\\0")

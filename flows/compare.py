@@ -8,7 +8,7 @@ from prefect import flow
 
 from fairpca_dist.comparison import check_comparison
 from fairpca_dist.ingest import read_schema
-from flows.tasks import cell_moments_task, comparison_task
+from flows.tasks import MethodsParameter, cell_moments_task, comparison_task
 
 
 @flow(name="fairpca-compare", flow_run_name="compare-r{n_components}")
@@ -16,7 +16,7 @@ def compare(
     table_dir: str,
     out_dir: str,
     n_components: list[int] | int = 2,
-    methods: dict[str, dict[str, Any]] | list[str] | None = None,
+    methods: MethodsParameter | None = None,
     target: str | None = None,
     n_cells: int = 10,
     cells_column: str | None = None,

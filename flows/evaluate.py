@@ -8,15 +8,15 @@ from prefect import flow
 
 from fairpca_dist.atomic import check_output
 from fairpca_dist.params import check_run_parameters
-from fairpca_dist.table_evaluation import check_settings, table_cells
-from flows.tasks import cell_moments_task, evaluation_task
+from fairpca_dist.table_evaluation import EVALUATION_FILE, check_settings, table_cells
+from flows.tasks import MethodsParameter, cell_moments_task, evaluation_task
 
 
 @flow(name="fairpca-evaluate", flow_run_name="evaluate-r{n_components}")
 def evaluate(
     table_dir: str,
     out_dir: str,
-    methods: dict[str, dict[str, Any]] | list[str] | None = None,
+    methods: MethodsParameter | None = None,
     n_components: int = 3,
     n_cells: int = 10,
     cells_column: str | None = None,
@@ -40,7 +40,7 @@ def evaluate(
     """
     methods = methods if methods is not None else ["pca", "fair-eig", "dro"]
     check_run_parameters(source=table_dir, n_components=n_components, center=center)
-    check_output(out_dir, [table_dir], kind="folder")
+    check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE)
     cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
     cells_path = cell_moments_task(table_dir, cells_column=cells_column, n_cells=n_cells, cell_seed=cell_seed,

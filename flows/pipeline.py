@@ -10,6 +10,7 @@ their Dask graphs run on that scheduler's workers.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import time
@@ -25,16 +26,33 @@ from fairpca_dist.atomic import check_output, input_paths, output_lock
 from fairpca_dist.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters
 from flows.steps import step
-from flows.tasks import fit_task, ingest_task, project_task, report_task
+from flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
+
+
+class _TaskRunner(DaskTaskRunner):
+    """prefect-dask's task runner, whose shutdown after a failed or interrupted step does not warn:
+    as the cluster in this process closes under tasks still running, distributed warns of each
+    task it cancels and each result it loses, lines about the shutdown, not about its cause."""
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if exc_info[0] is None:
+            return super().__exit__(*exc_info)
+        logger = logging.getLogger("distributed")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            return super().__exit__(*exc_info)
+        finally:
+            logger.setLevel(level)
 
 
 def task_runner(dask_address: str | None) -> DaskTaskRunner:
     """An existing scheduler, or a LocalCluster of threads in this process (no extra
     processes, so no extra temporary Prefect servers in ephemeral mode)."""
     if dask_address:
-        return DaskTaskRunner(address=dask_address)
-    return DaskTaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
-                                          "dashboard_address": ":0"})
+        return _TaskRunner(address=dask_address)
+    return _TaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
+                                       "dashboard_address": ":0"})
 
 
 _STEP_OUTPUTS = ("table", "model", "projected", "report", "../.moments-cache")  # what the steps write, in the run folder
@@ -61,42 +79,43 @@ def _steps(
     key_columns: list[str], target: str | None, method: str, n_components: int, center: str, standardize: bool,
     options: dict[str, Any] | None, on_bad_rows: str, read_options: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    with step("dask") as outcome:
-        # prefect-dask starts (or connects to) the cluster on first use: do it here, timed.
-        client = FlowRunContext.get().task_runner.client
-        workers = client.scheduler_info()["workers"].values()
-        outcome.summary = (f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads "
-                           f"at {client.scheduler.address}")
-    base = Path(root)
-    pass_through = [*key_columns, *([target] if target else [])]
-    # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
-    # hands the library the same cluster for its own graphs; steps run one after another.
-    with step("ingest") as outcome:
-        table = ingest_task.submit(
-            source, str(base / "table"), sensitive_feature=sensitive_feature, features=features, exclude=exclude,
-            key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
-            read_options=read_options, report_target=target,
-        ).result()
-        outcome.summary = f"{table['summary']} -> {table['table_dir']}"
-    with step("fit") as outcome:
-        model = fit_task.submit(
-            table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,
-            standardize=standardize, options=options, cache_dir=str(base.parent / ".moments-cache"),
-        ).result()
-        outcome.summary = (f"{method} r={n_components}, largest group loss {model['max_loss']:.4g}"
-                           f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}")
-    with step("project") as outcome:
-        projected = project_task.submit(
-            model["model_dir"], table["table_dir"], str(base / "projected"), pass_through=pass_through
-        ).result()
-        outcome.summary = f"{projected['rows']:,} rows -> {projected['out_dir']}"
-    with step("report") as outcome:
-        report = report_task.submit(
-            model["model_dir"], table["table_dir"], str(base / "report"), target=target, max_components=None,
-            sample_size=50_000, artifact_key=f"fairpca-report-{method}",
-        ).result()
-        outcome.summary = f"-> {report['markdown']}"
-    return {"run_dir": str(base), "table": table, "model": model, "projected": projected, "report": report}
+    with no_retry_after_interrupt():  # the tasks run on the cluster's threads, not interrupted themselves
+        with step("dask") as outcome:
+            # prefect-dask starts (or connects to) the cluster on first use: do it here, timed.
+            client = FlowRunContext.get().task_runner.client
+            workers = client.scheduler_info()["workers"].values()
+            outcome.summary = (f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads "
+                               f"at {client.scheduler.address}")
+        base = Path(root)
+        pass_through = [*key_columns, *([target] if target else [])]
+        # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
+        # hands the library the same cluster for its own graphs; steps run one after another.
+        with step("ingest") as outcome:
+            table = ingest_task.submit(
+                source, str(base / "table"), sensitive_feature=sensitive_feature, features=features, exclude=exclude,
+                key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
+                read_options=read_options, report_target=target,
+            ).result()
+            outcome.summary = f"{table['summary']} -> {table['table_dir']}"
+        with step("fit") as outcome:
+            model = fit_task.submit(
+                table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,
+                standardize=standardize, options=options, cache_dir=str(base.parent / ".moments-cache"),
+            ).result()
+            outcome.summary = (f"{method} r={n_components}, largest group loss {model['max_loss']:.4g}"
+                               f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}")
+        with step("project") as outcome:
+            projected = project_task.submit(
+                model["model_dir"], table["table_dir"], str(base / "projected"), pass_through=pass_through
+            ).result()
+            outcome.summary = f"{projected['rows']:,} rows -> {projected['out_dir']}"
+        with step("report") as outcome:
+            report = report_task.submit(
+                model["model_dir"], table["table_dir"], str(base / "report"), target=target, max_components=None,
+                sample_size=50_000, artifact_key=f"fairpca-report-{method}",
+            ).result()
+            outcome.summary = f"-> {report['markdown']}"
+        return {"run_dir": str(base), "table": table, "model": model, "projected": projected, "report": report}
 
 
 @flow(name="fairpca-pipeline", flow_run_name="pipeline-{method}-r{n_components}")
@@ -122,7 +141,7 @@ def pipeline(
     The run folder is locked while the run lasts: a concurrent run with the same ``run_id``
     raises :class:`~fairpca_dist.exceptions.OutputBusyError` before it reads or writes anything."""
     check_run_parameters(source=source, method=method, n_components=n_components, center=center,
-                         on_bad_rows=on_bad_rows, options=options)
+                         on_bad_rows=on_bad_rows, options=options, run_id=run_id or None)
     root = _run_dir(runs_dir, run_id, method, n_components)
     for output in _STEP_OUTPUTS:  # the run folder may hold the source (the demo's): its steps' outputs may not
         check_output(root / output, input_paths(source), kind="folder")

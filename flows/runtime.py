@@ -12,6 +12,9 @@ Importing :mod:`flows` therefore sets, **only where the user has not set them** 
 environment, a Prefect profile or ``prefect.toml``), the defaults in :data:`PREFECT_DEFAULTS`.
 Nothing else of the user's Prefect configuration is touched; with ``PREFECT_API_URL`` set,
 flows run against that server and no temporary server starts.
+
+A command starts the temporary server itself, with :func:`api_server`: it says so, times it,
+and stops it when the command ends, interrupted or not (see :mod:`flows.api_server`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "start_api_server"]
+__all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "api_server"]
 
 PREFECT_DEFAULTS: dict[str, str] = {
     # Wait up to 3 minutes for the temporary server (first start: database creation).
@@ -50,6 +53,11 @@ def apply_prefect_defaults() -> dict[str, str]:
     return applied
 
 
+DRAIN_SECONDS = 10.0
+"""How long a command waits, before it stops its temporary server, for Prefect to send the
+run logs and events it holds."""
+
+
 @dataclass(frozen=True)
 class ApiServer:
     """The Prefect API the flows will use, and what it took to get it."""
@@ -59,21 +67,6 @@ class ApiServer:
     seconds: float
     created_database: bool
 
-    @contextlib.contextmanager
-    def pinned(self) -> Iterator[None]:
-        """While inside, flow and task runs reach this API by its URL, task runs on Dask
-        workers included (they receive the flow's settings with each task). A temporary server
-        is otherwise known only to the process that started it: every worker of an existing
-        cluster (``--dask-address``) would start one of its own, on the same database, and the
-        run stalled (measured: no progress for 7 minutes on a 10M-row table)."""
-        if not self.temporary:
-            yield
-            return
-        from prefect.settings import PREFECT_API_URL, temporary_settings
-
-        with temporary_settings(updates={PREFECT_API_URL: self.url}):
-            yield
-
     def describe(self) -> str:
         if not self.temporary:
             return f"Prefect API at {self.url}"
@@ -81,28 +74,54 @@ class ApiServer:
         return f"temporary Prefect API server started in {self.seconds:.1f} s{first}"
 
 
-def start_api_server(announce: Callable[[str], None] | None = None) -> ApiServer:
-    """Start Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one.
+@contextlib.contextmanager
+def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiServer]:
+    """Start Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one, and
+    stop it on leaving.
 
-    The flows would start it on their first API call anyway (this is the same server: Prefect
-    keeps one per process); starting it first lets a command say what it is doing and how
-    long it took. ``announce`` receives one line before a temporary server starts. Raises
-    what Prefect raises when the server does not come up.
+    The flows would start one on their first API call anyway (Prefect keeps one per process);
+    starting it first lets a command say what it is doing and how long it took, and this one
+    (:class:`flows.api_server.TemporaryServer`) is safe from interrupts: a terminal's Ctrl-C
+    does not reach it, so the flow runs inside are marked crashed before it stops, and it
+    exits by itself if this process dies. ``announce`` receives one line before a temporary
+    server starts. Raises what Prefect raises when the server does not come up.
+
+    While inside, flow and task runs reach this API by its URL, task runs on Dask workers
+    included (they receive the flow's settings with each task). A temporary server is otherwise
+    known only to the process that started it: every worker of an existing cluster
+    (``--dask-address``) would start one of its own, on the same database, and the run stalled
+    (measured: no progress for 7 minutes on a 10M-row table).
     """
-    from prefect.settings import get_current_settings
+    from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     settings = get_current_settings()
     if settings.api.url:
-        return ApiServer(str(settings.api.url), temporary=False, seconds=0.0, created_database=False)
-    from prefect.server.api.server import SubprocessASGIServer
+        yield ApiServer(str(settings.api.url), temporary=False, seconds=0.0, created_database=False)
+        return
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    from flows.api_server import TemporaryServer
 
     database = Path(settings.home) / "prefect.db"
     url = settings.server.database.connection_url.get_secret_value()
     new_database = url.startswith("sqlite") and str(database) in url and not database.exists()
-    server = SubprocessASGIServer()
-    if announce is not None and not server.running:
+    server = TemporaryServer()
+    ours = not server.running  # else Prefect's own, started earlier in this process: not ours to stop
+    if announce is not None and ours:
         first = f" (first run: creating its database in {settings.home}, ~10-30 s)" if new_database else ""
         announce(f"starting a temporary API server{first} ...")
     started = time.perf_counter()
-    server.start()
-    return ApiServer(server.api_url, temporary=True, seconds=time.perf_counter() - started, created_database=new_database)
+    try:
+        server.start()  # an interrupt while it starts stops it too
+        found = ApiServer(server.api_url, temporary=True, seconds=time.perf_counter() - started,
+                          created_database=new_database)
+        with temporary_settings(updates={PREFECT_API_URL: found.url}):
+            yield found
+    finally:
+        if ours:
+            # Prefect's log and event workers send what they hold first (at exit, they would try
+            # a stopped server for a minute), with a bound: a stuck send must not hold the command.
+            for worker in (APILogWorker, EventsWorker):
+                worker.drain_all(timeout=DRAIN_SECONDS)
+            server.stop()

@@ -1,23 +1,28 @@
 """Prefect tasks: one library call each, paths in, small summaries out.
 
-Data-touching tasks retry on infrastructure errors (lost workers, I/O) but never on
-:class:`~fairpca_dist.exceptions.InputError`: bad input fails at once.
+Data-touching tasks retry what may succeed on retry (a lost connection or worker, an I/O
+timeout: :func:`is_transient`); anything else, bad input first, fails at once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 from collections.abc import Iterator
 from typing import Any
+from uuid import UUID
 
+from distributed import KilledWorker
+from distributed.comm import CommClosedError
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
 from fairpca_dist.cells import CellMoments
 from fairpca_dist.evaluation import evaluate
-from fairpca_dist.exceptions import InputError
+from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, write_table_report
 from fairpca_dist.ingest import ingest_table
 from fairpca_dist.projection import project_table
@@ -26,18 +31,61 @@ from fairpca_dist.table_comparison import compare_table
 from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 
 
-def retry_unless_input_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Retry policy: deterministic input errors are not retried."""
+MethodsParameter = dict[str, dict[str, Any] | None] | list[str] | str
+"""The ``methods`` of the evaluate and compare flows, in every form the library takes that a
+flow parameter can carry: a name, names, or name → options (None or ``{}``: the defaults;
+a list of values: a grid), as in :func:`fairpca_dist.evaluation.evaluate`."""
+
+_NETWORK_ERRNOS = frozenset({errno.ENETDOWN, errno.ENETUNREACH, errno.ENETRESET, errno.EHOSTDOWN, errno.EHOSTUNREACH})
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a task that failed with ``error`` may succeed when it runs again: a connection
+    lost or refused (:class:`~fairpca_dist.exceptions.ServiceError` included), a network
+    unreachable, a Dask worker lost (``KilledWorker``, ``CommClosedError``), an I/O timeout.
+
+    Nothing else is: every other :class:`~fairpca_dist.exceptions.FairPCAError` (bad input or
+    schema, an input that cannot be opened, an output that cannot be written, a full disk, not
+    enough memory, an output another run is writing), a cancellation, an interrupt, and any
+    error not known to be transient — a retry would only repeat it, 5 s and 30 s later.
+    """
+    if isinstance(error, FairPCAError):
+        return isinstance(error, ServiceError)
+    if isinstance(error, (ConnectionError, TimeoutError, KilledWorker, CommClosedError)):
+        return True
+    return isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS
+
+
+_INTERRUPTED_RUNS: set[UUID] = set()  # flow runs of this process that an interrupt stopped
+
+
+def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry policy of the data-touching tasks: retry what :func:`is_transient` says may succeed,
+    unless the task's flow run was interrupted (:func:`no_retry_after_interrupt`)."""
     try:
         state.result()
-    except InputError:
-        return False
-    except Exception:  # noqa: BLE001 - any other failure may be transient
-        return True
-    return True
+    except Exception as error:  # noqa: BLE001 - the failure the state holds, whatever its type
+        return is_transient(error) and task_run.flow_run_id not in _INTERRUPTED_RUNS
+    return False
 
 
-_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": retry_unless_input_error}
+@contextlib.contextmanager
+def no_retry_after_interrupt() -> Iterator[None]:
+    """Around the body of a flow whose tasks run on other threads of this process (a Dask
+    cluster in the process): when an interrupt (Ctrl-C, SIGTERM) stops the flow, none of its
+    tasks is retried. Such a task is not interrupted itself: it fails when its cluster closes,
+    maybe with an error that is transient elsewhere (a closed connection), and possibly before
+    Prefect has marked the run crashed."""
+    try:
+        yield
+    except Exception:
+        raise
+    except BaseException:
+        _INTERRUPTED_RUNS.add(FlowRunContext.get().flow_run.id)
+        raise
+
+
+_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": retry_if_transient}
 
 
 @contextlib.contextmanager
@@ -138,7 +186,7 @@ def cell_moments_task(table_dir: str, *, cells_column: str | None, n_cells: int,
 
 
 @task(name="evaluate-methods")
-def evaluation_task(cells_path: str, out_dir: str, *, methods: dict[str, dict[str, Any]] | list[str],
+def evaluation_task(cells_path: str, out_dir: str, *, methods: MethodsParameter,
                     n_components: int, n_splits: int, train_fraction: float, n_folds: int, center: str,
                     standardize: bool, random_state: int | None, source: str) -> dict[str, Any]:
     evaluation = evaluate(CellMoments.load(cells_path), n_components, methods, n_splits=n_splits,
@@ -152,7 +200,7 @@ def evaluation_task(cells_path: str, out_dir: str, *, methods: dict[str, dict[st
 
 
 @task(name="compare-methods")
-def comparison_task(table_dir: str, out_dir: str, *, methods: dict[str, dict[str, Any]] | list[str] | None,
+def comparison_task(table_dir: str, out_dir: str, *, methods: MethodsParameter | None,
                     n_components: list[int], target: str | None, n_cells: int, cells_column: str | None,
                     cell_seed: int, train_fraction: float, center: str, standardize: bool, rbf_mmd: bool,
                     random_state: int, cache_dir: str | None, dask_address: str | None = None) -> dict[str, Any]:

@@ -89,7 +89,7 @@ def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, 
     def fail_once_on_partition_2(part, partition, *args):
         if partition.index == 2 and not failures:
             failures.append(partition.index)
-            raise OSError("worker lost its disk")
+            raise ConnectionResetError("connection to the object store was reset")  # transient: retried
         return real(part, partition, *args)
 
     monkeypatch.setattr(projection, "_project_partition", fail_once_on_partition_2)
@@ -178,7 +178,7 @@ def test_evaluate_flow_agrees_with_the_library(tmp_path):
     x, labels = grouped_data(n_rows=900, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(900), sex=labels)
     ingest_table(frame, tmp_path / "table", sensitive_feature=["sex"], key_columns=["id"])
-    methods = {"pca": {}, "dro": {"lam": [0.0, 1.0], "alpha": 0.1}}
+    methods = {"pca": None, "dro": {"lam": [0.0, 1.0], "alpha": 0.1}}  # None: the README's form
     result = evaluate(str(tmp_path / "table"), str(tmp_path / "out"), methods=methods, n_splits=3)
     cells = compute_moments(frame, sensitive_feature="sex", features=list("abcd"),
                             cells=HashCells(("id",), n_cells=10))
@@ -210,7 +210,7 @@ def test_compare_flow_agrees_with_the_library(tmp_path):
     x, labels = grouped_data(n_rows=600, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(600), sex=labels)
     ingest_table(frame, tmp_path / "table", sensitive_feature=["sex"], key_columns=["id"])
-    methods = {"pca": {}, "kleindessner": {}, "mm-sparse": {"penalty": [0.01, 0.05]}}
+    methods = {"pca": None, "kleindessner": {}, "mm-sparse": {"penalty": [0.01, 0.05]}}
     result = compare(str(tmp_path / "table"), str(tmp_path / "out"), n_components=[1, 2], methods=methods)
     direct = compare_table(tmp_path / "table", tmp_path / "direct", n_components=[1, 2], methods=methods)
     assert [f["label"] for f in result["fits"]] == [c.label for c in direct.candidates]
