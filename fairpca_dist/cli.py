@@ -12,6 +12,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -229,9 +230,14 @@ def _time_breakdown(total: float, imports: float, server: float, steps: dict[str
 def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
 
+    from flows.runtime import check_configured_api
+
     check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
+    check_configured_api()
     run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir = Path(args.runs_dir) / run_id
+    if run_dir.exists():  # the demo writes its source there: never over a file of the user's
+        raise InputError(f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)")
     if args.synthetic_rows:
         source = write_synthetic_parquet(run_dir / "source.parquet", args.synthetic_rows, rows_per_file=args.rows_per_file)
         print(f"wrote {args.synthetic_rows:,} synthetic rows to {source}")
@@ -460,7 +466,7 @@ class _Console:
         def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
                  line: str | None = None) -> None:
             if not issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
-                print(f"fairpca: warning: {message}", file=sys.stderr)
+                print(f"fairpca: warning: {' '.join(str(message).split())}", file=sys.stderr)  # one line
             elif self.verbose:
                 original(message, category, filename, lineno, file, line)
 
@@ -536,6 +542,16 @@ def _interrupted(interrupt: KeyboardInterrupt) -> int:
     return 128 + signum
 
 
+def _environment_error(error: OSError | MemoryError) -> str:
+    """One line for an error of the machine the library had no more specific words for: the
+    operating system's reason and the path it names."""
+    if isinstance(error, MemoryError):
+        return f"out of memory ({error or 'MemoryError'}): give the command more memory, or use a Dask cluster"
+    reason = error.strerror or " ".join(str(error).split()) or type(error).__name__
+    paths = [os.fspath(name) for name in (error.filename, error.filename2) if name is not None]
+    return f"{reason}{': ' + ' -> '.join(paths) if paths else ''}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fairpca`` console script."""
     args = _parser().parse_args(argv)
@@ -548,6 +564,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as interrupt:
         return _interrupted(interrupt)
+    except (OSError, MemoryError) as error:  # the environment, not this program: a path, a disk, memory
+        if args.verbose:
+            console.replay()
+            raise
+        print(f"fairpca: error: {_environment_error(error)} (run with -v for the details)", file=sys.stderr)
+        return 2
     except BaseException:
         console.replay()
         raise

@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from fairpca_dist.cluster import check_scheduler
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers import CENTERS, SOLVERS
 
@@ -30,8 +31,13 @@ def check_run_parameters(
     options: Mapping[str, Any] | None = None,
     rbf_mmd: str | None = None,
     run_id: Any = None,
+    dask_address: str | None = None,
 ) -> None:
     """Raise :class:`InputError` for the first bad parameter among those given.
+
+    ``dask_address`` must be a scheduler's address, and one must answer there within 10 s
+    (:func:`fairpca_dist.cluster.check_scheduler`: :class:`ServiceError` otherwise), so that
+    a flow fails before its first task rather than retrying a task that cannot connect.
 
     ``run_id`` names a folder inside ``runs_dir``: a plain name, so that a run cannot be
     written anywhere else (``../../somewhere``, ``a/b``) nor hidden among the staging and lock
@@ -62,6 +68,7 @@ def check_run_parameters(
             raise InputError(
                 f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(SOLVERS[method].options) or 'none'}"
             )
+    check_scheduler(dask_address)
 
 
 def _is_plain_name(name: Any) -> bool:

@@ -6,8 +6,11 @@ from typing import Any
 
 from prefect import flow
 
+from fairpca_dist.atomic import check_output
 from fairpca_dist.comparison import check_comparison
+from fairpca_dist.comparison_report import COMPARISON_FILE
 from fairpca_dist.ingest import read_schema
+from fairpca_dist.params import check_run_parameters
 from flows.tasks import MethodsParameter, cell_moments_task, comparison_task
 
 
@@ -39,6 +42,8 @@ def compare(
     the target column are checked before any pass. ``dask_address``: run the passes there.
     """
     ranks = [n_components] if isinstance(n_components, int) else list(n_components)
+    check_run_parameters(source=table_dir, center=center, dask_address=dask_address)
+    check_output(out_dir, [table_dir], kind="folder", marker=COMPARISON_FILE)
     schema = read_schema(table_dir)
     check_comparison(methods, ranks, len(schema["features"]), groups=[g["label"] for g in schema["groups"]],
                      center=center, target=target)

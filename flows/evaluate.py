@@ -39,7 +39,7 @@ def evaluate(
     ``dask_address``: run the pass on that scheduler instead of in this process.
     """
     methods = methods if methods is not None else ["pca", "fair-eig", "dro"]
-    check_run_parameters(source=table_dir, n_components=n_components, center=center)
+    check_run_parameters(source=table_dir, n_components=n_components, center=center, dask_address=dask_address)
     check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE)
     cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)

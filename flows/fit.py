@@ -26,7 +26,8 @@ def fit(
     and a table that gained files reads only the new ones.
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     """
-    check_run_parameters(source=table_dir, method=method, n_components=n_components, center=center, options=options)
+    check_run_parameters(source=table_dir, method=method, n_components=n_components, center=center, options=options,
+                         dask_address=dask_address)
     return fit_task(table_dir, model_dir, method=method, n_components=n_components, center=center,
                     standardize=standardize, options=options, cache_dir=cache_dir, dask_address=dask_address)
 

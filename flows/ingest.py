@@ -29,7 +29,7 @@ def ingest(
     ``on_bad_rows="drop"``, are counted and sampled into ``rejects.csv``).
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     """
-    check_run_parameters(source=source, on_bad_rows=on_bad_rows)
+    check_run_parameters(source=source, on_bad_rows=on_bad_rows, dask_address=dask_address)
     return ingest_task(
         source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude or [],
         key_columns=key_columns or [], pass_through=pass_through or [], on_bad_rows=on_bad_rows,

@@ -55,7 +55,8 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
                                        "dashboard_address": ":0"})
 
 
-_STEP_OUTPUTS = ("table", "model", "projected", "report", "../.moments-cache")  # what the steps write, in the run folder
+# what the steps write, relative to the run folder
+_STEP_OUTPUTS = ("table", "model", "projected", "report", "../.moments-cache")
 
 
 def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int) -> Path:
@@ -141,7 +142,7 @@ def pipeline(
     The run folder is locked while the run lasts: a concurrent run with the same ``run_id``
     raises :class:`~fairpca_dist.exceptions.OutputBusyError` before it reads or writes anything."""
     check_run_parameters(source=source, method=method, n_components=n_components, center=center,
-                         on_bad_rows=on_bad_rows, options=options, run_id=run_id or None)
+                         on_bad_rows=on_bad_rows, options=options, run_id=run_id or None, dask_address=dask_address)
     root = _run_dir(runs_dir, run_id, method, n_components)
     for output in _STEP_OUTPUTS:  # the run folder may hold the source (the demo's): its steps' outputs may not
         check_output(root / output, input_paths(source), kind="folder")

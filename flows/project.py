@@ -19,7 +19,7 @@ def project(
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     """
     check_run_parameters(source=model_dir)
-    check_run_parameters(source=table_dir)
+    check_run_parameters(source=table_dir, dask_address=dask_address)
     return project_task(model_dir, table_dir, out_dir, pass_through=pass_through or [], dask_address=dask_address)
 
 

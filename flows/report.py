@@ -28,7 +28,7 @@ def report(
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     """
     check_run_parameters(source=model_dir, rbf_mmd=rbf_mmd)
-    check_run_parameters(source=table_dir)
+    check_run_parameters(source=table_dir, dask_address=dask_address)
     return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
                        sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address,
                        rbf_mmd=rbf_mmd)

@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "api_server"]
+__all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "api_server", "check_api", "check_configured_api",
+           "API_TIMEOUT"]
 
 PREFECT_DEFAULTS: dict[str, str] = {
     # Wait up to 3 minutes for the temporary server (first start: database creation).
@@ -53,6 +54,9 @@ def apply_prefect_defaults() -> dict[str, str]:
     return applied
 
 
+API_TIMEOUT = 10.0
+"""How long a Prefect API named by ``PREFECT_API_URL`` has to answer its health check."""
+
 DRAIN_SECONDS = 10.0
 """How long a command waits, before it stops its temporary server, for Prefect to send the
 run logs and events it holds."""
@@ -72,6 +76,35 @@ class ApiServer:
             return f"Prefect API at {self.url}"
         first = ", database created (first run)" if self.created_database else ""
         return f"temporary Prefect API server started in {self.seconds:.1f} s{first}"
+
+
+def check_configured_api() -> None:
+    """:func:`check_api` of the API ``PREFECT_API_URL`` names, if it names one."""
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().api.url
+    if url:
+        check_api(str(url))
+
+
+def check_api(url: str, *, timeout: float = API_TIMEOUT) -> None:
+    """Raise :class:`~fairpca_dist.exceptions.ServiceError` naming ``url`` unless a Prefect API
+    answers its health check there within ``timeout`` seconds (Prefect itself raises a bare
+    ``RuntimeError: Failed to reach API`` at the first flow run)."""
+    import httpx
+
+    from fairpca_dist.exceptions import ServiceError
+
+    advice = ("start it (`prefect server start`), or unset PREFECT_API_URL to run on a temporary server of this "
+              "command's own")
+    try:
+        response = httpx.get(f"{url.rstrip('/')}/health", timeout=timeout)
+    except (httpx.HTTPError, ValueError) as error:
+        raise ServiceError(f"no Prefect API answers at {url} (PREFECT_API_URL; {type(error).__name__}: "
+                           f"{' '.join(str(error).split()) or 'no answer'}): {advice}") from error
+    if response.status_code != 200:
+        raise ServiceError(f"{url} (PREFECT_API_URL) answers, but not as a Prefect API (health check: HTTP "
+                           f"{response.status_code}): check the URL, which ends in /api, or {advice}")
 
 
 @contextlib.contextmanager
@@ -96,6 +129,7 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
 
     settings = get_current_settings()
     if settings.api.url:
+        check_api(str(settings.api.url))
         yield ApiServer(str(settings.api.url), temporary=False, seconds=0.0, created_database=False)
         return
     from prefect.events.worker import EventsWorker

@@ -31,8 +31,9 @@ def _unprivileged(command: list[str]) -> list[str]:
     return ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *command]
 
 
-def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HOME": str(cwd), "PREFECT_HOME": str(cwd / ".prefect"), "MPLCONFIGDIR": str(cwd / ".mpl")}
+def _run(command: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HOME": str(cwd), "PREFECT_HOME": str(cwd / ".prefect"), "MPLCONFIGDIR": str(cwd / ".mpl"),
+           **environment}
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -92,3 +93,24 @@ def test_a_read_only_disk_is_a_write_error_naming_the_output(world):
     result = _run(["unshare", "--mount", "sh", "-c", script], world)
     _one_line(result, f"could not write {disk / 'table'}: the file system is read-only")
     assert hashlib.sha256((disk / "table" / "schema.json").read_bytes()).hexdigest() == digest
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", ["pipeline", "demo"])
+def test_an_unreachable_prefect_api_is_named_before_anything_is_written(world, command):
+    url = f"http://127.0.0.1:{_free_port()}/api"
+    args = [str(world / "s.csv"), "--sensitive-feature", "sex"] if command == "pipeline" else []
+    before = sorted(p.name for p in world.iterdir())
+    result = _run([*FAIRPCA, command, *args, "--runs-dir", str(world / "runs")], world, PREFECT_API_URL=url)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "Traceback" not in result.stderr
+    assert f"fairpca: error: no Prefect API answers at {url} (PREFECT_API_URL" in result.stderr
+    assert sorted(p.name for p in world.iterdir() if not p.name.startswith(".")) == [
+        n for n in before if not n.startswith(".")]

@@ -162,3 +162,19 @@ def test_a_target_with_missing_values_fails_the_run_right_after_ingest(work, tmp
         pipeline(source=str(tmp_path / "source.parquet"), sensitive_feature=["sex"], features=FEATURES, target="y",
                  runs_dir=str(runs), run_id="t")
     assert list(runs.iterdir()) == []  # no run folder, no moments cache: the fit never ran
+
+
+def test_a_scheduler_that_does_not_answer_fails_the_flow_before_any_task(work, tmp_path):
+    import socket
+
+    from fairpca_dist import ServiceError
+    from flows.fit import fit
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(ServiceError, match=f"no Dask scheduler answers at {address}"):
+        fit(str(work / "table"), str(tmp_path / "model"), dask_address=address)
+    with pytest.raises(InputError, match="dask address 'tcp://127.0.0.1:99999' has port 99999"):
+        project(str(work / "model"), str(work / "table"), str(tmp_path / "out"), dask_address="tcp://127.0.0.1:99999")
+    assert list(tmp_path.iterdir()) == []
