@@ -10,7 +10,6 @@ their Dask graphs run on that scheduler's workers.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import shutil
 import time
@@ -25,33 +24,17 @@ from prefect_dask import DaskTaskRunner
 from fairpca_dist.atomic import check_output, input_paths, output_lock
 from fairpca_dist.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters
+from flows.runtime import QuietDaskTaskRunner
 from flows.steps import step
 from flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
-
-
-class _TaskRunner(DaskTaskRunner):
-    """prefect-dask's task runner, whose shutdown after a failed or interrupted step does not warn:
-    as the cluster in this process closes under tasks still running, distributed warns of each
-    task it cancels and each result it loses, lines about the shutdown, not about its cause."""
-
-    def __exit__(self, *exc_info: Any) -> None:
-        if exc_info[0] is None:
-            return super().__exit__(*exc_info)
-        logger = logging.getLogger("distributed")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
-        try:
-            return super().__exit__(*exc_info)
-        finally:
-            logger.setLevel(level)
 
 
 def task_runner(dask_address: str | None) -> DaskTaskRunner:
     """An existing scheduler, or a LocalCluster of threads in this process (no extra
     processes, so no extra temporary Prefect servers in ephemeral mode)."""
     if dask_address:
-        return _TaskRunner(address=dask_address)
-    return _TaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
+        return QuietDaskTaskRunner(address=dask_address)
+    return QuietDaskTaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
                                        "dashboard_address": ":0"})
 
 
