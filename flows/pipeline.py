@@ -24,8 +24,8 @@ from prefect_dask import DaskTaskRunner
 from fairpca_dist.atomic import check_output, input_paths, output_lock
 from fairpca_dist.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters
-from flows.runtime import QuietDaskTaskRunner
 from flows.steps import step
+from flows.task_runner import QuietDaskTaskRunner
 from flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
 
 

@@ -20,18 +20,15 @@ and stops it when the command ends, interrupted or not (see :mod:`flows.api_serv
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from prefect_dask import DaskTaskRunner
 
 __all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "api_server", "check_api", "check_configured_api",
-           "API_TIMEOUT", "QuietDaskTaskRunner"]
+           "API_TIMEOUT"]
 
 PREFECT_DEFAULTS: dict[str, str] = {
     # Wait up to 3 minutes for the temporary server (first start: database creation).
@@ -163,24 +160,3 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
             for worker in (APILogWorker, EventsWorker):
                 worker.drain_all(timeout=DRAIN_SECONDS)
             server.stop()
-
-
-class QuietDaskTaskRunner(DaskTaskRunner):
-    """prefect-dask's task runner, whose shutdown after a failed or interrupted step does not warn:
-    as the cluster in this process closes under tasks still running, distributed warns of each
-    task it cancels and each result it loses, lines about the shutdown, not about its cause.
-
-    It lives here, in an importable module, because prefect-dask sends the task runner to the
-    workers with each task: a class defined in a flow file that a deployment loads as a script
-    (``pipeline.py``, module ``pipeline``) cannot be unpickled there."""
-
-    def __exit__(self, *exc_info: Any) -> None:
-        if exc_info[0] is None:
-            return super().__exit__(*exc_info)
-        logger = logging.getLogger("distributed")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
-        try:
-            return super().__exit__(*exc_info)
-        finally:
-            logger.setLevel(level)
