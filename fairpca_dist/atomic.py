@@ -304,7 +304,7 @@ def atomic_file(target: str | os.PathLike[str], *, inputs: Paths) -> Iterator[Pa
     target = Path(target)
     with disk_errors_named(target):
         target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:12]}"
+        staging = target.parent / f".{target.name}.tmp-{_unique()}"
         try:
             yield staging
         except BaseException:

@@ -11,6 +11,9 @@ import contextlib
 import errno
 import gzip
 import os
+import re
+import zipfile
+import zlib
 from collections.abc import Iterator
 
 __all__ = [
@@ -28,7 +31,9 @@ __all__ = [
     "ResourceError",
     "ConvergenceWarning",
     "ModelWarning",
-    "access_error",
+    "READ_ERRORS",
+    "error_line",
+    "read_error",
     "reading",
 ]
 
@@ -103,39 +108,56 @@ class ResourceError(FairPCAError, MemoryError):
     to get it (larger workers, smaller partitions)."""
 
 
-def access_error(error: OSError, path: str | os.PathLike[str] | None = None) -> FairPCAError | None:
-    """The error to raise when reading ``path`` failed with ``error``: :class:`InputError`
-    for a missing path, :class:`AccessError` for one that cannot be opened (permission, a
-    looping link, a parent that is a file), :class:`ReadError` for a truncated compressed
-    file; None for errors that may pass (a lost connection, a timeout)."""
+# A compressed file cut short or damaged, as the decompressors say it
+_DAMAGED = (EOFError, zlib.error, zipfile.BadZipFile, gzip.BadGzipFile)
+READ_ERRORS = (OSError, *_DAMAGED)
+"""What reading a file can raise that :func:`read_error` may name."""
+
+_READ_REASONS = {
+    errno.ENXIO: "it is not a regular file (a socket or a device)",
+    errno.EACCES: "permission denied: give this user read access, or copy the input somewhere readable",
+    errno.EPERM: "operation not permitted: give this user read access, or copy the input somewhere readable",
+    errno.ELOOP: "a symbolic link in the path points back to itself (a link loop): fix or remove the link",
+    errno.ENOTDIR: "a parent in the path is a file, not a folder",
+    errno.ENAMETOOLONG: "the path is too long",
+}
+
+
+def error_line(error: BaseException) -> str:
+    """``"<type>: <message>"`` on one line, without the sentence dask puts before a reader's own
+    message ("An error occurred while calling the read_csv method ...")."""
+    text = re.sub(r"^An error occurred while calling the \w+ method registered to the \w+ backend\.\s*"
+                  r"Original Message:\s*", "", " ".join(str(error).split()))
+    return f"{type(error).__name__}: {text}"
+
+
+def read_error(error: BaseException, path: str | os.PathLike[str] | None = None) -> FairPCAError | None:
+    """The error to raise when reading ``path`` failed with ``error`` (one of
+    :data:`READ_ERRORS`): :class:`InputError` for a missing path, :class:`ReadError` for a
+    compressed file cut short or damaged, :class:`AccessError` for a path that cannot be opened
+    (permission, a looping link, a parent that is a file); None for errors that may pass on
+    retry (a lost connection, a timeout)."""
     if isinstance(error, FairPCAError):
         return error
-    name = os.fspath(path if path is not None else error.filename or "the input")
+    name = os.fspath(path if path is not None else getattr(error, "filename", None) or "the input")
+    if isinstance(error, _DAMAGED):
+        return ReadError(f"cannot read {name!r}: the compressed file is truncated or damaged ({error_line(error)}); "
+                         "copy it again from its origin")
     if isinstance(error, FileNotFoundError):
         return InputError(f"input path {name!r} does not exist")
-    if isinstance(error, gzip.BadGzipFile):
-        return ReadError(f"cannot read {name!r}: not a gzip file or a corrupt one ({error})")
-    reasons = {
-        errno.ENXIO: "it is not a regular file (a socket or a device)",
-        errno.EACCES: "permission denied: give this user read access, or copy the input somewhere readable",
-        errno.EPERM: "operation not permitted: give this user read access, or copy the input somewhere readable",
-        errno.ELOOP: "a symbolic link in the path points back to itself (a link loop): fix or remove the link",
-        errno.ENOTDIR: "a parent in the path is a file, not a folder",
-        errno.ENAMETOOLONG: "the path is too long",
-    }
-    if error.errno not in reasons:
+    if not isinstance(error, OSError) or error.errno not in _READ_REASONS:
         return None
-    return AccessError(error.errno, f"cannot read {name!r}: {reasons[error.errno]}", name)
+    return AccessError(error.errno, f"cannot read {name!r}: {_READ_REASONS[error.errno]}", name)
 
 
 @contextlib.contextmanager
 def reading(path: str | os.PathLike[str]) -> Iterator[None]:
-    """Within: an ``OSError`` of reading ``path`` a person can act on raises the error
-    :func:`access_error` gives, naming ``path``; other errors pass unchanged."""
+    """Within: an error of reading ``path`` a person can act on raises the error
+    :func:`read_error` gives, naming ``path``; other errors pass unchanged."""
     try:
         yield
-    except OSError as error:
-        named = access_error(error, path)
+    except READ_ERRORS as error:
+        named = read_error(error, path)
         if named is None or named is error:
             raise
         raise named from error

@@ -17,7 +17,7 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,6 +29,9 @@ from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
+
+if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
+    from fairpca_dist.report import ReportFiles
 
 __all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
            "check_report_target", "moments_cache", "MOMENTS_CACHE", "load_fitted", "write_table_report", "MOMENTS_FILE"]
@@ -193,7 +196,7 @@ def write_table_report(
     rbf_mmd: str = "auto",
     client: Any = None,
     announce: Callable[[str], None] | None = None,
-) -> tuple[dict, Any]:
+) -> tuple[dict, ReportFiles]:
     """Build the fairness report of the model in ``model_dir`` on its ingested table and write
     it to ``report_dir`` (:func:`~fairpca_dist.report.build_report`, then
     :func:`~fairpca_dist.report.write_report`).

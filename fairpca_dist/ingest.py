@@ -164,7 +164,8 @@ def ingest_table(
             leave_out = (f" Feature(s) {empty} have no usable value in any row: leave them out (exclude={empty}; "
                          f"command line: --exclude {' '.join(empty)})." if empty else "")
             raise InputError(
-                f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); {kept}; first: {sample.head(1).to_dict(orient='records')}. Nothing was written.{leave_out} "
+                f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); {kept}; first: "
+                f"{sample.head(1).to_dict(orient='records')}. Nothing was written.{leave_out} "
                 "Clean the source, or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) "
                 "to leave the rows out"
             )

@@ -26,8 +26,6 @@ import os
 import re
 import stat
 import uuid
-import zipfile
-import zlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,7 +55,9 @@ from fairpca_dist.exceptions import (
     InputError,
     ReadError,
     SchemaError,
-    access_error,
+    READ_ERRORS,
+    error_line,
+    read_error,
     reading,
 )
 from fairpca_dist.parquet_slices import sliced_row_groups
@@ -275,9 +275,6 @@ def map_partitions(frame: dd.DataFrame, func: Callable[..., Any], *args: Any) ->
     return [Delayed(key, graph) for key in keys]
 
 
-# A compressed file cut short or damaged, as the decompressors say it
-_DAMAGED = (EOFError, zlib.error, zipfile.BadZipFile)
-
 def _run_partition(
     func: Callable[..., Any], read: GraphNode, inputs: dict[Any, Any], index: int, args: tuple[Any, ...]
 ) -> Any:
@@ -288,15 +285,12 @@ def _run_partition(
         raise
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
         raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{_reader_hint(error)}") from error
-    except _DAMAGED as error:  # a compressed file cut short or damaged
-        raise ReadError(f"cannot read {partition}: the compressed file is truncated or damaged "
-                        f"({type(error).__name__}: {error}); copy it again from its origin") from error
-    except OSError as error:  # a permission or a link loop is named; others may be transient
-        named = access_error(error, partition.file)
-        if named is not None:
-            raise named from error
-        error.add_note(f"while reading {partition}")
-        raise
+    except READ_ERRORS as error:  # damaged, forbidden, missing: named; others may be transient
+        named = read_error(error, partition.file or str(partition))
+        if named is None:
+            error.add_note(f"while reading {partition}")
+            raise
+        raise named from error
     except Exception as error:  # may be transient (a lost connection): keep the type, add where
         error.add_note(f"while reading {partition}")
         raise
@@ -325,14 +319,6 @@ def _reader_hint(error: BaseException) -> str:
     marker = found.group(1)
     return (f"\nIf {marker!r} marks a missing value: read_options={{'na_values': [{marker!r}]}} "
             f"(command line: --read-option 'na_values=[{json.dumps(marker)}]')")
-
-
-def _reader_message(error: BaseException) -> str:
-    """A reader's error on one line (dask wraps pyarrow's and pandas' messages over several,
-    after a sentence of its own that says nothing about the input)."""
-    text = re.sub(r"^An error occurred while calling the \w+ method registered to the \w+ backend\.\s*"
-                  r"Original Message:\s*", "", " ".join(str(error).split()))
-    return f"{type(error).__name__}: {text}"
 
 
 def _source_file(node: Any, depth: int = 0) -> str | None:
@@ -468,8 +454,8 @@ def _source_format(text: str, read_options: dict[str, Any]) -> tuple[str, Path]:
         return "CSV", first
     raise InputError(
         f"cannot tell the format of {text!r}: expected a Parquet file or folder (.parquet, .pq) or a CSV "
-        "file (.csv, .txt, .tsv, compressed or not: .gz, .bz2, .xz, .zip, .zst); for another name say which: read_options={'format': 'csv'} "
-        "(command line: --read-option format=csv)"
+        "file (.csv, .txt, .tsv, compressed or not: .gz, .bz2, .xz, .zip, .zst); for another name say which: "
+        "read_options={'format': 'csv'} (command line: --read-option format=csv)"
     )
 
 
@@ -562,20 +548,17 @@ def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read
     except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
         culprit = _unreadable_parquet_file(text) if kind == "Parquet" else None
         where = f" (file {culprit[0]}: {culprit[1]})" if culprit else ""
-        raise ReadError(f"cannot read {text!r} as {kind}{where}: {_reader_message(error)}"
+        raise ReadError(f"cannot read {text!r} as {kind}{where}: {error_line(error)}"
                         f"{_reader_hint(error)}") from error
     except (TypeError, LookupError) as error:  # a misspelt option, a value of the wrong type, an unknown encoding
         raise InputError(f"read options {read_options} are not accepted by the {kind} reader: "
-                         f"{_reader_message(error)}{_option_hint(error, reader, kind)}") from error
-    except _DAMAGED as error:
-        raise ReadError(f"cannot read {text!r}: the compressed file is truncated or damaged "
-                        f"({_reader_message(error)}); copy it again from its origin") from error
-    except OSError as error:  # a permission or a link loop is named; others may be transient (remote storage)
-        named = access_error(error, error.filename or text)
-        if named is not None:
-            raise named from error
-        error.add_note(f"while opening {text!r} as {kind}")
-        raise
+                         f"{error_line(error)}{_option_hint(error, reader, kind)}") from error
+    except READ_ERRORS as error:  # damaged, forbidden, missing: named; others may pass on retry (remote storage)
+        named = read_error(error, getattr(error, "filename", None) or text)
+        if named is None:
+            error.add_note(f"while opening {text!r} as {kind}")
+            raise
+        raise named from error
 
 
 def _option_hint(error: TypeError, reader: Callable[..., Any], kind: str) -> str:

@@ -22,6 +22,7 @@ from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 from fairpca_dist.atomic import check_output, input_paths, output_lock
+from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters
 from flows.steps import step
@@ -39,7 +40,7 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
 
 
 # what the steps write, relative to the run folder
-_STEP_OUTPUTS = ("table", "model", "projected", "report", "../.moments-cache")
+_STEP_OUTPUTS = ("table", "model", "projected", "report", f"../{MOMENTS_CACHE}")
 
 
 def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int) -> Path:
@@ -84,7 +85,7 @@ def _steps(
         with step("fit") as outcome:
             model = fit_task.submit(
                 table["table_dir"], str(base / "model"), method=method, n_components=n_components, center=center,
-                standardize=standardize, options=options, cache_dir=str(base.parent / ".moments-cache"),
+                standardize=standardize, options=options, cache_dir=str(base.parent / MOMENTS_CACHE),
             ).result()
             outcome.summary = (f"{method} r={n_components}, largest group loss {model['max_loss']:.4g}"
                                f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}")
