@@ -21,7 +21,7 @@ anyway becomes :func:`killed_worker_error`.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ import numpy as np
 import psutil
 import pyarrow.parquet as pq
 from dask._task_spec import DataNode
-from dask.base import is_dask_collection, tokenize
+from dask.base import is_dask_collection
 from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
 from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 
@@ -62,7 +62,7 @@ NEED_PER_SLICED_COLUMN = 5 * 2**19
 NEED_PER_TASK = 16 * 2**20
 MIN_SLICE_BYTES = 8 * 2**20  # smaller slices of a 400 MiB row group would decode it 25 times and more
 
-_MARK = "fairpca-partition-size"
+_MARK = ("fairpca-partition-size",)  # one key: a pass's collections share it, so it is found in O(1)
 _VARIABLE_WIDTH_BYTES = 32  # a text or object value, decoded (offsets and characters)
 _PARQUET, _IN_MEMORY = "parquet", "in memory"  # where partitions come from: what sets their size
 
@@ -177,7 +177,7 @@ def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
         rows = _parquet_rows(op)
         return ([(max(rows), False)], _PARQUET) if rows else None
     for op in expr.find_operations(FromPandas):
-        return [(-(-len(op.frame) // max(op.npartitions, 1)), False)], _IN_MEMORY
+        return [(int(np.diff(op._locations()).max(initial=0)), False)], _IN_MEMORY
     return None
 
 
@@ -234,26 +234,27 @@ def _value_bytes(dtype: Any) -> int:
     return _VARIABLE_WIDTH_BYTES
 
 
-def mark(graph: dict[Any, Any], size: PartitionSize | None) -> None:
-    """Record in ``graph`` (a pass's task graph, before it becomes Delayed objects) the size of
-    its largest partition, for :func:`pass_size`. The entry is data no task depends on: dask
-    culls it before running the graph."""
-    if size is not None:
-        key = (_MARK, tokenize(size))
-        graph[key] = DataNode(key, size)
+def mark(graph: dict[Any, Any], size: Callable[[], PartitionSize | None]) -> None:
+    """Record in ``graph`` (a pass's task graph, before it becomes Delayed objects) how to size
+    its largest partition, for :func:`pass_size`. ``size`` is called only there, before a pass
+    on a cluster: sizing a Parquet read may open its files' footers, which a pass on this
+    machine's threads never needs. The entry is data no task depends on: dask culls it before
+    running the graph."""
+    graph[_MARK] = DataNode(_MARK, size)
 
 
 def pass_size(graph: Any) -> PartitionSize | None:
     """The largest partition :func:`mark`\\ ed in ``graph`` (a dask collection or a list of
-    them), by the memory it needs; None if none is marked."""
+    them: one lookup each), by the memory it needs; None if none is marked."""
     collections = graph if isinstance(graph, (list, tuple)) else [graph]
-    sizes = []
+    sizers: dict[int, Callable[[], PartitionSize | None]] = {}
     for collection in collections:
-        if not is_dask_collection(collection):
-            continue
-        tasks = collection.__dask_graph__()
-        sizes += [getattr(tasks[key], "value", tasks[key]) for key in tasks.keys()
-                  if isinstance(key, tuple) and key[:1] == (_MARK,)]
+        if is_dask_collection(collection):
+            tasks = collection.__dask_graph__()
+            if _MARK in tasks:
+                sizer = getattr(tasks[_MARK], "value", tasks[_MARK])
+                sizers[id(sizer)] = sizer  # once per pass, however many of its collections carry it
+    sizes = [size for size in (sizer() for sizer in sizers.values()) if size is not None]
     return max(sizes, key=PartitionSize.need, default=None)
 
 

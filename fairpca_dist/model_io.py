@@ -90,11 +90,11 @@ def save_model(
         },
         "data_fingerprint": fingerprint,
     }
-    inputs = list(inputs)
-    with output_lock(folder, inputs=inputs, marker=MODEL_FILE):  # model.npz and model.json of one model
-        with atomic_file(folder / ARRAYS_FILE, inputs=inputs) as staging, open(staging, "wb") as f:
+    # model.npz and model.json of one model; the folder is checked against the inputs, its files need not be
+    with output_lock(folder, inputs=inputs, marker=MODEL_FILE):
+        with atomic_file(folder / ARRAYS_FILE, inputs=()) as staging, open(staging, "wb") as f:
             np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
-        with atomic_file(folder / MODEL_FILE, inputs=inputs) as staging:
+        with atomic_file(folder / MODEL_FILE, inputs=()) as staging:
             staging.write_text(json.dumps(record, indent=2) + "\n")
     return folder
 
@@ -183,7 +183,7 @@ def _read_record(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """model.json of a model folder, as an object (any content)."""
     record = read_model_file(directory, MODEL_FILE, _read_json)
     if not isinstance(record, dict):
-        raise InputError(f"{Path(directory) / 'model.json'} does not hold a model record (a JSON object)")
+        raise InputError(f"{Path(directory) / MODEL_FILE} does not hold a model record (a JSON object)")
     return record
 
 

@@ -94,12 +94,13 @@ class SlicedParquet:
 
 def _batches(reader: pq.ParquetFile, part: RowSlice, columns: list[str]) -> list[pa.RecordBatch]:
     """The batches of ``columns`` in rows ``part.start:part.stop`` of the row group, the ones
-    before decoded and dropped."""
+    before decoded and dropped (cut at the slice's bounds, whatever size pyarrow gives them)."""
     batches, first = [], 0
     for batch in reader.iter_batches(batch_size=part.batch_rows, row_groups=[part.row_group], columns=columns,
                                      use_threads=False):
-        if first >= part.start:
-            batches.append(batch)
+        start, stop = max(part.start - first, 0), min(part.stop - first, batch.num_rows)
+        if start < stop:
+            batches.append(batch.slice(start, stop - start))
         first += batch.num_rows
         if first >= part.stop:
             break

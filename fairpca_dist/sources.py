@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import difflib
 import errno
+import functools
 import glob
 import inspect
 import json
@@ -236,7 +237,8 @@ class Table:
         names = [block.name if block is not None else None for block in (x, labels, weights, self.cell_rows)]
         prefix = f"{funcname(func)}-{tokenize(*names, func, args, self.cells)}"
         shared_graph = {f"{prefix}-args": DataNode(f"{prefix}-args", (args, self.features, self.cells))}
-        memory.mark(shared_graph, memory.array_partition_size([x, labels, weights, self.cell_rows]))
+        blocks = [x, labels, weights, self.cell_rows]
+        memory.mark(shared_graph, functools.partial(memory.array_partition_size, blocks))
         shared = Delayed(f"{prefix}-args", shared_graph)
         apply = dask.delayed(_apply_to_array_chunk)
         return [
@@ -264,7 +266,7 @@ def map_partitions(frame: dd.DataFrame, func: Callable[..., Any], *args: Any) ->
     name = f"{funcname(func)}-{tokenize(frame._name, func, args)}"
     shared_key = f"{name}-args"
     graph[shared_key] = DataNode(shared_key, args)
-    memory.mark(graph, memory.frame_partition_size(frame))
+    memory.mark(graph, functools.partial(memory.frame_partition_size, frame))
     keys = []
     for index, part in enumerate(parts):
         read = graph.pop(part.key)

@@ -89,23 +89,28 @@ def check_configured_api() -> None:
 
 
 def check_api(url: str, *, timeout: float = API_TIMEOUT) -> None:
-    """Raise :class:`~fairpca_dist.exceptions.ServiceError` naming ``url`` unless a Prefect API
-    answers its health check there within ``timeout`` seconds (Prefect itself raises a bare
-    ``RuntimeError: Failed to reach API`` at the first flow run)."""
+    """Raise :class:`~fairpca_dist.exceptions.ServiceError` naming ``url`` unless the Prefect API
+    there answers its health check within ``timeout`` seconds (Prefect itself raises a bare
+    ``RuntimeError: Failed to reach API`` at the first flow run). Asked through Prefect's own
+    client, so that its settings (TLS certificates, headers, an API key) apply."""
     import httpx
+    from prefect.client.orchestration import get_client
 
     from fairpca_dist.exceptions import ServiceError
 
     advice = ("start it (`prefect server start`), or unset PREFECT_API_URL to run on a temporary server of this "
               "command's own")
     try:
-        response = httpx.get(f"{url.rstrip('/')}/health", timeout=timeout)
-    except (httpx.HTTPError, ValueError) as error:
+        with get_client(sync_client=True, httpx_settings={"timeout": timeout}) as client:
+            error = client.api_healthcheck()
+    except (httpx.HTTPError, ValueError) as raised:  # a URL httpx cannot use
+        error = raised
+    if isinstance(error, httpx.HTTPStatusError):
+        raise ServiceError(f"{url} (PREFECT_API_URL) answers, but not as a Prefect API (health check: HTTP "
+                           f"{error.response.status_code}): check the URL, which ends in /api, or {advice}") from error
+    if error is not None:
         raise ServiceError(f"no Prefect API answers at {url} (PREFECT_API_URL; {type(error).__name__}: "
                            f"{' '.join(str(error).split()) or 'no answer'}): {advice}") from error
-    if response.status_code != 200:
-        raise ServiceError(f"{url} (PREFECT_API_URL) answers, but not as a Prefect API (health check: HTTP "
-                           f"{response.status_code}): check the URL, which ends in /api, or {advice}")
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
 from fairpca_dist.cells import CellMoments
+from fairpca_dist.cluster import connect
 from fairpca_dist.evaluation import evaluate
 from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, write_table_report
@@ -90,15 +91,17 @@ _RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": 
 
 @contextlib.contextmanager
 def dask_client(address: str | None = None) -> Iterator[Any]:
-    """Where the task's Dask graphs run: ``address`` if given, else the client of the running
-    DaskTaskRunner, else None (threads in this process).
+    """Where the task's Dask graphs run: a client of the scheduler at ``address`` if given
+    (connected once for all the task's passes: :func:`fairpca_dist.cluster.connect`), else the
+    client of the running DaskTaskRunner, else None (threads in this process).
 
     A task running on a Dask worker leaves the worker's thread pool while its own graphs run
     (``secede``, then ``rejoin``): otherwise it holds a thread while it waits for tasks that
     may be queued on that very thread, and a worker of one thread deadlocks (seen: an ingest of
     10M rows waiting forever for one partition on its own worker)."""
     if address:
-        yield address
+        with connect(address) as client:
+            yield client
         return
     from distributed import get_worker, rejoin, secede
     from prefect_dask import get_dask_client

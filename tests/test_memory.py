@@ -110,6 +110,9 @@ def test_every_pass_carries_the_size_of_its_largest_partition(big_row_groups):
     assert pass_size(whole.map_partitions(len)).rows == ROW_GROUP
     array = open_table(np.zeros((1000, 3)), sensitive_feature=np.zeros(1000), chunk_rows=300)
     assert pass_size(array.map_chunks(len)).rows == 300
+    rows = pd.DataFrame(np.zeros((1000, 3)), columns=list("abc")).assign(g=0)
+    in_memory = open_table(rows, sensitive_feature="g", chunk_rows=300)  # partitions of 300, 300, 300, 100 rows
+    assert pass_size(in_memory.map_chunks(len)).rows == 300
 
 
 def test_one_gigabyte_workers_run_a_file_of_million_row_groups(big_row_groups):
