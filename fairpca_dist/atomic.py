@@ -10,6 +10,11 @@ reverse). A writer holds the output's lock (:func:`output_lock`: ``flock`` on a 
 ``.<name>.lock``, released by the operating system if the process dies) from its first byte
 to the swap. Whoever takes the lock removes what a writer killed before its cleanup could
 run left next to the output (``.<name>.staging-*``, ``.<name>.previous-*``).
+
+That is the local disk. Outputs on an object store (any URL but ``file://``: no rename, no
+lock) are versioned folders committed by a conditional pointer write
+(:mod:`fairpca_dist.versions`); a single file is one object, written whole or not at all.
+Every writer here yields a :class:`~fairpca_dist.storage.Location` to write into, on either.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import errno
 import fcntl
 import glob
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -26,10 +32,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
+from fairpca_dist import versions
 from fairpca_dist.exceptions import FairPCAError, OutputBusyError, OutputPathError, WriteError
+from fairpca_dist.storage import Location, StorageOptions, is_url, locate, missing_bucket, service_errors_named
 
 __all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "input_paths", "staging_folder",
-           "disk_errors_named"]
+           "write_errors_named"]
 
 # Errors of a write the user can act on (a full, read-only or forbidden disk, a parent that is
 # a file, a looping link): reported as WriteError naming the output. Other OSErrors (a lost
@@ -47,13 +55,22 @@ _WRITE_ERRNOS = {
     errno.ELOOP: "a symbolic link in the path points back to itself (a link loop)",
     errno.ENAMETOOLONG: "the path is too long",
 }
+# The same, for an object store's answers (s3fs turns them into these OSErrors)
+_STORE_ERRNOS = {
+    errno.EACCES: "access denied by the store: check the credentials (e.g. AWS_ACCESS_KEY_ID and "
+                  "AWS_SECRET_ACCESS_KEY) and that they may write this bucket",
+    errno.EPERM: "access denied by the store: check the credentials and that they may write this bucket",
+    errno.ENOENT: "its bucket does not exist: create it first, or write elsewhere",
+}
 _held = threading.local()  # .paths: {output: depth} locked by this thread
 
 Kind = Literal["folder", "file"]
 Paths = Iterable[str | os.PathLike[str]]
+Target = str | os.PathLike[str] | Location
 
 
-def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind, marker: str | None = None) -> None:
+def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | None = None,
+                 storage_options: StorageOptions | None = None) -> None:
     """Refuse an output that would touch an input or replace something not its writer's.
 
     ``target`` and every input are resolved to real paths (symbolic links and ``..``
@@ -62,9 +79,11 @@ def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind, m
     ``target`` exists as a file where a folder (``kind="folder"``) is to be written, or as a
     folder where a file is, and, with ``marker``, when it is a folder holding files but not
     ``marker`` (not a previous output of the same writer). Writes nothing. URLs (``s3://…``)
-    are compared as given.
+    are compared as given (a glob stands for its folder); an object store's folder is
+    replaceable if its pointer commits a ``marker`` (:func:`fairpca_dist.versions.check_replaceable`).
     """
-    output = _resolved(target)
+    location = locate(target, storage_options)
+    output = _resolved(location.url if location.local else location.dask_url)
     for given in inputs:
         for source in _expanded(given):
             relation = _overlap(output, source)
@@ -74,6 +93,9 @@ def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind, m
                     f"{'' if os.fspath(given) == source else f' ({source})'}: writing it would destroy the "
                     "input; write the output somewhere else"
                 )
+    if not location.local:
+        _check_remote_kind(location, kind, marker)
+        return
     if kind == "folder" and os.path.isfile(output):
         raise OutputPathError(f"output {os.fspath(target)!r} is an existing file, where a folder is to be written: "
                               "remove the file or choose another output (nothing was written)")
@@ -82,6 +104,18 @@ def check_output(target: str | os.PathLike[str], inputs: Paths, *, kind: Kind, m
                               "remove the folder or choose another output (nothing was written)")
     if marker is not None:
         _check_replaceable(Path(output), marker)
+
+
+def _check_remote_kind(location: Location, kind: Kind, marker: str | None) -> None:
+    with write_errors_named(location):
+        if kind == "folder" and location.isfile():
+            raise OutputPathError(f"output {location} is an existing object, where a folder is to be written: "
+                                  "remove it or choose another output (nothing was written)")
+        if kind == "file" and location.listdir() and not location.isfile():
+            raise OutputPathError(f"output {location} is an existing folder, where a file is to be written: "
+                                  "remove the folder or choose another output (nothing was written)")
+        if marker is not None:
+            versions.check_replaceable(location, marker)
 
 
 def input_paths(*sources: object) -> list[str | os.PathLike[str]]:
@@ -96,17 +130,19 @@ def input_paths(*sources: object) -> list[str | os.PathLike[str]]:
     return paths
 
 
-def _resolved(path: str | os.PathLike[str]) -> str:
+def _resolved(path: str | os.PathLike[str] | Location) -> str:
+    if isinstance(path, Location):
+        return _resolved(path.url if path.local else path.dask_url)
     text = os.fspath(path)
-    if "://" in text and not text.startswith("file://"):
-        return text.rstrip("/")
+    if is_url(text):
+        return re.split(r"/[^/]*[*?\[]", text, maxsplit=1)[0].rstrip("/")  # a glob stands for its folder
     return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
 
 
 def _expanded(path: str | os.PathLike[str]) -> list[str]:
     """The real paths an input stands for: itself, or the files its glob matches."""
-    text = os.fspath(path)
-    if "://" not in text and any(ch in text for ch in "*?["):
+    text = str(path) if isinstance(path, Location) else os.fspath(path)
+    if not is_url(text) and any(ch in text for ch in "*?["):
         return [_resolved(match) for match in glob.glob(os.path.expanduser(text))]
     return [_resolved(text)]
 
@@ -128,8 +164,9 @@ def _inside(path: str, folder: str) -> bool:
 
 @contextlib.contextmanager
 def output_lock(
-    target: str | os.PathLike[str], *, inputs: Paths, kind: Kind = "folder", marker: str | None = None
-) -> Iterator[Path]:
+    target: Target, *, inputs: Paths, kind: Kind = "folder", marker: str | None = None,
+    storage_options: StorageOptions | None = None,
+) -> Iterator[Location]:
     """Hold the exclusive write lock of ``target`` (a ``kind`` of output) while inside.
 
     First :func:`check_output` refuses a ``target`` that overlaps one of ``inputs`` or exists as
@@ -143,25 +180,32 @@ def output_lock(
     killed between the two renames of the swap). A parent that cannot be created or a lock that
     cannot be written (read-only disk, permission denied) raises :class:`WriteError` naming
     ``target``.
+
+    On an object store there is no lock: this checks ``target`` and yields it; a concurrent
+    writer is refused when it commits (:mod:`fairpca_dist.versions`).
     """
-    check_output(target, inputs, kind=kind, marker=marker)
-    target = Path(os.path.realpath(target))  # absolute: the staging folder is written by dask workers
+    check_output(target, inputs, kind=kind, marker=marker, storage_options=storage_options)
+    location = locate(target, storage_options)
+    if not location.local:
+        yield location
+        return
+    target = Path(os.path.realpath(location.path))  # absolute: the staging folder is written by dask workers
     held: dict[Path, int] = _held.__dict__.setdefault("paths", {})  # this thread's locks
     if target in held:
         held[target] += 1
         try:
-            yield target
+            yield locate(target)
         finally:
             held[target] -= 1
         return
     lock_path = target.parent / f".{target.name}.lock"
-    with disk_errors_named(target):
+    with write_errors_named(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = _lock(lock_path, target)
     held[target] = 1
     try:
         _remove_leftovers(target)
-        yield target
+        yield locate(target)
     finally:
         del held[target]
         with contextlib.suppress(FileNotFoundError):  # while still locked: an opener that got
@@ -231,36 +275,45 @@ def _remove(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def disk_errors_named(target: str | os.PathLike[str]) -> Iterator[None]:
-    """Within: an error of the disk or of the path the user can act on (full or read-only
-    disk, permission denied, a parent that is a file, a looping link: ``_WRITE_ERRNOS``)
-    raises :class:`WriteError` naming ``target``, for a writer that removes its partial output
-    and leaves the previous ``target`` as it was (every writer of this module, and
+def write_errors_named(target: Target) -> Iterator[None]:
+    """Within: an error of the disk, the store or the path the user can act on (full or
+    read-only disk, permission denied, a parent that is a file, a looping link:
+    ``_WRITE_ERRNOS``; a store's denied access or missing bucket: ``_STORE_ERRNOS``) raises
+    :class:`WriteError` naming ``target``, and a store that cannot be reached
+    :class:`~fairpca_dist.exceptions.ServiceError`, for a writer that removes its partial
+    output and leaves the previous ``target`` as it was (every writer of this module, and
     :func:`fairpca_dist.report.write_report`). Other errors pass through unchanged."""
-    target = Path(target)
+    remote = is_url(target)
+    name = str(target) if isinstance(target, Location) else os.fspath(target)
     try:
-        existed = target.exists()
+        existed = False if remote else os.path.exists(locate(target).path)
     except OSError:  # a name too long, a link loop: the write below fails and says so
         existed = False
+    reasons = _STORE_ERRNOS if remote else _WRITE_ERRNOS
     try:
-        yield
+        with service_errors_named(name):
+            yield
     except OSError as error:
-        if isinstance(error, FairPCAError) or error.errno not in _WRITE_ERRNOS:
+        if isinstance(error, FairPCAError) or error.errno not in reasons:
             raise
-        kept = (f"any partial output was removed and the previous {target} is unchanged" if existed
-                else f"nothing was left at {target}")
-        where = f" ({error.filename})" if error.filename and os.fspath(error.filename) != os.fspath(target) else ""
-        raise WriteError(error.errno, f"could not write {target}: {_WRITE_ERRNOS[error.errno]}{where}; "
-                                      f"{kept}") from error
+        if error.errno == errno.ENOENT and not missing_bucket(error):
+            raise
+        kept = ("the previous output, if any, is unchanged" if remote else
+                f"any partial output was removed and the previous {name} is unchanged" if existed
+                else f"nothing was left at {name}")
+        where = (f" ({error.filename})" if not remote and error.filename and os.fspath(error.filename) != name
+                 else "")
+        raise WriteError(error.errno, f"could not write {name}: {reasons[error.errno]}{where}; {kept}") from error
 
 
 @contextlib.contextmanager
-def atomic_directory(target: str | os.PathLike[str], *, inputs: Paths, marker: str) -> Iterator[Path]:
-    """Yield an empty staging folder next to ``target``; on success swap it into place.
+def atomic_directory(target: Target, *, inputs: Paths, marker: str,
+                     storage_options: StorageOptions | None = None) -> Iterator[Location]:
+    """Yield an empty folder to write the output into; on success make it ``target``.
 
     Parameters
     ----------
-    target : path
+    target : path or URL
         The output folder. Refused (:func:`check_output`, :class:`OutputPathError`) when it
         overlaps one of ``inputs`` or is an existing file, and when it is a folder holding
         anything but a previous output of this writer (no ``marker`` file in it): the swap
@@ -269,21 +322,31 @@ def atomic_directory(target: str | os.PathLike[str], *, inputs: Paths, marker: s
         Every path the writer reads.
     marker : str
         A file every complete output of this writer holds (``_SUCCESS``, ``schema.json``, …).
+    storage_options : mapping, optional
+        Options of ``target``'s filesystem (:func:`fairpca_dist.storage.locate`).
 
-    The staging folder is a hidden sibling (same file system, so the swap is two renames).
-    ``target``'s lock (:func:`output_lock`) is held throughout. On any error the staging
-    folder is removed and ``target`` is left exactly as it was (or absent); a full, read-only
-    or forbidden disk raises :class:`WriteError` naming ``target``.
+    On the local disk the folder is a hidden staging sibling (same file system, so the swap
+    is two renames) and ``target``'s lock (:func:`output_lock`) is held throughout. On an
+    object store it is a new version of ``target``, committed by its pointer
+    (:func:`fairpca_dist.versions.versioned_directory`). On any error the partial output is
+    removed and ``target`` is left exactly as it was (or absent); a full, read-only or
+    forbidden disk or store raises :class:`WriteError` naming ``target``.
     """
-    with output_lock(target, inputs=inputs, kind="folder", marker=marker) as target, disk_errors_named(target):
-        existed = target.exists()
-        staging = staging_folder(target)
+    with output_lock(target, inputs=inputs, kind="folder", marker=marker,
+                     storage_options=storage_options) as target, write_errors_named(target):
+        if not target.local:
+            with versions.versioned_directory(target, marker=marker) as version:
+                yield version
+            return
+        folder = Path(target.path)
+        existed = folder.exists()
+        staging = staging_folder(folder)
         try:
-            yield staging
-            previous = target.parent / f".{target.name}.previous-{_unique()}"
+            yield locate(staging)
+            previous = folder.parent / f".{folder.name}.previous-{_unique()}"
             if existed:
-                os.replace(target, previous)
-            os.replace(staging, target)
+                os.replace(folder, previous)
+            os.replace(staging, folder)
         except BaseException:
             _remove(staging)
             raise
@@ -291,23 +354,29 @@ def atomic_directory(target: str | os.PathLike[str], *, inputs: Paths, marker: s
 
 
 @contextlib.contextmanager
-def atomic_file(target: str | os.PathLike[str], *, inputs: Paths) -> Iterator[Path]:
-    """Yield a temporary path next to ``target``; rename it over ``target`` on success.
+def atomic_file(target: Target, *, inputs: Paths, storage_options: StorageOptions | None = None) -> Iterator[Location]:
+    """Yield where to write the file ``target``; it becomes ``target`` on success.
 
     ``target`` is first checked against ``inputs`` (:func:`check_output`: refused when it
-    overlaps one or is an existing folder). On error the temporary file is removed; a full,
-    read-only or forbidden disk raises :class:`WriteError` naming ``target``. Takes no lock:
-    a caller writing several files that belong together holds :func:`output_lock` on their
-    folder.
+    overlaps one or is an existing folder). On the local disk the yielded file is a temporary
+    sibling renamed over ``target``; on an object store it is ``target`` itself, whose
+    upload completes only when the block succeeds (:meth:`Location.open` discards it on
+    error). On error nothing is left; a full, read-only or forbidden disk raises
+    :class:`WriteError` naming ``target``. Takes no lock: a caller writing several files that
+    belong together holds :func:`output_lock` on their folder.
     """
-    check_output(target, inputs, kind="file")
-    target = Path(target)
-    with disk_errors_named(target):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = target.parent / f".{target.name}.tmp-{_unique()}"
+    check_output(target, inputs, kind="file", storage_options=storage_options)
+    location = locate(target, storage_options)
+    with write_errors_named(location):
+        if not location.local:
+            yield location
+            return
+        path = Path(location.path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staging = path.parent / f".{path.name}.tmp-{_unique()}"
         try:
-            yield staging
+            yield locate(staging)
         except BaseException:
             staging.unlink(missing_ok=True)
             raise
-        os.replace(staging, target)
+        os.replace(staging, path)

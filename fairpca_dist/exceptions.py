@@ -122,6 +122,9 @@ _READ_REASONS = {
     errno.ENAMETOOLONG: "the path is too long",
 }
 
+_REMOTE_DENIED = ("access denied by the store: check the credentials (e.g. AWS_ACCESS_KEY_ID and "
+                  "AWS_SECRET_ACCESS_KEY) and that they may read this bucket")
+
 
 def error_line(error: BaseException) -> str:
     """``"<type>: <message>"`` on one line, without the sentence dask puts before a reader's own
@@ -143,11 +146,15 @@ def read_error(error: BaseException, path: str | os.PathLike[str] | None = None)
     if isinstance(error, _DAMAGED):
         return ReadError(f"cannot read {name!r}: the compressed file is truncated or damaged ({error_line(error)}); "
                          "copy it again from its origin")
+    remote = "://" in name and not name.startswith("file://")
     if isinstance(error, FileNotFoundError):
+        if remote and "bucket" in str(error).lower():
+            return InputError(f"input path {name!r} does not exist: its bucket does not exist")
         return InputError(f"input path {name!r} does not exist")
     if not isinstance(error, OSError) or error.errno not in _READ_REASONS:
         return None
-    return AccessError(error.errno, f"cannot read {name!r}: {_READ_REASONS[error.errno]}", name)
+    reason = _REMOTE_DENIED if remote and error.errno in (errno.EACCES, errno.EPERM) else _READ_REASONS[error.errno]
+    return AccessError(error.errno, f"cannot read {name!r}: {reason}", name)
 
 
 @contextlib.contextmanager

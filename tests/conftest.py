@@ -97,3 +97,31 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3 server (moto) on loopback for the session (tests/s3_server.py); its endpoint
+    and credentials are set in the environment (``AWS_ENDPOINT_URL``, ``AWS_ACCESS_KEY_ID``,
+    …), where s3fs, and the commands the tests start, find them."""
+    pytest.importorskip("s3fs")
+    from s3_server import start_server
+
+    server = start_server()
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3) -> str:
+    """A new, empty bucket on the session's S3 server: its URL, ``s3://<name>``."""
+    return f"s3://{s3.new_bucket()}"
