@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.storage import Location, locate
 from fairpca_dist.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
 
 __all__ = ["HashCells", "CellMoments", "pair_codes"]
@@ -462,7 +463,7 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
                 digest.update(np.ascontiguousarray(array).tobytes())
         return digest.hexdigest()
 
-    def save(self, path: str | PathLike[str]) -> None:
+    def save(self, path: str | PathLike[str] | Location) -> None:
         """Write to ``path`` as npz: arrays stacked by cell (count (c, k), weight (c, k),
         mean_offset and origin (c, k, p), scatter (c, k, p, p)) and a JSON header; no pickle."""
         header = {
@@ -474,7 +475,7 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
             "assignment": _assignment_to_json(self.assignment),
         }
         k, p = self.n_groups, self.n_features
-        with open(path, "wb") as f:
+        with locate(path).open("wb") as f:
             np.savez(
                 f,
                 header=np.array(json.dumps(header)),
@@ -486,9 +487,9 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
             )
 
     @classmethod
-    def load(cls, path: str | PathLike[str]) -> CellMoments:
-        """Read what :meth:`save` wrote."""
-        with np.load(path, allow_pickle=False) as data:
+    def load(cls, path: str | PathLike[str] | Location) -> CellMoments:
+        """Read what :meth:`save` wrote (a path, a URL or a storage location)."""
+        with locate(path).open("rb") as f, np.load(f, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             if header.get("kind") != _KIND:
                 raise InputError(f"{path}: not per-cell moments (GroupMoments.load reads plain moments files)")

@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from fairpca_dist.atomic import atomic_directory, input_paths
 from fairpca_dist.comparison import Candidate, Comparison, Criterion
+from fairpca_dist.storage import Location, StorageOptions, is_url
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 
 __all__ = ["write_comparison", "COMPARISON_FILE", "COMPARISON_FILES"]
@@ -31,22 +32,25 @@ COMPARISON_FILES = (COMPARISON_FILE, "comparison.csv", "comparison.md", "compari
 ``group_error_vs_r.png`` come beside them."""
 
 
-def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *, source: str | None = None) -> Path:
+def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *, source: str | None = None,
+                     storage_options: StorageOptions | None = None) -> Path | str:
     """Write the comparison's files into ``out_dir``, replacing the folder as a whole (readers
     see the old one or the new one, never a mix). ``source``, the table compared, must not
-    overlap ``out_dir``."""
+    overlap ``out_dir``. ``out_dir`` may be a URL, opened with ``storage_options``."""
     title = f"Fair PCA methods compared{f' on {source}' if source else ''}"
-    with atomic_directory(out_dir, inputs=input_paths(source), marker=COMPARISON_FILE) as folder:
+    with atomic_directory(out_dir, inputs=input_paths(source), marker=COMPARISON_FILE,
+                          storage_options=storage_options) as folder:
         images = _plots(comparison, folder)
         blocks = _blocks(comparison, title, images)
         (folder / "comparison.md").write_text(markdown(blocks), encoding="utf-8")
         (folder / "comparison.html").write_text(
             html_page(blocks, {name: (folder / f"{name}.png").read_bytes() for name in images}, title), encoding="utf-8")
-        comparison.table().to_csv(folder / "comparison.csv", index=False)
+        with (folder / "comparison.csv").open("wb") as file:
+            comparison.table().to_csv(file, index=False)
         (folder / COMPARISON_FILE).write_text(
             json.dumps({"source": source, **comparison.to_dict()}, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
             encoding="utf-8")
-    return Path(out_dir)
+    return out_dir if is_url(out_dir) else Path(out_dir)
 
 
 # ---------------------------------------------------------------------- document
@@ -139,7 +143,7 @@ def _downstream_sentence(comparison: Comparison) -> str:
 
 
 # ---------------------------------------------------------------------- figures
-def _plots(comparison: Comparison, folder: Path) -> dict[str, str]:
+def _plots(comparison: Comparison, folder: Location) -> dict[str, str]:
     """Write every PNG; returns name -> caption."""
     images = {}
     for r in comparison.ranks:
@@ -155,7 +159,7 @@ def _plots(comparison: Comparison, folder: Path) -> dict[str, str]:
     return images
 
 
-def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Path) -> None:
+def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Location) -> None:
     figure = Figure(figsize=(6.8, 4.6))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
@@ -174,10 +178,11 @@ def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Pat
     axes.set_title(f"r = {r}")
     axes.legend(fontsize=6, ncol=2)
     figure.tight_layout()
-    figure.savefig(path, format="png", dpi=110, metadata={"Software": None})
+    with path.open("wb") as file:
+        figure.savefig(file, format="png", dpi=110, metadata={"Software": None})
 
 
-def _group_error_plot(comparison: Comparison, path: Path) -> None:
+def _group_error_plot(comparison: Comparison, path: Location) -> None:
     methods = list(dict.fromkeys(c.method for c in comparison.candidates))
     columns = min(4, len(methods))
     rows = -(-len(methods) // columns)
@@ -198,7 +203,8 @@ def _group_error_plot(comparison: Comparison, path: Path) -> None:
     figure.supxlabel("r")
     figure.supylabel("group reconstruction error")
     figure.tight_layout()
-    figure.savefig(path, format="png", dpi=100, metadata={"Software": None})
+    with path.open("wb") as file:
+        figure.savefig(file, format="png", dpi=100, metadata={"Software": None})
 
 
 def _first_point(comparison: Comparison, method: str, r: int) -> Candidate | None:

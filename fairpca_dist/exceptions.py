@@ -142,7 +142,8 @@ def read_error(error: BaseException, path: str | os.PathLike[str] | None = None)
     retry (a lost connection, a timeout)."""
     if isinstance(error, FairPCAError):
         return error
-    name = os.fspath(path if path is not None else getattr(error, "filename", None) or "the input")
+    given = path if path is not None else getattr(error, "filename", None) or "the input"
+    name = os.fspath(given) if isinstance(given, (str, os.PathLike)) else str(given)  # a path, or a storage Location
     if isinstance(error, _DAMAGED):
         return ReadError(f"cannot read {name!r}: the compressed file is truncated or damaged ({error_line(error)}); "
                          "copy it again from its origin")

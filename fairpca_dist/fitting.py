@@ -24,11 +24,13 @@ import pandas as pd
 from fairpca_dist.atomic import atomic_directory, atomic_file, check_output
 from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
 from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
-from fairpca_dist.model_io import MODEL_FILE, load_model, read_model_file, save_model
+from fairpca_dist.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.versions import committed
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
     from fairpca_dist.report import ReportFiles
@@ -40,28 +42,34 @@ MOMENTS_FILE = "moments.npz"
 MOMENTS_CACHE = ".moments-cache"
 
 
-def moments_cache(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Path:
+def moments_cache(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None,
+                  storage_options: StorageOptions | None = None) -> Location:
     """``cache_dir``, or by default ``.moments-cache`` in the folder that holds the table
-    (found from its real path: ``.`` as the table is the current folder, not inside it)."""
-    return Path(cache_dir) if cache_dir is not None else Path(os.path.realpath(table_dir)).parent / MOMENTS_CACHE
+    (found from its real path on the local disk: ``.`` as the table is the current folder, not
+    inside it)."""
+    if cache_dir is not None:
+        return locate(cache_dir, storage_options)
+    table = locate(table_dir, storage_options)
+    return (locate(os.path.realpath(table.path)) if table.local else table).parent / MOMENTS_CACHE
 
 
-def table_files(table_dir: str | os.PathLike[str]) -> list[Path]:
+def table_files(table_dir: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> list[Location]:
     """The Parquet files of a table folder (an ingested table's ``parts/``), sorted by name."""
-    folder = Path(table_source(table_dir))
-    if not folder.is_dir():
-        raise InputError(f"table folder {folder} does not exist")
+    folder = locate(table_source(table_dir, storage_options), storage_options)
     with reading(folder):
-        files = sorted(p for p in folder.iterdir() if p.suffix in (".parquet", ".pq") and not p.name.startswith("."))
+        if not folder.isdir():
+            raise InputError(f"table folder {folder} does not exist")
+        files = sorted((p for p in folder.listdir() if p.name.endswith((".parquet", ".pq"))
+                        and not p.name.startswith(".")), key=lambda p: p.name)
     if not files:
         raise InputError(f"no Parquet files in {folder}")
     return files
 
 
-def file_fingerprint(path: Path) -> str:
+def file_fingerprint(path: Location) -> str:
     """SHA-256 of a Parquet file's size and footer (its metadata: schema, row groups, statistics)."""
-    with reading(path), open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
+    with reading(path), path.open("rb") as f:
+        size = f.seek(0, os.SEEK_END)
         f.seek(max(size - 8, 0))
         tail = f.read(8)
         footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 and tail[4:] == b"PAR1" else 0
@@ -80,6 +88,7 @@ def cached_table_moments(
     sample_weight: str | None = None,
     client: Any = None,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> tuple[GroupMoments, str, int]:
     """Moments of every file of ``table_dir``, computing only files missing from the cache.
 
@@ -90,13 +99,17 @@ def cached_table_moments(
     """
     roles = json.dumps([list(features), [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature), sample_weight])
     role_key = hashlib.sha256(roles.encode()).hexdigest()[:16]
-    files = table_files(table_dir)
+    files = table_files(table_dir, storage_options)
     keys = [hashlib.sha256(f"{role_key}:{file_fingerprint(f)}".encode()).hexdigest() for f in files]
-    cache = Path(cache_dir)
-    missing = [(f, k) for f, k in zip(files, keys) if not (cache / f"{k}.npz").is_file()]
+    cache = locate(cache_dir, storage_options)
+    try:
+        cached = {entry.name for entry in cache.listdir()}
+    except OSError:  # a cache that cannot be listed (a file there, no permission): computed, and said below
+        cached = set()
+    missing = [(f, k) for f, k in zip(files, keys) if f"{k}.npz" not in cached]
     fresh = compute_file_moments(
-        [str(f) for f, _ in missing], sensitive_feature=sensitive_feature, features=features,
-        sample_weight=sample_weight, client=client, progress=progress,
+        [f.url for f, _ in missing], sensitive_feature=sensitive_feature, features=features,
+        sample_weight=sample_weight, client=client, progress=progress, storage_options=storage_options,
     )
     computed = {key: moments for (_, key), moments in zip(missing, fresh)}
     try:
@@ -128,6 +141,7 @@ def fit_table(
     options: dict[str, Any] | None = None,
     client: Any = None,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> FairProjection:
     """Fit ``method`` on a Parquet table and write ``moments.npz`` + the model to ``model_dir``.
 
@@ -139,47 +153,53 @@ def fit_table(
     ``model.json`` of one fit, or the previous model untouched); it is locked from the first
     pass, so a concurrent fit into it raises :class:`~fairpca_dist.exceptions.OutputBusyError`,
     and a folder holding other files than a model is refused. A moments cache that cannot be
-    written (a read-only table) is skipped with a warning.
+    written (a read-only table) is skipped with a warning. Paths may be URLs (``s3://…``),
+    opened with ``storage_options``.
     """
-    table = Path(table_dir).absolute()
+    table = table_dir if is_url(table_dir) else Path(table_dir).absolute()
     if sensitive_feature is None or features is None:
-        if not table.exists():
-            raise InputError(f"table folder {table} does not exist (ingest_table, on the command line "
-                             "`fairpca ingest`, writes one)")
-        if not (table / SCHEMA_FILE).is_file():
-            raise InputError(f"{table} has no {SCHEMA_FILE}: it is not an ingested table (ingest it first: "
-                             "ingest_table, on the command line `fairpca ingest`), or pass sensitive_feature "
-                             "and features to fit_table")
-        schema = read_schema(table)
+        folder = committed(locate(table, storage_options))
+        with reading(folder):
+            if not folder.exists():
+                raise InputError(f"table folder {table} does not exist (ingest_table, on the command line "
+                                 "`fairpca ingest`, writes one)")
+            if not (folder / SCHEMA_FILE).isfile():
+                raise InputError(f"{table} has no {SCHEMA_FILE}: it is not an ingested table (ingest it first: "
+                                 "ingest_table, on the command line `fairpca ingest`), or pass sensitive_feature "
+                                 "and features to fit_table")
+        schema = read_schema(table, storage_options)
         sensitive_feature = sensitive_feature or schema["sensitive_feature"]
         features = features or schema["features"]
         sample_weight = schema.get("sample_weight")
     else:
         sample_weight = None
-    cache = moments_cache(table, cache_dir)
-    with atomic_directory(model_dir, inputs=[table], marker=MODEL_FILE) as staging:  # locked from the first pass
+    cache = moments_cache(table, cache_dir, storage_options)
+    with atomic_directory(model_dir, inputs=[table], marker=MODEL_FILE,
+                          storage_options=storage_options) as staging:  # locked from the first pass
         moments, fingerprint, _ = cached_table_moments(
             table, cache, sensitive_feature=sensitive_feature, features=features,
-            sample_weight=sample_weight, client=client, progress=progress,
+            sample_weight=sample_weight, client=client, progress=progress, storage_options=storage_options,
         )
         passes = None
         if method in SOLVERS and SOLVERS[method].reads_rows(options or {}):  # mm-robust, RBF mmd: passes on the cluster
-            passes = table_passes(table_source(table), moments, sensitive_feature=sensitive_feature,
-                                  sample_weight=sample_weight, client=client, progress=progress)
+            passes = table_passes(table_source(table, storage_options), moments, sensitive_feature=sensitive_feature,
+                                  sample_weight=sample_weight, client=client, progress=progress,
+                                  storage_options=storage_options)
         model = fit_projection(
             moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
             random_state=random_state, passes=passes, **(options or {}),
         )
-        save_model(model, staging, fingerprint=fingerprint)  # into the empty staging folder
+        write_model_files(model, staging, fingerprint=fingerprint)  # into the empty staging folder
         moments.save(staging / MOMENTS_FILE)
     return model
 
 
-def load_fitted(model_dir: str | os.PathLike[str]) -> tuple[FairProjection, GroupMoments]:
+def load_fitted(model_dir: str | os.PathLike[str],
+                storage_options: StorageOptions | None = None) -> tuple[FairProjection, GroupMoments]:
     """The model in ``model_dir`` and the moments it was fitted on (``moments.npz``, written
     by :func:`fit_table`); a folder without them raises :class:`InputError` naming the file."""
-    model = load_model(model_dir)
-    moments = read_model_file(model_dir, MOMENTS_FILE, GroupMoments.load, missing=(
+    model = load_model(model_dir, storage_options)
+    moments = read_model_file(model_dir, MOMENTS_FILE, GroupMoments.load, storage_options=storage_options, missing=(
         ": the report needs the moments fit_table writes beside the model (a model saved by save_model alone has "
         "none); refit it with fit_table (command line: `fairpca fit TABLE MODEL_DIR`)"))
     return model, moments
@@ -196,6 +216,7 @@ def write_table_report(
     rbf_mmd: str = "auto",
     client: Any = None,
     announce: Callable[[str], None] | None = None,
+    storage_options: StorageOptions | None = None,
 ) -> tuple[dict, ReportFiles]:
     """Build the fairness report of the model in ``model_dir`` on its ingested table and write
     it to ``report_dir`` (:func:`~fairpca_dist.report.build_report`, then
@@ -210,45 +231,51 @@ def write_table_report(
     from fairpca_dist.report import REPORT_FILE, build_report, curve_length, write_report  # scikit-learn, matplotlib
 
     inputs = [model_dir, table_dir]
-    check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE)
-    model, moments = load_fitted(model_dir)
+    check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE, storage_options=storage_options)
+    model, moments = load_fitted(model_dir, storage_options)
     largest = curve_length(max_components, moments.n_features, model.n_components)
     if announce is not None:
         announce(f"report: pca and {model.method} refitted at r = 1..{largest} for the curves (--max-components "
                  f"sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)")
-    sample = None if target is None else report_sample(table_dir, target, max_rows=sample_size, client=client)
-    passes = report_passes(table_dir, moments, client=client)
+    sample = None if target is None else report_sample(table_dir, target, max_rows=sample_size, client=client,
+                                                       storage_options=storage_options)
+    passes = report_passes(table_dir, moments, client=client, storage_options=storage_options)
     report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
                           passes=passes, rbf_mmd=rbf_mmd)
-    return report, write_report(report, report_dir, inputs=inputs)
+    return report, write_report(report, report_dir, inputs=inputs, storage_options=storage_options)
 
 
-def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, client: Any = None) -> TablePasses:
+def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, client: Any = None,
+                  storage_options: StorageOptions | None = None) -> TablePasses:
     """The rows of an ingested table (roles from its ``schema.json``) for the report: its
     RBF-kernel MMD² reads them, and so does refitting a method that reads rows (``mm-robust``,
     ``mmd`` with the RBF kernel). Nothing is read until a pass is asked for."""
-    schema = read_schema(table_dir)
-    return table_passes(table_source(table_dir), moments, sensitive_feature=schema["sensitive_feature"],
-                        sample_weight=schema.get("sample_weight"), client=client)
+    schema = read_schema(table_dir, storage_options)
+    return table_passes(table_source(table_dir, storage_options), moments, sensitive_feature=schema["sensitive_feature"],
+                        sample_weight=schema.get("sample_weight"), client=client, storage_options=storage_options)
 
 
-def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: int, client: Any = None) -> pd.DataFrame:
+def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: int, client: Any = None,
+                  storage_options: StorageOptions | None = None) -> pd.DataFrame:
     """A uniform sample of an ingested table's features, sensitive column(s) and ``target`` for
     the report's downstream check (:func:`~fairpca_dist.passes.sample_rows`). The target must
     be among the columns ingest kept beside the features (``pass_through`` or ``key_columns``)."""
-    schema = _schema_with_target(table_dir, target)
+    schema = _schema_with_target(table_dir, target, storage_options)
     columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
-    return sample_rows(table_source(table_dir), columns=columns, max_rows=max_rows, client=client)
+    return sample_rows(table_source(table_dir, storage_options), columns=columns, max_rows=max_rows, client=client,
+                       storage_options=storage_options)
 
 
-def check_report_target(table_dir: str | os.PathLike[str], target: str, *, client: Any = None) -> None:
+def check_report_target(table_dir: str | os.PathLike[str], target: str, *, client: Any = None,
+                        storage_options: StorageOptions | None = None) -> None:
     """Raise now what the report's downstream check would raise at its end: ``target`` not kept
     by ingest, missing in some rows, or not binary with >= 2 rows per class. One pass over that
     column alone."""
     from fairpca_dist.report import check_binary_target  # scikit-learn and matplotlib: not for every fit
 
-    _schema_with_target(table_dir, target)
-    counts = value_counts(table_source(table_dir), target, dropna=False, client=client)
+    _schema_with_target(table_dir, target, storage_options)
+    counts = value_counts(table_source(table_dir, storage_options), target, dropna=False, client=client,
+                          storage_options=storage_options)
     missing = int(counts[counts.index.isna()].sum())
     if missing:
         raise InputError(f"target {target!r} is missing in {missing} row(s) of the ingested table {table_dir}; the "
@@ -257,8 +284,9 @@ def check_report_target(table_dir: str | os.PathLike[str], target: str, *, clien
     check_binary_target(counts, target)
 
 
-def _schema_with_target(table_dir: str | os.PathLike[str], target: str) -> dict[str, Any]:
-    schema = read_schema(table_dir)
+def _schema_with_target(table_dir: str | os.PathLike[str], target: str,
+                        storage_options: StorageOptions | None = None) -> dict[str, Any]:
+    schema = read_schema(table_dir, storage_options)
     kept = [*schema.get("pass_through", []), *schema.get("key_columns", [])]
     if target not in kept and target not in schema["features"] and target not in schema["sensitive_feature"]:
         raise SchemaError(

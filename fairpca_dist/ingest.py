@@ -27,6 +27,8 @@ from fairpca_dist.exceptions import InputError, OutputPathError, SchemaError, re
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import Partition, feature_values, open_table
+from fairpca_dist.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.versions import committed
 
 __all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "failed_rejects_path", "SCHEMA_FILE",
            "REJECTS_SAMPLE_ROWS"]
@@ -43,7 +45,7 @@ BadRowPolicy = Literal["fail", "drop"]
 class IngestResult:
     """Where the table was written and what was found."""
 
-    table_dir: Path
+    table_dir: str | Path
     rows: int
     rejected: int
     schema: dict[str, Any]
@@ -71,14 +73,16 @@ def _group_label(key: Any, n_columns: int) -> Any:
 
 
 def _clean_partition(
-    part: pd.DataFrame, partition: Partition, columns: list[str], features: list[str], sensitive: list[str], folder: Path
+    part: pd.DataFrame, partition: Partition, columns: list[str], features: list[str], sensitive: list[str],
+    folder: Location,
 ) -> _PartitionReport:
     values = feature_values(part, features, partition)
     bad_values = ~np.isfinite(values)
     missing_group = part[sensitive].isna().to_numpy()
     bad = bad_values.any(axis=1) | missing_group.any(axis=1)
     good = part.loc[~bad, columns].astype({f: "float64" for f in features}).reset_index(drop=True)
-    pq.write_table(pa.Table.from_pandas(good, preserve_index=False), folder / f"part-{partition.index:05d}.parquet")
+    with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
+        pq.write_table(pa.Table.from_pandas(good, preserve_index=False), file)
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
     counts.update({f"{column} (missing group)": int(n) for column, n in zip(sensitive, missing_group.sum(axis=0)) if n})
     groups = good.groupby(sensitive, sort=False, dropna=False).size() if len(good) else pd.Series(dtype=int)
@@ -105,6 +109,7 @@ def ingest_table(
     read_options: dict[str, Any] | None = None,
     client: Any = None,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> IngestResult:
     """Validate ``source`` and write it to ``out_dir`` as Parquet partitions + ``schema.json``.
 
@@ -127,7 +132,11 @@ def ingest_table(
         ``schema.json`` and sampled in ``rejects.csv``.
     client : None, distributed.Client or address
         Where the pass runs (see :func:`fairpca_dist.compute_moments`). Workers write the
-        partitions, so ``out_dir`` must be on storage they share.
+        partitions, so ``out_dir`` must be on storage they share: an object store's URL, or
+        a disk mounted on every worker.
+    storage_options : mapping, optional
+        Options of the filesystems of ``source`` and ``out_dir``
+        (:func:`fairpca_dist.storage.locate`).
     """
     if on_bad_rows not in ("fail", "drop"):
         raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")
@@ -136,16 +145,17 @@ def ingest_table(
     table = open_table(
         source, sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
         key_columns=[*key_columns, *pass_through], exclude=exclude, read_options=read_options,
+        storage_options=storage_options,
     )
     if table.frame is None:
         raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
     features_ = list(table.features)
     sensitive = list(table.sensitive)
     columns = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else []), *features_]))
-    out = Path(out_dir)
+    out = locate(out_dir, storage_options)
     inputs = input_paths(source)
     with atomic_directory(out, inputs=inputs, marker=SCHEMA_FILE) as staging:
-        (staging / PARTS_DIR).mkdir()
+        (staging / PARTS_DIR).makedirs()
         tasks = table.map_partitions(_clean_partition, columns, features_, sensitive, staging / PARTS_DIR)
         reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress, label="ingest"))
         rejected = sum(r.rejected for r in reports)
@@ -170,7 +180,8 @@ def ingest_table(
                 "to leave the rows out"
             )
         if sample is not None:
-            sample.to_csv(staging / REJECTS_FILE, index=False)
+            with (staging / REJECTS_FILE).open("wb") as file:
+                sample.to_csv(file, index=False)
         groups: Counter = Counter()
         for r in reports:
             groups.update(r.groups)
@@ -192,31 +203,32 @@ def ingest_table(
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
-    return IngestResult(out, schema["rows"], rejected, schema)
+    return IngestResult(out_dir if is_url(out_dir) else Path(out_dir), schema["rows"], rejected, schema)
 
 
-def _write_failed_rejects(sample: pd.DataFrame, path: Path, inputs: list[str | os.PathLike[str]]) -> str:
+def _write_failed_rejects(sample: pd.DataFrame, path: Location, inputs: list[str | os.PathLike[str]]) -> str:
     """Write the sample of a failed ingest's rejected rows to ``path`` (by a rename: a link
     there is replaced, never written through), unless ``path`` is an input; say where it is."""
     try:
-        with atomic_file(path, inputs=inputs) as staging:
-            sample.to_csv(staging, index=False)
+        with atomic_file(path, inputs=inputs) as staging, staging.open("wb") as file:
+            sample.to_csv(file, index=False)
     except OutputPathError:
         return f"no sample of them was written ({path}, where it goes, is an input or a folder)"
     return f"a sample is in {path}"
 
 
-def failed_rejects_path(table_dir: str | os.PathLike[str]) -> Path:
+def failed_rejects_path(table_dir: str | os.PathLike[str] | Location,
+                        storage_options: StorageOptions | None = None) -> Location:
     """Where a failed ingest into ``table_dir`` leaves its sample of rejected rows (beside it:
     the failure writes nothing into ``table_dir``)."""
-    out = Path(table_dir)
+    out = locate(table_dir, storage_options)
     return out.parent / f"{out.name}.{REJECTS_FILE}"
 
 
-def read_schema(table_dir: str | os.PathLike[str]) -> dict[str, Any]:
+def read_schema(table_dir: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> dict[str, Any]:
     """The ``schema.json`` of an ingested table (group labels restored to Python values)."""
-    path = Path(table_dir) / SCHEMA_FILE
-    if not path.is_file():
+    path = committed(locate(table_dir, storage_options)) / SCHEMA_FILE
+    if not path.isfile():
         raise InputError(f"{table_dir} is not an ingested table: {SCHEMA_FILE} is missing")
     damaged = f"{path} is damaged (truncated or edited?); ingest the table again"
     try:
@@ -236,8 +248,11 @@ def read_schema(table_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return schema
 
 
-def table_source(table_dir: str | os.PathLike[str]) -> str:
-    """The Parquet folder of an ingested table (its ``parts/``), or ``table_dir`` itself for
-    any other Parquet folder."""
-    parts = Path(table_dir) / PARTS_DIR
-    return str(parts if (Path(table_dir) / SCHEMA_FILE).is_file() and parts.is_dir() else table_dir)
+def table_source(table_dir: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> str:
+    """The Parquet folder of an ingested table (its ``parts/``, in the committed version on an
+    object store), or ``table_dir`` itself for any other Parquet folder."""
+    folder = committed(locate(table_dir, storage_options))
+    parts = folder / PARTS_DIR
+    if (folder / SCHEMA_FILE).isfile() and parts.isdir():
+        return parts.url
+    return os.fspath(table_dir)

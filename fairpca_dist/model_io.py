@@ -3,8 +3,9 @@
 ``model.json`` is the human-readable record: method, options, feature names, group labels and
 sizes, centring and scale, diagnostics (status, certificate, the solver's details), library
 version and the data fingerprint.
-``model.npz`` holds the arrays. Both are written to temporary names and renamed into place,
-so a crash never leaves a half-written model.
+``model.npz`` holds the arrays. Both are written to temporary names and renamed into place
+(on an object store: into a new version of the folder, committed when both are written), so a
+crash never leaves a half-written model.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ from typing import Any, TypeVar, get_args
 
 import numpy as np
 
-from fairpca_dist.atomic import atomic_file, output_lock
+from fairpca_dist.atomic import atomic_directory, atomic_file, output_lock
 from fairpca_dist.exceptions import InputError, reading
 from fairpca_dist.moments import Center, label_from_json, label_to_json
 from fairpca_dist.solvers import SOLVERS
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.versions import committed
 
-__all__ = ["save_model", "load_model", "read_model_file", "read_fingerprint", "MODEL_FILE", "ARRAYS_FILE",
+__all__ = ["save_model", "load_model", "read_model_file", "write_model_files", "model_folder", "read_fingerprint", "MODEL_FILE", "ARRAYS_FILE",
            "MODEL_FORMAT_VERSION"]
 
 MODEL_FORMAT_VERSION = 1
@@ -52,18 +55,31 @@ def _jsonable(value: Any) -> Any:
 
 def save_model(
     model: FairProjection, directory: str | os.PathLike[str], *, fingerprint: str | None = None,
-    inputs: Iterable[str | os.PathLike[str]] = (),
-) -> Path:
+    inputs: Iterable[str | os.PathLike[str]] = (), storage_options: StorageOptions | None = None,
+) -> Path | str:
     """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder.
 
     ``inputs`` (e.g. the table the model was fitted on) must not overlap ``directory``
     (:func:`~fairpca_dist.atomic.check_output`), and ``directory`` must be new, empty or hold
     a model already (:class:`~fairpca_dist.exceptions.OutputPathError` otherwise: nothing is
-    written).
+    written). ``directory`` may be a URL (``s3://…``), opened with ``storage_options``.
     """
+    if is_url(directory):  # no rename there: both files go into a new version of the folder
+        with atomic_directory(directory, inputs=inputs, marker=MODEL_FILE, storage_options=storage_options) as folder:
+            write_model_files(model, folder, fingerprint=fingerprint)
+        return os.fspath(directory)
+    # model.npz and model.json of one model; the folder is checked against the inputs, its files need not be
+    with output_lock(directory, inputs=inputs, marker=MODEL_FILE) as folder:
+        write_model_files(model, folder, fingerprint=fingerprint)
+    return Path(directory)
+
+
+def write_model_files(model: FairProjection, folder: Location, *, fingerprint: str | None = None) -> None:
+    """``model.npz``, then ``model.json`` (the record, last) into ``folder``, each written whole
+    (:func:`~fairpca_dist.atomic.atomic_file`): what :func:`save_model` writes, for a writer
+    that holds the folder already (:func:`fairpca_dist.fit_table`'s staging folder)."""
     from fairpca_dist import __version__
 
-    folder = Path(directory)
     record = {
         "format_version": MODEL_FORMAT_VERSION,
         "library_version": __version__,
@@ -90,26 +106,25 @@ def save_model(
         },
         "data_fingerprint": fingerprint,
     }
-    # model.npz and model.json of one model; the folder is checked against the inputs, its files need not be
-    with output_lock(folder, inputs=inputs, marker=MODEL_FILE):
-        with atomic_file(folder / ARRAYS_FILE, inputs=()) as staging, open(staging, "wb") as f:
-            np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
-        with atomic_file(folder / MODEL_FILE, inputs=()) as staging:
-            staging.write_text(json.dumps(record, indent=2) + "\n")
-    return folder
+    with atomic_file(folder / ARRAYS_FILE, inputs=()) as staging, staging.open("wb") as f:
+        np.savez(f, **{name: getattr(model, name) for name in _ARRAYS})
+    with atomic_file(folder / MODEL_FILE, inputs=()) as staging:
+        staging.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def load_model(directory: str | os.PathLike[str]) -> FairProjection:
+def load_model(directory: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> FairProjection:
     """Read a model written by :func:`save_model`.
 
     The format version (not the library version) decides whether a model can be read. A
     folder without the model's files, a file that is truncated, or one edited into something
     inconsistent (a field missing, null or of the wrong type; arrays whose shapes do not match
     the feature names and groups, complex or non-finite values) raises :class:`InputError`
-    naming the file and the field or array.
+    naming the file and the field or array. ``directory`` may be a URL (``s3://…``), opened
+    with ``storage_options``; on an object store its committed version is read.
     """
-    json_path = Path(directory) / MODEL_FILE
-    record = _read_record(directory)
+    folder = model_folder(directory, storage_options)
+    json_path = folder / MODEL_FILE
+    record = _read_record(folder)
     field = partial(_field, json_path=json_path)
     version = field(record, "format_version", f"the model format, {MODEL_FORMAT_VERSION}", lambda value: True)
     if version != MODEL_FORMAT_VERSION:
@@ -117,7 +132,7 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
             f"{json_path}: unsupported model format {version!r} (written by fairpca_dist "
             f"{record.get('library_version')!r}; this version reads format {MODEL_FORMAT_VERSION})"
         )
-    arrays = read_model_file(directory, ARRAYS_FILE, _read_arrays)
+    arrays = read_model_file(folder, ARRAYS_FILE, _read_arrays)
     method = field(record, "method", "the method's name, as text", _is_text)
     diagnostics = field(record, "diagnostics", "an object", _is_object)
     groups = field(record, "groups", "a list of objects, one per group", _is_list)
@@ -147,12 +162,19 @@ def load_model(directory: str | os.PathLike[str]) -> FairProjection:
         ),
         **arrays,
     )
-    _check_consistent(model, json_path, Path(directory) / ARRAYS_FILE)
+    _check_consistent(model, json_path, folder / ARRAYS_FILE)
     return model
 
 
+def model_folder(directory: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None) -> Location:
+    """Where the files of the model folder ``directory`` are: the folder, or on an object
+    store its committed version (:func:`fairpca_dist.versions.committed`)."""
+    return committed(locate(directory, storage_options))
+
+
 def read_model_file(
-    directory: str | os.PathLike[str], name: str, read: Callable[[Path], T], *, missing: str = ""
+    directory: str | os.PathLike[str] | Location, name: str, read: Callable[[Location], T], *, missing: str = "",
+    storage_options: StorageOptions | None = None,
 ) -> T:
     """``read(path)`` of the file ``name`` of the model folder ``directory``, or one
     :class:`InputError` naming the file: the folder does not exist or is a file, the file is
@@ -160,14 +182,16 @@ def read_model_file(
     or foreign file). An :class:`InputError` raised by ``read`` passes as it is; a file that
     is there but cannot be opened (permission denied) raises :class:`AccessError` naming it.
     """
-    folder = Path(directory)
+    folder = model_folder(directory, storage_options)
     path = folder / name
-    if not folder.is_dir():
-        state = "is a file, not a model folder" if folder.exists() else "does not exist"
-        raise InputError(f"model folder {folder} {state} (fit_table, on the command line `fairpca fit`, writes one)")
-    if not path.is_file():
-        raise InputError(f"{path} is missing{missing or _MODEL_FILES}")
-    with reading(path), open(path, "rb"):  # a file there that cannot be opened: AccessError (permission denied)
+    with reading(folder):
+        if not folder.isdir():
+            state = "is a file, not a model folder" if folder.exists() else "does not exist"
+            raise InputError(f"model folder {folder} {state} (fit_table, on the command line `fairpca fit`, "
+                             "writes one)")
+        if not path.isfile():
+            raise InputError(f"{path} is missing{missing or _MODEL_FILES}")
+    with reading(path), path.open("rb"):  # a file there that cannot be opened: AccessError (permission denied)
         pass
     try:
         return read(path)
@@ -179,23 +203,23 @@ def read_model_file(
         ) from error
 
 
-def _read_record(directory: str | os.PathLike[str]) -> dict[str, Any]:
+def _read_record(folder: Location) -> dict[str, Any]:
     """model.json of a model folder, as an object (any content)."""
-    record = read_model_file(directory, MODEL_FILE, _read_json)
+    record = read_model_file(folder, MODEL_FILE, _read_json)
     if not isinstance(record, dict):
-        raise InputError(f"{Path(directory) / MODEL_FILE} does not hold a model record (a JSON object)")
+        raise InputError(f"{folder / MODEL_FILE} does not hold a model record (a JSON object)")
     return record
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Location) -> Any:
     try:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise InputError(f"{path} is not valid JSON (truncated or edited?): {error}") from error
 
 
-def _read_arrays(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
+def _read_arrays(path: Location) -> dict[str, np.ndarray]:
+    with path.open("rb") as file, np.load(file, allow_pickle=False) as data:
         missing = [name for name in _ARRAYS if name not in data.files]
         if missing:
             raise InputError(f"{path} lacks the array(s) {missing}")
@@ -207,7 +231,7 @@ _REQUIRED = object()
 
 def _field(
     record: dict[str, Any] | list[Any], key: str | int, expected: str, accepts: Callable[[Any], bool], *,
-    json_path: Path, within: str = "", default: Any = _REQUIRED,
+    json_path: Location, within: str = "", default: Any = _REQUIRED,
 ) -> Any:
     """``record[key]`` if ``accepts`` it, else :class:`InputError` naming the file, the field
     (``within`` its parent, e.g. ``diagnostics.n_iter``, ``groups[1]``) and what it should be;
@@ -265,7 +289,7 @@ def _options_and_details(method: str, options: dict[str, Any], details: dict[str
     return {"options": options, "details": details}
 
 
-def _check_consistent(model: FairProjection, json_path: Path, npz_path: Path) -> None:
+def _check_consistent(model: FairProjection, json_path: Location, npz_path: Location) -> None:
     """Shapes and values of the arrays against the record: an edited file fails here, not later."""
     p, k = len(model.feature_names), len(model.group_labels)
     width = model.components.shape[1] if model.components.ndim == 2 else -1
@@ -290,14 +314,15 @@ def _check_consistent(model: FairProjection, json_path: Path, npz_path: Path) ->
         raise InputError(f"{json_path}: n_components={model.n_components} is not between 1 and {p}")
 
 
-def _check_real(array: np.ndarray, name: str, npz_path: Path) -> None:
+def _check_real(array: np.ndarray, name: str, npz_path: Location) -> None:
     """Model arrays hold real numbers (complex components load, then fail inside Arrow)."""
     if array.dtype.kind not in "fiu":
         kind = "complex numbers" if array.dtype.kind == "c" else "values that are not numbers"
         raise InputError(f"{npz_path}: {name} holds {kind} (dtype {array.dtype}); a model's arrays hold real numbers")
 
 
-def read_fingerprint(directory: str | os.PathLike[str]) -> str | None:
+def read_fingerprint(directory: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> str | None:
     """The data fingerprint recorded with a saved model."""
-    return _field(_read_record(directory), "data_fingerprint", "text or null", lambda v: v is None or _is_text(v),
-                  json_path=Path(directory) / MODEL_FILE, default=None)
+    folder = model_folder(directory, storage_options)
+    return _field(_read_record(folder), "data_fingerprint", "text or null", lambda v: v is None or _is_text(v),
+                  json_path=folder / MODEL_FILE, default=None)

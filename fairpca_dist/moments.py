@@ -28,6 +28,7 @@ from typing import Literal
 import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.storage import Location, locate
 
 __all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json"]
 
@@ -512,14 +513,14 @@ class GroupMoments:
         return digest.hexdigest()
 
     # ------------------------------------------------------------------ persistence
-    def save(self, path: str | PathLike[str]) -> None:
+    def save(self, path: str | PathLike[str] | Location) -> None:
         """Write to ``path`` as npz (arrays + a JSON header; no pickle)."""
         header = {
             "format_version": _FORMAT_VERSION,
             "groups": [label_to_json(g) for g in self.groups],
             "feature_names": list(self.feature_names),
         }
-        with open(path, "wb") as f:
+        with locate(path).open("wb") as f:
             np.savez(
                 f,
                 header=np.array(json.dumps(header)),
@@ -531,9 +532,9 @@ class GroupMoments:
             )
 
     @classmethod
-    def load(cls, path: str | PathLike[str]) -> GroupMoments:
-        """Read what :meth:`save` wrote."""
-        with np.load(path, allow_pickle=False) as data:
+    def load(cls, path: str | PathLike[str] | Location) -> GroupMoments:
+        """Read what :meth:`save` wrote (a path, a URL or a storage location)."""
+        with locate(path).open("rb") as f, np.load(f, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             if "kind" in header:
                 raise InputError(f"{path}: holds {header['kind']!r}, not GroupMoments (CellMoments.load reads cells)")

@@ -43,6 +43,7 @@ from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.progress import threaded_progress, wait_with_progress
 from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
+from fairpca_dist.storage import StorageOptions
 
 __all__ = [
     "compute_moments",
@@ -173,6 +174,7 @@ def compute_moments(
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
     cells: str | HashCells | Any = None,
+    storage_options: StorageOptions | None = None,
 ) -> GroupMoments | CellMoments:
     """Per-group count, mean and centred scatter of a table, in one dask pass.
 
@@ -182,8 +184,9 @@ def compute_moments(
         The rows. See :func:`fairpca_dist.sources.open_table` for the column roles.
     sensitive_feature : str, list of str, or array-like
         Group column(s), or one label per row for array input.
-    features, sample_weight, key_columns, exclude, feature_names, chunk_rows, read_options
-        Column selection and reading; see :func:`~fairpca_dist.sources.open_table`.
+    features, sample_weight, key_columns, exclude, feature_names, chunk_rows, read_options, storage_options
+        Column selection and reading (``storage_options``: of a URL's filesystem, e.g.
+        ``s3://…``); see :func:`~fairpca_dist.sources.open_table`.
     client : None, distributed.Client or str
         ``None``: dask's threaded scheduler in this process. A client, or the address of a
         running scheduler, runs the pass on that cluster.
@@ -222,6 +225,7 @@ def compute_moments(
         chunk_rows=chunk_rows,
         read_options=read_options,
         cells=cells,
+        storage_options=storage_options,
     )
     if cells is None:
         graph = _moments_graph(table, split_every)
@@ -245,6 +249,7 @@ def compute_file_moments(
     client: Any = None,
     split_every: int = 8,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> list[GroupMoments]:
     """Statistics of each Parquet file separately, all in one dask pass.
 
@@ -256,7 +261,8 @@ def compute_file_moments(
     _check_split_every(split_every)
     graphs = [
         _moments_graph(
-            open_table(str(path), sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight),
+            open_table(str(path), sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
+                       storage_options=storage_options),
             split_every,
         )
         for path in paths
@@ -274,11 +280,13 @@ def sample_rows(
     seed: int = 0,
     read_options: dict[str, Any] | None = None,
     client: Any = None,
+    storage_options: StorageOptions | None = None,
 ) -> pd.DataFrame:
     """A uniform random sample of about ``max_rows`` rows of ``columns`` (deterministic for a
     given table, partitioning and ``seed``), e.g. to train a downstream model in a report.
     Two passes: the partition lengths, then each partition sampled at the same rate."""
-    table = open_table(source, key_columns=list(columns), features=[], read_options=read_options)
+    table = open_table(source, key_columns=list(columns), features=[], read_options=read_options,
+                       storage_options=storage_options)
     total = sum(run_graph(table.map_partitions(_partition_length), client=client))
     fraction = min(1.0, max_rows / max(total, 1))
     parts = run_graph(table.map_partitions(_sample_partition, list(columns), fraction, seed), client=client)
@@ -286,10 +294,11 @@ def sample_rows(
 
 
 def value_counts(source: Any, column: str, *, dropna: bool = True, read_options: dict[str, Any] | None = None,
-                 client: Any = None) -> pd.Series:
+                 client: Any = None, storage_options: StorageOptions | None = None) -> pd.Series:
     """How many rows hold each value of ``column`` (missing values left out, or with
     ``dropna=False`` counted under NaN, as in pandas): one pass that reads that column alone."""
-    table = open_table(source, key_columns=[column], features=[], read_options=read_options)
+    table = open_table(source, key_columns=[column], features=[], read_options=read_options,
+                       storage_options=storage_options)
     parts = run_graph(table.map_partitions(_partition_counts, column, dropna), client=client)
     return pd.concat(parts).groupby(level=0, dropna=dropna).sum() if parts else pd.Series(dtype=np.int64)
 
@@ -565,6 +574,7 @@ def table_passes(
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
     cells: str | HashCells | Any = None,
+    storage_options: StorageOptions | None = None,
 ) -> TablePasses:
     """The rows of ``data`` for a solver that reads them at every iteration (``mm-robust``,
     ``mmd`` with the RBF kernel) or a metric that does (:func:`fairpca_dist.metrics.mmd2_rbf`):
@@ -581,6 +591,6 @@ def table_passes(
     table = open_table(
         data, sensitive_feature=sensitive_feature, features=list(moments.feature_names), sample_weight=sample_weight,
         key_columns=key_columns, exclude=exclude, feature_names=feature_names, chunk_rows=chunk_rows,
-        read_options=read_options, cells=cells,
+        read_options=read_options, cells=cells, storage_options=storage_options,
     )
     return TablePasses(table, moments.groups, client=client, split_every=split_every, progress=progress)

@@ -3,7 +3,10 @@
 Each partition becomes ``part-NNNNN.parquet`` with the pass-through columns followed by the
 projected columns ``<prefix>0 … <prefix>{r'−1}``. Files are written to a staging folder and
 the folder is swapped into place with a ``_SUCCESS`` marker only when every partition is
-done: a failure leaves the previous output (or nothing), and a rerun writes identical bytes.
+done (on an object store: a new version, committed by its pointer; see
+:mod:`fairpca_dist.atomic`): a failure leaves the previous output (or nothing), and a rerun
+writes identical bytes. Dask workers write the partitions themselves, to a URL: they need no
+disk shared with the driver.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from fairpca_dist.ingest import table_source
 from fairpca_dist.model_io import load_model
 from fairpca_dist.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.storage import Location, StorageOptions, is_url
 from fairpca_dist.sources import Partition, check_finite, feature_values, open_table
 
 __all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
@@ -35,7 +39,10 @@ SUCCESS_MARKER = "_SUCCESS"
 
 @dataclass(frozen=True)
 class ProjectionResult:
-    out_dir: Path
+    """What :func:`project_table` wrote: the output as given (a path or a URL), its rows,
+    partitions (files) and columns."""
+
+    out_dir: str | Path
     rows: int
     partitions: int
     columns: tuple[str, ...]
@@ -53,7 +60,7 @@ def _project_partition(
     pass_through: list[str],
     names: list[str],
     arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
-    folder: Path,
+    folder: Location,
 ) -> int:
     mean, scale, components = arrays
     x = feature_values(part, features, partition)
@@ -61,7 +68,8 @@ def _project_partition(
         check_finite(x, features, partition)
     projected = pd.DataFrame(((x - mean) / scale) @ components, columns=names)
     out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
-    pq.write_table(pa.Table.from_pandas(out, preserve_index=False), folder / f"part-{partition.index:05d}.parquet")
+    with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
+        pq.write_table(pa.Table.from_pandas(out, preserve_index=False), file)
     return len(out)
 
 
@@ -75,6 +83,7 @@ def project_table(
     read_options: dict[str, Any] | None = None,
     client: Any = None,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> ProjectionResult:
     """Project every row of ``source`` with ``model`` and write Parquet to ``out_dir``.
 
@@ -86,24 +95,25 @@ def project_table(
     ``out_dir`` is replaced atomically; it must not overlap ``source`` or the model's folder,
     and may be replaced only if it holds a previous projection (its ``_SUCCESS``)
     (:class:`~fairpca_dist.exceptions.OutputPathError` before anything is read or written).
+    ``storage_options`` open every path and URL given (:func:`fairpca_dist.storage.locate`).
     """
     inputs = input_paths(source, model)
     if not isinstance(model, FairProjection):
-        model = load_model(model)
+        model = load_model(model, storage_options=storage_options)
     if isinstance(source, (str, os.PathLike)):
-        source = table_source(source)
+        source = table_source(source, storage_options=storage_options)
     features = list(model.feature_names)
-    table = open_table(source, features=features, key_columns=list(pass_through), read_options=read_options)
+    table = open_table(source, features=features, key_columns=list(pass_through), read_options=read_options,
+                       storage_options=storage_options)
     names = projected_columns(model, prefix)
     clash = sorted(set(names) & set(pass_through))
     if clash:
         raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
     arrays = (model.mean, model.scale, model.components)
-    out = Path(out_dir)
-    with atomic_directory(out, inputs=inputs, marker=SUCCESS_MARKER) as staging:
+    with atomic_directory(out_dir, inputs=inputs, marker=SUCCESS_MARKER, storage_options=storage_options) as staging:
         tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
         counts = run_graph(tasks, client=client, progress=progress, label="project")
-        result = ProjectionResult(out, int(sum(counts)), len(counts), tuple([*pass_through, *names]))
+        result = ProjectionResult(out_dir if is_url(out_dir) else Path(out_dir), int(sum(counts)), len(counts), tuple([*pass_through, *names]))
         marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),
                   "method": model.method, "n_components": model.n_components}
         (staging / SUCCESS_MARKER).write_text(json.dumps(marker, indent=2) + "\n")

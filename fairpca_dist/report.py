@@ -48,7 +48,8 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist import metrics
-from fairpca_dist.atomic import disk_errors_named, output_lock, staging_folder
+from fairpca_dist.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
+from fairpca_dist.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json, sorted_labels
@@ -100,9 +101,10 @@ class ReportFiles:
 
     Attributes
     ----------
-    json, markdown, html : Path
-        ``report.json``, ``report.md`` and ``report.html``.
-    figures : dict of str to Path
+    json, markdown, html : Path or str
+        ``report.json``, ``report.md`` and ``report.html`` (on an object store: the URLs of
+        the committed version's files).
+    figures : dict of str to Path or str
         One PNG per key of :data:`FIGURES`.
     """
 
@@ -631,7 +633,7 @@ def _downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[Block]:
     ]
 
 
-def _plot(report: dict, quantity: str, ylabel: str, path: Path) -> None:
+def _plot(report: dict, quantity: str, ylabel: str, path: Location) -> None:
     """Per-group ``quantity`` against r: one colour per group, solid PCA, dashed fitted method."""
     curves = report["curves"]
     labels = _arm_labels(report)
@@ -649,11 +651,13 @@ def _plot(report: dict, quantity: str, ylabel: str, path: Path) -> None:
     axes.set_title(report["title"])
     axes.legend(fontsize=7)
     figure.tight_layout()
-    figure.savefig(path, format="png", dpi=110, metadata={"Software": None})
+    with path.open("wb") as file:
+        figure.savefig(file, format="png", dpi=110, metadata={"Software": None})
 
 
 # ---------------------------------------------------------------------- writing
-def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os.PathLike[str]] = ()) -> ReportFiles:
+def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os.PathLike[str]] = (),
+                 storage_options: StorageOptions | None = None) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` and the PNGs of :data:`FIGURES`.
 
     ``report.json`` has sorted keys, indent 2, and null for non-finite numbers. ``report.md``
@@ -663,7 +667,9 @@ def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os
     previous report, if any, untouched; other files in ``out_dir`` are kept. The same report
     gives byte-identical JSON and Markdown. ``out_dir`` is locked while it is written
     (:func:`~fairpca_dist.atomic.output_lock`); a full or read-only disk raises
-    :class:`~fairpca_dist.exceptions.WriteError` naming it.
+    :class:`~fairpca_dist.exceptions.WriteError` naming it. On an object store (a URL, opened
+    with ``storage_options``) the report is a new version of ``out_dir``, committed whole
+    (:func:`~fairpca_dist.atomic.atomic_directory`).
 
     Parameters
     ----------
@@ -680,26 +686,30 @@ def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os
     -------
     ReportFiles
     """
-    out_dir = Path(out_dir)
+    if is_url(out_dir):
+        with atomic_directory(out_dir, inputs=inputs, marker=REPORT_FILE, storage_options=storage_options) as folder:
+            _render(jsonable(report), folder)
+        return _report_files(folder.url, str)
     # locked: two reports into one folder would mix their files; a folder without a report is not ours
-    with output_lock(out_dir, inputs=inputs, marker=REPORT_FILE) as folder, disk_errors_named(out_dir):
-        staging = staging_folder(folder)
+    with output_lock(out_dir, inputs=inputs, marker=REPORT_FILE) as folder, write_errors_named(out_dir):
+        staging = staging_folder(Path(folder.path))
         try:
-            names = _render(jsonable(report), staging)
-            folder.mkdir(exist_ok=True)
+            names = _render(jsonable(report), locate(staging))
+            Path(folder.path).mkdir(exist_ok=True)
             for name in names:
-                os.replace(staging / name, folder / name)
+                os.replace(staging / name, Path(folder.path) / name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return ReportFiles(
-        json=out_dir / REPORT_FILE,
-        markdown=out_dir / "report.md",
-        html=out_dir / "report.html",
-        figures={name: out_dir / f"{name}.png" for name in FIGURES},
-    )
+    return _report_files(out_dir, Path)
 
 
-def _render(report: dict, folder: Path) -> list[str]:
+def _report_files(folder: str | os.PathLike[str], kind: Callable[[str], Any]) -> ReportFiles:
+    base = os.fspath(folder).rstrip("/")
+    return ReportFiles(json=kind(f"{base}/{REPORT_FILE}"), markdown=kind(f"{base}/report.md"),
+                       html=kind(f"{base}/report.html"), figures={name: kind(f"{base}/{name}.png") for name in FIGURES})
+
+
+def _render(report: dict, folder: Location) -> list[str]:
     """Write every file of the report into ``folder``; returns their names, report.json last."""
     images = {}
     for name, (quantity, ylabel) in FIGURES.items():

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from fairpca_dist.atomic import check_output
+from fairpca_dist.storage import StorageOptions
 from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.comparison import Comparison, check_comparison, compare_methods
 from fairpca_dist.comparison_report import COMPARISON_FILE, write_comparison
@@ -102,45 +103,53 @@ def compare_table(
     cache_dir: str | os.PathLike[str] | None = None,
     client: Any = None,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> Comparison:
     """Compare methods on an ingested table (column roles from its ``schema.json``) and write
     the report into ``out_dir`` (:func:`~fairpca_dist.comparison_report.write_comparison`).
     Every setting, the groups and the target column are checked before any pass; the cell
-    moments come from the cache when the table is unchanged."""
-    check_output(out_dir, [table_dir], kind="folder", marker=COMPARISON_FILE)
-    schema = read_schema(table_dir)
+    moments come from the cache when the table is unchanged. Paths may be URLs, opened with
+    ``storage_options``."""
+    check_output(out_dir, [table_dir], kind="folder", marker=COMPARISON_FILE, storage_options=storage_options)
+    schema = read_schema(table_dir, storage_options)
     groups = [group["label"] for group in schema["groups"]]
     check_comparison(methods, n_components, len(schema["features"]), groups=groups, center=center, target=target)
     if target is not None and target not in schema["dtypes"]:
         raise SchemaError(f"target column {target!r} is not in the table {table_dir}; it has "
                           f"{sorted(schema['dtypes'])} (keep it at ingestion with pass_through)")
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
+    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
+                        storage_options=storage_options)
     if isinstance(cells, HashCells):
         plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
-    cached = cell_moments_cache_path(table_dir, cache_dir, cells).is_file()
-    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
+    cached = cell_moments_cache_path(table_dir, cache_dir, cells, storage_options).isfile()
+    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress,
+                                     storage_options=storage_options)
     roles = {"sensitive_feature": schema["sensitive_feature"], "sample_weight": schema.get("sample_weight"),
              "key_columns": schema["key_columns"], "cells": cells}
-    comparison = _compare_rows(table_source(table_dir), moments, roles, schema["sensitive_feature"], n_components,
-                               methods, target=target, moments_passes=0 if cached else 1,
+    comparison = _compare_rows(table_source(table_dir, storage_options), moments, roles, schema["sensitive_feature"],
+                               n_components, methods, target=target, moments_passes=0 if cached else 1,
                                train_fraction=train_fraction, center=center, standardize=standardize,
-                               rbf_mmd=rbf_mmd, random_state=random_state, client=client, progress=progress)
-    write_comparison(comparison, out_dir, source=os.fspath(table_dir))
+                               rbf_mmd=rbf_mmd, random_state=random_state, client=client, progress=progress,
+                               storage_options=storage_options)
+    write_comparison(comparison, out_dir, source=os.fspath(table_dir), storage_options=storage_options)
     return comparison
 
 
 def _compare_rows(data: Any, moments: CellMoments, roles: dict[str, Any], sensitive: list[str],
                   n_components: int | Sequence[int], methods: Methods | None, *, target: str | None,
-                  moments_passes: int, client: Any, progress: bool, random_state: int, **settings: Any) -> Comparison:
+                  moments_passes: int, client: Any, progress: bool, random_state: int,
+                  storage_options: StorageOptions | None = None, **settings: Any) -> Comparison:
     """:func:`~fairpca_dist.comparison.compare_methods` with the rows of ``data`` (opened with
     the column ``roles`` and cells the moments came from) and, with a target, a row sample for
     the downstream classifier; the passes made before it (``moments_passes`` for the cell
     moments, 2 for the sample) are added to its count."""
-    passes = table_passes(data, moments.total(), **roles, client=client, progress=progress)
+    passes = table_passes(data, moments.total(), **roles, client=client, progress=progress,
+                          storage_options=storage_options)
     sample = None
     if target is not None:
         sample = sample_rows(data, columns=[*moments.feature_names, *sensitive, target],
-                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client)
+                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client,
+                             storage_options=storage_options)
     comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
                                  sensitive=sensitive, random_state=random_state, progress=progress, **settings)
     return replace(comparison, passes={"cell moments": moments_passes, **comparison.passes,

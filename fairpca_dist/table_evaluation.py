@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -23,6 +23,7 @@ from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate
 from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
 from fairpca_dist.ingest import read_schema, table_source
 from fairpca_dist.passes import compute_moments
+from fairpca_dist.storage import Location, StorageOptions, is_url
 
 __all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation",
            "EVALUATION_FILE", "EVALUATION_FILES"]
@@ -33,13 +34,13 @@ EVALUATION_FILES = (EVALUATION_FILE, "evaluation.csv", "evaluation.md", "tradeof
 
 
 def table_cells(table_dir: str | os.PathLike[str], *, n_cells: int = 10, cells_column: str | None = None,
-                seed: int = 0) -> HashCells | str:
+                seed: int = 0, storage_options: StorageOptions | None = None) -> HashCells | str:
     """How the rows of an ingested table are assigned to cells: ``cells_column`` if given, else
     a hash of the table's key columns (all feature and group columns when it has none) into
     ``n_cells`` cells with ``seed``."""
     if cells_column is not None:
         return cells_column
-    return HashCells(tuple(read_schema(table_dir)["key_columns"]), n_cells, seed=seed)
+    return HashCells(tuple(read_schema(table_dir, storage_options)["key_columns"]), n_cells, seed=seed)
 
 
 def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, train_fraction: float,
@@ -52,15 +53,15 @@ def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, t
 
 
 def cell_moments_cache_path(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None,
-                            cells: HashCells | str) -> Path:
+                            cells: HashCells | str, storage_options: StorageOptions | None = None) -> Location:
     """Where :func:`cached_cell_moments` keeps the per-cell moments of this table (its files'
     fingerprints, column roles and ``cells``); reading it costs no pass."""
-    cache = moments_cache(table_dir, cache_dir)
-    schema = read_schema(table_dir)
+    cache = moments_cache(table_dir, cache_dir, storage_options)
+    schema = read_schema(table_dir, storage_options)
     roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
              cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]
     digest = hashlib.sha256(json.dumps(roles, sort_keys=True).encode())
-    for path in table_files(table_dir):
+    for path in table_files(table_dir, storage_options):
         digest.update(file_fingerprint(path).encode())
     return cache / f"cells-{digest.hexdigest()[:32]}.npz"
 
@@ -72,20 +73,22 @@ def cached_cell_moments(
     cells: HashCells | str,
     client: Any = None,
     progress: bool = False,
-) -> tuple[CellMoments, Path]:
+    storage_options: StorageOptions | None = None,
+) -> tuple[CellMoments, Location]:
     """Per-cell moments of an ingested table (column roles from its ``schema.json``), from the
     cache when the table's files, roles and ``cells`` are unchanged, else in one pass.
 
     Returns the moments and the cache file they are in (``cache_dir`` defaults to
     ``<table_dir>/../.moments-cache``, next to the fit's per-file moments).
     """
-    schema = read_schema(table_dir)
-    path = cell_moments_cache_path(table_dir, cache_dir, cells)
-    if path.is_file():
+    schema = read_schema(table_dir, storage_options)
+    path = cell_moments_cache_path(table_dir, cache_dir, cells, storage_options)
+    if path.isfile():
         return CellMoments.load(path), path
     moments = compute_moments(
-        table_source(table_dir), sensitive_feature=schema["sensitive_feature"], features=schema["features"],
-        sample_weight=schema.get("sample_weight"), cells=cells, client=client, progress=progress, min_group_size=1,
+        table_source(table_dir, storage_options), sensitive_feature=schema["sensitive_feature"],
+        features=schema["features"], sample_weight=schema.get("sample_weight"), cells=cells, client=client,
+        progress=progress, min_group_size=1, storage_options=storage_options,
     )
     with atomic_file(path, inputs=[table_dir]) as staging:
         moments.save(staging)
@@ -110,37 +113,45 @@ def evaluate_table(
     cache_dir: str | os.PathLike[str] | None = None,
     client: Any = None,
     progress: bool = False,
+    storage_options: StorageOptions | None = None,
 ) -> Evaluation:
     """Run :func:`~fairpca_dist.evaluation.evaluate` on an ingested table and write its files to
     ``out_dir`` (:func:`write_evaluation`). Settings are checked before the pass over the rows.
-    The cell moments are cached (:func:`cached_cell_moments`).
+    The cell moments are cached (:func:`cached_cell_moments`). Paths may be URLs, opened with
+    ``storage_options``.
     """
-    check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE)
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
+    check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE, storage_options=storage_options)
+    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
+                        storage_options=storage_options)
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
-    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress)
+    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress,
+                                     storage_options=storage_options)
     evaluation = evaluate(moments, n_components, methods, n_splits=n_splits, train_fraction=train_fraction,
                           n_folds=n_folds, center=center, standardize=standardize, random_state=random_state,
                           progress=progress)
-    write_evaluation(evaluation, out_dir, source=str(table_dir))
+    write_evaluation(evaluation, out_dir, source=str(table_dir), storage_options=storage_options)
     return evaluation
 
 
-def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *, source: str | None = None) -> Path:
+def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *, source: str | None = None,
+                     storage_options: StorageOptions | None = None) -> Path | str:
     """Write ``evaluation.json`` (everything), ``evaluation.csv`` (one row per method and split),
     ``evaluation.md`` (the summary) and, when a method has a grid, ``tradeoff.png`` (ABDiff
     against ARE of every grid point, cross-validated, and of the refits on the test parts).
     The folder is replaced as a whole: readers see the old one or the new one. ``source``, the
     table evaluated, must not overlap ``out_dir``."""
     document = {"source": source, **evaluation.to_dict()}
-    with atomic_directory(out_dir, inputs=input_paths(source), marker=EVALUATION_FILE) as folder:
+    with atomic_directory(out_dir, inputs=input_paths(source), marker=EVALUATION_FILE,
+                          storage_options=storage_options) as folder:
         (folder / EVALUATION_FILE).write_text(
             json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
-        evaluation.table().to_csv(folder / "evaluation.csv", index=False)
+        with (folder / "evaluation.csv").open("wb") as file:
+            evaluation.table().to_csv(file, index=False)
         (folder / "evaluation.md").write_text(_markdown(evaluation, source), encoding="utf-8")
         if not evaluation.tradeoff().empty:
-            plot_tradeoff(evaluation, folder / "tradeoff.png")
-    return Path(out_dir)
+            with (folder / "tradeoff.png").open("wb") as file:
+                plot_tradeoff(evaluation, file)
+    return out_dir if is_url(out_dir) else Path(out_dir)
 
 
 def _markdown(evaluation: Evaluation, source: str | None) -> str:
@@ -163,7 +174,7 @@ def _markdown(evaluation: Evaluation, source: str | None) -> str:
     return "\n".join(lines)
 
 
-def plot_tradeoff(evaluation: Evaluation, path: str | os.PathLike[str]) -> None:
+def plot_tradeoff(evaluation: Evaluation, path: str | os.PathLike[str] | IO[bytes]) -> None:
     """ABDiff against ARE: each method's grid points (cross-validated, averaged over splits) and
     the mean test scores of its refits (a star)."""
     figure = Figure(figsize=(6.4, 4.6))
