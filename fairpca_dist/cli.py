@@ -71,6 +71,7 @@ def _ingest(args: argparse.Namespace) -> int:
         args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
         exclude=args.exclude, key_columns=args.key_columns, pass_through=args.pass_through,
         on_bad_rows=args.on_bad_rows, read_options=_options(args.read_option), client=args.dask_address, progress=True,
+        storage_options=_storage_options(args),
     )
     print(f"ingested {result.summary()} into {result.table_dir}")
     return 0
@@ -82,6 +83,7 @@ def _fit(args: argparse.Namespace) -> int:
     model = fit_table(
         args.table_dir, args.model_dir, method=args.method, n_components=args.n_components, center=args.center,
         standardize=args.standardize, options=_options(args.option), client=args.dask_address, progress=True,
+        storage_options=_storage_options(args),
     )
     losses = ", ".join(f"{g}: {v:.6g}" for g, v in zip(model.group_labels, model.group_loss))
     print(f"{model.method} r={model.n_components}: group losses {losses}; {model.message}; model in {args.model_dir}")
@@ -91,8 +93,8 @@ def _fit(args: argparse.Namespace) -> int:
 def _project(args: argparse.Namespace) -> int:
     from fairpca_dist.projection import project_table
 
-    result = project_table(args.model_dir, args.table_dir, args.out_dir,
-                           pass_through=args.pass_through, client=args.dask_address, progress=True)
+    result = project_table(args.model_dir, args.table_dir, args.out_dir, pass_through=args.pass_through,
+                           client=args.dask_address, progress=True, storage_options=_storage_options(args))
     print(f"projected {result.rows:,} rows into {result.out_dir} ({result.partitions} files)")
     return 0
 
@@ -104,10 +106,10 @@ def _report(args: argparse.Namespace) -> int:
     report, files = write_table_report(
         args.model_dir, args.table_dir, args.report_dir, target=args.target, max_components=args.max_components,
         sample_size=args.sample_size, rbf_mmd=args.rbf_mmd, client=args.dask_address,
-        announce=lambda line: print(line, flush=True),
+        announce=lambda line: print(line, flush=True), storage_options=_storage_options(args),
     )
     print(report_markdown_summary(report))
-    print(f"\nreport: {files.markdown} (also {files.html.name}, report.json and PNGs)")
+    print(f"\nreport: {files.markdown} (also report.html, report.json and PNGs)")
     return 0
 
 
@@ -147,7 +149,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
         cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
         train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
-        random_state=args.seed, client=args.dask_address, progress=True,
+        random_state=args.seed, client=args.dask_address, progress=True, storage_options=_storage_options(args),
     )
     print(evaluation.markdown())
     print(f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
@@ -176,6 +178,7 @@ def _compare(args: argparse.Namespace) -> int:
         n_cells=args.cells, cells_column=args.cells_column, cell_seed=args.cell_seed,
         train_fraction=args.train_fraction, center=args.center, standardize=args.standardize,
         rbf_mmd=args.rbf_mmd, random_state=args.seed, client=args.dask_address, progress=True,
+        storage_options=_storage_options(args),
     )
     for r in comparison.ranks:
         print(f"\nr = {r}:")
@@ -206,11 +209,14 @@ def _pipeline(args: argparse.Namespace) -> int:
             method=args.method,
             n_components=args.n_components, center=args.center, standardize=args.standardize,
             options=_options(args.option), on_bad_rows=args.on_bad_rows, dask_address=args.dask_address,
-            read_options=_options(args.read_option) or None,
+            read_options=_options(args.read_option) or None, storage_options=_storage_options(args),
         )
-    from fairpca_dist.report import report_markdown_summary
+    from fairpca_dist.report import REPORT_FILE, report_markdown_summary
+    from fairpca_dist.storage import locate
+    from fairpca_dist.versions import committed
 
-    report = json.loads((Path(result["report"]["report_dir"]) / "report.json").read_text())
+    report_dir = committed(locate(result["report"]["report_dir"], _storage_options(args)))
+    report = json.loads((report_dir / REPORT_FILE).read_text())
     print("\n" + report_markdown_summary(report))
     total = time.perf_counter() - started
     print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, server.seconds, lines.seconds)}")
@@ -229,10 +235,14 @@ def _time_breakdown(total: float, imports: float, server: float, steps: dict[str
 
 def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
+    from fairpca_dist.storage import is_url
 
     from flows.runtime import check_configured_api
 
     check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
+    if is_url(args.runs_dir):
+        raise InputError(f"--runs-dir {args.runs_dir}: the demo writes its table and runs to a local folder; on "
+                         "object storage, run `fairpca pipeline SOURCE --runs-dir URL` on your own table")
     check_configured_api()
     run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir = Path(args.runs_dir) / run_id
@@ -256,16 +266,26 @@ def _demo(args: argparse.Namespace) -> int:
                     "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]}
     args_for_pipeline = argparse.Namespace(
         **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
-        center="group", standardize=True, option=[], read_option=[], on_bad_rows="fail", exclude=[],
+        center="group", standardize=True, option=[], read_option=[], storage_option=args.storage_option,
+        on_bad_rows="fail", exclude=[],
         dask_address=args.dask_address, verbose=args.verbose, console=args.console,
     )
     return _pipeline(args_for_pipeline)
+
+
+def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``--storage-option`` pairs, as the library's ``storage_options`` (None if none)."""
+    return _options(args.storage_option) or None
 
 
 # ----------------------------------------------------------------------------- parser
 def _add_dask(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dask-address", default=None,
                         help="address of a running Dask scheduler (default: a local cluster)")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="option of the filesystem of s3://, gs://, abfs://... paths, repeatable (e.g. "
+                             "--storage-option endpoint_url=http://minio:9000); credentials come from the "
+                             "environment (AWS_ACCESS_KEY_ID, ...)")
 
 
 def _add_fit_options(parser: argparse.ArgumentParser) -> None:

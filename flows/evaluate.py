@@ -29,6 +29,7 @@ def evaluate(
     random_state: int | None = 0,
     cache_dir: str | None = None,
     dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Out-of-sample and in-sample ABDiff and ARE of each method over ``n_splits`` random
     train/test splits, its grid cross-validated on each training part (Vu et al., ICLR 2022).
@@ -37,17 +38,21 @@ def evaluate(
     (default: pca, fair-eig and dro with the paper's α × λ grid). The per-cell moments come
     from one pass over the rows, cached: evaluating other methods or settings reads no rows.
     ``dask_address``: run the pass on that scheduler instead of in this process.
+    ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
+    ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
     methods = methods if methods is not None else ["pca", "fair-eig", "dro"]
-    check_run_parameters(source=table_dir, n_components=n_components, center=center, dask_address=dask_address)
-    check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE)
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed)
+    check_run_parameters(source=table_dir, n_components=n_components, center=center, dask_address=dask_address,
+                         storage_options=storage_options)
+    check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE, storage_options=storage_options)
+    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
+                        storage_options=storage_options)
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
     cells_path = cell_moments_task(table_dir, cells_column=cells_column, n_cells=n_cells, cell_seed=cell_seed,
-                                   cache_dir=cache_dir, dask_address=dask_address)
+                                   cache_dir=cache_dir, dask_address=dask_address, storage_options=storage_options)
     return evaluation_task(cells_path, out_dir, methods=methods, n_components=n_components, n_splits=n_splits,
                            train_fraction=train_fraction, n_folds=n_folds, center=center, standardize=standardize,
-                           random_state=random_state, source=table_dir)
+                           random_state=random_state, source=table_dir, storage_options=storage_options)
 
 
 if __name__ == "__main__":

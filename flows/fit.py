@@ -21,15 +21,19 @@ def fit(
     options: dict[str, Any] | None = None,
     cache_dir: str | None = None,
     dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fit ``method`` on the table; refits with another method or r reuse the cached moments,
     and a table that gained files reads only the new ones.
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
+    ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
+    ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
     check_run_parameters(source=table_dir, method=method, n_components=n_components, center=center, options=options,
-                         dask_address=dask_address)
+                         dask_address=dask_address, storage_options=storage_options)
     return fit_task(table_dir, model_dir, method=method, n_components=n_components, center=center,
-                    standardize=standardize, options=options, cache_dir=cache_dir, dask_address=dask_address)
+                    standardize=standardize, options=options, cache_dir=cache_dir, dask_address=dask_address,
+                    storage_options=storage_options)
 
 
 if __name__ == "__main__":

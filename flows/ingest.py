@@ -22,18 +22,22 @@ def ingest(
     on_bad_rows: str = "fail",
     read_options: dict[str, Any] | None = None,
     dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Validate ``source`` and write it as partitioned Parquet with ``schema.json``
     (``features``: default every numeric column not otherwise used, but ``exclude``);
     rows with NaN/inf features or missing groups fail the run (or, with
     ``on_bad_rows="drop"``, are counted and sampled into ``rejects.csv``).
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
+    ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
+    ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
-    check_run_parameters(source=source, on_bad_rows=on_bad_rows, dask_address=dask_address)
+    check_run_parameters(source=source, on_bad_rows=on_bad_rows, dask_address=dask_address,
+                         storage_options=storage_options)
     return ingest_task(
         source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude or [],
         key_columns=key_columns or [], pass_through=pass_through or [], on_bad_rows=on_bad_rows,
-        read_options=read_options, dask_address=dask_address,
+        read_options=read_options, dask_address=dask_address, storage_options=storage_options,
     )
 
 

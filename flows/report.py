@@ -21,17 +21,20 @@ def report(
     artifact_key: str = "fairpca-report",
     dask_address: str | None = None,
     rbf_mmd: str = "auto",
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per-group errors, losses and explained variance for PCA and the fitted method,
     linear- and RBF-kernel MMD² (``rbf_mmd``: "auto", "exact", "rff" or "none"), and (with
     ``target``) the demographic-parity difference of a classifier trained on the projected data.
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
+    ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
+    ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
-    check_run_parameters(source=model_dir, rbf_mmd=rbf_mmd)
-    check_run_parameters(source=table_dir, dask_address=dask_address)
+    check_run_parameters(source=model_dir, rbf_mmd=rbf_mmd, storage_options=storage_options)
+    check_run_parameters(source=table_dir, dask_address=dask_address, storage_options=storage_options)
     return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
                        sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address,
-                       rbf_mmd=rbf_mmd)
+                       rbf_mmd=rbf_mmd, storage_options=storage_options)
 
 
 if __name__ == "__main__":
