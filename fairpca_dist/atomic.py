@@ -108,6 +108,7 @@ def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | Non
 
 def _check_remote_kind(location: Location, kind: Kind, marker: str | None) -> None:
     with write_errors_named(location):
+        _check_bucket(location)
         if kind == "folder" and location.isfile():
             raise OutputPathError(f"output {location} is an existing object, where a folder is to be written: "
                                   "remove it or choose another output (nothing was written)")
@@ -116,6 +117,19 @@ def _check_remote_kind(location: Location, kind: Kind, marker: str | None) -> No
                                   "remove the folder or choose another output (nothing was written)")
         if marker is not None:
             versions.check_replaceable(location, marker)
+
+
+def _check_bucket(location: Location) -> None:
+    """On S3, ask for the bucket of ``location`` before anything is computed: a missing bucket,
+    credentials that are refused or an endpoint that cannot be reached fail now, naming the URL."""
+    if not hasattr(location.fs, "call_s3"):
+        return
+    bucket = location.fs.split_path(location.path)[0]
+    try:
+        location.fs.call_s3("head_bucket", Bucket=bucket)
+    except FileNotFoundError as error:
+        raise WriteError(errno.ENOENT, f"could not write {location}: its bucket {bucket!r} does not exist: create it "
+                                       "first, or write elsewhere; nothing was written") from error
 
 
 def input_paths(*sources: object) -> list[str | os.PathLike[str]]:
@@ -294,16 +308,25 @@ def write_errors_named(target: Target) -> Iterator[None]:
         with service_errors_named(name):
             yield
     except OSError as error:
-        if isinstance(error, FairPCAError) or error.errno not in reasons:
+        code = _errno(error)
+        if isinstance(error, FairPCAError) or code not in reasons:
             raise
-        if error.errno == errno.ENOENT and not missing_bucket(error):
+        if code == errno.ENOENT and not missing_bucket(error):
             raise
         kept = ("the previous output, if any, is unchanged" if remote else
                 f"any partial output was removed and the previous {name} is unchanged" if existed
                 else f"nothing was left at {name}")
         where = (f" ({error.filename})" if not remote and error.filename and os.fspath(error.filename) != name
                  else "")
-        raise WriteError(error.errno, f"could not write {name}: {reasons[error.errno]}{where}; {kept}") from error
+        raise WriteError(code, f"could not write {name}: {reasons[code]}{where}; {kept}") from error
+
+
+def _errno(error: OSError) -> int | None:
+    """``error.errno``, or the one its type stands for (s3fs raises ``PermissionError("Forbidden")``
+    without a number)."""
+    if error.errno is not None:
+        return error.errno
+    return {PermissionError: errno.EACCES, FileNotFoundError: errno.ENOENT}.get(type(error))
 
 
 @contextlib.contextmanager

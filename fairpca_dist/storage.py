@@ -52,7 +52,7 @@ def is_url(path: object) -> bool:
     return "://" in text and not text.startswith(("file://", "local://"))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Location:
     """A file or folder on some filesystem: what the user called it (``url``), the fsspec
     filesystem that holds it (``fs``, built with the user's storage options) and its path

@@ -11,7 +11,9 @@ A writer puts every file of its output under a new version folder ``v-<12 hex>``
 overwriting an object anyone reads), then commits by writing ``_CURRENT`` — one object,
 written *conditionally*: only if it still is the pointer the writer saw when it began
 (S3's ``If-Match``/``If-None-Match``; elsewhere a re-read just before the write). Then it
-removes every other version folder: the previous output and any dead writer's leftovers.
+removes the previous output's version and the version folders written before its commit (a
+dead writer's leftovers; a version with objects newer than the commit, to the store's second,
+may belong to a live writer that began after it, and stays for a later writer to judge).
 
 What this guarantees:
 
@@ -39,7 +41,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fairpca_dist.exceptions import InputError, OutputBusyError, OutputPathError
+from fairpca_dist.exceptions import InputError, OutputBusyError, OutputPathError, reading
 from fairpca_dist.storage import Location, service_errors_named
 
 __all__ = ["POINTER", "committed", "versioned_directory", "check_replaceable", "is_version_name"]
@@ -91,7 +93,8 @@ def committed(folder: Location) -> Location:
     the library did not write, e.g. a user's Parquet dataset), ``folder`` itself."""
     if folder.local:
         return folder
-    pointer = _read_pointer(folder)
+    with reading(folder):  # denied access, a missing bucket: named as reading errors
+        pointer = _read_pointer(folder)
     return folder if pointer is None else folder / pointer.version
 
 
@@ -132,7 +135,7 @@ def versioned_directory(target: Location, *, marker: str) -> Iterator[Location]:
         with contextlib.suppress(Exception):
             version.remove()
         raise
-    _remove_other_versions(target, keep=version.name)
+    _remove_other_versions(target, keep=version.name, previous=base.version if base else None)
 
 
 def _commit(target: Location, version: str, marker: str, base: _Pointer | None) -> None:
@@ -168,15 +171,19 @@ def _commit(target: Location, version: str, marker: str, base: _Pointer | None) 
         pointer.write_bytes(data)
 
 
-def _remove_other_versions(target: Location, keep: str) -> None:
-    """Remove the version folders of ``target`` written before the commit of ``keep``: the
-    previous output and dead or outrun writers' leftovers. A version with an object written
-    since (the store's clock) may be a live writer's that began after this commit: it is left
-    for a later writer. Best effort: a failure leaves garbage the next writer removes."""
+def _remove_other_versions(target: Location, keep: str, previous: str | None) -> None:
+    """Remove ``previous`` (the output this commit replaced: nobody writes into a committed
+    version) and the version folders of ``target`` written before the commit of ``keep``: dead
+    or outrun writers' leftovers. A version with an object written since (the store's clock, to
+    the second) may be a live writer's that began after this commit: it is left for a later
+    writer. Best effort: a failure leaves garbage the next writer removes."""
     with contextlib.suppress(Exception):
+        if previous is not None:
+            (target / previous).remove()
+        target.forget_listings()  # the listing cached before the commit holds the old pointer
         committed_at = _modified(target.fs.info((target / POINTER).path))
         for entry in target.listdir():
-            if not is_version_name(entry.name) or entry.name == keep:
+            if not is_version_name(entry.name) or entry.name in (keep, previous):
                 continue
             written = [_modified(info) for info in entry.fs.find(entry.path, detail=True).values()]
             if all(when < committed_at for when in written):

@@ -1,0 +1,219 @@
+"""Every writer on an object store (a real S3 server, tests/s3_server.py), against the same
+writer on the local disk: the outputs are equal, land in the bucket and nowhere else, are
+committed whole (a versioned folder and its ``_CURRENT`` pointer: fairpca_dist.versions), a
+failed write leaves the previous output, two writers never mix, and each fault is one clear
+error naming the URL (never a secret), with nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import grouped_data
+from fairpca_dist import fit_projection, load_model, save_model
+from fairpca_dist.exceptions import InputError, OutputBusyError, OutputPathError, ServiceError, WriteError
+from fairpca_dist.fitting import fit_table, load_fitted
+from fairpca_dist.ingest import ingest_table, read_schema
+from fairpca_dist.projection import project_table
+from fairpca_dist.storage import locate
+from fairpca_dist.versions import POINTER, committed, is_version_name
+
+pytestmark = pytest.mark.usefixtures("s3")
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    x, labels = grouped_data(n_rows=900, n_features=4, n_groups=2, seed=3)
+    out = pd.DataFrame(x, columns=[f"x{j}" for j in range(4)])
+    out["group"] = labels
+    out["row_id"] = np.arange(len(out))
+    return out
+
+
+@pytest.fixture
+def source(frame: pd.DataFrame, s3_bucket: str, tmp_path) -> tuple[str, str]:
+    """The same table as three Parquet files, in the bucket and on the local disk."""
+    remote, local = f"{s3_bucket}/source", tmp_path / "source"
+    local.mkdir()
+    for i, part in enumerate(_thirds(frame)):
+        part.to_parquet(local / f"part-{i}.parquet", index=False)
+        part.to_parquet(f"{remote}/part-{i}.parquet", index=False)
+    return remote, str(local)
+
+
+def _thirds(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    bounds = np.linspace(0, len(frame), 4).astype(int)
+    return [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _bucket(url: str) -> str:
+    return url.removeprefix("s3://").split("/", 1)[0]
+
+
+def _projected(folder: str) -> pd.DataFrame:
+    """The committed projection at ``folder`` (local or URL), rows in key order."""
+    version = committed(locate(folder))
+    parts = sorted(entry for entry in version.listdir() if entry.name.endswith(".parquet"))
+    frames = [pd.read_parquet(entry.dask_url, storage_options=entry.storage_options or None) for entry in parts]
+    return pd.concat(frames, ignore_index=True).sort_values("row_id", ignore_index=True)
+
+
+def test_model_round_trip_equals_local(s3, s3_bucket, tmp_path, frame):
+    from fairpca_dist import compute_moments
+
+    moments = compute_moments(frame, sensitive_feature="group", features=[f"x{j}" for j in range(4)])
+    model = fit_projection(moments, 2, method="fair-eig")
+    save_model(model, f"{s3_bucket}/model")
+    save_model(model, tmp_path / "model")
+    remote, local = load_model(f"{s3_bucket}/model"), load_model(tmp_path / "model")
+    np.testing.assert_array_equal(remote.components, local.components)
+    assert remote.group_labels == local.group_labels
+    keys = s3.keys(_bucket(s3_bucket))
+    assert f"model/{POINTER}" in keys and len({k.split("/")[1] for k in keys if k != f"model/{POINTER}"}) == 1
+    save_model(model, f"{s3_bucket}/model")  # replacing it: one version left, the new one
+    versions = {k.split("/")[1] for k in s3.keys(_bucket(s3_bucket), "model/v-")}
+    assert len(versions) == 1 and all(is_version_name(v) for v in versions)
+
+
+def test_pipeline_steps_on_s3_equal_local(s3, s3_bucket, source, tmp_path):
+    remote, local = source
+    outputs = {}
+    for name, base, src in (("s3", s3_bucket, remote), ("local", str(tmp_path), local)):
+        ingest_table(src, f"{base}/table", sensitive_feature="group", key_columns=["row_id"])
+        model = fit_table(f"{base}/table", f"{base}/model", method="fair-eig", n_components=2)
+        project_table(f"{base}/model", f"{base}/table", f"{base}/projected", pass_through=["row_id"])
+        outputs[name] = (model, _projected(f"{base}/projected"), read_schema(f"{base}/table"))
+    (m_s3, p_s3, schema_s3), (m_local, p_local, schema_local) = outputs["s3"], outputs["local"]
+    np.testing.assert_allclose(m_s3.components, m_local.components, atol=1e-12)
+    pd.testing.assert_frame_equal(p_s3, p_local, atol=1e-12)
+    assert schema_s3["rows"] == schema_local["rows"] == 900
+    reloaded, moments = load_fitted(f"{s3_bucket}/model")
+    np.testing.assert_array_equal(reloaded.components, m_s3.components)
+    keys = s3.keys(_bucket(s3_bucket))
+    for output in ("table", "model", "projected"):
+        assert f"{output}/{POINTER}" in keys
+    assert any(k.startswith(".moments-cache/") for k in keys)  # the fit's cache is in the bucket too
+
+
+def test_a_plain_reader_of_the_prefix_sees_the_committed_output(s3_bucket, source):
+    remote, _ = source
+    ingest_table(remote, f"{s3_bucket}/table", sensitive_feature="group", key_columns=["row_id"])
+    fit_table(f"{s3_bucket}/table", f"{s3_bucket}/model", n_components=2)
+    for _ in range(2):  # the second write replaces the first: one version remains
+        project_table(f"{s3_bucket}/model", f"{s3_bucket}/table", f"{s3_bucket}/projected", pass_through=["row_id"])
+    import dask.dataframe as dd
+
+    plain = dd.read_parquet(f"{s3_bucket}/projected").compute().sort_values("row_id", ignore_index=True)
+    pd.testing.assert_frame_equal(plain, _projected(f"{s3_bucket}/projected"))
+
+
+def test_a_failed_write_leaves_the_previous_output_and_the_next_cleans_up(s3, s3_bucket, source, frame):
+    remote, _ = source
+    ingest_table(remote, f"{s3_bucket}/table", sensitive_feature="group", key_columns=["row_id"])
+    fit_table(f"{s3_bucket}/table", f"{s3_bucket}/model", n_components=2)
+    out = f"{s3_bucket}/projected"
+    project_table(f"{s3_bucket}/model", f"{s3_bucket}/table", out, pass_through=["row_id"])
+    before = _projected(out)
+    pointer = locate(f"{out}/{POINTER}").read_text()
+    bad = frame.copy()
+    bad.loc[700, "x1"] = np.nan  # one partition of three fails, after the others wrote their parts
+    bad_source = f"{s3_bucket}/bad"
+    for i, part in enumerate(_thirds(bad)):
+        part.to_parquet(f"{bad_source}/part-{i}.parquet", index=False)
+    with pytest.raises(InputError, match="x1"):
+        project_table(f"{s3_bucket}/model", bad_source, out, pass_through=["row_id"])
+    assert locate(f"{out}/{POINTER}").read_text() == pointer
+    pd.testing.assert_frame_equal(_projected(out), before)
+    assert len({k.split("/")[1] for k in s3.keys(_bucket(s3_bucket), "projected/v-")}) == 1  # its version removed
+    # a writer killed before its cleanup leaves a version no pointer names: the next writer removes it
+    dead = locate(f"{out}/v-0123456789ab/part-00000.parquet")
+    dead.write_bytes(b"left by a killed writer")
+    project_table(f"{s3_bucket}/model", f"{s3_bucket}/table", out, pass_through=["row_id"])
+    assert not dead.exists()
+    pd.testing.assert_frame_equal(_projected(out), before)
+
+
+def test_two_writers_at_once_never_mix(s3, s3_bucket, source):
+    remote, _ = source
+    ingest_table(remote, f"{s3_bucket}/table", sensitive_feature="group", key_columns=["row_id"])
+    fit_table(f"{s3_bucket}/table", f"{s3_bucket}/model", n_components=2)
+    out, outcomes, start = f"{s3_bucket}/projected", [], threading.Barrier(2)
+
+    def write(pass_through: list[str]) -> None:
+        start.wait()
+        try:
+            outcomes.append(project_table(f"{s3_bucket}/model", f"{s3_bucket}/table", out, pass_through=pass_through))
+        except OutputBusyError as error:
+            outcomes.append(error)
+
+    writers = [threading.Thread(target=write, args=(columns,)) for columns in (["row_id"], ["row_id", "group"])]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert any(not isinstance(o, Exception) for o in outcomes)
+    result = _projected(out)
+    marker = json.loads((committed(locate(out)) / "_SUCCESS").read_text())
+    assert list(result.columns) == marker["columns"] and len(result) == marker["rows"] == 900  # one writer's, whole
+
+
+@pytest.mark.parametrize("fault", ["missing bucket", "wrong secret", "endpoint down", "unknown scheme",
+                                   "no package", "foreign folder"])
+def test_each_fault_is_one_clear_error_and_nothing_is_written(s3, s3_bucket, frame, tmp_path, fault):
+    from fairpca_dist import compute_moments
+
+    model = fit_projection(compute_moments(frame, sensitive_feature="group", features=["x0", "x1"]), 1)
+    options, url, expected = None, f"{s3_bucket}/model", WriteError
+    if fault == "missing bucket":
+        url = "s3://no-such-bucket-fairpca/model"
+    elif fault == "wrong secret":
+        options = {"key": s3.key, "secret": "not-the-secret-abc123", "skip_instance_cache": True}
+    elif fault == "endpoint down":
+        options = {"endpoint_url": "http://127.0.0.1:9", "skip_instance_cache": True,
+                   "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}}}
+        expected = ServiceError
+    elif fault == "unknown scheme":
+        url, expected = "s4://bucket/model", InputError
+    elif fault == "no package":
+        url, expected = "gs://bucket/model", InputError
+    elif fault == "foreign folder":
+        locate(f"{url}/notes.txt").write_text("mine")
+        expected = OutputPathError
+    before = s3.keys(_bucket(s3_bucket))
+    with pytest.raises(expected) as raised:
+        save_model(model, url, storage_options=options)
+    message = str(raised.value)
+    assert "\n" not in message and url.split("/model")[0] in message and "not-the-secret" not in message
+    assert s3.keys(_bucket(s3_bucket)) == before
+
+
+def test_the_command_line_writes_to_the_bucket_only(s3, s3_bucket, source, tmp_path):
+    remote, _ = source
+    env = {**os.environ, **s3.env}
+    run = [sys.executable, "-m", "fairpca_dist.cli"]
+    steps = [["ingest", remote, f"{s3_bucket}/table", "--sensitive-feature", "group", "--key-columns", "row_id"],
+             ["fit", f"{s3_bucket}/table", f"{s3_bucket}/model"],
+             ["project", f"{s3_bucket}/model", f"{s3_bucket}/table", f"{s3_bucket}/projected"],
+             ["evaluate", f"{s3_bucket}/table", f"{s3_bucket}/evaluation", "--splits", "2", "--method", "pca"],
+             ["compare", f"{s3_bucket}/table", f"{s3_bucket}/comparison", "--method", "pca", "--method", "fair-eig",
+              "--no-rbf-mmd"]]
+    for step in steps:
+        done = subprocess.run([*run, *step], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    assert os.listdir(tmp_path) == ["source"]  # nothing written under the working folder
+    keys = s3.keys(_bucket(s3_bucket))
+    for output, marker in (("evaluation", "evaluation.json"), ("comparison", "comparison.json")):
+        assert f"{output}/{POINTER}" in keys
+        assert (committed(locate(f"{s3_bucket}/{output}")) / marker).isfile()
+    denied = subprocess.run([*run, "project", f"{s3_bucket}/model", f"{s3_bucket}/table", f"{s3_bucket}/other",
+                             "--storage-option", "secret=not-the-secret-xyz", "--storage-option", f"key={s3.key}"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert denied.returncode == 2 and denied.stderr.count("\n") == 1 and "not-the-secret" not in denied.stderr
+    assert "access denied" in denied.stderr
