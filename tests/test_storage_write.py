@@ -164,6 +164,42 @@ def test_two_writers_at_once_never_mix(s3, s3_bucket, source):
     assert list(result.columns) == marker["columns"] and len(result) == marker["rows"] == 900  # one writer's, whole
 
 
+def test_a_writer_outrun_by_another_is_refused_at_its_commit(s3, s3_bucket):
+    """The store's conditional write decides: the first commit wins, the other is refused
+    and its version removed; the output is the winner's, whole."""
+    from fairpca_dist.versions import versioned_directory
+
+    out = locate(f"{s3_bucket}/out")
+    with pytest.raises(OutputBusyError, match="another run"):
+        with versioned_directory(out, marker="_SUCCESS") as slow:
+            (slow / "part-0.parquet").write_bytes(b"slow")
+            with versioned_directory(out, marker="_SUCCESS") as fast:
+                (fast / "part-0.parquet").write_bytes(b"fast")
+                (fast / "_SUCCESS").write_text("{}")
+            (slow / "_SUCCESS").write_text("{}")
+    assert (committed(out) / "part-0.parquet").read_bytes() == b"fast"
+    assert s3.keys(_bucket(s3_bucket)) == sorted([f"out/{POINTER}", f"out/{fast.name}/_SUCCESS",
+                                                   f"out/{fast.name}/part-0.parquet"])
+
+
+def test_evaluate_and_compare_on_s3(s3, s3_bucket, source):
+    from fairpca_dist.table_comparison import compare_table
+    from fairpca_dist.table_evaluation import evaluate_table
+
+    remote, _ = source
+    ingest_table(remote, f"{s3_bucket}/table", sensitive_feature="group", key_columns=["row_id"])
+    evaluation = evaluate_table(f"{s3_bucket}/table", f"{s3_bucket}/evaluation", ["pca", "fair-eig"], n_components=2,
+                                n_splits=2)
+    comparison = compare_table(f"{s3_bucket}/table", f"{s3_bucket}/comparison", n_components=2, methods=["pca", "fair-eig"],
+                               rbf_mmd=False)
+    document = json.loads((committed(locate(f"{s3_bucket}/evaluation")) / "evaluation.json").read_text())
+    assert document["source"] == f"{s3_bucket}/table" and document == {"source": document["source"],
+                                                                         **json.loads(json.dumps(evaluation.to_dict()))}
+    assert (committed(locate(f"{s3_bucket}/comparison")) / "comparison.html").isfile() and comparison.candidates
+    keys = s3.keys(_bucket(s3_bucket))
+    assert any(k.startswith(".moments-cache/cells-") for k in keys)  # the cell moments are cached in the bucket
+
+
 @pytest.mark.parametrize("fault", ["missing bucket", "wrong secret", "endpoint down", "unknown scheme",
                                    "no package", "foreign folder"])
 def test_each_fault_is_one_clear_error_and_nothing_is_written(s3, s3_bucket, frame, tmp_path, fault):
@@ -194,6 +230,7 @@ def test_each_fault_is_one_clear_error_and_nothing_is_written(s3, s3_bucket, fra
     assert s3.keys(_bucket(s3_bucket)) == before
 
 
+@pytest.mark.slow  # six commands, 35 s: make bench runs it
 def test_the_command_line_writes_to_the_bucket_only(s3, s3_bucket, source, tmp_path):
     remote, _ = source
     env = {**os.environ, **s3.env}
