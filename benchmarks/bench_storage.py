@@ -1,0 +1,309 @@
+"""Object storage: the moments pass and the write-back on an S3 server against the same table on
+local disk and against dask's own S3 reading and writing, in one run.
+
+    .venv/bin/python benchmarks/bench_storage.py            # 4M x 20 (0.67 GB of Parquet), 5 rounds, ~10 min
+    .venv/bin/python benchmarks/bench_storage.py --quick    # 500k x 20 in 8 files, 2 rounds, ~1.5 min
+
+1. Starts a real S3 server on loopback (moto's, in a process of its own, with authentication
+   on: ``tests/s3_server.start_server``, the one the tests use) and puts its endpoint and keys
+   in the environment (``AWS_*``), where s3fs finds them in this process and in the workers.
+2. Writes the table (``bench_out_of_core.write_table``: 4 groups of 50/30/15/5 %, float64
+   features, 250k-row files of 50k-row row groups) to ``scratch/storage/table/`` and uploads
+   the same files to ``s3://<bucket>/table/``.
+3. On one ``LocalCluster(2 workers x 1 thread)`` (whose workers inherit the ``AWS_*``
+   variables), after one untimed round, ``--repeats`` rounds, each running every case once,
+   in an order that rotates from round to round:
+
+   (a) moments pass: ``fairpca_dist.compute_moments`` of the bucket's table, of the local
+       table, and a plain dask full read of the bucket,
+       ``dd.read_parquet(url).map_partitions(len).compute()`` (every column read and decoded;
+       the same for the local table, beside);
+   (b) write-back: ``fairpca_dist.project_table`` (r = ``--r``) from the bucket to an s3://
+       output (each round replaces the previous round's output: a new version, its pointer,
+       the old version removed, as a rerun does), and from the local table to a local output;
+       plain dask ``dd.read_parquet(src).to_parquet(dst)`` copy of the whole table within the
+       bucket, and, writing the same columns as ours, dask
+       ``read_parquet(features).map_partitions(project).to_parquet`` into the bucket
+       (``bench_pipeline.dask_projection``). Every dask output goes to a new prefix, removed
+       untimed after the round.
+
+   Each timing is a wall time around one call that returns when the result is computed or
+   the output committed; the load average is recorded beside each.
+4. Checks: the moments from the bucket equal those from the local table (relative 1e-12);
+   ours' projections from the bucket and from disk and dask's projection agree (1e-10).
+
+Ratios (``ratios`` in the json, tabulated by ``run_all.py``): median over rounds of ours /
+baseline, and the median [min–max] of the ratios within a round. Target (issue 30): the
+library adds ≤ 10 % over dask's own S3 reading and writing. The S3 server is a Python process
+on the same two cores as the workers: absolute times are moto's, not a cloud store's; the
+ratios compare the same reads and writes through the same server.
+
+Writes results/bench_storage.{md,json} (``--results``, ``--name``); the local table is deleted
+unless ``--keep`` (the bucket lives as long as the server: this run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT / "tests"))
+from bench_out_of_core import write_table  # noqa: E402
+from bench_pipeline import dask_projection  # noqa: E402
+from disk import require_free_disk  # noqa: E402
+from provenance import provenance  # noqa: E402
+from s3_server import start_server  # noqa: E402
+
+RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
+MEASURED = ["fairpca_dist/storage.py", "fairpca_dist/versions.py", "fairpca_dist/atomic.py", "fairpca_dist/sources.py",
+            "fairpca_dist/passes.py", "fairpca_dist/projection.py"]
+MOMENTS_CASES = ("ours s3", "ours local", "dask s3", "dask local")
+WRITE_CASES = ("ours s3", "ours local", "dask copy s3", "dask projection s3")
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def timed(function: Callable[[], object]) -> tuple[object, float, float]:
+    """(value, seconds, load average when it ended)."""
+    started = time.perf_counter()
+    value = function()
+    return value, time.perf_counter() - started, load()
+
+
+def dask_read(url: str) -> int:
+    """A plain dask full read: every column of every partition read and decoded."""
+    import dask.dataframe as dd
+
+    return int(dd.read_parquet(url).map_partitions(len).compute().sum())
+
+
+def dask_copy(source: str, out: str) -> None:
+    import dask.dataframe as dd
+
+    dd.read_parquet(source).to_parquet(out, write_index=False, compute=True)
+
+
+def moments_difference(a, b) -> float:
+    """Largest relative difference of the per-group counts, means and scatter matrices."""
+    diffs = [np.abs(a.count - b.count).max() / np.abs(b.count).max()]
+    for x, y in ((a.mean, b.mean), (a.scatter, b.scatter)):
+        diffs.append(np.linalg.norm(x - y) / np.linalg.norm(y))
+    return float(max(diffs))
+
+
+def projection_difference(ours: pd.DataFrame, theirs: pd.DataFrame, names: list[str]) -> float:
+    a, b = ours[names].to_numpy(), theirs[names].to_numpy()
+    if a.shape != b.shape:
+        return float("inf")
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def rounds(cases: dict[str, Callable[[], object]], repeats: int, label: str,
+           after_round: Callable[[], None] = lambda: None) -> dict[str, dict[str, list[float]]]:
+    """One untimed round, then ``repeats`` rounds of every case, the order rotating by one per
+    round; per case the seconds and the load average at the end of each timing.
+    ``after_round`` runs untimed after each round."""
+    names = list(cases)
+    for name in names:
+        cases[name]()
+    after_round()
+    times: dict[str, dict[str, list[float]]] = {name: {"seconds": [], "load": []} for name in names}
+    for round_ in range(repeats):
+        order = names[round_ % len(names):] + names[:round_ % len(names)]
+        for name in order:
+            _, seconds, load_now = timed(cases[name])
+            times[name]["seconds"].append(seconds)
+            times[name]["load"].append(load_now)
+        after_round()
+        print(f"  {label} round {round_ + 1}: " + ", ".join(f"{n} {times[n]['seconds'][-1]:.2f} s" for n in names),
+              flush=True)
+    return times
+
+
+def ratio(times: dict[str, dict[str, list[float]]], ours: str, baseline: str) -> dict:
+    """Median of ours over median of the baseline, and the spread of the within-round ratios."""
+    a, b = np.array(times[ours]["seconds"]), np.array(times[baseline]["seconds"])
+    within = a / b
+    return {"ours_seconds": float(np.median(a)), "baseline_seconds": float(np.median(b)),
+            "ratio": float(np.median(a) / np.median(b)), "within_round_median": float(np.median(within)),
+            "within_round_min": float(within.min()), "within_round_max": float(within.max())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=4_000_000)
+    parser.add_argument("--cols", type=int, default=20)
+    parser.add_argument("--rows-per-file", type=int, default=250_000)
+    parser.add_argument("--row-group-rows", type=int, default=50_000)
+    parser.add_argument("--r", type=int, default=5, help="components of the projection written back")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds (after one untimed round)")
+    parser.add_argument("--worker-memory", default="2GB")
+    parser.add_argument("--quick", action="store_true", help="500k x 20 in 8 files, 2 rounds")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--name", default="bench_storage")
+    parser.add_argument("--keep", action="store_true", help="keep the local table in scratch/storage/")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.rows_per_file, args.repeats = 500_000, 62_500, 2
+
+    scratch = SCRATCH / "storage"
+    table_bytes = args.rows * (args.cols + 1) * 8
+    require_free_disk(scratch, 3 * table_bytes, "the table and two local projections")
+    out: dict = {"command": " ".join(["benchmarks/bench_storage.py", *sys.argv[1:]]), "provenance": provenance(MEASURED),
+                 "rows": args.rows, "cols": args.cols, "r": args.r, "repeats": args.repeats,
+                 "worker_memory": args.worker_memory, "load_start": load()}
+    server = start_server()
+    os.environ.update(server.env)  # before the cluster starts: its workers inherit them
+    try:
+        import s3fs
+        from dask.distributed import Client, LocalCluster
+
+        from fairpca_dist import compute_moments, fit_projection
+        from fairpca_dist.projection import project_table
+
+        bucket = server.new_bucket()
+        fs = s3fs.S3FileSystem()
+        local_table, s3_table = scratch / "table", f"s3://{bucket}/table"
+        print(f"writing {args.rows:,} x {args.cols} and uploading it to {s3_table} ...", flush=True)
+        files = write_table(local_table, args.rows, args.rows_per_file, args.row_group_rows, args.cols)
+        _, out["upload_seconds"], _ = timed(lambda: fs.put([str(f) for f in files], f"{s3_table}/"))
+        out["table_gb"] = sum(f.stat().st_size for f in files) / 1e9
+        out["files"] = len(files)
+        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            moments_calls = {
+                "ours s3": lambda: compute_moments(s3_table, sensitive_feature="group", client=client),
+                "ours local": lambda: compute_moments(str(local_table), sensitive_feature="group", client=client),
+                "dask s3": lambda: dask_read(s3_table),
+                "dask local": lambda: dask_read(str(local_table)),
+            }
+            print("moments pass:", flush=True)
+            out["moments"] = rounds(moments_calls, args.repeats, "moments")
+            from_s3, from_disk = moments_calls["ours s3"](), moments_calls["ours local"]()
+            out["moments_s3_vs_local"] = moments_difference(from_s3, from_disk)
+
+            model = fit_projection(from_s3, args.r, method="pca")
+            names = [f"fairpca{j}" for j in range(args.r)]
+            s3_out, local_out = f"s3://{bucket}/projected", scratch / "projected"
+            copies: list[str] = []
+
+            def fresh(kind: str) -> str:
+                copies.append(f"s3://{bucket}/{kind}-{len(copies)}")
+                return copies[-1]
+
+            def remove_copies() -> None:
+                for url in copies:
+                    fs.rm(url, recursive=True)
+                copies.clear()
+
+            write_calls = {
+                "ours s3": lambda: project_table(model, s3_table, s3_out, client=client),
+                "ours local": lambda: project_table(model, str(local_table), local_out, client=client),
+                "dask copy s3": lambda: dask_copy(s3_table, fresh("copy")),
+                # bench_pipeline's: the same arithmetic; its rmtree of a fresh URL has nothing to remove
+                "dask projection s3": lambda: dask_projection(client, s3_table, model, fresh("dask-projected")),
+            }
+            print("write-back:", flush=True)
+            out["writeback"] = rounds(write_calls, args.repeats, "write-back", after_round=remove_copies)
+            import dask.dataframe as dd
+
+            ours_s3 = dd.read_parquet(f"{s3_out}/{json.loads(fs.cat(f'{s3_out}/_CURRENT'))['version']}").compute()
+            ours_local = pd.read_parquet(local_out)
+            write_calls["dask projection s3"]()
+            theirs = dd.read_parquet(copies[-1]).compute()
+            out["writeback_s3_vs_local"] = projection_difference(ours_s3, ours_local, names)
+            out["writeback_ours_vs_dask"] = projection_difference(ours_s3, theirs, names)
+            out["s3_output_objects"] = len(fs.find(s3_out))
+    finally:
+        server.stop()
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    out["load_end"] = load()
+    m, w = out["moments"], out["writeback"]
+    size = f"{args.rows:,} x {args.cols}"
+    out["ratios"] = [
+        {"area": "object storage", "case": f"`compute_moments` of an s3:// table, {size}",
+         "baseline": "dask `read_parquet(s3://…).map_partitions(len)`", **ratio(m, "ours s3", "dask s3")},
+        {"area": "object storage", "case": f"`project_table` s3:// → s3://, {size}, r = {args.r}",
+         "baseline": "dask `read_parquet(s3://…).to_parquet(s3://…)` copy", **ratio(w, "ours s3", "dask copy s3")},
+        {"area": "object storage", "case": f"`project_table` s3:// → s3://, {size}, r = {args.r}",
+         "baseline": "dask `read_parquet → map_partitions(project) → to_parquet`, s3://",
+         **ratio(w, "ours s3", "dask projection s3")},
+    ]
+    out["context"] = {"moments s3 / local (ours)": ratio(m, "ours s3", "ours local"),
+                      "moments s3 / local (dask)": ratio(m, "dask s3", "dask local"),
+                      "moments ours / dask (local)": ratio(m, "ours local", "dask local"),
+                      "write-back s3 / local (ours)": ratio(w, "ours s3", "ours local")}
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / f"{args.name}.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
+    (args.results / f"{args.name}.md").write_text(markdown(out))
+    print((args.results / f"{args.name}.md").read_text())
+
+
+def markdown(out: dict) -> str:
+    def spread(xs: list[float]) -> str:
+        return f"{np.median(xs):.2f} [{min(xs):.2f}–{max(xs):.2f}]"
+
+    def table(times: dict, baseline: str, labels: dict[str, str]) -> list[str]:
+        base = np.median(times[baseline]["seconds"])
+        rows = ["| | s, median [min–max] | load during | / baseline |", "|---|---|---|---|"]
+        for name, label in labels.items():
+            t = times[name]
+            rows.append(f"| {label} | {spread(t['seconds'])} | {min(t['load']):.1f}–{max(t['load']):.1f} | "
+                        f"{np.median(t['seconds']) / base:.2f} |")
+        return rows
+
+    gb = out["table_gb"]
+    lines = [
+        "# Object storage: the moments pass and the write-back on S3, against local disk and plain dask", "",
+        f"`{out['command']}` ({out['provenance']}). Load {out['load_start']:.2f} at the start, {out['load_end']:.2f} "
+        f"at the end (2 shared cores). Table: {out['rows']:,} rows x {out['cols']} float64 features + group, "
+        f"{gb:.2f} GB of Parquet in {out['files']} files, on local disk and in a bucket of a moto S3 server on "
+        f"loopback (authentication on; uploaded in {out['upload_seconds']:.0f} s). `LocalCluster(2 workers x 1 "
+        f"thread, memory_limit={out['worker_memory']})`. One untimed round, then {out['repeats']} rounds of every "
+        "case, the order rotating.", "",
+        "## Moments pass", "",
+        *table(out["moments"], "dask s3", {
+            "dask s3": "dask `read_parquet(s3://…).map_partitions(len)`: full read of the bucket (baseline)",
+            "ours s3": "`compute_moments(s3://…)`",
+            "dask local": "dask `read_parquet(local).map_partitions(len)`",
+            "ours local": "`compute_moments(local)`"}), "",
+        f"Moments from the bucket vs from the disk: largest relative difference {out['moments_s3_vs_local']:.1e}.", "",
+        "## Write-back", "",
+        *table(out["writeback"], "dask copy s3", {
+            "dask copy s3": "dask `read_parquet(s3://…).to_parquet(s3://…)`: copy of the whole table in the bucket "
+                            "(baseline)",
+            "dask projection s3": "dask `read_parquet(features).map_partitions(project).to_parquet(s3://…)`: the "
+                                  "same columns as ours",
+            "ours s3": f"`project_table` s3:// → s3:// (r = {out['r']}; a new version, its pointer, the previous "
+                       "version removed)",
+            "ours local": "`project_table` local → local (staging, rename, flock)"}), "",
+        f"Our projections from the bucket and from the disk agree to {out['writeback_s3_vs_local']:.1e}, ours and "
+        f"dask's to {out['writeback_ours_vs_dask']:.1e} (max relative difference); the committed s3:// output holds "
+        f"{out['s3_output_objects']} objects.", "",
+        "## Ratios (target: ≤ 1.10 against dask's own S3 reading and writing)", "",
+        "| ours | baseline | ratio of medians | within-round ratios, median [min–max] |", "|---|---|---|---|",
+        *(f"| {r['case']} | {r['baseline']} | **{r['ratio']:.2f}** | {r['within_round_median']:.2f} "
+          f"[{r['within_round_min']:.2f}–{r['within_round_max']:.2f}] |" for r in out["ratios"]),
+        *(f"| context: {name} | | {r['ratio']:.2f} | {r['within_round_median']:.2f} [{r['within_round_min']:.2f}–"
+          f"{r['within_round_max']:.2f}] |" for name, r in out["context"].items()), "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
