@@ -83,13 +83,13 @@ def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | Non
     replaceable if its pointer commits a ``marker`` (:func:`fairpca_dist.versions.check_replaceable`).
     """
     location = locate(target, storage_options)
-    output = _resolved(location.url if location.local else location.dask_url)
+    output = _resolved(location)
     for given in inputs:
         for source in _expanded(given):
             relation = _overlap(output, source)
             if relation:
                 raise OutputPathError(
-                    f"output {os.fspath(target)!r} {relation} the input {os.fspath(given)!r}"
+                    f"output {location.url!r} {relation} the input {os.fspath(given)!r}"
                     f"{'' if os.fspath(given) == source else f' ({source})'}: writing it would destroy the "
                     "input; write the output somewhere else"
                 )
@@ -97,10 +97,10 @@ def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | Non
         _check_remote_kind(location, kind, marker)
         return
     if kind == "folder" and os.path.isfile(output):
-        raise OutputPathError(f"output {os.fspath(target)!r} is an existing file, where a folder is to be written: "
+        raise OutputPathError(f"output {location.url!r} is an existing file, where a folder is to be written: "
                               "remove the file or choose another output (nothing was written)")
     if kind == "file" and os.path.isdir(output):
-        raise OutputPathError(f"output {os.fspath(target)!r} is an existing folder, where a file is to be written: "
+        raise OutputPathError(f"output {location.url!r} is an existing folder, where a file is to be written: "
                               "remove the folder or choose another output (nothing was written)")
     if marker is not None:
         _check_replaceable(Path(output), marker)
@@ -146,10 +146,10 @@ def input_paths(*sources: object) -> list[str | os.PathLike[str]]:
 
 def _resolved(path: str | os.PathLike[str] | Location) -> str:
     if isinstance(path, Location):
-        return _resolved(path.url if path.local else path.dask_url)
+        return path.fs.unstrip_protocol(path.path).rstrip("/") if not path.local else _resolved(path.path)
     text = os.fspath(path)
-    if is_url(text):
-        return re.split(r"/[^/]*[*?\[]", text, maxsplit=1)[0].rstrip("/")  # a glob stands for its folder
+    if is_url(text):  # as fsspec spells it (memory://a and memory:///a are one path); a glob stands for its folder
+        return _resolved(locate(re.split(r"/[^/]*[*?\[]", text, maxsplit=1)[0]))
     return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Mapping
 from typing import Any
 
 from fairpca_dist.cluster import check_scheduler
-from fairpca_dist.exceptions import InputError
+from fairpca_dist.exceptions import InputError, reading
 from fairpca_dist.solvers import CENTERS, SOLVERS
+from fairpca_dist.storage import Location, StorageOptions, locate
 
 __all__ = ["check_run_parameters", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS"]
 
@@ -32,6 +32,7 @@ def check_run_parameters(
     rbf_mmd: str | None = None,
     run_id: Any = None,
     dask_address: str | None = None,
+    storage_options: StorageOptions | None = None,
 ) -> None:
     """Raise :class:`InputError` for the first bad parameter among those given.
 
@@ -39,14 +40,17 @@ def check_run_parameters(
     (:func:`fairpca_dist.cluster.check_scheduler`: :class:`ServiceError` otherwise), so that
     a flow fails before its first task rather than retrying a task that cannot connect.
 
+    ``source`` (a path, a URL opened with ``storage_options``, or a pattern) must name a
+    file or folder. ``storage_options`` may not hold credentials: Prefect stores a flow's
+    parameters and shows them in its UI; workers take credentials from their environment.
+
     ``run_id`` names a folder inside ``runs_dir``: a plain name, so that a run cannot be
     written anywhere else (``../../somewhere``, ``a/b``) nor hidden among the staging and lock
     files the writers keep beside their outputs (a leading dot).
     """
-    if isinstance(source, (str, os.PathLike)):
-        text = os.fspath(source)
-        if not (os.path.exists(text) or (any(c in text for c in "*?[") and glob.glob(text))):
-            raise InputError(f"input path {text!r} does not exist")
+    _check_no_secrets(storage_options)
+    if isinstance(source, (str, os.PathLike, Location)):
+        _check_source(locate(source, storage_options))
     if method is not None and method not in SOLVERS:
         raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
     if n_components is not None and (
@@ -69,6 +73,37 @@ def check_run_parameters(
                 f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(SOLVERS[method].options) or 'none'}"
             )
     check_scheduler(dask_address)
+
+
+# Keys of the fsspec filesystems' keyword arguments that hold secrets (s3fs, gcsfs, adlfs, and
+# botocore's own names under client_kwargs)
+_SECRET_KEYS = frozenset({
+    "key", "secret", "token", "password", "session_token", "aws_access_key_id", "aws_secret_access_key",
+    "aws_session_token", "account_key", "sas_token", "connection_string", "client_secret", "credentials",
+})
+
+
+def _check_no_secrets(storage_options: StorageOptions | None, within: str = "") -> None:
+    """:class:`InputError` naming the first credential among ``storage_options`` (nested
+    mappings too, e.g. ``client_kwargs``); its value is never shown."""
+    for name, value in (storage_options or {}).items():
+        path = f"{within}{name}"
+        if str(name).lower() in _SECRET_KEYS:
+            raise InputError(f"storage option {path!r} holds a credential: a flow's parameters are stored by Prefect "
+                             "and shown in its UI; give it in the environment of the driver and the workers instead "
+                             "(e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), and leave it out of storage_options")
+        if isinstance(value, Mapping):
+            _check_no_secrets(value, f"{path}.")
+
+
+def _check_source(source: Location) -> None:
+    """:class:`InputError` when ``source`` (a path or URL, or a pattern) names no file or
+    folder; denied access (:class:`AccessError`) and a store that cannot be reached
+    (:class:`ServiceError`) raise naming it."""
+    with reading(source.url):
+        found = source.exists() or (any(c in source.path for c in "*?[") and source.glob())
+    if not found:
+        raise InputError(f"input path {source.url!r} does not exist")
 
 
 def _is_plain_name(name: Any) -> bool:
