@@ -21,7 +21,7 @@ from matplotlib.ticker import MaxNLocator
 
 from fairpca_dist.atomic import atomic_directory, input_paths
 from fairpca_dist.comparison import Candidate, Comparison, Criterion
-from fairpca_dist.storage import Location, StorageOptions, is_url
+from fairpca_dist.storage import Location, StorageOptions, as_given
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 
 __all__ = ["write_comparison", "COMPARISON_FILE", "COMPARISON_FILES"]
@@ -50,7 +50,7 @@ def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *,
         (folder / COMPARISON_FILE).write_text(
             json.dumps({"source": source, **comparison.to_dict()}, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
             encoding="utf-8")
-    return out_dir if is_url(out_dir) else Path(out_dir)
+    return as_given(out_dir)
 
 
 # ---------------------------------------------------------------------- document

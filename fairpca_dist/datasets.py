@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fairpca_dist.exceptions import InputError
+from fairpca_dist.storage import StorageOptions, as_given, locate
 
 __all__ = ["load_diabetes_table", "synthetic_group_table", "write_synthetic_parquet", "outlier_groups"]
 
@@ -83,13 +84,15 @@ def write_synthetic_parquet(
     n_features: int = 10,
     n_groups: int = 2,
     seed: int = 0,
-) -> Path:
+    storage_options: StorageOptions | None = None,
+) -> Path | str:
     """Write :func:`synthetic_group_table` as a folder of Parquet files, one file at a time
-    (memory stays bounded by one file whatever ``n_rows``). Returns the folder."""
+    (memory stays bounded by one file whatever ``n_rows``). Returns the folder. ``directory``
+    may be a URL (``s3://…``), opened with ``storage_options``."""
     _check_count("n_rows", n_rows, 1)
     _check_count("rows_per_file", rows_per_file, 1)
-    folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = locate(directory, storage_options)
+    folder.makedirs()
     for index, start in enumerate(range(0, n_rows, rows_per_file)):
         part = synthetic_group_table(
             min(rows_per_file, n_rows - start),
@@ -98,8 +101,9 @@ def write_synthetic_parquet(
             seed=seed,
             start_row=start,
         )
-        pq.write_table(pa.Table.from_pandas(part, preserve_index=False), folder / f"part-{index:05d}.parquet")
-    return folder
+        with (folder / f"part-{index:05d}.parquet").open("wb") as file:
+            pq.write_table(pa.Table.from_pandas(part, preserve_index=False), file)
+    return as_given(directory)
 
 
 def outlier_groups(

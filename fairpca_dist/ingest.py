@@ -27,7 +27,7 @@ from fairpca_dist.exceptions import InputError, OutputPathError, SchemaError, re
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import Partition, feature_values, open_table
-from fairpca_dist.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.storage import Location, StorageOptions, as_given, locate
 from fairpca_dist.versions import committed
 
 __all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "failed_rejects_path", "SCHEMA_FILE",
@@ -203,7 +203,7 @@ def ingest_table(
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
-    return IngestResult(out_dir if is_url(out_dir) else Path(out_dir), schema["rows"], rejected, schema)
+    return IngestResult(as_given(out_dir), schema["rows"], rejected, schema)
 
 
 def _write_failed_rejects(sample: pd.DataFrame, path: Location, inputs: list[str | os.PathLike[str]]) -> str:

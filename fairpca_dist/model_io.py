@@ -24,7 +24,7 @@ from fairpca_dist.exceptions import InputError, reading
 from fairpca_dist.moments import Center, label_from_json, label_to_json
 from fairpca_dist.solvers import SOLVERS
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.storage import Location, StorageOptions, as_given, is_url, locate
 from fairpca_dist.versions import committed
 
 __all__ = ["save_model", "load_model", "read_model_file", "write_model_files", "model_folder", "read_fingerprint", "MODEL_FILE", "ARRAYS_FILE",
@@ -67,11 +67,11 @@ def save_model(
     if is_url(directory):  # no rename there: both files go into a new version of the folder
         with atomic_directory(directory, inputs=inputs, marker=MODEL_FILE, storage_options=storage_options) as folder:
             write_model_files(model, folder, fingerprint=fingerprint)
-        return os.fspath(directory)
+        return as_given(directory)
     # model.npz and model.json of one model; the folder is checked against the inputs, its files need not be
     with output_lock(directory, inputs=inputs, marker=MODEL_FILE) as folder:
         write_model_files(model, folder, fingerprint=fingerprint)
-    return Path(directory)
+    return as_given(directory)
 
 
 def write_model_files(model: FairProjection, folder: Location, *, fingerprint: str | None = None) -> None:

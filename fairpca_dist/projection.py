@@ -29,7 +29,7 @@ from fairpca_dist.ingest import table_source
 from fairpca_dist.model_io import load_model
 from fairpca_dist.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.storage import Location, StorageOptions, is_url
+from fairpca_dist.storage import Location, StorageOptions, as_given
 from fairpca_dist.sources import Partition, check_finite, feature_values, open_table
 
 __all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
@@ -113,7 +113,7 @@ def project_table(
     with atomic_directory(out_dir, inputs=inputs, marker=SUCCESS_MARKER, storage_options=storage_options) as staging:
         tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
         counts = run_graph(tasks, client=client, progress=progress, label="project")
-        result = ProjectionResult(out_dir if is_url(out_dir) else Path(out_dir), int(sum(counts)), len(counts), tuple([*pass_through, *names]))
+        result = ProjectionResult(as_given(out_dir), int(sum(counts)), len(counts), tuple([*pass_through, *names]))
         marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),
                   "method": model.method, "n_components": model.n_components}
         (staging / SUCCESS_MARKER).write_text(json.dumps(marker, indent=2) + "\n")

@@ -23,6 +23,7 @@ import os
 import posixpath
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 import fsspec
@@ -31,7 +32,7 @@ from fsspec.spec import AbstractBufferedFile
 
 from fairpca_dist.exceptions import AccessError, FairPCAError, InputError, ServiceError
 
-__all__ = ["Location", "locate", "StorageOptions", "is_url", "service_errors_named", "missing_bucket"]
+__all__ = ["Location", "locate", "as_given", "StorageOptions", "is_url", "service_errors_named", "missing_bucket"]
 
 StorageOptions = Mapping[str, Any]
 
@@ -50,6 +51,12 @@ def is_url(path: object) -> bool:
         return not path.local
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else ""
     return "://" in text and not text.startswith(("file://", "local://"))
+
+
+def as_given(path: str | os.PathLike[str]) -> Path | str:
+    """What a writer returns for the output ``path``: a :class:`~pathlib.Path` on the local
+    disk (as before URLs existed), the URL itself for a store."""
+    return os.fspath(path) if is_url(path) else Path(path)
 
 
 @dataclass(frozen=True, order=True)

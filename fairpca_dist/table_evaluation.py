@@ -23,7 +23,7 @@ from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate
 from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
 from fairpca_dist.ingest import read_schema, table_source
 from fairpca_dist.passes import compute_moments
-from fairpca_dist.storage import Location, StorageOptions, is_url
+from fairpca_dist.storage import Location, StorageOptions, as_given
 
 __all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation",
            "EVALUATION_FILE", "EVALUATION_FILES"]
@@ -151,7 +151,7 @@ def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *,
         if not evaluation.tradeoff().empty:
             with (folder / "tradeoff.png").open("wb") as file:
                 plot_tradeoff(evaluation, file)
-    return out_dir if is_url(out_dir) else Path(out_dir)
+    return as_given(out_dir)
 
 
 def _markdown(evaluation: Evaluation, source: str | None) -> str:
