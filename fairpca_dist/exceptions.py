@@ -152,10 +152,13 @@ def read_error(error: BaseException, path: str | os.PathLike[str] | None = None)
         if remote and "bucket" in str(error).lower():
             return InputError(f"input path {name!r} does not exist: its bucket does not exist")
         return InputError(f"input path {name!r} does not exist")
-    if not isinstance(error, OSError) or error.errno not in _READ_REASONS:
+    number = getattr(error, "errno", None)
+    if isinstance(error, PermissionError) and number is None:  # an object store's refusal (s3fs: 'Forbidden')
+        number = errno.EACCES
+    if number not in _READ_REASONS:
         return None
-    reason = _REMOTE_DENIED if remote and error.errno in (errno.EACCES, errno.EPERM) else _READ_REASONS[error.errno]
-    return AccessError(error.errno, f"cannot read {name!r}: {reason}", name)
+    reason = _REMOTE_DENIED if remote and number in (errno.EACCES, errno.EPERM) else _READ_REASONS[number]
+    return AccessError(number, f"cannot read {name!r}: {reason}", name)
 
 
 @contextlib.contextmanager

@@ -180,7 +180,7 @@ def compute_moments(
 
     Parameters
     ----------
-    data : pandas/dask DataFrame, numpy/dask array, or path (Parquet file/folder/glob, CSV)
+    data : pandas/dask DataFrame, numpy/dask array, path or URL (Parquet file/folder/glob, CSV)
         The rows. See :func:`fairpca_dist.sources.open_table` for the column roles.
     sensitive_feature : str, list of str, or array-like
         Group column(s), or one label per row for array input.

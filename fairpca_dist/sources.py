@@ -20,22 +20,19 @@ import csv
 import difflib
 import errno
 import functools
-import glob
 import inspect
 import json
 import os
+import posixpath
 import re
-import stat
 import uuid
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import dask
 import dask.array as da
 import dask.dataframe as dd
-import fsspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -46,6 +43,8 @@ from dask.array.core import normalize_chunks
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.utils import funcname
+from fsspec.core import OpenFile
+from fsspec.utils import infer_compression
 
 from fairpca_dist import memory
 from fairpca_dist.cells import HashCells
@@ -62,6 +61,8 @@ from fairpca_dist.exceptions import (
     reading,
 )
 from fairpca_dist.parquet_slices import sliced_row_groups
+from fairpca_dist.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
+from fairpca_dist.versions import committed
 
 __all__ = [
     "Table",
@@ -88,6 +89,7 @@ WEIGHT_COLUMN = "__sample_weight__"
 CELL_COLUMN = "__cell__"
 
 
+_PATHS = (str, os.PathLike, Location)  # what open_table reads as a path or URL
 TABLE_SUFFIXES = (".parquet", ".parq", ".pq", ".csv", ".tsv", ".txt", ".gz", ".bz2", ".zst", ".json")
 
 
@@ -409,79 +411,109 @@ def _check_unique_columns(columns: Sequence[Any], origin: str) -> None:
         raise SchemaError(f"column name(s) {duplicated} appear more than once{origin}; every column needs its own name")
 
 
-def _first_file(text: str) -> Path:
-    """The path itself, or the first file its glob matches, checked to be readable."""
-    has_glob = any(ch in text for ch in "*?[")
-    matches = sorted(glob.glob(text)) if has_glob else [text]
-    if not matches and os.path.lexists(text):
-        raise InputError(f"{text!r} is read as a pattern ('*', '?' and '[...]' are wildcards), which matches no file, "
-                         "though a file of that name exists: rename it without those characters")
+def _has_wildcards(source: Location) -> bool:
+    """Whether ``source`` is a pattern: ``*``, ``?`` and ``[…]`` are wildcards."""
+    return any(ch in source.path for ch in "*?[")
+
+
+def _first_file(source: Location) -> tuple[Location, bool]:
+    """The path itself, or the first file its glob matches, checked to be readable, and
+    whether it is a folder. A folder on an object store is read at its committed version when
+    it is an output of this library (:func:`fairpca_dist.versions.committed`)."""
+    if not _has_wildcards(source):
+        folder = _check_readable(source)
+        return (committed(source) if folder and not source.local else source), folder
+    matches = _glob(source)
+    if not matches and source.fs.lexists(source.path):
+        raise InputError(f"{source.url!r} is read as a pattern ('*', '?' and '[...]' are wildcards), which matches no "
+                         "file, though a file of that name exists: rename it without those characters")
     if not matches:
-        raise InputError(f"no files match {text!r}")
-    _check_readable(matches[0])
-    return Path(matches[0])
+        raise InputError(f"no files match {source.url!r}")
+    return matches[0], _check_readable(matches[0])
 
 
-def _check_readable(path: str) -> None:
-    """Open ``path`` (list it, for a folder) as the reader will, so that a missing path, a
-    permission, a looping link, a parent that is a file or a path that is neither a file nor
-    a folder (a FIFO, which would block, a socket, a device) is reported naming it."""
-    with reading(path):
-        mode = os.stat(path).st_mode
-        if stat.S_ISDIR(mode):
-            os.listdir(path)
-        elif stat.S_ISREG(mode):
-            with open(path, "rb"):
-                pass
-        else:
-            raise AccessError(errno.ENXIO, f"cannot read {path!r}: it is not a regular file or a folder (a pipe, "
-                                           "a socket or a device): copy the data into a file", path)
+def _glob(pattern: Location) -> list[Location]:
+    """The files ``pattern`` matches. Denied access, and on an object store a missing bucket
+    (where a listing just finds nothing), raise naming the pattern."""
+    with service_errors_named(pattern), reading(pattern.url):
+        matches = pattern.glob()
+        if not matches and not pattern.local:
+            try:
+                pattern.fs.info(pattern.path)  # the store says whether the bucket exists
+            except FileNotFoundError as error:
+                if missing_bucket(error):
+                    raise
+    return matches
+
+
+def _check_readable(location: Location) -> bool:
+    """Open ``location`` (list it, for a folder) as the reader will, so that a missing path or
+    bucket, a permission or denied credentials, a looping link, a parent that is a file, a path
+    that is neither a file nor a folder (a FIFO, which would block, a socket, a device), or a
+    storage service that cannot be reached is reported naming it. Whether it is a folder."""
+    location.forget_listings()
+    with service_errors_named(location), reading(location.url):
+        kind = location.fs.info(location.path)["type"]
+        if kind == "directory":
+            location.fs.ls(location.path)
+            return True
+        if kind == "file":
+            with location.fs.open(location.path, "rb"):
+                return False
+    raise AccessError(errno.ENXIO, f"cannot read {location.url!r}: it is not a regular file or a folder (a pipe, "
+                                   "a socket or a device): copy the data into a file", location.url)
 
 
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zip", ".zst")  # what pandas infers from a CSV file's name
 
-def _source_format(text: str, read_options: dict[str, Any]) -> tuple[str, Path]:
-    """("Parquet" or "CSV", the path or its glob's first file): ``read_options["format"]`` if
-    given, else from that file's name."""
-    first = _first_file(text)
+
+def _suffix(location: Location) -> str:
+    return posixpath.splitext(location.name)[1]
+
+
+def _source_format(source: Location, read_options: dict[str, Any]) -> tuple[str, Location]:
+    """("Parquet" or "CSV", the path (a folder on an object store: its committed version) or
+    its glob's first file): ``read_options["format"]`` if given, else from that file's name."""
+    first, folder = _first_file(source)
     given = read_options.get("format")
     if given is not None:
         if str(given).lower() not in {"csv", "parquet"}:
             raise InputError(f"read option format={given!r} must be 'csv' or 'parquet'")
         return ("CSV" if str(given).lower() == "csv" else "Parquet"), first
-    if first.is_dir() or first.suffix in {".parquet", ".pq", ".parq"}:
+    if folder or _suffix(first) in {".parquet", ".pq", ".parq"}:
         return "Parquet", first
-    uncompressed = first.name.removesuffix(first.suffix) if first.suffix in _COMPRESSED else first.name
+    uncompressed = first.name.removesuffix(_suffix(first)) if _suffix(first) in _COMPRESSED else first.name
     if uncompressed.endswith((".csv", ".txt", ".tsv")):
         return "CSV", first
     raise InputError(
-        f"cannot tell the format of {text!r}: expected a Parquet file or folder (.parquet, .pq) or a CSV "
+        f"cannot tell the format of {source.url!r}: expected a Parquet file or folder (.parquet, .pq) or a CSV "
         "file (.csv, .txt, .tsv, compressed or not: .gz, .bz2, .xz, .zip, .zst); for another name say which: "
         "read_options={'format': 'csv'} (command line: --read-option format=csv)"
     )
 
 
-def _read_path(path: str | os.PathLike[str], read_options: dict[str, Any]) -> dd.DataFrame:
-    """The planned read of a path; ``read_options`` go to dask's reader, but ``format``."""
-    text = os.fspath(path)
-    kind, first = _source_format(text, read_options)
+def _read_path(source: Location, read_options: dict[str, Any]) -> dd.DataFrame:
+    """The planned read of a path or URL (a file, a folder: on an object store its committed
+    version, or a glob); ``read_options`` go to dask's reader, but ``format``."""
+    kind, first = _source_format(source, read_options)
+    target = source if _has_wildcards(source) else first
     read_options = {key: value for key, value in read_options.items() if key != "format"}
     if kind == "Parquet":
         if "split_row_groups" not in read_options and not _arrow_filesystem(read_options):
             read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
-        return sliced_row_groups(_open_reader(dd.read_parquet, text, "Parquet", read_options))
-    if first.suffix in _COMPRESSED or read_options.get("compression", "infer") not in ("infer", None):
+        return sliced_row_groups(_open_reader(dd.read_parquet, target, "Parquet", read_options))
+    if _suffix(first) in _COMPRESSED or read_options.get("compression", "infer") not in ("infer", None):
         # a compressed file cannot be split into blocks: one partition per file
         read_options = {"blocksize": None, **read_options}
     separator = str(read_options.get("sep", ","))
     if len(separator) > 1 and separator != r"\s+" and "engine" not in read_options:
         read_options = {**read_options, "engine": "python"}  # pandas' C parser: one character (or \s+) only
     if _ends_rows_with_a_delimiter(first, separator, read_options):
-        return _without_trailing_field(text, read_options)
-    frame = _open_reader(dd.read_csv, text, "CSV", read_options)
+        return _without_trailing_field(target, read_options)
+    frame = _open_reader(dd.read_csv, target, "CSV", read_options)
     if "names" not in read_options and not all(isinstance(c, str) for c in frame.columns):
         # header=None numbers the columns; names are strings everywhere else (Parquet, the CLI)
-        frame = _open_reader(dd.read_csv, text, "CSV", {**read_options, "names": list(map(str, frame.columns))})
+        frame = _open_reader(dd.read_csv, target, "CSV", {**read_options, "names": list(map(str, frame.columns))})
     return frame
 
 
@@ -490,7 +522,7 @@ _CSV_LAYOUT_OPTIONS = frozenset({"names", "header", "index_col", "usecols", "ski
 _TRAILING_FIELD = "__trailing_field__"
 
 
-def _ends_rows_with_a_delimiter(first: Path, separator: str, read_options: dict[str, Any]) -> bool:
+def _ends_rows_with_a_delimiter(first: Location, separator: str, read_options: dict[str, Any]) -> bool:
     """Whether the CSV ``first``'s first data row has one field more than its header, and that
     field is empty: its rows end with the delimiter (``a,b,sex`` then ``1,2,f,``).
 
@@ -504,7 +536,8 @@ def _ends_rows_with_a_delimiter(first: Path, separator: str, read_options: dict[
     encoding = read_options.get("encoding") or "utf-8"
     quotechar = read_options.get("quotechar") or '"'
     try:
-        with fsspec.open(str(first), "rt", compression="infer", encoding=encoding, errors="replace", newline="") as file:
+        with OpenFile(first.fs, first.path, "rt", compression=infer_compression(first.path), encoding=encoding,
+                      errors="replace", newline="") as file:
             lines = (row for row in csv.reader(file, delimiter=separator, quotechar=quotechar) if row)
             header, row = next(lines, []), next(lines, [])
     except (OSError, EOFError, ValueError, LookupError, csv.Error):
@@ -512,18 +545,18 @@ def _ends_rows_with_a_delimiter(first: Path, separator: str, read_options: dict[
     return len(row) == len(header) + 1 and not row[-1].strip()
 
 
-def _without_trailing_field(text: str, read_options: dict[str, Any]) -> dd.DataFrame:
+def _without_trailing_field(source: Location, read_options: dict[str, Any]) -> dd.DataFrame:
     """The planned read of a CSV whose rows end with a delimiter: the header's columns, each
     under its own name (as pandas reads the header). The empty last field is read as a column
     of its own (text) and dropped by :func:`_drop_trailing_field` once checked empty in every
     row of every partition."""
     dtype = read_options.get("dtype", {})
-    shifted = _open_reader(dd.read_csv, text, "CSV", {k: v for k, v in read_options.items() if k != "dtype"})
+    shifted = _open_reader(dd.read_csv, source, "CSV", {k: v for k, v in read_options.items() if k != "dtype"})
     header = list(map(str, shifted.columns))
     options = {**read_options, "names": [*header, _TRAILING_FIELD], "header": 0}
     if isinstance(dtype, dict):
         options["dtype"] = {**dtype, _TRAILING_FIELD: "object"}
-    frame = _open_reader(dd.read_csv, text, "CSV", options)
+    frame = _open_reader(dd.read_csv, source, "CSV", options)
     meta = frame._meta.drop(columns=_TRAILING_FIELD)
     return frame.map_partitions(_drop_trailing_field, header[-1], meta=meta, enforce_metadata=False)
 
@@ -542,13 +575,20 @@ def _drop_trailing_field(part: pd.DataFrame, last_column: str) -> pd.DataFrame:
     return part.drop(columns=_TRAILING_FIELD)
 
 
-def _open_reader(reader: Callable[..., dd.DataFrame], text: str, kind: str, read_options: dict[str, Any]) -> dd.DataFrame:
-    """Plan the read (dask reads footers or a sample here); a file that cannot be read as
-    ``kind`` raises :class:`ReadError` naming ``text`` (pyarrow's message names the file)."""
+def _open_reader(reader: Callable[..., dd.DataFrame], source: Location, kind: str,
+                 read_options: dict[str, Any]) -> dd.DataFrame:
+    """Plan the read (dask reads footers or a sample here) of ``source``'s URL, on its
+    filesystem with its storage options; a file that cannot be read as ``kind`` raises
+    :class:`ReadError` naming ``source`` (pyarrow's message names the file)."""
+    storage = {"storage_options": source.storage_options} if source.storage_options else {}
+    text = source.url
     try:
-        return reader(text, **read_options)
+        with service_errors_named(source):
+            return reader(source.dask_url, **storage, **read_options)
+    except FairPCAError:
+        raise
     except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
-        culprit = _unreadable_parquet_file(text) if kind == "Parquet" else None
+        culprit = _unreadable_parquet_file(source) if kind == "Parquet" else None
         where = f" (file {culprit[0]}: {culprit[1]})" if culprit else ""
         raise ReadError(f"cannot read {text!r} as {kind}{where}: {error_line(error)}"
                         f"{_reader_hint(error)}") from error
@@ -577,18 +617,24 @@ def _option_hint(error: TypeError, reader: Callable[..., Any], kind: str) -> str
     return f"{spelled} (the options are those of {options})"
 
 
-def _unreadable_parquet_file(text: str) -> tuple[str, str] | None:
-    """The first local file of a Parquet path (file, folder or glob) whose footer pyarrow
-    cannot read, and why; None when every footer reads (or the path is not local)."""
-    if os.path.isdir(text):
-        files = sorted(str(p) for p in Path(text).rglob("*") if p.is_file() and not p.name.startswith(("_", ".")))
+def _unreadable_parquet_file(source: Location) -> tuple[str, str] | None:
+    """The first file of a Parquet path (file, folder or glob) whose footer pyarrow cannot
+    read, and why; None when every footer reads."""
+    if _has_wildcards(source):
+        files = _glob(source)
+    elif source.isdir():
+        base = source.path.rstrip("/")
+        found = source.fs.find(base)
+        files = [source / name[len(base) + 1:] for name in sorted(found)
+                 if not posixpath.basename(name).startswith(("_", "."))]
     else:
-        files = sorted(glob.glob(text)) if any(ch in text for ch in "*?[") else [text]
+        files = [source]
     for file in files:
         try:
-            pq.read_metadata(file)
+            with file.open("rb") as opened:
+                pq.read_metadata(opened)
         except Exception as error:  # noqa: BLE001 - whatever pyarrow says is the reason
-            return file, " ".join(str(error).split())
+            return file.url, " ".join(str(error).split())
     return None
 
 
@@ -630,8 +676,8 @@ def _as_frame(
     chunk_rows: int,
     read_options: dict[str, Any],
 ) -> dd.DataFrame:
-    """Paths and DataFrames as a dask DataFrame, with the row-aligned ``extra`` arrays as columns."""
-    if isinstance(data, (str, os.PathLike)):
+    """Locations and DataFrames as a dask DataFrame, with the row-aligned ``extra`` arrays as columns."""
+    if isinstance(data, Location):
         data = _read_path(data, read_options)
     if isinstance(data, dd.DataFrame):
         _check_unique_columns(list(data.columns), " in the DataFrame")
@@ -693,7 +739,7 @@ def _in_memory(values: np.ndarray, rows: int | tuple[int, ...]) -> da.Array:
 def _is_array(data: Any) -> bool:
     if isinstance(data, (da.Array, np.ndarray, list)):
         return True
-    return not isinstance(data, (str, os.PathLike, pd.DataFrame, dd.DataFrame)) and hasattr(data, "__array__")
+    return not isinstance(data, (*_PATHS, pd.DataFrame, dd.DataFrame)) and hasattr(data, "__array__")
 
 
 def _array_chunk(x: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, partition: Partition) -> Chunk:
@@ -754,13 +800,20 @@ def open_table(
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     read_options: dict[str, Any] | None = None,
     cells: str | HashCells | Any = None,
+    storage_options: StorageOptions | None = None,
 ) -> Table:
     """Open ``data`` as a :class:`Table` and check its schema (no rows are read).
 
     Parameters
     ----------
-    data : pandas/dask DataFrame, numpy/dask array, or path
-        Paths may be a Parquet file, folder or glob, or a CSV file or glob.
+    data : pandas/dask DataFrame, numpy/dask array, path, URL or storage Location
+        Paths may be a Parquet file, folder or glob, or a CSV file or glob (compressed or
+        not), on the local disk or at any URL fsspec opens (``s3://bucket/table/``,
+        ``gs://…``, ``memory://…``; :mod:`fairpca_dist.storage`). A folder on an object store
+        that this library wrote is read at its committed version
+        (:func:`fairpca_dist.versions.committed`). A missing path or bucket, denied access, an
+        unreachable storage service, an unknown scheme or one whose package is not installed
+        raise here, naming the path or URL (never the storage options).
     sensitive_feature : str, list of str, array-like or None
         Column name(s) holding the group label (several columns form intersectional groups),
         or one label per row (required for array input). ``None`` for uses that need no
@@ -792,9 +845,19 @@ def open_table(
         :class:`~fairpca_dist.cells.HashCells` (its key columns leave the default feature set;
         ``key_columns=()`` hashes every feature and sensitive column), or one label per row for
         in-memory input.
+    storage_options : mapping, optional
+        Keyword arguments of the filesystem of a URL (e.g. ``endpoint_url``, ``key``,
+        ``secret`` for ``s3://``), given to Dask's readers too; credentials otherwise come from
+        the filesystem's usual environment variables and files (``AWS_*``). Ignored for local
+        paths and for a :class:`~fairpca_dist.storage.Location`, which carries its own.
     """
     if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    if "storage_options" in (read_options or {}):
+        raise InputError("give the options of a URL's filesystem as storage_options=..., not in read_options "
+                         "(command line: --storage-option key=value)")
+    if isinstance(data, _PATHS):
+        data = locate(data, storage_options)
     extra: dict[str, Any] = {}
     if sensitive_feature is None:
         sensitive: list[str] = []  # projection and ingestion of features only
@@ -839,7 +902,7 @@ def open_table(
             tuple(chosen), tuple(sensitive), weight, (), rows=(x, rows[1], rows[2]), cells=cells, cell_rows=rows[3]
         )
     frame = _as_frame(data, extra, int(chunk_rows), dict(read_options or {}))
-    origin = f" in {os.fspath(data)!r}" if isinstance(data, (str, os.PathLike)) else ""
+    origin = f" in {data.url!r}" if isinstance(data, Location) else ""
     _require_columns(frame, sensitive, "sensitive feature", origin)
     if weight is not None:
         _require_columns(frame, [weight], "sample_weight", origin)
@@ -880,13 +943,13 @@ def open_table(
                 raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype")
     if isinstance(cells, HashCells):
         cells = _resolved_hash_cells(cells, chosen, sensitive)
-    if isinstance(data, (str, os.PathLike)):
+    if isinstance(data, Location):
         frame = _numbers_read_as_float(data, frame, [*chosen, *([weight] if weight else [])], dict(read_options or {}))
     return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame, cells=cells)
 
 
 def _numbers_read_as_float(
-    path: str | os.PathLike[str], frame: dd.DataFrame, columns: Sequence[str], read_options: dict[str, Any]
+    source: Location, frame: dd.DataFrame, columns: Sequence[str], read_options: dict[str, Any]
 ) -> dd.DataFrame:
     """``frame``, a CSV's planned read, planned again with its integer-typed ``columns`` parsed
     as float64 (other sources: ``frame`` itself).
@@ -898,14 +961,13 @@ def _numbers_read_as_float(
     start; a later text value then fails with pandas' message naming the value. A ``dtype``
     given in ``read_options`` wins.
     """
-    text = os.fspath(path)
     given = read_options.get("dtype", {})
-    if _source_format(text, read_options)[0] != "CSV" or not isinstance(given, dict):
+    if _source_format(source, read_options)[0] != "CSV" or not isinstance(given, dict):
         return frame
     integers = {c: "float64" for c in columns if c not in given and pd.api.types.is_integer_dtype(frame[c].dtype)}
     if not integers:
         return frame
-    return _read_path(text, {**read_options, "dtype": {**integers, **given}})
+    return _read_path(source, {**read_options, "dtype": {**integers, **given}})
 
 
 def _hash_keys(cells: Any) -> tuple[str, ...]:
