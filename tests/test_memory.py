@@ -11,6 +11,7 @@ instead of hanging it.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -28,7 +29,7 @@ from distributed import Client, LocalCluster
 from fairpca_dist import GroupMoments, compute_moments
 from fairpca_dist.cli import main
 from fairpca_dist.exceptions import ResourceError, ServiceError
-from fairpca_dist.memory import frame_partition_size, pass_size
+from fairpca_dist.memory import frame_partition_size, pass_size, worker_memory
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import map_partitions, open_table
 
@@ -51,10 +52,26 @@ def big_row_groups(tmp_path_factory) -> tuple[str, GroupMoments]:
     return str(path), GroupMoments.from_codes(x, groups, (0, 1, 2), feature_names=FEATURES)
 
 
-def _cluster(memory_limit: str) -> tuple[LocalCluster, Client]:
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, memory_limit=memory_limit,
+def _cluster(memory_limit: str, n_workers: int = 2) -> tuple[LocalCluster, Client]:
+    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                            dashboard_address=":0")
     return cluster, Client(cluster, set_as_default=False)
+
+
+@pytest.fixture(scope="module")
+def floor() -> int:
+    """A worker's floor on this machine (its memory once the libraries of a pass are imported, as
+    the check measures it; it differs between machines: ≈ 260 MB on one, 365 MB on another), from
+    which the refusal tests choose memory limits that make their premise hold here."""
+    cluster, client = _cluster("1GB", n_workers=1)
+    with cluster, client:
+        return max(worker.floor for worker in worker_memory(client))
+
+
+def _fractions() -> tuple[float, float]:
+    """The fractions of its memory limit at which distributed pauses a worker and kills it."""
+    return (float(dask.config.get("distributed.worker.memory.pause")),
+            float(dask.config.get("distributed.worker.memory.terminate")))
 
 
 def _answer(run: Callable[[], Any]) -> Any:
@@ -129,20 +146,28 @@ def test_one_gigabyte_workers_run_a_file_of_million_row_groups(big_row_groups):
     np.testing.assert_allclose(moments.scatter, expected.scatter, rtol=1e-9)
 
 
-def test_workers_too_small_for_a_partition_are_refused_with_the_memory_needed(big_row_groups, tmp_path, capsys):
-    # 800 MB workers: the libraries fit under the pause threshold (640 MB), a partition of the
-    # default 64 MiB does not. Before, the workers were killed until distributed gave up
-    # (KilledWorker). The advice works: with the partition size it names, the pass runs.
+def test_workers_too_small_for_a_partition_are_refused_with_the_memory_needed(big_row_groups, floor, tmp_path,
+                                                                            capsys):
+    # Workers whose libraries fit under the pause threshold, but not with a partition of the
+    # default 64 MiB: their threshold is halfway between the floor plus what a partition of half
+    # its rows needs and the floor plus what it needs (≈ 630 MB workers for a floor of 260 MB, 760
+    # MB for 365 MB). Before, the workers were killed until distributed gave up (KilledWorker).
+    # The advice works: with the partition size it names, the pass runs.
     path, expected = big_row_groups
-    cluster, client = _cluster("800MB")
+    table = open_table(path, sensitive_feature="group")
+    size = pass_size(table.map_chunks(len))
+    pause, _ = _fractions()
+    limit = round((floor + (size.need() + size.need(size.rows // 2)) / 2) / pause / 1e6)  # MB
+    assert floor + size.need(size.rows // 2) < pause * limit * 1e6 < floor + size.need()
+    cluster, client = _cluster(f"{limit}MB")
     with cluster, client:
         with pytest.raises(ResourceError) as refused:
             _answer(lambda: compute_moments(path, sensitive_feature="group", client=client))
         message = str(refused.value)
-        assert message.startswith("a pass needs ≈") and "a memory limit of 800 MB" in message
+        assert message.startswith("a pass needs ≈") and f"a memory limit of {limit} MB" in message
         assert "(the largest: 131,072 rows × 51 columns, 53 MB decoded)" in message  # the partition it sized
         required = re.search(r"memory limit of at least ([\d.]+) (MB|GB) \(dask worker --memory-limit", message)
-        assert required and float(required[1]) * (1e9 if required[2] == "GB" else 1e6) > 800e6
+        assert required and float(required[1]) * (1e9 if required[2] == "GB" else 1e6) > limit * 1e6
         blocksize = re.search(r"read_options=\{'blocksize': '(\d+ MiB)'\}", message)
         assert blocksize, message
         # the command line: one line, exit 2, nothing written
@@ -160,15 +185,20 @@ def test_workers_too_small_for_a_partition_are_refused_with_the_memory_needed(bi
     np.testing.assert_allclose(moments.scatter, expected.scatter, rtol=1e-9)
 
 
-def test_workers_whose_libraries_fill_the_pause_threshold_are_refused(big_row_groups):
-    # 400 MB workers pause at 320 MB, below the ~350 MiB a worker uses once pandas, pyarrow and
-    # dask.dataframe are imported: before, both workers paused and the pass waited forever.
+def test_workers_whose_libraries_fill_the_pause_threshold_are_refused(big_row_groups, floor):
+    # Workers that pause below the floor (the memory a worker uses once pandas, pyarrow and
+    # dask.dataframe are imported) and are killed above it: their limit is halfway between the
+    # floor / 0.95 and the floor / 0.8 (≈ 300 MB workers for a floor of 260 MB, 420 MB for 365
+    # MB). Before, both workers paused and the pass waited forever.
     path, _ = big_row_groups
-    cluster, client = _cluster("400MB")
+    pause, terminate = _fractions()
+    limit = math.floor(floor * (1 / pause + 1 / terminate) / 2 / 1e6)  # MB
+    assert pause * limit * 1e6 < floor < terminate * limit * 1e6
+    cluster, client = _cluster(f"{limit}MB")
     with cluster, client:
-        with pytest.raises(ResourceError, match=r"a memory limit of 400 MB cannot run a pass: a worker uses \d+ MB "
-                                                r"once the libraries of a pass are loaded .* wait forever; start "
-                                                r"workers with a memory limit of at least"):
+        with pytest.raises(ResourceError, match=rf"a memory limit of {limit} MB cannot run a pass: a worker uses "
+                                                r"\d+ MB once the libraries of a pass are loaded .* wait forever; "
+                                                r"start workers with a memory limit of at least"):
             _answer(lambda: compute_moments(path, sensitive_feature="group", client=client))
 
 
