@@ -2,8 +2,8 @@
 
 A worker's memory during a pass is its **floor** (the process once the libraries a pass
 imports are loaded: Python, numpy, pandas, pyarrow, dask.dataframe, distributed and this
-package, ≈ 365 MB) plus, for each of its threads, what one task needs while it reads and
-processes one partition (:meth:`PartitionSize.need`: a multiple of the partition's decoded
+package, ≈ 260–365 MB depending on the machine: measured on each worker) plus, for each of
+its threads, what one task needs while it reads and processes one partition (:meth:`PartitionSize.need`: a multiple of the partition's decoded
 bytes, plus pyarrow's page buffers per column). ``distributed`` pauses a worker whose memory
 passes 80 % of its limit and kills it at 95 %: a worker whose floor alone is above the pause
 threshold never runs a task (the pass waits forever), and one whose partitions do not fit is
