@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Any
+
+from processes import free_ports
 
 __all__ = ["S3Server", "start_server"]
 
@@ -60,16 +61,10 @@ class S3Server:
         self.process.wait(timeout=10)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_server() -> S3Server:
     """Start moto's S3 server on a free loopback port, with authentication enforced after the
     three requests that create its user (create_user, put_user_policy, create_access_key)."""
-    port = _free_port()
+    (port,) = free_ports(1)
     endpoint = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"

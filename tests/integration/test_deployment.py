@@ -14,11 +14,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -28,10 +25,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import psutil
 import pytest
 
 from conftest import CREDIT_CSV, DATA_DIR, require_data
+from processes import Processes, executable, free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 PREFECT_FILE = REPO / "deploy" / "prefect.yaml"
@@ -41,96 +38,6 @@ DEPLOYMENT = "credit"
 TARGET = "default payment next month"
 RUN_TIMEOUT_S = 150
 FINAL_STATES = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-
-
-def _executable(name: str) -> str:
-    """The console script next to this interpreter (the project's virtualenv), else on PATH."""
-    local = Path(sys.executable).parent / name
-    if local.exists():
-        return str(local)
-    found = shutil.which(name)
-    if found is None:
-        pytest.fail(f"{name} executable not found next to {sys.executable} or on PATH")
-    return found
-
-
-def _free_ports(n: int) -> list[int]:
-    """n distinct free loopback ports (all bound at once, then released)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
-class Processes:
-    """Subprocesses of the test: logs in files, each in its own session; stop() ends them and
-    every descendant (flow-run processes start their own sessions, so killing process groups
-    alone would miss them)."""
-
-    def __init__(self, log_dir: Path) -> None:
-        self.log_dir = log_dir
-        self.started: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def start(self, name: str, args: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-        with open(self.log_dir / f"{name}.log", "wb") as log:
-            proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        self.started.append((name, proc))
-        return proc
-
-    def check_alive(self) -> None:
-        for name, proc in self.started:
-            if proc.poll() is not None:
-                raise AssertionError(f"{name} exited with {proc.returncode}\n{self.logs(name)}")
-
-    def logs(self, *names: str, tail: int = 4000) -> str:
-        out = []
-        for name in names or [n for n, _ in self.started]:
-            path = self.log_dir / f"{name}.log"
-            text = path.read_text(errors="replace") if path.exists() else ""
-            out.append(f"----- {name} (last {tail} chars of {path})\n{text[-tail:]}")
-        return "\n".join(out)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop in reverse start order (the Prefect worker before the server it reports to):
-        SIGTERM to the process group and every descendant, SIGKILL after ``timeout``. A group
-        is signalled only while its leader is unreaped, so the id is still ours."""
-        for _, proc in reversed(self.started):
-            descendants: list[psutil.Process] = []
-            if proc.returncode is None:
-                try:
-                    descendants = psutil.Process(proc.pid).children(recursive=True)
-                except psutil.NoSuchProcess:
-                    pass
-                _signal_group(proc, signal.SIGTERM)
-            for child in descendants:
-                try:
-                    child.terminate()
-                except psutil.NoSuchProcess:
-                    pass
-            deadline = time.monotonic() + timeout
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait(timeout=5)
-            _, alive = psutil.wait_procs(descendants, timeout=max(0.1, deadline - time.monotonic()))
-            for child in alive:
-                try:
-                    child.kill()
-                except psutil.NoSuchProcess:
-                    pass
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)  # the leader started its own session: pgid == pid
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _get_json(url: str, payload: dict[str, Any] | None = None) -> Any:
@@ -171,7 +78,7 @@ class Stack:
 
     def prefect(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
                 timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([_executable("prefect"), *args], cwd=cwd or self.root, env=env or self.base_env,
+        result = subprocess.run([executable("prefect"), *args], cwd=cwd or self.root, env=env or self.base_env,
                                 capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         if result.returncode != 0:
             raise AssertionError(f"prefect {' '.join(args)} failed ({result.returncode}):\n"
@@ -185,7 +92,7 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("deployment")
     (root / "logs").mkdir()
     processes = Processes(root / "logs")
-    api_port, dask_port = _free_ports(2)
+    api_port, dask_port = free_ports(2)
     api_url = f"http://127.0.0.1:{api_port}/api"
     scheduler = f"tcp://127.0.0.1:{dask_port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DASK_"))}
@@ -202,13 +109,13 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     server_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}
     clock = time.monotonic()
     try:
-        processes.start("prefect-server", [_executable("prefect"), "server", "start", "--host", "127.0.0.1",
+        processes.start("prefect-server", [executable("prefect"), "server", "start", "--host", "127.0.0.1",
                                            "--port", str(api_port)], env=server_env, cwd=root)
-        processes.start("dask-scheduler", [_executable("dask"), "scheduler", "--host", "127.0.0.1",
+        processes.start("dask-scheduler", [executable("dask"), "scheduler", "--host", "127.0.0.1",
                                            "--port", str(dask_port), "--no-dashboard"], env=env, cwd=root)
         for i in range(2):
             processes.start(f"dask-worker-{i}", [
-                _executable("dask"), "worker", scheduler, "--name", f"worker-{i}", "--nthreads", "1",
+                executable("dask"), "worker", scheduler, "--name", f"worker-{i}", "--nthreads", "1",
                 "--memory-limit", "2GB", "--no-dashboard", "--local-directory", str(root / f"dask-{i}"),
             ], env=env, cwd=root)
         _wait_for("the Prefect API health check", lambda: _get_json(f"{api_url}/health") is True, 120, processes)
@@ -256,7 +163,7 @@ def deployed_run(stack: Stack, tmp_path_factory) -> DeployedRun:
     # ({{ $FAIRPCA_ROOT }}, from the worker's environment) leads the flow run to the code.
     worker_cwd = work / "worker-cwd"
     worker_cwd.mkdir()
-    stack.processes.start("prefect-worker", [_executable("prefect"), "worker", "start", "--pool", POOL,
+    stack.processes.start("prefect-worker", [executable("prefect"), "worker", "start", "--pool", POOL,
                                              "--name", "it-worker"],
                           env={**stack.base_env, "FAIRPCA_ROOT": str(REPO)}, cwd=worker_cwd)
     # The shipped parameters, except where outputs go and which cluster to use; the source comes

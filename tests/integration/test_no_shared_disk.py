@@ -41,7 +41,7 @@ from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.ingest import table_source
 from fairpca_dist.storage import locate
 from fairpca_dist.versions import POINTER, committed, is_version_name
-from integration.test_deployment import Processes, _executable, _free_ports
+from processes import Processes, executable, free_ports
 from test_first_contact import new_machine_env
 
 WORKERS = 2
@@ -120,17 +120,17 @@ def private_cluster(tmp_path: Path, s3) -> Iterator[PrivateCluster]:
     (tmp_path / "logs").mkdir()
     mounts = _private_mounts(Path(tempfile.gettempdir()), driver_dir)
     processes = Processes(tmp_path / "logs")
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     scheduler = f"tcp://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DASK_"))}
     env.update(s3.env, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     try:
-        processes.start("dask-scheduler", [_executable("dask"), "scheduler", "--host", "127.0.0.1", "--port",
+        processes.start("dask-scheduler", [executable("dask"), "scheduler", "--host", "127.0.0.1", "--port",
                                            str(port), "--no-dashboard"], env=env, cwd=tmp_path)
         workers = {}
         for i in range(WORKERS):
             home = Path(tempfile.gettempdir()).resolve() / f"worker-{i}"  # inside the worker's tmpfs
-            command = [_executable("dask"), "worker", scheduler, "--name", f"worker-{i}", "--nthreads", "1",
+            command = [executable("dask"), "worker", scheduler, "--name", f"worker-{i}", "--nthreads", "1",
                        "--memory-limit", "2GB", "--no-dashboard"]
             workers[f"dask-worker-{i}"] = processes.start(
                 f"dask-worker-{i}", _in_private_namespace(mounts, home, command),
@@ -200,7 +200,7 @@ def _assert_close(a: object, b: object, where: str) -> None:
 
 def _pipeline(source: str, runs_dir: str, cwd: Path, home: Path, *extra: str) -> subprocess.Popen[str]:
     """``fairpca pipeline`` on the test's table, started in ``cwd`` with a new Prefect home."""
-    return subprocess.Popen([_executable("fairpca"), "pipeline", source, "--sensitive-feature", "group",
+    return subprocess.Popen([executable("fairpca"), "pipeline", source, "--sensitive-feature", "group",
                              "--key-columns", "row_id", "--target", "label", "--runs-dir", runs_dir,
                              "--run-id", "r1", *extra],
                             cwd=cwd, env=new_machine_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
