@@ -24,9 +24,9 @@ What this guarantees:
 * Two writers of one output: the first to commit wins; the other's commit is refused
   (:class:`~fairpca_dist.exceptions.OutputBusyError`) and its version removed. Never mixed.
 * A plain reader of the prefix (``dd.read_parquet("s3://…/out")``) sees every version folder
-  present: exactly the committed output outside a write, the previous output plus the new
-  one's finished parts while a write is in progress. Read ``<out>/<version>`` (or use
-  :func:`committed`) to be safe during writes.
+  present: the committed output outside a write (and a dead writer's version, until the next
+  writer removes it), the previous output plus the new one's finished parts while a write is
+  in progress. Read ``<out>/<version>`` (or use :func:`committed`) to be safe.
 * A reader still reading the previous version when the next write commits may find its files
   gone (a clear error naming them); rerunning reads the new version.
 """

@@ -241,13 +241,13 @@ def test_disk_full_on_write_back_keeps_the_previous_output(projection_setup, tmp
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     real = pq.write_table
 
-    def disk_fills_on_part_3(table, where, **kwargs):
-        if Path(where).name != "part-00003.parquet":
+    def disk_fills_on_part_3(table, where, **kwargs):  # where: the open file of a part (its .path)
+        if Path(where.path).name != "part-00003.parquet":
             return real(table, where, **kwargs)
         sink = pa.BufferOutputStream()
         real(table, sink, **kwargs)
-        Path(where).write_bytes(sink.getvalue().to_pybytes()[:1000])  # what fitted on the disk
-        raise OSError(errno.ENOSPC, "No space left on device", str(where))
+        where.write(sink.getvalue().to_pybytes()[:1000])  # what fitted on the disk
+        raise OSError(errno.ENOSPC, "No space left on device", where.path)
 
     monkeypatch.setattr(pq, "write_table", disk_fills_on_part_3)
     for target in (out, tmp_path / "fresh"):

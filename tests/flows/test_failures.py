@@ -75,9 +75,9 @@ def _parent_is_a_file(tmp_path: Path) -> Path:
 def _disk_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     real = pq.write_table
 
-    def disk_full_at_part_3(table, where, **kwargs):
-        if Path(where).name == "part-00003.parquet":
-            raise OSError(errno.ENOSPC, "No space left on device", str(where))
+    def disk_full_at_part_3(table, where, **kwargs):  # where: the open file of a part (its .path)
+        if Path(where.path).name == "part-00003.parquet":
+            raise OSError(errno.ENOSPC, "No space left on device", where.path)
         return real(table, where, **kwargs)
 
     monkeypatch.setattr(pq, "write_table", disk_full_at_part_3)
