@@ -162,11 +162,13 @@ def _commit(target: Location, version: str, marker: str, base: _Pointer | None) 
             try:
                 with pointer.open("xb") as file:  # exclusive create where the filesystem offers it
                     file.write(data)
+                return
             except FileExistsError as error:
                 raise busy from error
-            return
+            except (ValueError, NotImplementedError):  # a filesystem without "x": re-read, as below
+                pass
         now = _read_pointer(target)
-        if now is None or now.version != base.version:
+        if (now.version if now else None) != (base.version if base else None):
             raise busy
         pointer.write_bytes(data)
 
