@@ -182,6 +182,27 @@ def test_a_writer_outrun_by_another_is_refused_at_its_commit(s3, s3_bucket):
                                                    f"out/{fast.name}/part-0.parquet"])
 
 
+def test_on_a_store_without_conditional_writes_the_pointer_is_reread_before_the_commit(frame):
+    """memory:// (no If-Match): the same promises, by re-reading the pointer just before it is
+    written; a model saved there loads equal."""
+    from fairpca_dist import compute_moments
+    from fairpca_dist.versions import versioned_directory
+
+    out = locate(f"memory://fairpca-tests/{os.getpid()}-{threading.get_ident()}/out")
+    with pytest.raises(OutputBusyError):
+        with versioned_directory(out, marker="_SUCCESS") as slow:
+            with versioned_directory(out, marker="_SUCCESS") as fast:
+                (fast / "_SUCCESS").write_text("fast")
+            (slow / "_SUCCESS").write_text("slow")
+    assert (committed(out) / "_SUCCESS").read_text() == "fast" and not slow.exists()
+    model = fit_projection(compute_moments(frame, sensitive_feature="group", features=["x0", "x1", "x2"]), 2)
+    save_model(model, f"{out.parent.url}/model")
+    save_model(model, f"{out.parent.url}/model")
+    np.testing.assert_array_equal(load_model(f"{out.parent.url}/model").components, model.components)
+    assert len([e for e in locate(f"{out.parent.url}/model").listdir() if is_version_name(e.name)]) == 1
+    out.parent.remove()
+
+
 def test_evaluate_and_compare_on_s3(s3, s3_bucket, source):
     from fairpca_dist.table_comparison import compare_table
     from fairpca_dist.table_evaluation import evaluate_table
