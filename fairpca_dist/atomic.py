@@ -34,7 +34,15 @@ from typing import Literal
 
 from fairpca_dist import versions
 from fairpca_dist.exceptions import FairPCAError, OutputBusyError, OutputPathError, WriteError
-from fairpca_dist.storage import Location, StorageOptions, is_url, locate, missing_bucket, service_errors_named
+from fairpca_dist.storage import (
+    Location,
+    StorageOptions,
+    is_url,
+    local_path,
+    locate,
+    missing_bucket,
+    service_errors_named,
+)
 
 __all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "input_paths", "staging_folder",
            "write_errors_named"]
@@ -150,14 +158,14 @@ def _resolved(path: str | os.PathLike[str] | Location) -> str:
     text = os.fspath(path)
     if is_url(text):  # as fsspec spells it (memory://a and memory:///a are one path); a glob stands for its folder
         return _resolved(locate(re.split(r"/[^/]*[*?\[]", text, maxsplit=1)[0]))
-    return os.path.realpath(os.path.expanduser(text.removeprefix("file://")))
+    return os.path.realpath(os.path.expanduser(local_path(text)))
 
 
 def _expanded(path: str | os.PathLike[str]) -> list[str]:
     """The real paths an input stands for: itself, or the files its glob matches."""
     text = str(path) if isinstance(path, Location) else os.fspath(path)
     if not is_url(text) and any(ch in text for ch in "*?["):
-        return [_resolved(match) for match in glob.glob(os.path.expanduser(text))]
+        return [_resolved(match) for match in glob.glob(os.path.expanduser(local_path(text)))]
     return [_resolved(text)]
 
 

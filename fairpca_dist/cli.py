@@ -235,7 +235,7 @@ def _time_breakdown(total: float, imports: float, server: float, steps: dict[str
 
 def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
-    from fairpca_dist.storage import is_url
+    from fairpca_dist.storage import is_url, local_path
 
     from flows.runtime import check_configured_api
 
@@ -245,7 +245,7 @@ def _demo(args: argparse.Namespace) -> int:
                          "object storage, run `fairpca pipeline SOURCE --runs-dir URL` on your own table")
     check_configured_api()
     run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
-    run_dir = Path(args.runs_dir) / run_id
+    run_dir = Path(local_path(args.runs_dir)) / run_id
     if run_dir.exists():  # the demo writes its source there: never over a file of the user's
         raise InputError(f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)")
     if args.synthetic_rows:

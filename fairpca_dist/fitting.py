@@ -43,13 +43,15 @@ MOMENTS_CACHE = ".moments-cache"
 
 
 def moments_cache(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None,
-                  storage_options: StorageOptions | None = None) -> Location:
+                  storage_options: StorageOptions | None = None) -> Location | None:
     """``cache_dir``, or by default ``.moments-cache`` in the folder that holds the table
     (found from its real path on the local disk: ``.`` as the table is the current folder, not
-    inside it)."""
+    inside it); None for a table at a bucket's root, beside which nothing lies."""
     if cache_dir is not None:
         return locate(cache_dir, storage_options)
     table = locate(table_dir, storage_options)
+    if table.parent == table:
+        return None
     return (locate(os.path.realpath(table.path)) if table.local else table).parent / MOMENTS_CACHE
 
 
@@ -81,7 +83,7 @@ def file_fingerprint(path: Location) -> str:
 
 def cached_table_moments(
     table_dir: str | os.PathLike[str],
-    cache_dir: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str] | Location | None,
     *,
     sensitive_feature: str | Sequence[str],
     features: Sequence[str],
@@ -101,9 +103,12 @@ def cached_table_moments(
     role_key = hashlib.sha256(roles.encode()).hexdigest()[:16]
     files = table_files(table_dir, storage_options)
     keys = [hashlib.sha256(f"{role_key}:{file_fingerprint(f)}".encode()).hexdigest() for f in files]
-    cache = locate(cache_dir, storage_options)
+    if cache_dir is None:
+        warnings.warn(f"the moments of {table_dir} are not cached: it is a bucket's root, beside which no cache can "
+                      "go; a later fit reads its rows again (cache_dir= elsewhere keeps them)", stacklevel=2)
+    cache = locate(cache_dir, storage_options) if cache_dir is not None else None
     try:
-        cached = {entry.name for entry in cache.listdir()}
+        cached = {entry.name for entry in cache.listdir()} if cache is not None else set()
     except OSError:  # a cache that cannot be listed (a file there, no permission): computed, and said below
         cached = set()
     missing = [(f, k) for f, k in zip(files, keys) if f"{k}.npz" not in cached]
@@ -113,7 +118,7 @@ def cached_table_moments(
     )
     computed = {key: moments for (_, key), moments in zip(missing, fresh)}
     try:
-        for key, moments in computed.items():
+        for key, moments in computed.items() if cache is not None else ():
             with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
                 moments.save(path)
     except WriteError as error:
@@ -156,7 +161,7 @@ def fit_table(
     written (a read-only table) is skipped with a warning. Paths may be URLs (``s3://…``),
     opened with ``storage_options``.
     """
-    table = table_dir if is_url(table_dir) else Path(table_dir).absolute()
+    table = table_dir if is_url(table_dir) else Path(locate(table_dir).path)
     if sensitive_feature is None or features is None:
         folder = committed(locate(table, storage_options))
         with reading(folder):

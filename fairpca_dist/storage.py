@@ -32,7 +32,7 @@ from fsspec.spec import AbstractBufferedFile
 
 from fairpca_dist.exceptions import AccessError, FairPCAError, InputError, ServiceError
 
-__all__ = ["Location", "locate", "as_given", "StorageOptions", "is_url", "service_errors_named", "missing_bucket"]
+__all__ = ["Location", "locate", "as_given", "local_path", "StorageOptions", "is_url", "service_errors_named", "missing_bucket"]
 
 StorageOptions = Mapping[str, Any]
 
@@ -53,10 +53,15 @@ def is_url(path: object) -> bool:
     return "://" in text and not text.startswith(("file://", "local://"))
 
 
+def local_path(path: str | os.PathLike[str]) -> str:
+    """A local path or URL (``file://``, ``local://``) as a path of the local disk."""
+    return os.fspath(path).removeprefix("file://").removeprefix("local://")
+
+
 def as_given(path: str | os.PathLike[str]) -> Path | str:
     """What a writer returns for the output ``path``: a :class:`~pathlib.Path` on the local
-    disk (as before URLs existed), the URL itself for a store."""
-    return os.fspath(path) if is_url(path) else Path(path)
+    disk (as before URLs existed; ``file://`` stripped), the URL itself for a store."""
+    return os.fspath(path) if is_url(path) else Path(local_path(path))
 
 
 @dataclass(frozen=True, order=True)
@@ -91,6 +96,9 @@ class Location:
 
     @property
     def parent(self) -> Location:
+        """The folder that holds this one; a bucket's root is its own parent."""
+        if not self.local and "/" not in self.path.strip("/"):
+            return self
         url = self.url.rstrip("/")
         head = url.rsplit("/", 1)[0] if "/" in url.split("://", 1)[-1] else url
         return Location(head, self.fs, posixpath.dirname(self.path.rstrip("/")))
@@ -217,8 +225,7 @@ def locate(path: str | os.PathLike[str] | Location, storage_options: StorageOpti
         return path
     text = os.fspath(path)
     if not is_url(text):
-        local = text.removeprefix("file://").removeprefix("local://")
-        return Location(text, LocalFileSystem(), os.path.abspath(os.path.expanduser(local)))
+        return Location(text, LocalFileSystem(), os.path.abspath(os.path.expanduser(local_path(text))))
     for part in text.split("::"):  # a chained URL (simplecache::s3://…) names several
         _check_scheme(part.split("://", 1)[0], text)
     try:
@@ -287,4 +294,4 @@ def service_errors_named(location: Location | str) -> Iterator[None]:
 def _endpoint_reason(error: BaseException) -> str:
     """The first line of ``error`` without the request's query string (which may be long)."""
     text = " ".join(str(error).split())
-    return text.split("?", 1)[0].rstrip('"') + ('"' if "?" in text else "")
+    return text.split("?", 1)[0] + ('"' if "?" in text else "")

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from fairpca_dist.atomic import atomic_directory, atomic_file, check_output, input_paths
 from fairpca_dist.cells import CellMoments, HashCells
 from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
 from fairpca_dist.ingest import read_schema, table_source
 from fairpca_dist.passes import compute_moments
@@ -57,6 +58,9 @@ def cell_moments_cache_path(table_dir: str | os.PathLike[str], cache_dir: str | 
     """Where :func:`cached_cell_moments` keeps the per-cell moments of this table (its files'
     fingerprints, column roles and ``cells``); reading it costs no pass."""
     cache = moments_cache(table_dir, cache_dir, storage_options)
+    if cache is None:
+        raise InputError(f"{table_dir} is a bucket's root: the cell moments are cached beside a table, and nothing "
+                         "lies beside a bucket; give cache_dir= (a folder outside the table)")
     schema = read_schema(table_dir, storage_options)
     roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
              cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]

@@ -132,8 +132,9 @@ def versioned_directory(target: Location, *, marker: str) -> Iterator[Location]:
         yield version
         _commit(target, version.name, marker, base)
     except BaseException:
-        with contextlib.suppress(Exception):
-            version.remove()
+        if not _points_to(target, version.name):  # a commit that landed (its answer lost, or an interrupt just
+            with contextlib.suppress(Exception):  # after it) stands: never remove a version the pointer names
+                version.remove()
         raise
     _remove_other_versions(target, keep=version.name, previous=base.version if base else None)
 
@@ -153,9 +154,10 @@ def _commit(target: Location, version: str, marker: str, base: _Pointer | None) 
             try:
                 target.fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, **condition)
             except OSError as error:  # FileExistsError, or "At least one of the pre-conditions ... did not hold"
-                if isinstance(error, FileExistsError) or "condition" in str(error):
+                if not (isinstance(error, FileExistsError) or "condition" in str(error)):
+                    raise
+                if not _points_to(target, version):  # else: a retried PUT whose first try had landed
                     raise busy from error
-                raise
             target.fs.invalidate_cache(pointer.path)
             return
         if base is None:
@@ -171,6 +173,15 @@ def _commit(target: Location, version: str, marker: str, base: _Pointer | None) 
         if (now.version if now else None) != (base.version if base else None):
             raise busy
         pointer.write_bytes(data)
+
+
+def _points_to(target: Location, version: str) -> bool:
+    """Whether the pointer of ``target`` names ``version`` now (False if it cannot be read)."""
+    try:
+        pointer = _read_pointer(target)
+    except Exception:  # noqa: BLE001 - unknown: the caller keeps to its own error
+        return False
+    return pointer is not None and pointer.version == version
 
 
 def _remove_other_versions(target: Location, keep: str, previous: str | None) -> None:

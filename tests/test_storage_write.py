@@ -205,6 +205,53 @@ def test_on_a_store_without_conditional_writes_the_pointer_is_reread_before_the_
     out.parent.remove()
 
 
+def test_a_commit_whose_answer_was_lost_stands(s3, s3_bucket, frame, monkeypatch):
+    """The pointer's PUT reached the store but its answer was lost, and the retry failed its
+    condition (botocore retries a PutObject after a timeout): the commit stands, the version
+    it names is kept, and the model loads."""
+    import s3fs
+
+    from fairpca_dist import compute_moments
+
+    model = fit_projection(compute_moments(frame, sensitive_feature="group", features=["x0", "x1"]), 1)
+    sent = s3fs.S3FileSystem.call_s3
+
+    def answer_lost(self, method, *args, **kwargs):
+        if method == "put_object" and kwargs.get("Key", "").endswith(POINTER):
+            sent(self, method, *args, **kwargs)  # it lands; the caller never hears: it sends again
+        return sent(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "call_s3", answer_lost)
+    for _ in range(2):  # a first commit (If-None-Match), then a replacement (If-Match)
+        save_model(model, f"{s3_bucket}/model")
+        np.testing.assert_array_equal(load_model(f"{s3_bucket}/model").components, model.components)
+
+
+def test_a_table_at_a_bucket_root_is_fitted_and_its_cache_skipped_with_a_warning(s3, s3_bucket, source):
+    """The bucket's root is the table: a cache beside it would lie inside it (and before, went
+    to a bucket named '.moments-cache'); it is skipped, saying where one can go."""
+    remote, _ = source
+    root = f"s3://{s3.new_bucket()}"
+    ingest_table(remote, root, sensitive_feature="group", key_columns=["row_id"])
+    with pytest.warns(UserWarning, match="not cached: it is a bucket's root"):
+        fit_table(root, f"{s3_bucket}/model", n_components=2)
+    fit_table(root, f"{s3_bucket}/model", n_components=2, cache_dir=f"{s3_bucket}/cache")
+    assert any(k.startswith("cache/") for k in s3.keys(_bucket(s3_bucket)))
+
+
+def test_file_urls_are_local_paths(source, tmp_path):
+    _, local = source
+    table = ingest_table(f"file://{local}", f"file://{tmp_path}/table", sensitive_feature="group",
+                         key_columns=["row_id"]).table_dir
+    assert table == tmp_path / "table"
+    fit_table(table, f"file://{tmp_path}/model", n_components=2)
+    project_table(f"file://{tmp_path}/model", table, f"file://{tmp_path}/projected", pass_through=["row_id"])
+    assert (tmp_path / "projected" / "_SUCCESS").is_file()
+    with pytest.raises(OutputPathError):  # a file:// glob stands for its files, as a plain one does
+        ingest_table(f"file://{tmp_path}/projected/*.parquet", tmp_path / "projected", sensitive_feature="row_id")
+    assert (tmp_path / "projected" / "_SUCCESS").is_file()
+
+
 def test_evaluate_and_compare_on_s3(s3, s3_bucket, source):
     from fairpca_dist.table_comparison import compare_table
     from fairpca_dist.table_evaluation import evaluate_table
