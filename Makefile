@@ -7,10 +7,10 @@ export OPENBLAS_NUM_THREADS ?= 1
 
 .PHONY: env demo test bench bench-quick clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml deploy/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,bench]"
+	$(PY) -m pip install --quiet -c deploy/constraints.txt -e ".[test,bench]"
 	touch $(STAMP)
 
 env: $(STAMP)

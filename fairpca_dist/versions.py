@@ -123,9 +123,9 @@ def versioned_directory(target: Location, *, marker: str) -> Iterator[Location]:
     On success ``_CURRENT`` is written conditionally (see the module) and every other version
     folder removed; if another writer committed meanwhile, :class:`OutputBusyError` is raised
     and this version removed. On any error this version is removed and ``target`` is left as
-    it was.
+    it was. The caller has checked ``target`` (:func:`check_replaceable`:
+    :func:`fairpca_dist.atomic.atomic_directory` does, with the overlap checks).
     """
-    check_replaceable(target, marker)
     base = _read_pointer(target)
     version = target / f"v-{uuid.uuid4().hex[:12]}"
     try:
