@@ -51,7 +51,7 @@ from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
 from fairpca_dist.report import downstream_parity
-from fairpca_dist.scoring import ProjectionScores, score_projection
+from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
 
@@ -76,31 +76,6 @@ COMPARE_GRIDS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass(frozen=True)
-class Criterion:
-    """A column of the comparison: its key, title, which way is better, whether it measures
-    fairness (the Pareto plots put each fairness criterion against explained variance), and
-    whether it has an out-of-sample value."""
-
-    key: str
-    title: str
-    better: str  # "lower" or "higher"
-    fairness: bool
-    out_of_sample: bool = True
-
-
-CRITERIA: tuple[Criterion, ...] = (
-    Criterion("explained_variance_ratio", "explained variance", "higher", False),
-    Criterion("max_loss", "max group loss", "lower", True),
-    Criterion("min_group_variance", "min group variance", "higher", True),
-    Criterion("abdiff", "ABDiff", "lower", True),
-    Criterion("are", "ARE", "lower", False),
-    Criterion("mmd2_linear", "linear MMD²", "lower", True),
-    Criterion("rbf_mmd2", "RBF MMD² (RFF)", "lower", True, out_of_sample=False),
-    Criterion("accuracy", "downstream accuracy", "higher", False, out_of_sample=False),
-    Criterion("dp_difference", "DP difference", "lower", True, out_of_sample=False),
-)
-_BY_KEY = {criterion.key: criterion for criterion in CRITERIA}
 
 
 @dataclass(frozen=True)
@@ -145,11 +120,7 @@ class Candidate:
                 return None
             return self.downstream["accuracy" if key == "accuracy" else "demographic_parity_difference"]
         scores = self.in_sample if where == "in" else self.out_of_sample
-        if scores is None:
-            return None
-        if key == "mmd2_linear":
-            return float(np.max(scores.mmd2_linear))
-        return float(getattr(scores, key))
+        return None if scores is None else scores.value(key)
 
 
 @dataclass(frozen=True)
@@ -197,7 +168,7 @@ class Comparison:
         scored = [(c, v) for c, v in scored if v is not None and np.isfinite(v)]
         if not scored:
             return ()
-        sign = 1.0 if _BY_KEY[key].better == "lower" else -1.0
+        sign = 1.0 if criterion_named(key).better == "lower" else -1.0
         top = min(sign * v for _, v in scored)
         return tuple(c for c, v in scored if np.isclose(sign * v, top, rtol=1e-9, atol=1e-15))
 
@@ -209,7 +180,7 @@ class Comparison:
         scored = [c for c in self.at(n_components) if c.converged
                   and c.value(key) is not None and c.value("explained_variance_ratio") is not None]
         points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
-        return tuple(scored[i] for i in pareto_front(points, _BY_KEY[key].better))
+        return tuple(scored[i] for i in pareto_front(points, criterion_named(key).better))
 
     def reading(self, n_components: int) -> list[str]:
         """Plain-language sentences on the trade-offs at r: for each fairness criterion, the

@@ -15,12 +15,11 @@ import os
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
+from fairpca_dist import charts
 from fairpca_dist.atomic import atomic_directory, input_paths
-from fairpca_dist.comparison import Candidate, Comparison, Criterion
+from fairpca_dist.comparison import Candidate, Comparison
+from fairpca_dist.scoring import Criterion
 from fairpca_dist.storage import Location, StorageOptions, as_given
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 
@@ -160,51 +159,22 @@ def _plots(comparison: Comparison, folder: Location) -> dict[str, str]:
 
 
 def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Location) -> None:
-    figure = Figure(figsize=(6.8, 4.6))
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
     candidates = [c for c in comparison.at(r) if c.value(criterion.key) is not None]
-    for i, method in enumerate(dict.fromkeys(c.method for c in candidates)):
-        sweep = [c for c in candidates if c.method == method]
-        axes.plot([c.value(criterion.key) for c in sweep], [c.value("explained_variance_ratio") for c in sweep],
-                  linestyle="-" if len(sweep) > 1 else "none", marker="os^vD"[i // 10 % 5], color=f"C{i % 10}",
-                  markersize=5, alpha=0.85, label=method)
-    front = comparison.front(r, criterion.key)
-    if front:
-        axes.plot([c.value(criterion.key) for c in front], [c.value("explained_variance_ratio") for c in front],
-                  "--", color="black", linewidth=1.0, zorder=3, label="Pareto front (converged fits)")
-    axes.set_xlabel(f"{criterion.title} ({criterion.better} is fairer)")
-    axes.set_ylabel("explained-variance ratio")
-    axes.set_title(f"r = {r}")
-    axes.legend(fontsize=6, ncol=2)
-    figure.tight_layout()
-    with path.open("wb") as file:
-        figure.savefig(file, format="png", dpi=110, metadata={"Software": None})
+    sweeps = {method: [(c.value(criterion.key), c.value("explained_variance_ratio")) for c in candidates
+                       if c.method == method]
+              for method in dict.fromkeys(c.method for c in candidates)}
+    front = [(c.value(criterion.key), c.value("explained_variance_ratio")) for c in comparison.front(r, criterion.key)]
+    charts.pareto(path, sweeps, front, xlabel=f"{criterion.title} ({criterion.better} is fairer)", title=f"r = {r}")
 
 
 def _group_error_plot(comparison: Comparison, path: Location) -> None:
-    methods = list(dict.fromkeys(c.method for c in comparison.candidates))
-    columns = min(4, len(methods))
-    rows = -(-len(methods) // columns)
-    figure = Figure(figsize=(3.2 * columns, 2.6 * rows))
-    FigureCanvasAgg(figure)
-    for m, method in enumerate(methods):
-        axes = figure.add_subplot(rows, columns, m + 1)
+    missing = np.full(len(comparison.groups), np.nan)
+    panels = {}
+    for method in dict.fromkeys(c.method for c in comparison.candidates):
         curve = [_first_point(comparison, method, r) for r in comparison.ranks]
-        errors = np.array([c.in_sample.group_error if c is not None and c.ok else
-                           np.full(len(comparison.groups), np.nan) for c in curve])
-        for g, group in enumerate(comparison.groups):
-            axes.plot(comparison.ranks, errors[:, g], "o-", color=f"C{g}", markersize=3, label=str(group))
-        axes.set_title(method, fontsize=8)
-        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axes.tick_params(labelsize=7)
-        if m == 0:
-            axes.legend(fontsize=6)
-    figure.supxlabel("r")
-    figure.supylabel("group reconstruction error")
-    figure.tight_layout()
-    with path.open("wb") as file:
-        figure.savefig(file, format="png", dpi=100, metadata={"Software": None})
+        panels[method] = np.array([c.in_sample.group_error if c is not None and c.ok else missing for c in curve])
+    charts.group_panels(path, comparison.ranks, panels, [str(group) for group in comparison.groups],
+                        ylabel="group reconstruction error")
 
 
 def _first_point(comparison: Comparison, method: str, r: int) -> Candidate | None:

@@ -38,16 +38,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from fairlearn.metrics import MetricFrame, demographic_parity_difference, demographic_parity_ratio, selection_rate
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from fairpca_dist import metrics
+from fairpca_dist import charts, metrics
 from fairpca_dist.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
 from fairpca_dist.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
@@ -634,25 +631,12 @@ def _downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[Block]:
 
 
 def _plot(report: dict, quantity: str, ylabel: str, path: Location) -> None:
-    """Per-group ``quantity`` against r: one colour per group, solid PCA, dashed fitted method."""
-    curves = report["curves"]
-    labels = _arm_labels(report)
-    figure = Figure(figsize=(6.4, 4.2))
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    for arm, style in zip(ARMS, ("o-", "s--")):
-        values = np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
-        for g, group in enumerate(report["data"]["groups"]):
-            axes.plot(curves["n_components"], values[:, g], style, color=f"C{g}", markersize=4,
-                      label=f"{labels[arm]}, {group['name']}")
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes.set_xlabel("number of components r")
-    axes.set_ylabel(ylabel)
-    axes.set_title(report["title"])
-    axes.legend(fontsize=7)
-    figure.tight_layout()
-    with path.open("wb") as file:
-        figure.savefig(file, format="png", dpi=110, metadata={"Software": None})
+    """Per-group ``quantity`` against r for both arms (:func:`fairpca_dist.charts.group_curves`)."""
+    curves, labels = report["curves"], _arm_labels(report)
+    arms = {labels[arm]: np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
+            for arm in ARMS}
+    charts.group_curves(path, curves["n_components"], arms, [group["name"] for group in report["data"]["groups"]],
+                        ylabel=ylabel, title=report["title"])
 
 
 # ---------------------------------------------------------------------- writing

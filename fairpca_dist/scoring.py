@@ -17,6 +17,10 @@ For a model with components V fitted on the rows of ``fitted_on`` and scored on 
 * ``explained_variance_ratio``: the share of the variance of all scored rows kept;
 * ``mmd2_linear``: ‖Vᵀ(μ_a − μ_b)‖² between the projected groups (k × k).
 
+:data:`CRITERIA` names every criterion a person reads in a report or a comparison, with its
+direction; each registered method's own criterion is one of them
+(:attr:`fairpca_dist.solvers.SolverSpec.criterion`).
+
 Rank-relaxed maps (Samadi et al.'s r + k − 1 columns) use ⟨·, 2P − P²⟩ throughout, as
 :mod:`fairpca_dist.metrics` does. The RBF-kernel MMD² needs the rows:
 :func:`fairpca_dist.metrics.mmd2_rbf`. No dask here.
@@ -34,7 +38,72 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["ProjectionScores", "score_projection"]
+__all__ = ["CRITERIA", "Criterion", "ProjectionScores", "criterion_named", "score_projection"]
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """A criterion a person compares projections by.
+
+    Attributes
+    ----------
+    key : str
+        Its name in scores, tables and JSON (``max_loss``, ``rbf_mmd2``, …).
+    title : str
+        Its short title in tables.
+    better : {"lower", "higher"}
+        Which way is better (fairer, for a fairness criterion).
+    fairness : bool
+        Whether it measures fairness (the Pareto plots put each against explained variance).
+    out_of_sample : bool
+        Whether a held-out value exists (the row-based criteria are measured in sample only).
+    meaning : str
+        What it measures, in plain words.
+    """
+
+    key: str
+    title: str
+    better: str
+    fairness: bool
+    out_of_sample: bool = True
+    meaning: str = ""
+
+    @property
+    def arrow(self) -> str:
+        """↓ or ↑: the direction of better values."""
+        return "↓" if self.better == "lower" else "↑"
+
+
+CRITERIA: tuple[Criterion, ...] = (
+    Criterion("explained_variance_ratio", "explained variance", "higher", False,
+              meaning="the share of the variance of all rows the projection keeps"),
+    Criterion("max_loss", "max group loss", "lower", True,
+              meaning="the largest group loss: a group's reconstruction error minus the smallest error any "
+                      "r-dimensional projection gives that group (Samadi et al.)"),
+    Criterion("min_group_variance", "min group variance", "higher", True,
+              meaning="the smallest variance the projection keeps of any group (Babu et al.'s max-min criterion)"),
+    Criterion("abdiff", "ABDiff", "lower", True,
+              meaning="the largest minus the smallest group reconstruction error (Vu et al.)"),
+    Criterion("are", "ARE", "lower", False,
+              meaning="the average reconstruction error over all rows (Vu et al.)"),
+    Criterion("mmd2_linear", "linear MMD²", "lower", True,
+              meaning="the largest squared distance between the projected group means, ‖Vᵀ(μ_a − μ_b)‖²"),
+    Criterion("rbf_mmd2", "RBF MMD² (RFF)", "lower", True, out_of_sample=False,
+              meaning="the largest RBF-kernel MMD² between the projected groups' distributions"),
+    Criterion("accuracy", "downstream accuracy", "higher", False, out_of_sample=False,
+              meaning="the accuracy of a classifier trained on the projection"),
+    Criterion("dp_difference", "DP difference", "lower", True, out_of_sample=False,
+              meaning="the largest minus the smallest per-group positive rate of that classifier"),
+)
+_CRITERIA_BY_KEY = {criterion.key: criterion for criterion in CRITERIA}
+
+
+def criterion_named(key: str) -> Criterion:
+    """The criterion of :data:`CRITERIA` with this key."""
+    try:
+        return _CRITERIA_BY_KEY[key]
+    except KeyError:
+        raise InputError(f"unknown criterion {key!r}; known: {sorted(_CRITERIA_BY_KEY)}") from None
 
 
 @dataclass(frozen=True)
@@ -75,6 +144,13 @@ class ProjectionScores:
     @property
     def min_group_variance(self) -> float:
         return float(self.group_variance.min())
+
+    def value(self, key: str) -> float:
+        """The moment-based criterion ``key`` of :data:`CRITERIA` as one number (``mmd2_linear``:
+        its largest entry, the worst pair of groups)."""
+        if key == "mmd2_linear":
+            return float(np.max(self.mmd2_linear))
+        return float(getattr(self, key))
 
     def as_dict(self) -> dict[str, Any]:
         """Every field and derived criterion, as plain values (arrays become lists)."""

@@ -114,6 +114,13 @@ def rows_needed(options: dict) -> bool:
     return options.get("kernel", "rbf") == "rbf"
 
 
+def criterion_key(options: dict) -> str:
+    """The criterion a fit with these options bounds (:data:`fairpca_dist.scoring.CRITERIA`):
+    the RBF-kernel MMD² for the RBF kernel; for the linear and quadratic kernels the linear MMD²
+    (the quadratic kernel's MMD² adds the second moments to that mean gap)."""
+    return "rbf_mmd2" if rows_needed(options) else "mmd2_linear"
+
+
 Evaluation = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
