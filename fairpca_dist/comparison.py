@@ -19,7 +19,7 @@ r, and scores every fit by every criterion (:data:`CRITERIA`):
   projection (two passes for its row sample), and ``mmd`` fits are given the same σ, so their
   constraint and this column measure the same thing;
 * **downstream** accuracy and demographic-parity difference of a classifier trained on each
-  in-sample fit's projection of a row sample (:func:`fairpca_dist.report.downstream_parity`);
+  in-sample fit's projection of a row sample (:func:`fairpca_dist.downstream.downstream_parity`);
 * fit time, status, and the passes over the rows each fit made.
 
 Every method but ``mm-robust`` and ``mmd`` with the RBF kernel fits from the moments, so those
@@ -50,7 +50,7 @@ from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
-from fairpca_dist.report import downstream_parity
+from fairpca_dist.downstream import downstream_parity
 from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
@@ -313,7 +313,7 @@ def compare_methods(
         (status ``"skipped"``) and the RBF column is not measured.
     sample, target, sensitive
         A row sample with a binary ``target`` column for the downstream classifier
-        (:func:`fairpca_dist.report.downstream_parity`); skipped when either is None.
+        (:func:`fairpca_dist.downstream.downstream_parity`); skipped when either is None.
     train_fraction : float
         Share of the cells in the training part of the out-of-sample split (whole cells).
     center, standardize, ddof

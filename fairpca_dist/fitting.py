@@ -276,7 +276,7 @@ def check_report_target(table_dir: str | os.PathLike[str], target: str, *, clien
     """Raise now what the report's downstream check would raise at its end: ``target`` not kept
     by ingest, missing in some rows, or not binary with >= 2 rows per class. One pass over that
     column alone."""
-    from fairpca_dist.report import check_binary_target  # scikit-learn and matplotlib: not for every fit
+    from fairpca_dist.downstream import check_binary_target  # scikit-learn: not for every fit
 
     _schema_with_target(table_dir, target, storage_options)
     counts = value_counts(table_source(table_dir, storage_options), target, dropna=False, client=client,

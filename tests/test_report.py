@@ -18,11 +18,11 @@ from sklearn.preprocessing import StandardScaler
 
 from conftest import CREDIT_CSV, grouped_data
 from fairpca_dist import GroupMoments, InputError, SchemaError, fit_projection, load_model, metrics, save_model
+from fairpca_dist.downstream import downstream_parity
 from fairpca_dist.report import (
     ARMS,
     FIGURES,
     build_report,
-    downstream_parity,
     report_markdown_summary,
     report_table,
     write_report,
