@@ -20,7 +20,14 @@ r, and scores every fit by every criterion (:data:`CRITERIA`):
   constraint and this column measure the same thing;
 * **downstream** accuracy and demographic-parity difference of a classifier trained on each
   in-sample fit's projection of a row sample (:func:`fairpca_dist.downstream.downstream_parity`);
+  a degenerate classifier (constant predictions, or accuracy within noise of the base rate)
+  is marked, and left out of the best (★) and of the fronts of those two columns: its DP
+  difference of 0 is no fairness;
 * fit time, status, and the passes over the rows each fit made.
+
+:meth:`Comparison.reading` says it in words: the fairest fit of each fairness criterion and its
+cost in explained variance, every fit that worsens a criterion next to PCA, the degenerate
+classifiers, and why a fit failed.
 
 Every method but ``mm-robust`` and ``mmd`` with the RBF kernel fits from the moments, so those
 cost nothing beyond the one pass of the cell moments. The row-reading methods run through their
@@ -50,7 +57,7 @@ from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
-from fairpca_dist.downstream import downstream_parity
+from fairpca_dist.downstream import downstream_parity, small_groups_sentence
 from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
@@ -59,7 +66,7 @@ if TYPE_CHECKING:
     from fairpca_dist.passes import TablePasses
 
 __all__ = ["COMPARE_GRIDS", "CRITERIA", "Criterion", "Candidate", "Comparison", "check_comparison",
-           "compare_methods", "pareto_front"]
+           "compare_methods", "one_line", "pareto_front"]
 
 #: The grids swept by default: the trade-off parameter of every method that has one, at points
 #: that span its range (Vu et al.'s α and λ corners; mm-sparse's ℓ1 penalty over three decades
@@ -75,7 +82,15 @@ COMPARE_GRIDS: dict[str, dict[str, Any]] = {
     "olfat-sdp": {"delta": (0.0, 0.1), "mu": (0.1, 1.0)},
 }
 
+DOWNSTREAM_KEYS = ("accuracy", "dp_difference")
+"""The criteria of the downstream classifier: a degenerate one is never the best at them."""
 
+WORSE_RTOL, WORSE_ATOL = 0.01, 1e-6
+"""A fit worsens a criterion next to PCA when it is worse by more than WORSE_RTOL of the larger
+of the two values plus WORSE_ATOL: smaller differences are solver tolerance, not a trade-off."""
+
+MESSAGE_LENGTH = 160
+"""Characters of a failure message shown in a table or a sentence (:func:`one_line`)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +125,20 @@ class Candidate:
     def ok(self) -> bool:
         return self.in_sample is not None
 
+    @property
+    def degenerate(self) -> str | None:
+        """Why this fit's downstream classifier learned nothing usable, or None
+        (:func:`fairpca_dist.downstream.downstream_parity`)."""
+        return None if self.downstream is None else self.downstream["degenerate"]
+
+    def competes(self, key: str, where: str = "in") -> bool:
+        """Whether this fit's value of criterion ``key`` may be the best or on a front: it
+        converged, the value is finite, and for a downstream criterion its classifier is not
+        degenerate."""
+        value = self.value(key, where)
+        return (self.converged and value is not None and bool(np.isfinite(value))
+                and not (key in DOWNSTREAM_KEYS and self.degenerate))
+
     def value(self, key: str, where: str = "in") -> float | None:
         """Criterion ``key`` in sample (``where="in"``) or on the test cells (``"test"``);
         None when it was not measured."""
@@ -134,6 +163,9 @@ class Comparison:
     candidates: tuple[Candidate, ...]
     passes: dict[str, int]
     seconds: float
+    downstream: dict[str, Any] | None = None
+    """What :func:`~fairpca_dist.downstream.downstream_parity` found beyond each fit's scores:
+    target, base rate, test rows per group, small groups, the raw features' classifier."""
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -154,7 +186,8 @@ class Comparison:
             row: dict[str, Any] = {"method": c.method, "params": json.dumps(jsonable(c.params)), "label": c.label,
                                    "n_components": c.n_components, "status": c.status, "converged": c.converged,
                                    "seconds": c.seconds, "passes": c.passes, "reads_rows": c.reads_rows,
-                                   "test_status": c.out_of_sample_status}
+                                   "test_status": c.out_of_sample_status,
+                                   "downstream_degenerate": c.degenerate}
             for criterion in CRITERIA:
                 row[f"in_{criterion.key}"] = c.value(criterion.key, "in")
                 if criterion.out_of_sample:
@@ -163,9 +196,10 @@ class Comparison:
         return pd.DataFrame(rows)
 
     def best(self, n_components: int, key: str, where: str = "in") -> tuple[Candidate, ...]:
-        """The converged candidates at r with the best value of criterion ``key`` (ties all)."""
-        scored = [(c, c.value(key, where)) for c in self.at(n_components) if c.converged]
-        scored = [(c, v) for c, v in scored if v is not None and np.isfinite(v)]
+        """The candidates at r with the best value of criterion ``key`` (ties all), among those
+        that compete for it (:meth:`Candidate.competes`: converged, and no degenerate classifier
+        for a downstream criterion)."""
+        scored = [(c, c.value(key, where)) for c in self.at(n_components) if c.competes(key, where)]
         if not scored:
             return ()
         sign = 1.0 if criterion_named(key).better == "lower" else -1.0
@@ -173,19 +207,44 @@ class Comparison:
         return tuple(c for c, v in scored if np.isclose(sign * v, top, rtol=1e-9, atol=1e-15))
 
     def front(self, n_components: int, key: str) -> tuple[Candidate, ...]:
-        """The converged candidates at r on the Pareto front of explained variance (higher)
-        against fairness criterion ``key``, in sample (:func:`pareto_front`). Fits that did not
-        converge are left out: their last iterate (e.g. mm-sparse's all-zero map past its tight
-        range) would otherwise claim the front with numbers no solution has."""
-        scored = [c for c in self.at(n_components) if c.converged
-                  and c.value(key) is not None and c.value("explained_variance_ratio") is not None]
+        """The candidates at r on the Pareto front of explained variance (higher) against
+        fairness criterion ``key``, in sample (:func:`pareto_front`), among those that
+        compete for it (:meth:`Candidate.competes`). Fits that did not converge are left out: their last
+        iterate (e.g. mm-sparse's all-zero map past its tight range) would otherwise claim the
+        front with numbers no solution has; so are degenerate classifiers from the downstream
+        fronts: a DP difference of 0 from predicting one class is no fairness."""
+        scored = [c for c in self.at(n_components)
+                  if c.competes(key) and c.value("explained_variance_ratio") is not None]
         points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
         return tuple(scored[i] for i in pareto_front(points, criterion_named(key).better))
 
     def reading(self, n_components: int) -> list[str]:
         """Plain-language sentences on the trade-offs at r: for each fairness criterion, the
-        methods on the front and what the fairest one costs in explained variance next to PCA."""
-        pca = next((c for c in self.at(n_components) if c.method == "pca" and c.ok), None)
+        methods on the front and what the fairest one costs in explained variance next to PCA;
+        each fit that worsens a criterion next to PCA (:data:`WORSE_RTOL`); the degenerate
+        downstream classifiers; the fits that failed (with their reason), were skipped, or did
+        not converge."""
+        candidates = self.at(n_components)
+        pca = next((c for c in candidates if c.method == "pca" and c.ok), None)
+        lines = [*self._fronts_reading(n_components, pca)]
+        if pca is not None:
+            lines += [line for c in candidates if c is not pca and (line := self._worse_than_pca(c, pca))]
+        lines += self._downstream_reading(candidates)
+        failed = [f"{c.label} ({one_line(c.message)})" for c in candidates if c.status == "failed"]
+        skipped = [f"{c.label} ({one_line(c.message)})" for c in candidates if c.status == "skipped"]
+        unconverged = [c.label for c in candidates if c.ok and not c.converged]
+        if failed:
+            lines.append(f"Failed: {'; '.join(failed)}.")
+        if skipped:
+            lines.append(f"Skipped: {'; '.join(skipped)}.")
+        if unconverged:
+            lines.append(f"Did not converge (their numbers are of the last iterate; left out of the fronts): "
+                         f"{', '.join(unconverged)}.")
+        return lines
+
+    def _fronts_reading(self, n_components: int, pca: Candidate | None) -> list[str]:
+        """For each fairness criterion: its front, the fairest fit on it and that fit's cost in
+        explained variance next to PCA."""
         lines = []
         for criterion in self.criteria():
             if not criterion.fairness:
@@ -204,13 +263,59 @@ class Comparison:
             else:
                 sentence += ")."
             lines.append(sentence)
-        failed = [c.label for c in self.at(n_components) if not c.ok]
-        unconverged = [c.label for c in self.at(n_components) if c.ok and not c.converged]
-        if failed:
-            lines.append(f"Failed: {', '.join(failed)} (see their status).")
-        if unconverged:
-            lines.append(f"Did not converge (their numbers are of the last iterate; left out of the fronts): "
-                         f"{', '.join(unconverged)}.")
+        return lines
+
+    def _worse_than_pca(self, candidate: Candidate, pca: Candidate) -> str | None:
+        """``"mm lowers the max group loss from 3.49 to 3.12 (its own criterion) but raises
+        the DP difference from 0.04 to 0.09."``: the fairness criteria and the downstream
+        accuracy where a converged fit is worse than PCA, after what it improves on its own
+        criterion; None when it worsens nothing. A degenerate classifier's downstream numbers
+        (or PCA's) are not compared."""
+        if not candidate.converged:
+            return None
+        keys = [c.key for c in self.criteria() if c.fairness or c.key == "accuracy"]
+        keys = [key for key in keys if candidate.competes(key) and pca.competes(key)]
+        own = self._own_criterion(candidate)
+        worse = [key for key in keys if _worse(key, candidate.value(key), pca.value(key))]
+        if not worse:
+            return None
+        changes = _and([_change(key, pca.value(key), candidate.value(key)) for key in worse])
+        if own in keys and _worse(own, pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0):
+            improved = _change(own, pca.value(own), candidate.value(own))
+            return f"{candidate.label} {improved} (its own criterion) but {changes} next to PCA."
+        return f"{candidate.label} {changes} next to PCA."
+
+    def _own_criterion(self, candidate: Candidate) -> str | None:
+        """The key of the criterion the candidate's method makes fair, None for a user callable."""
+        spec = SOLVERS.get(candidate.method)
+        if spec is None:
+            return None
+        fixed = self.settings.get("methods", {}).get(candidate.method, {}).get("fixed", {})
+        return spec.criterion_of({**fixed, **candidate.params})
+
+    def _downstream_reading(self, candidates: Sequence[Candidate]) -> list[str]:
+        """The raw features' classifier when it is degenerate, the base rate, the degenerate
+        classifiers at this r, and the groups with few test rows."""
+        if self.downstream is None:
+            return []
+        downstream = self.downstream
+        lines = []
+        reference = downstream["reference"]["degenerate"]
+        if reference:
+            lines.append(f"Even the classifier on the raw features is degenerate ({reference}): "
+                         f"{downstream['target']!r} cannot be predicted from these features, so the downstream "
+                         "columns say nothing about the projections.")
+        base_rate = (f"Downstream base rate: {downstream['positive_class']!r} is {100 * downstream['base_rate']:.1f} % "
+                     f"of the {downstream['n_test']} test rows; predicting the majority class for every row scores "
+                     f"accuracy {downstream['majority_accuracy']:.4g}.")
+        degenerate = [f"{c.label} ({c.degenerate})" for c in candidates if c.degenerate]
+        if degenerate:
+            base_rate += (" Degenerate downstream classifiers, whose accuracy and DP difference are marked, never ★ "
+                          f"and left out of the fronts: {'; '.join(degenerate)}.")
+        lines.append(base_rate)
+        small = small_groups_sentence(downstream)
+        if small:
+            lines.append(small)
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,6 +325,7 @@ class Comparison:
 
         return jsonable({
             "settings": self.settings,
+            "downstream": self.downstream,
             "groups": [label_to_json(g) for g in self.groups],
             "split": {"train": [label_to_json(c) for c in self.split.train],
                       "test": [label_to_json(c) for c in self.split.test]},
@@ -349,6 +455,7 @@ def compare_methods(
     used = {"rbf bandwidth samples": 0, "random-feature sums": 0}
     sigmas: dict[int, float] = {}
     candidates: list[Candidate] = []
+    downstream: dict[str, Any] | None = None
     n_fits = 2 * len(ranks) * sum(len(plan.grid) for plan in plans)
     with progress_bar("compare", disable=None if progress else True) as bar:
         bar.unit, bar.total = "fit", n_fits
@@ -364,7 +471,8 @@ def compare_methods(
             at_rank = [_candidate(plan, params, r, total, train, test, split, passes, fit_options, sigma,
                                   random_state, bar) for plan in plans for params in plan.grid]
             at_rank = _with_rbf_mmd(at_rank, total, passes, sigma, n_random_features, random_state, used)
-            candidates += _with_downstream(at_rank, sample, target, sensitive, random_state)
+            at_rank, downstream = _with_downstream(at_rank, sample, target, sensitive, random_state, downstream)
+            candidates += at_rank
     settings = {
         "n_components": list(ranks), "train_fraction": train_fraction, "center": center,
         "standardize": standardize, "ddof": ddof, "random_state": random_state, "n_cells": cells.n_cells,
@@ -375,7 +483,7 @@ def compare_methods(
     }
     return Comparison(settings=settings, groups=cells.groups, split=split, candidates=tuple(candidates),
                       passes={**used, "fits": sum(c.passes for c in candidates)},
-                      seconds=time.perf_counter() - started)
+                      seconds=time.perf_counter() - started, downstream=downstream)
 
 
 def _candidate(plan: MethodPlan, params: dict[str, Any], r: int, total: GroupMoments, train: GroupMoments,
@@ -443,18 +551,47 @@ def _with_rbf_mmd(candidates: list[Candidate], total: GroupMoments, passes: Tabl
 
 
 def _with_downstream(candidates: list[Candidate], sample: pd.DataFrame | None, target: str | None,
-                     sensitive: Sequence[str] | str | None, seed: int) -> list[Candidate]:
-    """Accuracy and DP difference of the downstream classifier on every successful fit."""
+                     sensitive: Sequence[str] | str | None, seed: int,
+                     found: dict[str, Any] | None) -> tuple[list[Candidate], dict[str, Any] | None]:
+    """Accuracy and DP difference of the downstream classifier on every successful fit, and
+    what the check found beyond them (the same split at every r: base rate, groups; else
+    ``found``, that of an earlier r)."""
     fitted = {c.label: c.model for c in candidates if c.model is not None}
     if sample is None or target is None or not fitted:
-        return candidates
+        return candidates, found
     features = list(next(iter(fitted.values())).feature_names)
     if sensitive is None:
         sensitive = [column for column in sample.columns if column not in features and column != target]
     scores = downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=fitted,
                                random_state=seed)
+    shared = {key: value for key, value in scores.items() if key != "models"}
     return [replace(c, downstream=scores["models"].get(c.label) if c.model is not None else None)
-            for c in candidates]
+            for c in candidates], shared
+
+
+def one_line(message: str, limit: int = MESSAGE_LENGTH) -> str:
+    """``message`` on one line (runs of white space become one space), cut to ``limit``
+    characters with "…" when longer."""
+    text = " ".join(message.split())
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def _worse(key: str, value: float, reference: float, *, rtol: float = WORSE_RTOL, atol: float = WORSE_ATOL) -> bool:
+    """Whether ``value`` of criterion ``key`` is worse than ``reference`` by more than
+    ``rtol`` of the larger of the two plus ``atol``."""
+    sign = 1.0 if criterion_named(key).better == "lower" else -1.0
+    return sign * (value - reference) > rtol * max(abs(value), abs(reference)) + atol
+
+
+def _and(items: Sequence[str]) -> str:
+    """``"a, b and c"``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def _change(key: str, before: float, after: float) -> str:
+    """``"raises the DP difference from 0.04 to 0.09"``."""
+    verb = "raises" if after > before else "lowers"
+    return f"{verb} the {criterion_named(key).title} from {_g(before)} to {_g(after)}"
 
 
 def _names(candidates: Sequence[Candidate]) -> str:

@@ -1,8 +1,9 @@
 """The comparison's files: ``comparison.json`` / ``.csv`` / ``.md`` / ``.html`` and its PNGs.
 
-Rendering only (the numbers are :class:`~fairpca_dist.comparison.Comparison`'s): per rank r, a
-table of methods × criteria in sample and one out of sample with the best of each column
-marked ★, the Pareto plots of explained variance against each fairness criterion (each
+Rendering only (the numbers are :class:`~fairpca_dist.comparison.Comparison`'s): the base rate
+of the downstream classifier; per rank r, a table of methods × criteria in sample and one out
+of sample with the best of each column marked ★ (a degenerate downstream classifier marked
+instead, never ★), the Pareto plots of explained variance against each fairness criterion (each
 method's grid drawn as a curve, the front as a black line), the plain-language reading, and,
 for all ranks, each method's per-group error against r. The Markdown and the HTML show the same
 blocks (:mod:`fairpca_dist.rendering`). The folder is replaced as a whole.
@@ -18,7 +19,8 @@ import numpy as np
 
 from fairpca_dist import charts
 from fairpca_dist.atomic import atomic_directory, input_paths
-from fairpca_dist.comparison import Candidate, Comparison
+from fairpca_dist.comparison import DOWNSTREAM_KEYS, Candidate, Comparison, one_line
+from fairpca_dist.downstream import base_rate_sentence, degenerate_mark
 from fairpca_dist.scoring import Criterion
 from fairpca_dist.storage import Location, StorageOptions, as_given
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
@@ -62,10 +64,11 @@ def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[
             f"{', '.join(f'{g} ({n})' for g, n in zip(map(str, comparison.groups), settings['group_counts']))}. "
             f"In sample: fitted and scored on every row. Out of sample: fitted on {len(comparison.split.train)} of "
             f"{settings['n_cells']} cells, scored on the other {len(comparison.split.test)}. Centre "
-            f"'{settings['center']}', standardize {settings['standardize']}. ★ marks the best value of a column. "
-            f"Took {comparison.seconds:.1f} s."
+            f"'{settings['center']}', standardize {settings['standardize']}. ★ marks the best value of a column "
+            f"(never a degenerate downstream classifier's). Took {comparison.seconds:.1f} s."
         ),
         Paragraph(_passes_sentence(comparison)),
+        *([Paragraph(base_rate_sentence(comparison.downstream))] if comparison.downstream else []),
     ]
     for r in comparison.ranks:
         candidates = comparison.at(r)
@@ -80,8 +83,8 @@ def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[
             *(Image(name, caption) for name, caption in images.items() if name.startswith(f"pareto_r{r}_")),
             Heading(3, "Fits"),
             Table(["method", "status", "out-of-sample status", "fit s", "passes over the rows", "message"],
-                  [[c.label, c.status, c.out_of_sample_status, f"{c.seconds:.2f}", str(c.passes), c.message]
-                   for c in candidates]),
+                  [[c.label, c.status, one_line(c.out_of_sample_status), f"{c.seconds:.2f}", str(c.passes),
+                    one_line(c.message)] for c in candidates]),
         ]
     if "group_error_vs_r" in images:
         blocks += [Heading(2, "Per-group error against r"), Image("group_error_vs_r", images["group_error_vs_r"])]
@@ -102,10 +105,17 @@ def _criteria_table(comparison: Comparison, r: int, where: str) -> Table:
         cells = [candidate.label]
         for criterion in criteria:
             value = candidate.value(criterion.key, where)
-            mark = " ★" if id(candidate) in best[criterion.key] else ""
-            cells.append(number(value) + mark)
+            cells.append(number(value) + _mark(candidate, criterion.key, id(candidate) in best[criterion.key]))
         rows.append(cells)
     return Table(header, rows)
+
+
+def _mark(candidate: Candidate, key: str, best: bool) -> str:
+    """`` ★`` for the best value, `` (constant)`` / `` (≈ base rate)`` for a degenerate
+    classifier's downstream value, else nothing."""
+    if key in DOWNSTREAM_KEYS and candidate.degenerate:
+        return f" ({degenerate_mark(candidate.degenerate)})"
+    return " ★" if best else ""
 
 
 def _passes_sentence(comparison: Comparison) -> str:
@@ -133,12 +143,13 @@ def _rbf_sentence(settings: dict) -> str:
 
 
 def _downstream_sentence(comparison: Comparison) -> str:
-    scores = next((c.downstream for c in comparison.candidates if c.downstream is not None), None)
-    if scores is None:
+    downstream = comparison.downstream
+    if downstream is None:
         return "not measured (give a target column)"
     return (f"StandardScaler + LogisticRegression on each projection of a row sample, predicting "
-            f"{comparison.settings['target']!r}, scored on a held-out 30 % of the sample; DP difference is the largest "
-            "minus the smallest per-group positive rate")
+            f"{downstream['target']!r} = {downstream['positive_class']!r}, trained on {downstream['n_train']} rows and "
+            f"scored on {downstream['n_test']} held-out ones; DP difference is the largest minus the smallest "
+            "per-group positive rate")
 
 
 # ---------------------------------------------------------------------- figures

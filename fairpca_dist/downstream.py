@@ -6,6 +6,14 @@ a row sample and scores it on a held-out part: accuracy, per-group selection rat
 fairlearn's demographic-parity difference and ratio. :func:`downstream_blocks` renders that
 for a report. The report (:mod:`fairpca_dist.report`) and the comparison
 (:mod:`fairpca_dist.comparison`) both call it.
+
+A classifier that learned nothing has perfect parity: predicting one class for every row gives
+every group the same selection rate, a DP difference of 0 and the accuracy of the majority
+class. So each input is checked for being **degenerate** — its predictions are (nearly)
+constant (:data:`CONSTANT_SHARE`), or its accuracy is within noise of the majority-class
+accuracy (:data:`NOISE_STANDARD_ERRORS`) — and groups with too few test rows for a selection
+rate to mean much (:data:`MIN_GROUP_TEST_ROWS`) are named with their counts. Reports mark
+degenerate classifiers and the comparison never calls one the best or the fairest.
 """
 
 from __future__ import annotations
@@ -27,11 +35,25 @@ from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import sorted_labels
 from fairpca_dist.rendering import Block, Paragraph, Table, number
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.wording import listed_counts
 
-__all__ = ["check_binary_target", "downstream_blocks", "downstream_parity"]
+__all__ = ["CONSTANT_SHARE", "MIN_GROUP_TEST_ROWS", "NOISE_STANDARD_ERRORS", "base_rate_sentence",
+           "check_binary_target", "degenerate_mark", "downstream_blocks", "downstream_parity",
+           "small_groups_sentence"]
 
 _CLASSIFIER_MAX_ITER = 1000
 _CLASSIFIER = f"StandardScaler + LogisticRegression(lbfgs, C=1, max_iter={_CLASSIFIER_MAX_ITER})"
+
+CONSTANT_SHARE = 0.99
+"""Predictions are (nearly) constant when at least this share of the test rows get one class."""
+
+NOISE_STANDARD_ERRORS = 2.0
+"""Accuracy is "≈ base rate" when it exceeds the majority-class accuracy m by at most this many
+standard errors √(m(1 − m)/n_test) of an accuracy measured on n_test rows (or falls below m)."""
+
+MIN_GROUP_TEST_ROWS = 30
+"""Groups with fewer test rows than this give selection rates too rough to compare: the parity
+figures built from them carry a warning with the counts."""
 
 
 def downstream_parity(
@@ -76,10 +98,18 @@ def downstream_parity(
     -------
     dict
         ``target``, ``positive_class``, ``sensitive``, ``n_train``, ``n_test``, ``test_size``,
-        ``random_state``, ``classifier``, ``reference`` (the raw features) and ``models``
-        (name -> scores). Scores are ``n_inputs``, ``accuracy``,
-        ``demographic_parity_difference``, ``demographic_parity_ratio`` and ``selection_rate``
-        (group -> rate); the ratio is None when no group gets a positive prediction.
+        ``random_state``, ``classifier``; ``base_rate`` (the positive class's share of the test
+        rows) and ``majority_accuracy`` = max(base rate, 1 − base rate), the accuracy of
+        predicting the majority class for every row; ``group_test_counts`` (group -> test
+        rows) and ``groups_too_small`` (the groups with fewer than
+        :data:`MIN_GROUP_TEST_ROWS` test rows -> their counts; empty when none);
+        ``thresholds`` (the three constants of the degeneracy checks); ``reference`` (the raw
+        features) and ``models`` (name -> scores). Scores are ``n_inputs``, ``accuracy``,
+        ``demographic_parity_difference``, ``demographic_parity_ratio``, ``selection_rate``
+        (group -> rate), ``predicted_positive_share`` and ``degenerate``: None, or why the
+        classifier learned nothing usable (a reason starting with ``"constant"``,
+        ``"nearly constant"`` or ``"≈ base rate"`` before a colon; :func:`degenerate_mark`).
+        The ratio is None when no group gets a positive prediction.
 
     Raises
     ------
@@ -99,10 +129,17 @@ def downstream_parity(
         np.arange(len(sample)), test_size=test_size, random_state=random_state, stratify=y
     )
 
+    base_rate = float(y[test].mean())
+    majority = max(base_rate, 1.0 - base_rate)
+
     def scores(inputs: np.ndarray) -> dict[str, Any]:
         classifier = _classifier().fit(inputs[train], y[train])
-        return _parity_scores(y[test], classifier.predict(inputs[test]), groups[test], inputs.shape[1])
+        predicted = classifier.predict(inputs[test])
+        return {**_parity_scores(y[test], predicted, groups[test], inputs.shape[1]),
+                "predicted_positive_share": float(predicted.mean()),
+                "degenerate": _degenerate(y[test], predicted, majority)}
 
+    counts = pd.Series(groups[test]).value_counts().sort_index()
     return jsonable({
         "target": target,
         "positive_class": positive,
@@ -112,6 +149,12 @@ def downstream_parity(
         "test_size": test_size,
         "random_state": random_state,
         "classifier": _CLASSIFIER,
+        "base_rate": base_rate,
+        "majority_accuracy": majority,
+        "group_test_counts": {str(group): int(n) for group, n in counts.items()},
+        "groups_too_small": {str(group): int(n) for group, n in counts.items() if n < MIN_GROUP_TEST_ROWS},
+        "thresholds": {"constant_share": CONSTANT_SHARE, "noise_standard_errors": NOISE_STANDARD_ERRORS,
+                       "min_group_test_rows": MIN_GROUP_TEST_ROWS},
         "reference": scores(x),
         "models": {name: scores(model.transform(x)) for name, model in models.items()},
     })
@@ -184,16 +227,47 @@ def _parity_scores(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray, n
     }
 
 
+def _degenerate(y_true: np.ndarray, y_pred: np.ndarray, majority: float) -> str | None:
+    """Why a classifier's predictions say nothing about its inputs, or None (module docstring).
+
+    Constant: one class for every test row. Nearly constant: one class for at least
+    :data:`CONSTANT_SHARE` of them. ≈ base rate: accuracy a ≤ m + k·√(m(1 − m)/n), m the
+    majority-class accuracy, k = :data:`NOISE_STANDARD_ERRORS`, n the test rows.
+    """
+    positive_share = float(y_pred.mean())
+    top = max(positive_share, 1.0 - positive_share)
+    if top == 1.0:
+        return "constant: predicts one class for every row"
+    if top >= CONSTANT_SHARE:
+        predicted = "positive" if positive_share > 0.5 else "negative"
+        return f"nearly constant: predicts {predicted} for {100 * top:.1f} % of the test rows"
+    accuracy = accuracy_score(y_true, y_pred)
+    noise = _noise(majority, len(y_true))
+    if accuracy <= majority + noise:
+        return (f"≈ base rate: accuracy {accuracy:.4g}, not above the majority class's {majority:.4g} by more "
+                f"than {NOISE_STANDARD_ERRORS:g} standard errors ({noise:.2g})")
+    return None
+
+
+def degenerate_mark(reason: str | None) -> str:
+    """The short mark of a degeneracy ``reason`` for a table cell: ``"constant"``,
+    ``"nearly constant"``, ``"≈ base rate"``, or ``""`` for None."""
+    return "" if reason is None else reason.split(":", 1)[0]
+
+
 def downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[Block]:
-    """The downstream section of a report: what was trained and how it was scored, a table of
-    accuracy and parity per input, and the selection rate per group (``labels``: display names
-    of the models)."""
+    """The downstream section of a report: what was trained and how it was scored, the base
+    rate, a table of accuracy and parity per input with degenerate classifiers marked, in words
+    how each model's classifier compares with PCA's (the model named ``"pca"``), a warning when
+    groups have few test rows, and the selection rate per group with its test rows
+    (``labels``: display names of the models)."""
     if "skipped" in downstream:
         return [Paragraph(f"Skipped: {downstream['skipped']}.")]
     entries = {"raw features": downstream["reference"]} | {
         labels.get(name, name): scores for name, scores in downstream["models"].items()
     }
-    groups = sorted({group for scores in entries.values() for group in scores["selection_rate"]})
+    counts = downstream["group_test_counts"]
+    small = small_groups_sentence(downstream)
     return [
         Paragraph(
             f"{downstream['classifier']} predicting {downstream['target']!r} = {downstream['positive_class']!r}, "
@@ -202,15 +276,78 @@ def downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[Block]:
             f"{', '.join(downstream['sensitive'])}. DP difference: largest minus smallest selection rate "
             "P(prediction = positive | group); DP ratio: smallest over largest."
         ),
+        Paragraph(base_rate_sentence(downstream)),
         Table(
-            ["inputs", "columns", "accuracy", "DP difference", "DP ratio"],
+            ["inputs", "columns", "accuracy", "DP difference", "DP ratio", "note"],
             [[name, *(number(scores[key]) for key in ("n_inputs", "accuracy", "demographic_parity_difference",
-                                                      "demographic_parity_ratio"))]
+                                                      "demographic_parity_ratio")), scores["degenerate"] or ""]
              for name, scores in entries.items()],
         ),
+        *(Paragraph(sentence) for sentence in _against_pca(downstream, labels)),
+        *([Paragraph(small)] if small else []),
         Table(
-            ["group", *(f"selection rate ({name})" for name in entries)],
-            [[group, *(number(scores["selection_rate"].get(group)) for scores in entries.values())]
-             for group in groups],
+            ["group", "test rows", *(f"selection rate ({name})" for name in entries)],
+            [[group, str(n), *(number(scores["selection_rate"].get(group)) for scores in entries.values())]
+             for group, n in counts.items()],
         ),
     ]
+
+
+def base_rate_sentence(downstream: dict) -> str:
+    """The base rate of a :func:`downstream_parity` result in words, and what makes a
+    classifier degenerate."""
+    thresholds, majority = downstream["thresholds"], downstream["majority_accuracy"]
+    noise = _noise(majority, downstream["n_test"], thresholds["noise_standard_errors"])
+    return (
+        f"Base rate: {downstream['positive_class']!r} is {100 * downstream['base_rate']:.1f} % of the "
+        f"{downstream['n_test']} test rows, so predicting the majority class for every row scores accuracy "
+        f"{majority:.4g}. A classifier that predicts one class for at least "
+        f"{100 * thresholds['constant_share']:g} % of the test rows (constant) or whose accuracy is at most "
+        f"{thresholds['noise_standard_errors']:g} standard errors (±{noise:.2g}) above {majority:.4g} (≈ base rate) "
+        "learned nothing usable from its inputs: it is marked, and its parity figures (a DP difference of 0 "
+        "for a constant one) say nothing about fairness."
+    )
+
+
+def small_groups_sentence(downstream: dict) -> str | None:
+    """A warning naming the groups with fewer test rows than :data:`MIN_GROUP_TEST_ROWS`, with
+    their counts; None when there are none."""
+    small = downstream["groups_too_small"]
+    if not small:
+        return None
+    return (f"Warning: {len(small)} group(s) have fewer than {downstream['thresholds']['min_group_test_rows']} test "
+            f"rows ({listed_counts(small)}): their selection rates, and the DP difference and ratio built from "
+            "them, rest on a handful of predictions and may move a lot with another split.")
+
+
+def _against_pca(downstream: dict, labels: dict[str, str]) -> list[str]:
+    """Each model's classifier next to PCA's, in words: DP difference and accuracy, or why one
+    of them says nothing (degenerate)."""
+    pca = downstream["models"].get("pca")
+    if pca is None:
+        return []
+    pca_label = labels.get("pca", "pca")
+    sentences = []
+    for name, scores in downstream["models"].items():
+        if name == "pca":
+            continue
+        label = labels.get(name, name)
+        flagged = [(who, s["degenerate"]) for who, s in ((label, scores), (pca_label, pca)) if s["degenerate"]]
+        if flagged:
+            sentences.append(
+                "; ".join(f"{who}'s classifier is degenerate ({reason})" for who, reason in flagged)
+                + f": its DP difference and accuracy are no measure of the projection's fairness, so {label} and "
+                  f"{pca_label} cannot be compared downstream.")
+            continue
+        ours, theirs = scores["demographic_parity_difference"], pca["demographic_parity_difference"]
+        evenness = ("less evenly across groups than" if ours > theirs else
+                    "more evenly across groups than" if ours < theirs else "as evenly across groups as")
+        sentences.append(
+            f"{label}'s classifier selects {evenness} {pca_label}'s: DP difference {ours:.4g} against "
+            f"{theirs:.4g}, accuracy {scores['accuracy']:.4g} against {pca['accuracy']:.4g}.")
+    return sentences
+
+
+def _noise(majority: float, n_test: int, standard_errors: float = NOISE_STANDARD_ERRORS) -> float:
+    """``standard_errors`` standard errors of an accuracy near ``majority`` on ``n_test`` rows."""
+    return standard_errors * float(np.sqrt(majority * (1.0 - majority) / n_test))
