@@ -73,7 +73,8 @@ def _ingest(args: argparse.Namespace) -> int:
         on_bad_rows=args.on_bad_rows, read_options=_options(args.read_option), client=args.dask_address, progress=True,
         storage_options=_storage_options(args),
     )
-    print(f"ingested {result.summary()} into {result.table_dir}")
+    counts, *left_out = result.summary().splitlines()  # then the columns left out, if any
+    print("\n".join([f"ingested {counts} into {result.table_dir}", *left_out]))
     return 0
 
 

@@ -3,8 +3,11 @@ Parquet plus ``schema.json``.
 
 Rows whose features are NaN/inf or whose group label is missing are counted per column and
 sampled into a rejects file; with ``on_bad_rows="fail"`` (the default) their presence is an
-error and nothing is written, with ``"drop"`` they are left out and recorded. Nothing is
-dropped silently. The output folder appears complete or not at all.
+error and nothing is written, with ``"drop"`` they are left out and recorded. Columns left out
+of the features are named with the reason in the summary and in ``schema.json``
+(``dropped_columns``); a column of numbers with a missing-value marker (``?``) is told from text
+and the reader option that reads it offered. Nothing is dropped silently. The output folder
+appears complete or not at all.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import json
 import os
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -24,11 +28,13 @@ import pyarrow.parquet as pq
 
 from fairpca_dist.atomic import atomic_directory, atomic_file, input_paths
 from fairpca_dist.exceptions import InputError, OutputPathError, SchemaError, reading
+from fairpca_dist.markers import ALL_MISSING, TextProfile, na_values_hint, profile_text
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
-from fairpca_dist.sources import Partition, feature_values, open_table
+from fairpca_dist.sources import Partition, feature_values, map_partitions, open_table
 from fairpca_dist.storage import Location, StorageOptions, as_given, locate
 from fairpca_dist.versions import committed
+from fairpca_dist.wording import listed, listed_counts
 
 __all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "failed_rejects_path", "SCHEMA_FILE",
            "REJECTS_SAMPLE_ROWS"]
@@ -39,6 +45,11 @@ PARTS_DIR = "parts"  # the Parquet files, alone in their folder so any Parquet r
 REJECTS_SAMPLE_ROWS = 1000
 _SCHEMA_VERSION = 1
 BadRowPolicy = Literal["fail", "drop"]
+
+# Why a column of the source is not in the ingested table (schema.json's "dropped_columns");
+# columns read as text get their reason from their values (TextProfile.reason).
+EXCLUDED = "excluded by the user"
+NOT_LISTED = "not among the listed features"
 
 
 @dataclass(frozen=True)
@@ -51,12 +62,33 @@ class IngestResult:
     schema: dict[str, Any]
 
     def summary(self) -> str:
-        """One line for a person: rows, rejected rows, the features used and the groups found."""
+        """For a person: one line with the rows, rejected rows, the features used and the groups
+        found; when columns were left out, a line naming a few of them per reason, and when some
+        hold numbers but for a missing-value marker, a line with the option that reads them."""
         features = self.schema["features"]
         shown = ", ".join(features if len(features) <= 10 else [*features[:8], "…"])
         groups = len(self.schema["groups"])
-        return (f"{self.rows:,} rows ({self.rejected:,} rejected), {len(features)} features ({shown}), "
-                f"{groups} groups by {', '.join(self.schema['sensitive_feature'])}")
+        lines = [f"{self.rows:,} rows ({self.rejected:,} rejected), {len(features)} features ({shown}), "
+                 f"{groups} groups by {', '.join(self.schema['sensitive_feature'])}"]
+        dropped = self.schema["dropped_columns"]
+        if dropped:
+            lines.append(_dropped_line(dropped))
+        markers = self.schema["suggested_read_options"].get("na_values")
+        if markers:
+            lines.append(na_values_hint(markers))
+        return "\n".join(lines)
+
+
+def _dropped_line(dropped: dict[str, str]) -> str:
+    """``"24 columns left out of the features: 'a', 'b', 'c' and 19 more (numbers but for '?');
+    'state' (not numeric)"``: a few columns per reason, the most frequent reason first."""
+    by_reason: dict[str, list[str]] = {}
+    for column, reason in dropped.items():
+        by_reason.setdefault(reason, []).append(column)
+    ranked = sorted(by_reason.items(), key=lambda item: -len(item[1]))
+    columns = "column" if len(dropped) == 1 else "columns"
+    return (f"{len(dropped)} {columns} left out of the features: "
+            + "; ".join(f"{listed(names, 3)} ({reason})" for reason, names in ranked))
 
 
 @dataclass(frozen=True)
@@ -66,6 +98,46 @@ class _PartitionReport:
     bad_by_column: dict[str, int]
     sample: pd.DataFrame
     groups: dict[Any, int]
+    profiles: dict[str, TextProfile] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """The partitions' reports merged: what one pass over the table found."""
+
+    reports: list[_PartitionReport]
+    bad_by_column: Counter
+    groups: Counter
+    profiles: dict[str, TextProfile]
+
+    @classmethod
+    def of(cls, reports: list[_PartitionReport]) -> _Pass:
+        bad_by_column: Counter = Counter()
+        groups: Counter = Counter()
+        profiles: dict[str, TextProfile] = {}
+        for report in reports:
+            bad_by_column.update(report.bad_by_column)
+            groups.update(report.groups)
+            for column, profile in report.profiles.items():
+                profiles[column] = profiles.get(column, TextProfile()) + profile
+        return cls(reports, bad_by_column, groups, profiles)
+
+    @property
+    def rows(self) -> int:
+        return sum(r.rows for r in self.reports)
+
+    @property
+    def rejected(self) -> int:
+        return sum(r.rejected for r in self.reports)
+
+    def sample(self) -> pd.DataFrame | None:
+        """The first :data:`REJECTS_SAMPLE_ROWS` rejected rows, ``None`` when none was."""
+        return pd.concat([r.sample for r in self.reports]).head(REJECTS_SAMPLE_ROWS) if self.rejected else None
+
+    def empty(self, features: Sequence[str]) -> list[str]:
+        """The ``features`` without a usable (finite) value in any row."""
+        total = self.rows + self.rejected
+        return [c for c in features if total and self.bad_by_column[c] == total]
 
 
 def _group_label(key: Any, n_columns: int) -> Any:
@@ -74,7 +146,7 @@ def _group_label(key: Any, n_columns: int) -> Any:
 
 def _clean_partition(
     part: pd.DataFrame, partition: Partition, columns: list[str], features: list[str], sensitive: list[str],
-    folder: Location,
+    profiled: list[str], folder: Location,
 ) -> _PartitionReport:
     values = feature_values(part, features, partition)
     bad_values = ~np.isfinite(values)
@@ -92,6 +164,7 @@ def _clean_partition(
         bad_by_column=counts,
         sample=part.loc[bad, columns].head(REJECTS_SAMPLE_ROWS),
         groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
+        profiles={column: profile_text(part[column]) for column in profiled},
     )
 
 
@@ -122,14 +195,23 @@ def ingest_table(
         folder opens in any Parquet reader), ``schema.json`` and, when rows were dropped,
         ``rejects.csv`` (a sample of at most 1000 rejected rows).
     sensitive_feature, features, key_columns, sample_weight, exclude
-        Column roles, as in :func:`fairpca_dist.sources.open_table`.
+        Column roles, as in :func:`fairpca_dist.sources.open_table`. With the default
+        features (every numeric column), a column with no value in any row is left out (the
+        rows are written again without it). Every column left out of the table is recorded
+        in ``schema.json``'s ``dropped_columns`` with the reason ("excluded by the user",
+        "not among the listed features", "all missing", "not numeric", "numbers but for
+        '?'", ...) and named in :meth:`IngestResult.summary`; a column of numbers but for
+        a few missing-value markers (profiled while its rows are read: no extra pass) also
+        puts the reader option that reads them in ``suggested_read_options``
+        (``{"na_values": ["?"]}``).
     pass_through : list of str
         Further columns kept unchanged (e.g. a target for the downstream fairness report).
     on_bad_rows : {"fail", "drop"}
         ``"fail"``: any row with a NaN/inf feature or a missing group label raises
         :class:`InputError` (counts per column and a sample), and nothing is written except
         ``<out_dir>.rejects.csv`` next to it. ``"drop"``: such rows are left out, counted in
-        ``schema.json`` and sampled in ``rejects.csv``.
+        ``schema.json`` and sampled in ``rejects.csv`` (unless every row would be: an error
+        as with ``"fail"``).
     client : None, distributed.Client or address
         Where the pass runs (see :func:`fairpca_dist.compute_moments`). Workers write the
         partitions, so ``out_dir`` must be on storage they share: an object store's URL, or
@@ -151,40 +233,42 @@ def ingest_table(
         raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
     features_ = list(table.features)
     sensitive = list(table.sensitive)
-    columns = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else []), *features_]))
+    roles = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else [])]))
+    dropped = _left_out(table.frame, {*roles, *features_}, exclude, listed_features=features is not None)
+    profiled = [c for c, reason in dropped.items() if reason is None]
     out = locate(out_dir, storage_options)
     inputs = input_paths(source)
     with atomic_directory(out, inputs=inputs, marker=SCHEMA_FILE) as staging:
         (staging / PARTS_DIR).makedirs()
-        tasks = table.map_partitions(_clean_partition, columns, features_, sensitive, staging / PARTS_DIR)
-        reports: list[_PartitionReport] = list(run_graph(tasks, client=client, progress=progress, label="ingest"))
-        rejected = sum(r.rejected for r in reports)
-        if not reports or sum(r.rows for r in reports) + rejected == 0:
+
+        def clean(feature_columns: list[str], text_columns: list[str], label: str) -> _Pass:
+            """One pass: write the good rows of the roles and ``feature_columns``, profile ``text_columns``."""
+            tasks = map_partitions(table.frame[[*roles, *feature_columns, *text_columns]], _clean_partition,
+                                   [*roles, *feature_columns], feature_columns, sensitive, text_columns,
+                                   staging / PARTS_DIR)
+            return _Pass.of(list(run_graph(tasks, client=client, progress=progress, label=label)))
+
+        found = clean(features_, profiled, "ingest")
+        if found.rows + found.rejected == 0:
             origin = os.fspath(source) if isinstance(source, (str, os.PathLike)) else f"the {type(source).__name__}"
             raise InputError(f"{origin} has no rows (only a header or empty files): nothing to ingest")
-        sample = pd.concat([r.sample for r in reports]).head(REJECTS_SAMPLE_ROWS) if rejected else None
-        bad_by_column = Counter()
-        for r in reports:
-            bad_by_column.update(r.bad_by_column)
-        if rejected and on_bad_rows == "fail":
+        dropped.update({c: found.profiles[c].reason() for c in profiled})
+        empty = found.empty(features_)
+        if empty and features is None and len(empty) < len(features_):
+            # Every row was rejected for them: the partitions are written again without them.
+            features_ = [c for c in features_ if c not in empty]
+            found = replace(clean(features_, [], "ingest without the empty columns"), profiles=found.profiles)
+            dropped.update({c: ALL_MISSING for c in empty})
+        sample = found.sample()
+        if found.rejected and (on_bad_rows == "fail" or found.rows == 0):  # dropping all would leave nothing
             assert sample is not None
             kept = _write_failed_rejects(sample, failed_rejects_path(out), inputs)
-            total = rejected + sum(r.rows for r in reports)
-            empty = [c for c in features_ if bad_by_column[c] == total]
-            leave_out = (f" Feature(s) {empty} have no usable value in any row: leave them out (exclude={empty}; "
-                         f"command line: --exclude {' '.join(empty)})." if empty else "")
-            raise InputError(
-                f"{rejected} row(s) have bad values ({dict(sorted(bad_by_column.items()))}); {kept}; first: "
-                f"{sample.head(1).to_dict(orient='records')}. Nothing was written.{leave_out} "
-                "Clean the source, or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) "
-                "to leave the rows out"
-            )
+            raise InputError(_rejected_message(found, sample, kept, features_, sensitive, list(key_columns)))
         if sample is not None:
             with (staging / REJECTS_FILE).open("wb") as file:
                 sample.to_csv(file, index=False)
-        groups: Counter = Counter()
-        for r in reports:
-            groups.update(r.groups)
+        columns = [*roles, *features_]
+        markers = list(dict.fromkeys(m for c in profiled for m in found.profiles[c].markers))
         schema = {
             "format_version": _SCHEMA_VERSION,
             "source": os.fspath(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__,
@@ -194,16 +278,66 @@ def ingest_table(
             "key_columns": list(key_columns),
             "pass_through": list(pass_through),
             "dtypes": {c: str(table.frame[c].dtype) if c not in features_ else "float64" for c in columns},
-            "rows": sum(r.rows for r in reports),
-            "rejected": rejected,
-            "rejected_by_column": dict(sorted(bad_by_column.items())),
+            "rows": found.rows,
+            "rejected": found.rejected,
+            "rejected_by_column": dict(sorted(found.bad_by_column.items())),
             "on_bad_rows": on_bad_rows,
-            "groups": [{"label": label_to_json(g), "rows": groups[g]} for g in sorted_labels(list(groups))],
-            "partitions": [{"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(reports)],
+            "dropped_columns": {str(c): reason for c, reason in dropped.items()},
+            "suggested_read_options": {"na_values": markers} if markers else {},
+            "groups": [{"label": label_to_json(g), "rows": found.groups[g]} for g in sorted_labels(list(found.groups))],
+            "partitions": [{"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows}
+                           for i, r in enumerate(found.reports)],
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
-    return IngestResult(as_given(out_dir), schema["rows"], rejected, schema)
+    return IngestResult(as_given(out_dir), schema["rows"], found.rejected, schema)
+
+
+def _left_out(
+    frame: dd.DataFrame, kept: set[str], exclude: Sequence[str], *, listed_features: bool
+) -> dict[str, str | None]:
+    """Each column of ``frame`` not in ``kept`` and why: excluded, not listed (when the user
+    listed the features), not numeric for a dtype such as a date, or ``None`` for a column read
+    as text, whose values say why (profiled while the rows are read)."""
+    reasons: dict[str, str | None] = {}
+    for column, dtype in frame.dtypes.items():
+        if column in kept:
+            continue
+        if column in exclude:
+            reasons[column] = EXCLUDED
+        elif listed_features:
+            reasons[column] = NOT_LISTED
+        elif pd.api.types.is_string_dtype(dtype) or isinstance(dtype, pd.CategoricalDtype):
+            reasons[column] = None
+        else:
+            reasons[column] = f"not numeric ({dtype})"
+    return reasons
+
+
+def _rejected_message(found: _Pass, sample: pd.DataFrame, kept: str, features: list[str], sensitive: list[str],
+                      keys: list[str]) -> str:
+    """Why a failed ingest wrote nothing, in a few short lines: the count of rejected rows and
+    the columns with the most bad values, where the sample is, the first row's key and bad
+    values, and the remedies (leaving the rows out only when some would remain)."""
+    empty = found.empty(features)
+    leave_out = (f"Feature(s) {empty} have no usable value in any row: leave them out (exclude={empty}; "
+                 f"command line: --exclude {' '.join(empty)}).\n" if empty else "")
+    drop = (", or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) to leave the rows out"
+            if found.rows else " (every row has a bad value: leaving them out would leave none)")
+    rows = f"{found.rejected:,} row(s)" if found.rows else f"all {found.rejected:,} row(s)"
+    counts = dict(sorted(found.bad_by_column.items()))
+    return (f"{rows} have bad values (per column: {listed_counts(counts, show=repr)}); {kept}; "
+            f"the first: {_first_rejected(sample, features, sensitive, keys)}.\n"
+            f"Nothing was written. {leave_out}Clean the source{drop}")
+
+
+def _first_rejected(sample: pd.DataFrame, features: list[str], sensitive: list[str], keys: list[str]) -> str:
+    """``"id=3, b=nan"``: the first rejected row's key columns and its bad values."""
+    row = sample.head(1)
+    finite = np.isfinite(feature_values(row, features, "the first rejected row"))[0]
+    bad = [c for c, ok in zip(features, finite) if not ok] + [c for c in sensitive if row[c].isna().iloc[0]]
+    values = {c: row[c].iloc[0] for c in [*keys, *bad]}
+    return listed([f"{c}={v!r}" if isinstance(v, str) else f"{c}={v}" for c, v in values.items()], show=str)
 
 
 def _write_failed_rejects(sample: pd.DataFrame, path: Location, inputs: list[str | os.PathLike[str]]) -> str:

@@ -3,7 +3,9 @@
 Every input becomes a :class:`Table`: the features, the sensitive column(s) (or one label
 per row), an optional sample weight and optional key columns, held as a dask DataFrame (files,
 DataFrames) or as row-aligned dask arrays (numpy and dask arrays). Schema problems (missing or misspelt columns, non-numeric features, one column used twice) raise
-:class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read. Value problems
+:class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read (but the first
+partition of a listed feature read as text, to say what it holds: numbers with a missing-value
+marker such as ``?`` get the reader option that reads them, :mod:`fairpca_dist.markers`). Value problems
 (NaN, inf, negative weights, missing group labels) can only be seen in the rows and are
 raised while a partition is turned into the arrays the moments kernel needs (:class:`Chunk`),
 naming the column, the partition (and its file) and the count of bad values.
@@ -60,6 +62,7 @@ from fairpca_dist.exceptions import (
     read_error,
     reading,
 )
+from fairpca_dist.markers import na_values_hint, profile_text
 from fairpca_dist.parquet_slices import sliced_row_groups
 from fairpca_dist.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
 from fairpca_dist.versions import committed
@@ -84,6 +87,10 @@ DEFAULT_CHUNK_ROWS = 100_000
 # 125 MB files, while this default ran them at a 0.6 GB peak (benchmarks/results/bench_out_of_core.md,
 # bench_memory.md, deploy/README.md "Sizing").
 PARQUET_PARTITION_BYTES = "64 MiB"
+# A CSV's columns are typed from (at most) this many first rows of dask's sample (its first 256 kB):
+# dask's default, 10 rows, types a column of numbers with a '?' in row 11 as numbers, and its read
+# then fails on the '?'; seen among more rows, the column is read as text and its values say why.
+CSV_SAMPLE_ROWS = 1000
 SENSITIVE_COLUMN = "__sensitive__"
 WEIGHT_COLUMN = "__sample_weight__"
 CELL_COLUMN = "__cell__"
@@ -318,11 +325,7 @@ def _reader_hint(error: BaseException) -> str:
         return ("\nThe file is not UTF-8 text: give its encoding, e.g. read_options={'encoding': 'latin-1'} "
                 "(command line: --read-option encoding=latin-1)")
     found = re.search(r"could not convert string to float: '([^']{0,8})'", str(error))
-    if not found:
-        return ""
-    marker = found.group(1)
-    return (f"\nIf {marker!r} marks a missing value: read_options={{'na_values': [{marker!r}]}} "
-            f"(command line: --read-option 'na_values=[{json.dumps(marker)}]')")
+    return f"\n{na_values_hint([found.group(1)])}" if found else ""
 
 
 def _source_file(node: Any, depth: int = 0) -> str | None:
@@ -581,10 +584,11 @@ def _open_reader(reader: Callable[..., dd.DataFrame], source: Location, kind: st
     filesystem with its storage options; a file that cannot be read as ``kind`` raises
     :class:`ReadError` naming ``source`` (pyarrow's message names the file)."""
     storage = {"storage_options": source.storage_options} if source.storage_options else {}
+    typed_from = {"sample_rows": CSV_SAMPLE_ROWS} if kind == "CSV" and "sample_rows" not in read_options else {}
     text = source.url
     try:
         with service_errors_named(source):
-            return reader(source.dask_url, **storage, **read_options)
+            return reader(source.dask_url, **storage, **typed_from, **read_options)
     except FairPCAError:
         raise
     except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
@@ -802,7 +806,8 @@ def open_table(
     cells: str | HashCells | Any = None,
     storage_options: StorageOptions | None = None,
 ) -> Table:
-    """Open ``data`` as a :class:`Table` and check its schema (no rows are read).
+    """Open ``data`` as a :class:`Table` and check its schema (no rows are read, but the first
+    partition of a listed feature that is not numeric, to say what it holds).
 
     Parameters
     ----------
@@ -835,9 +840,10 @@ def open_table(
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
         row groups per partition; a larger row group is read in row slices of that size) unless
-        ``split_row_groups`` is given (``blocksize`` alone sets the size). A CSV's feature and weight
-        columns are parsed as float64 (dask would type them from the first rows only); a
-        separator of several characters selects pandas' Python parser. ``format`` ("csv" or
+        ``split_row_groups`` is given (``blocksize`` alone sets the size). A CSV's columns are
+        typed from its first :data:`CSV_SAMPLE_ROWS` rows (``sample_rows``; dask's default is 10),
+        its feature and weight columns are parsed as float64 (dask would type them from the first
+        rows only); a separator of several characters selects pandas' Python parser. ``format`` ("csv" or
         "parquet") names the format of a file whose name does not (e.g. UCI's ``adult.data``).
     cells : str, HashCells, array-like or None
         How rows are assigned to cells (see :mod:`fairpca_dist.cells`): the column holding the
@@ -940,12 +946,26 @@ def open_table(
         for c in chosen:
             dtype = frame[c].dtype
             if not pd.api.types.is_numeric_dtype(dtype):
-                raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype")
+                raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype"
+                                  f"{_text_hint(frame[c])}")
     if isinstance(cells, HashCells):
         cells = _resolved_hash_cells(cells, chosen, sensitive)
     if isinstance(data, Location):
         frame = _numbers_read_as_float(data, frame, [*chosen, *([weight] if weight else [])], dict(read_options or {}))
     return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame, cells=cells)
+
+
+def _text_hint(column: dd.Series) -> str:
+    """What a feature column read as text holds in its first partition (``"; in its first
+    partition: numbers but for '?'"``) and, when that is numbers and missing-value markers, the
+    reader option that reads them as missing; nothing when that partition cannot be read (the
+    schema error stands on its own)."""
+    try:
+        profile = profile_text(column.partitions[0].compute())
+    except Exception:  # noqa: BLE001 - a hint to an error, never a second error
+        return ""
+    hint = f"\n{na_values_hint(profile.markers)}" if profile.markers else ""
+    return f"; in its first partition: {profile.reason()}{hint}"
 
 
 def _numbers_read_as_float(

@@ -84,7 +84,8 @@ def _steps(
                 key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
                 read_options=read_options, report_target=target, storage_options=storage_options,
             ).result()
-            outcome.summary = f"{table['summary']} -> {table['table_dir']}"
+            counts, *left_out = table["summary"].splitlines()  # then the columns left out, if any
+            outcome.summary = "\n    ".join([f"{counts} -> {table['table_dir']}", *left_out])
         with step("fit") as outcome:
             model = fit_task.submit(
                 table["table_dir"], f"{base}/model", method=method, n_components=n_components, center=center,

@@ -50,15 +50,17 @@ def test_errors_are_one_clean_line(source, tmp_path):
     assert "Traceback" not in completed.stderr and not (tmp_path / "t").exists()
 
 
-def test_a_feature_empty_in_every_row_is_named_and_left_out_with_exclude(source, tmp_path, capsys):
+def test_a_feature_empty_in_every_row_is_left_out_and_named_or_if_listed_refused(source, tmp_path, capsys):
     # COMPAS's violent_recid is empty in all 7,214 rows: dropping bad rows would drop them all.
     pd.read_csv(source).assign(empty=np.nan).to_csv(source, index=False)
     args = ["ingest", str(source), str(tmp_path / "t"), "--sensitive-feature", "sex", "--key-columns", "id"]
-    assert main(args) == 2
+    assert main(args) == 0
+    assert "1 column left out of the features: 'empty' (all missing)" in capsys.readouterr().out
+    schema = json.loads((tmp_path / "t" / "schema.json").read_text())
+    assert schema["features"] == [*"abcd", "y"] and schema["dropped_columns"] == {"empty": "all missing"}
+    assert main([*args, "--features", "a", "empty"]) == 2
     assert ("Feature(s) ['empty'] have no usable value in any row: leave them out (exclude=['empty']; "
             "command line: --exclude empty)") in capsys.readouterr().err
-    assert main([*args, "--exclude", "empty", "y"]) == 0
-    assert json.loads((tmp_path / "t" / "schema.json").read_text())["features"] == list("abcd")
 
 
 def test_bad_option_syntax(source, tmp_path, capsys):

@@ -1,0 +1,104 @@
+"""Text in columns of numbers: the missing-value markers of CSV files (UCI's ``?``, ``-``, ``.``).
+
+A CSV column of numbers whose missing values are written as ``?`` is read as text (when the
+first rows dask samples hold a ``?``) and would leave the features without a word. A
+:class:`TextProfile` of such a column, taken while its rows are read anyway and merged over the
+partitions like any other statistic, tells a column of numbers and a few markers from a column of
+text, and :func:`na_values_hint` names the reader option that reads the markers as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from fairpca_dist.wording import listed
+
+__all__ = ["TextProfile", "profile_text", "na_values_hint", "MAX_MARKERS", "ALL_MISSING"]
+
+MAX_MARKERS = 3
+"""A column of numbers holding at most this many distinct other values is read as numbers with
+missing-value markers; more make it text."""
+
+ALL_MISSING = "all missing"
+
+_MISSING_WORDS = frozenset({"na", "n/a", "n.a.", "nan", "null", "none", "missing", "unknown", "nd", "n.d."})
+
+
+def _looks_like_a_marker(value: str) -> bool:
+    """Blank, punctuation only (``?``, ``-``, ``.``, ``*``, ``--``) or a word for "missing"."""
+    text = value.strip()
+    return not any(ch.isalnum() for ch in text) or text.lower() in _MISSING_WORDS
+
+
+@dataclass(frozen=True)
+class TextProfile:
+    """What the non-missing values of a column read as text are.
+
+    ``numbers``: how many values parse as numbers; ``distinct_numbers``: the most distinct such
+    values seen in one partition (a lower bound of the table's count); ``texts``: the other values
+    and their counts, or ``None`` when there are more than :data:`MAX_MARKERS` distinct ones.
+    Profiles of partitions add up (``+``) to the profile of the table.
+    """
+
+    numbers: int = 0
+    distinct_numbers: int = 0
+    texts: Mapping[str, int] | None = field(default_factory=dict)
+
+    def __add__(self, other: TextProfile) -> TextProfile:
+        texts = None
+        if self.texts is not None and other.texts is not None:
+            texts = dict(Counter(self.texts) + Counter(other.texts))
+            texts = texts if len(texts) <= MAX_MARKERS else None
+        return TextProfile(self.numbers + other.numbers, max(self.distinct_numbers, other.distinct_numbers), texts)
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The values that keep a column of numbers from being read as numbers, most frequent
+        first: none for a column of text (no numbers, or many other values, or as many distinct
+        others as numbers without any looking like a marker: ``yes``, ``no``, ``0``, ``1``)."""
+        if self.numbers == 0 or not self.texts:
+            return ()
+        texts = sorted(self.texts, key=lambda text: -self.texts[text])
+        if all(map(_looks_like_a_marker, texts)) or self.distinct_numbers > len(texts):
+            return tuple(texts)
+        return ()
+
+    def reason(self) -> str:
+        """Why the column is not a feature, in a few words: ``"numbers but for '?'"``,
+        ``"numbers stored as text"``, ``"all missing"``, ``"all missing: only '?'"`` or
+        ``"not numeric"``."""
+        if self.markers:
+            return f"numbers but for {listed(self.markers)}"
+        if self.numbers and self.texts == {}:
+            return "numbers stored as text"
+        if self.numbers == 0 and self.texts is not None and all(map(_looks_like_a_marker, self.texts)):
+            return f"{ALL_MISSING}: only {listed(self.texts)}" if self.texts else ALL_MISSING
+        return "not numeric"
+
+
+def profile_text(values: pd.Series) -> TextProfile:
+    """The :class:`TextProfile` of one partition's ``values`` (any dtype; missing values are
+    not counted): one hash of its distinct values and one parse of each, not of every row."""
+    counts = values.value_counts(dropna=True)
+    distinct = pd.Series(counts.index.astype(object), dtype=object)
+    parsed = pd.to_numeric(distinct, errors="coerce").notna().to_numpy()
+    numbers = counts.to_numpy()[parsed]
+    others = counts[~parsed]
+    texts = {str(value): int(n) for value, n in others.items()} if len(others) <= MAX_MARKERS else None
+    return TextProfile(int(numbers.sum()), int(parsed.sum()), texts)
+
+
+def na_values_hint(markers: Sequence[str]) -> str:
+    """``"If '?' marks a missing value: read_options={'na_values': ['?']} (command line:
+    --read-option 'na_values=["?"]')"``: the reader option that reads ``markers`` as missing."""
+    markers = list(markers)
+    verb = "marks a missing value" if len(markers) == 1 else "mark missing values"
+    option = shlex.quote(f"na_values={json.dumps(markers)}")
+    return (f"If {listed(markers, len(markers))} {verb}: read_options={{'na_values': {markers!r}}} "
+            f"(command line: --read-option {option})")

@@ -1,0 +1,165 @@
+"""Nothing dropped in silence (issue 31): every column ingest leaves out of the features is named
+with its reason, in the summary and in schema.json, and a column of numbers whose missing values
+are written '?' (UCI's communities-and-crime) is told from text, with the option that reads it."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairpca_dist import InputError, SchemaError
+from fairpca_dist.cli import main
+from fairpca_dist.ingest import ingest_table
+from fairpca_dist.markers import TextProfile, profile_text
+
+ROWS = 300
+QUESTION_EARLY = [f"policeA{j}" for j in range(12)]  # a '?' in row 0: dask's sample types them as text
+QUESTION_LATE = [f"policeB{j}" for j in range(12)]  # '?' from row 20 on: dask's 10-row default read them as numbers
+REMEDY = ("If '?' marks a missing value: read_options={'na_values': ['?']} "
+          """(command line: --read-option 'na_values=["?"]')""")
+
+
+@pytest.fixture()
+def crime_csv(tmp_path):
+    """A 128-column CSV like communities-and-crime: 98 numeric features, 24 numeric columns with
+    '?' for a missing value, 2 text columns, a fold number to exclude, a column empty in every
+    row, one with '?' in every row, and the group column."""
+    rng = np.random.default_rng(0)
+    columns = {"state": rng.choice(["NY", "CA", "TX"], ROWS), "communityname": [f"town {i}" for i in range(ROWS)],
+               "fold": rng.integers(1, 11, ROWS), "race": rng.choice(["a", "b"], ROWS)}
+    columns.update({f"pop{j}": np.round(rng.normal(size=ROWS), 3) for j in range(98)})
+    columns.update({"empty": np.full(ROWS, np.nan), "unrecorded": np.full(ROWS, "?")})
+    for name in [*QUESTION_EARLY, *QUESTION_LATE]:
+        values = np.round(rng.random(ROWS), 2).astype(object)
+        missing = rng.random(ROWS) < 0.02
+        missing[:20] = name in QUESTION_EARLY and np.arange(20) == 0
+        missing[20 + rng.integers(ROWS - 20)] = True
+        values[missing] = "?"
+        columns[name] = values
+    frame = pd.DataFrame(columns)
+    assert frame.shape[1] == 128
+    frame.to_csv(tmp_path / "crime.csv", index=False)
+    return tmp_path / "crime.csv", frame
+
+
+def test_columns_left_out_are_named_with_their_reason_and_the_na_values_remedy(crime_csv, tmp_path, capsys):
+    path, _ = crime_csv
+    assert main(["ingest", str(path), str(tmp_path / "t"), "--sensitive-feature", "race", "--exclude", "fold"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ingested 300 rows (0 rejected), 98 features (pop0, pop1") and out[0].endswith("/t")
+    assert out[1].startswith("29 columns left out of the features: 'policeA0', 'policeA1', 'policeA2' and 21 more "
+                             "(numbers but for '?'); ")
+    for shown in ["'state', 'communityname' (not numeric)", "'fold' (excluded by the user)",
+                  "'unrecorded' (all missing: only '?')", "'empty' (all missing)"]:
+        assert shown in out[1]
+    assert out[2] == REMEDY and len(out) == 3
+    schema = json.loads((tmp_path / "t" / "schema.json").read_text())
+    assert schema["dropped_columns"] == {
+        "state": "not numeric", "communityname": "not numeric", "fold": "excluded by the user",
+        "empty": "all missing", "unrecorded": "all missing: only '?'",
+        **{name: "numbers but for '?'" for name in [*QUESTION_EARLY, *QUESTION_LATE]},
+    }
+    assert schema["suggested_read_options"] == {"na_values": ["?"]}
+    assert schema["features"] == [f"pop{j}" for j in range(98)]
+
+
+def test_with_na_values_the_question_mark_columns_become_features(crime_csv, tmp_path):
+    path, frame = crime_csv
+    result = ingest_table(str(path), tmp_path / "t", sensitive_feature="race", exclude=["fold"],
+                          read_options={"na_values": ["?"], "blocksize": 40_000}, on_bad_rows="drop")
+    marked = [*QUESTION_EARLY, *QUESTION_LATE]
+    assert result.schema["features"] == [*(f"pop{j}" for j in range(98)), *marked]
+    assert result.schema["dropped_columns"] == {"state": "not numeric", "communityname": "not numeric",
+                                                "fold": "excluded by the user", "empty": "all missing",
+                                                "unrecorded": "all missing"}
+    assert result.schema["suggested_read_options"] == {}
+    assert len(result.schema["partitions"]) > 1
+    with_question = (frame[marked] == "?").any(axis=1)
+    assert result.rejected == with_question.sum() > 0 and result.rows == ROWS - with_question.sum()
+    assert result.summary().splitlines()[1] == ("5 columns left out of the features: 'state', 'communityname' "
+                                                "(not numeric); 'empty', 'unrecorded' (all missing); "
+                                                "'fold' (excluded by the user)")
+    back = pd.read_parquet(tmp_path / "t" / "parts")
+    assert "empty" not in back.columns and back[marked].notna().all().all()
+
+
+def test_the_rejected_rows_message_stays_short_on_a_wide_table(crime_csv, tmp_path):
+    path, frame = crime_csv
+    with pytest.raises(InputError) as error:
+        ingest_table(str(path), tmp_path / "t", sensitive_feature="race", key_columns=["communityname"],
+                     read_options={"na_values": ["?"]})
+    message = str(error.value)
+    rejected = (frame[[*QUESTION_EARLY, *QUESTION_LATE]] == "?").any(axis=1)
+    first = frame.loc[rejected.idxmax()]
+    assert message.startswith(f"{rejected.sum()} row(s) have bad values (per column: ")
+    assert "and 18 more); a sample is in " in message
+    assert f"the first: communityname={first['communityname']!r}, " in message
+    assert len(message) < 700 and max(map(len, message.splitlines())) < 400, message
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_listed_feature_read_as_text_says_what_it_holds(crime_csv, tmp_path):
+    path, _ = crime_csv
+    with pytest.raises(SchemaError, match=r"feature column 'policeA0' in '\S+crime\.csv' has dtype str\w*, expected a "
+                                          r"numeric dtype; in its first partition: numbers but for '\?'\n"
+                                          + re.escape(REMEDY)):
+        ingest_table(str(path), tmp_path / "t", sensitive_feature="race", features=["pop0", "policeA0"])
+    with pytest.raises(SchemaError, match=r"'state' .* expected a numeric dtype; in its first partition: not numeric$"):
+        ingest_table(str(path), tmp_path / "t", sensitive_feature="race", features=["pop0", "state"])
+
+
+def test_listed_features_name_every_other_column_as_not_listed(crime_csv, tmp_path):
+    path, _ = crime_csv
+    result = ingest_table(str(path), tmp_path / "t", sensitive_feature="race", features=["pop0", "pop1"],
+                          pass_through=["communityname"])
+    assert set(result.schema["dropped_columns"].values()) == {"not among the listed features"}
+    assert len(result.schema["dropped_columns"]) == 128 - 4
+    assert result.summary().splitlines()[1] == ("124 columns left out of the features: 'state', 'fold', 'pop2' and "
+                                                "121 more (not among the listed features)")
+
+
+def test_markers_in_a_dataframe_whatever_its_dtypes(tmp_path):
+    frame = pd.DataFrame({
+        "sex": ["f", "m"] * 6,
+        "x": np.arange(12.0),
+        "dash": [0.5, "-", 1.5, 2.0, ".", 3.0, 4.0, "-", 5.0, 6.0, 7.0, 8.0],
+        "na_word": pd.array(["1", "2", "NA", "3", "4", "5", "6", "7", "8", "9", "10", "n/a"], dtype="string"),
+        "answer": ["yes", "no", "0", "1"] * 3,
+        "as_text": [str(v) for v in range(12)],
+        "date": pd.date_range("2024-01-01", periods=12),
+        "gone": [None] * 12,
+    })
+    result = ingest_table(frame, tmp_path / "t", sensitive_feature="sex")
+    assert result.schema["features"] == ["x"]
+    assert result.schema["dropped_columns"] == {
+        "dash": "numbers but for '-', '.'", "na_word": "numbers but for 'NA', 'n/a'", "answer": "not numeric",
+        "as_text": "numbers stored as text", "date": "not numeric (datetime64[us])", "gone": "all missing",
+    }
+    assert result.schema["suggested_read_options"] == {"na_values": ["-", ".", "NA", "n/a"]}
+
+
+@pytest.mark.parametrize(("values", "reason"), [
+    (["0", "1", "?", "1", "0"], "numbers but for '?'"),  # a binary column with a marker
+    (["A", "B", "C", "5", "6"], "not numeric"),  # grades: more distinct texts than numbers
+    (["yes", "no", "0", "1"], "not numeric"),
+    (["5", "5", "missing", "5"], "numbers but for 'missing'"),  # a word for missing counts as a marker
+    (["?", "?", None], "all missing: only '?'"),
+    ([None, None], "all missing"),
+    (["US", "US"], "not numeric"),
+    ([f"id{i}" for i in range(10)] + ["1", "2"], "not numeric"),  # many distinct texts
+])
+def test_text_profile_reasons(values, reason):
+    assert profile_text(pd.Series(values, dtype=object)).reason() == reason
+
+
+def test_text_profiles_of_partitions_add_up():
+    parts = [pd.Series(["1", "?", "2"]), pd.Series(["3", "-", "4"]), pd.Series(["5", ".", "NA", "6"])]
+    profiles = [profile_text(part) for part in parts]
+    two = profiles[0] + profiles[1]
+    assert two.texts == {"?": 1, "-": 1} and two.numbers == 4 and two.markers == ("?", "-")
+    every = sum(profiles, TextProfile())
+    assert every.texts is None and every.markers == () and every.reason() == "not numeric"  # 4 distinct: text
