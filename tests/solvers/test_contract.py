@@ -145,7 +145,8 @@ def test_custom_callable_solver(moments):
 
 
 DETAILS = {"dro": {"formula", "radii"}, "jevd": {"selected", "stop_reason", "init_used", "fallback_reason"},
-           "jevd-orthogonal": {"selected", "stop_reason"}, "mmd": {"log"}}
+           "jevd-orthogonal": {"selected", "stop_reason"}, "mmd": {"log"},
+           "kleindessner-cov": {"directions_with_variance", "directions_without_variance", "n_directions_clipped"}}
 
 
 @pytest.mark.parametrize("method", METHODS)
