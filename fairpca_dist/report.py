@@ -447,7 +447,8 @@ def _plot(report: dict, quantity: str, ylabel: str, path: Location) -> None:
     arms = {labels[arm]: np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
             for arm in ARMS}
     charts.group_curves(path, curves["n_components"], arms, [group["name"] for group in report["data"]["groups"]],
-                        ylabel=ylabel, title=report["title"])
+                        ylabel=ylabel, title=report["title"],
+                        worse="lower" if quantity == "group_explained_variance_ratio" else "higher")
 
 
 # ---------------------------------------------------------------------- writing
