@@ -19,13 +19,15 @@ import pandas as pd
 
 from fairpca_dist.wording import listed
 
-__all__ = ["TextProfile", "profile_text", "na_values_hint", "MAX_MARKERS", "ALL_MISSING"]
+__all__ = ["TextProfile", "profile_text", "na_values_hint", "MAX_MARKERS", "ALL_MISSING", "HEAD_ROWS"]
 
 MAX_MARKERS = 3
 """A column of numbers holding at most this many distinct other values is read as numbers with
 missing-value markers; more make it text."""
 
 ALL_MISSING = "all missing"
+HEAD_ROWS = 1000
+"""Rows of a partition profiled first; the others only when these may be numbers and markers."""
 
 _MISSING_WORDS = frozenset({"na", "n/a", "n.a.", "nan", "null", "none", "missing", "unknown", "nd", "n.d."})
 
@@ -84,7 +86,15 @@ class TextProfile:
 
 def profile_text(values: pd.Series) -> TextProfile:
     """The :class:`TextProfile` of one partition's ``values`` (any dtype; missing values are
-    not counted): one hash of its distinct values and one parse of each, not of every row."""
+    not counted): one hash of its distinct values and one parse of each, not of every row. A
+    column whose first :data:`HEAD_ROWS` values already hold more than :data:`MAX_MARKERS`
+    distinct non-numbers is text, and the rest is not looked at (names, free text: most of the
+    text columns of a table)."""
+    head = _profile(values.iloc[:HEAD_ROWS])
+    return head if head.texts is None or len(values) <= HEAD_ROWS else _profile(values)
+
+
+def _profile(values: pd.Series) -> TextProfile:
     counts = values.value_counts(dropna=True)
     distinct = pd.Series(counts.index.astype(object), dtype=object)
     parsed = pd.to_numeric(distinct, errors="coerce").notna().to_numpy()

@@ -163,3 +163,12 @@ def test_text_profiles_of_partitions_add_up():
     assert two.texts == {"?": 1, "-": 1} and two.numbers == 4 and two.markers == ("?", "-")
     every = sum(profiles, TextProfile())
     assert every.texts is None and every.markers == () and every.reason() == "not numeric"  # 4 distinct: text
+
+
+def test_a_partition_is_profiled_whole_unless_its_head_is_already_text():
+    numbers = pd.Series(np.arange(5000.0).astype(str), dtype=object)
+    late_marker = numbers.copy()
+    late_marker[4000:4010] = "?"
+    assert profile_text(late_marker) == TextProfile(numbers=4990, distinct_numbers=4990, texts={"?": 10})
+    names = pd.Series([f"person {i}" for i in range(5000)], dtype=object)
+    assert profile_text(names).texts is None and profile_text(names).reason() == "not numeric"
