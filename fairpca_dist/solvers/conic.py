@@ -3,7 +3,10 @@ names, and cvxpy's warnings and errors turned into the library's.
 
 cvxpy warns "Solution may be inaccurate" when a solver stops at reduced accuracy, with advice
 (``verbose=True``, other settings) a user of this library cannot act on. The callers judge the
-returned status, and where they have one their certificate, and warn in their own words.
+returned status, and where they have one their certificate, and warn in their own words. A
+solver that stops without a solution (cvxpy's status ``solver_error``: Clarabel's
+``NumericalError``/``InsufficientProgress``, SCS's ``Failed``/``Indeterminate``) raises a
+:class:`~fairpca_dist.exceptions.SolverError` that says so, without cvxpy's advice.
 """
 
 from __future__ import annotations
@@ -37,5 +40,15 @@ def solve(problem: Any, name: str, settings: Mapping[str, float], *, what: str) 
             warnings.filterwarnings("ignore", message="Solution may be inaccurate", category=UserWarning)
             problem.solve(solver=name, **settings)
     except cp.error.SolverError as error:
-        raise SolverError(f"{what} {name} failed: {error}") from error
+        raise SolverError(f"{what} {name} failed: {_reason(str(error), name)}") from error
     return str(problem.status)
+
+
+def _reason(text: str, name: str) -> str:
+    """cvxpy's error in words a user of the library can act on: its "Solver 'X' failed. Try
+    another solver, or solve with verbose=True …" names no reason (the solver's status is not
+    passed on); other errors (a solver not installed) are kept."""
+    if text.startswith(f"Solver '{name}' failed."):
+        return ("it stopped without a solution (cvxpy's status 'solver_error': a numerical failure or too little "
+                "progress)")
+    return text

@@ -19,15 +19,40 @@ their span, padded to r dimensions (Lemma 4.6; the paper's proof omits this "Cas
 §A.6.2), so the result is an exact rank-r fair PCA. The authors' code skipped steps 1–2
 (spec §A.6.10); ``skip_lp=True`` restores that behaviour for comparison.
 
-``samadi-sdp`` solves the SDP with cvxpy; ``samadi-mw`` over a weighted-PCA oracle, which
-scales to p ≈ 2000: by default with cutting planes (not in the paper), or with the paper's
-multiplicative weights (Appendix A, Algorithms 2–3; ``update="multiplicative"`` or ``eta=``).
+Rank r when the optimum allows it (not in the paper). The rounded map's extra directions often
+carry tiny weights (singular values 1e-4 … 5e-3 of E, an LP vertex around an optimum of rank r
+found to the solver's accuracy), and where groups lie on orthogonal axes (spec §C.2 F1, F4) the
+fractional directions combine into one of rank r at the LP's value. Let L_r be the largest loss
+of the best of these orthogonal projections in the map's span (:func:`_rank_r_candidates`: its
+r leading directions, largest λ̄ first; a signed mix of the fractional ones), and ``lower`` the
+certificate's lower bound on the relaxation, hence on the rank-r optimum OPT_r. When
+
+    L_r − lower ≤ tol · |L_r| + (the losses' rounding, :func:`~fairpca_dist.metrics.loss_rounding`),
+
+that projection is returned instead: lower ≤ OPT_r ≤ L_r, so it is a rank-r optimum to the
+relative tolerance tol, which is the certificate's own: samadi-mw's ``tol`` (default 1e-5),
+1e-5 for samadi-sdp. Its certificate is recomputed (``rounded_value`` = ``upper_bound`` = L_r).
+Otherwise the wider map is kept, and ``details["extra_columns_reason"]`` (also in ``message``)
+says why; ``details`` records the rounded map's width and extra singular values and L_r either way.
+Before keeping a wider map, samadi-mw iterates on (tenfold tighter gaps, at most three times,
+within ``max_iter``) while that brings L_r closer to its bound, and samadi-sdp polishes its
+lower bound (:func:`_polished_dual`). With ``skip_lp`` the map is never narrowed.
+
+``samadi-sdp`` solves the SDP with cvxpy (its default solver falls back from Clarabel to SCS
+when Clarabel fails or is inaccurate: :func:`solve_sdp`); ``samadi-mw`` over a weighted-PCA
+oracle, which scales to p ≈ 2000: by default with cutting planes (not in the paper), or with
+the paper's multiplicative weights (Appendix A, Algorithms 2–3; ``update="multiplicative"`` or
+``eta=``).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import warnings
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -38,13 +63,16 @@ from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.metrics import best_rank_variance, loss_rounding, losses_from_covariance
 from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks, conic
-from fairpca_dist.solvers.result import FairProjection, make_projection, warn_gap, with_status
+from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap, with_status
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
 
 __all__ = ["solve_sdp", "solve_mw", "round_relaxation", "lp_vertex"]
 
 _ROUND = 1e-9  # λ within this of 0 or 1 is integral
 _POOL = 32  # latest MW iterates offered to the primal mixture besides its current support
+_RANK_TOLERANCE = 1e-5  # samadi-sdp's tolerance for a rank-r projection in place of a wider map (module docstring)
+_REFINEMENTS = 3  # samadi-mw's tenfold tighter stages at most, to bring a rank-r projection within tol
+_SIGN_PATTERNS = 8  # fractional directions up to which every sign pattern is tried (2^(8−1) maps)
 
 
 def _problem(moments: GroupMoments, n_components: int, center: Center) -> tuple[np.ndarray, np.ndarray, float]:
@@ -151,6 +179,10 @@ def round_relaxation(
     return fix_signs(basis[:, order] * root), weights
 
 
+def _max_loss(covariance: np.ndarray, best: np.ndarray, components: np.ndarray) -> float:
+    return float(losses_from_covariance(covariance, best, components).max())
+
+
 def _rounded_projection(
     moments: GroupMoments,
     n_components: int,
@@ -168,13 +200,26 @@ def _rounded_projection(
     status: str,
     certificate: dict[str, float],
     options: dict[str, object],
+    rank_tolerance: float,
+    polish: Callable[[], float] | None = None,
 ) -> FairProjection:
-    components, weights = round_relaxation(
-        basis, relaxed_weights, covariance, best, n_components, skip_lp=bool(options.get("skip_lp"))
-    )
+    """Round the relaxed solution, and narrow it to rank r where the certificate allows
+    (:func:`_rank_r_if_certified`). ``polish`` returns a better lower bound on demand
+    (normalised, as ``covariance``)."""
+    skip_lp = bool(options.get("skip_lp"))
+    components, weights = round_relaxation(basis, relaxed_weights, covariance, best, n_components, skip_lp=skip_lp)
     fractional = int(np.sum((weights > 0.0) & (weights < 1.0)))
-    rounded = float(losses_from_covariance(covariance, best, components).max()) * scale
-    if components.shape[1] <= n_components:
+    rounded = _max_loss(covariance, best, components)
+    details: dict[str, Any] = {}
+    if components.shape[1] > n_components:
+        components, rounded, lower, details = _rank_r_if_certified(
+            components, rounded, certificate["lower_bound"] / scale, covariance=covariance, best=best, scale=scale,
+            n_components=n_components, tolerance=rank_tolerance, polish=polish, skip_lp=skip_lp)
+        certificate = {**certificate, "lower_bound": lower * scale}
+    rounded *= scale
+    if "rounded_columns" in details and components.shape[1] == n_components:  # narrowed: OPT_r ≤ its loss
+        certificate = {**certificate, "upper_bound": rounded}
+    elif components.shape[1] <= n_components:
         certificate = {**certificate, "upper_bound": min(certificate.get("upper_bound", np.inf), rounded)}
     return make_projection(
         moments,
@@ -188,8 +233,101 @@ def _rounded_projection(
         certificate={**certificate, "relaxation_value": relaxed_value * scale, "rounded_value": rounded,
                      "fractional_weights": float(fractional), "output_rank": float(components.shape[1])},
         options=options,
+        details=details,
         best=best * scale,
     )
+
+
+def _rank_r_if_certified(
+    components: np.ndarray,
+    rounded: float,
+    lower: float,
+    *,
+    covariance: np.ndarray,
+    best: np.ndarray,
+    scale: float,
+    n_components: int,
+    tolerance: float,
+    polish: Callable[[], float] | None,
+    skip_lp: bool,
+) -> tuple[np.ndarray, float, float, dict[str, Any]]:
+    """The best rank-r projection in a wider rounded map's span (:func:`_rank_r_candidates`)
+    where it is certified optimal for rank r to ``tolerance`` (module docstring), else the map
+    itself.
+
+    Returns (components, largest loss, lower bound, details); losses and bounds normalised as
+    ``covariance``, details in the data's units."""
+    norms = np.linalg.norm(components, axis=0)  # orthogonal columns: the singular values
+    candidates = _rank_r_candidates(components, norms, n_components)
+    losses = [_max_loss(covariance, best, candidate) for candidate in candidates]
+    narrow = min(losses)
+    slack = tolerance * abs(narrow) + loss_rounding(covariance)
+    # The rounded map's loss is the LP's value over SDP-feasible points: no lower bound passes
+    # it, so a better bound can certify the projection only if it is within the slack of it.
+    if polish is not None and not skip_lp and narrow - lower > slack >= narrow - rounded:
+        lower = max(lower, polish())
+    details: dict[str, Any] = {
+        "rounded_columns": components.shape[1],
+        "extra_singular_values": np.sort(norms)[::-1][n_components:].tolist(),
+        "rank_r_loss": narrow * scale,
+        "rank_tolerance": tolerance,
+    }
+    if not skip_lp and narrow - lower <= slack:
+        return candidates[losses.index(narrow)], narrow, lower, details
+    return components, rounded, lower, details  # why: :func:`_described`, from the final certificate
+
+
+def _rank_r_candidates(components: np.ndarray, norms: np.ndarray, n_components: int) -> list[np.ndarray]:
+    """Orthonormal rank-r maps in the span of a rounded map E = [√λ*_j u_j] (ordered by weight).
+
+    Its r leading directions; and where one of the r slots is shared by the fractional
+    directions (weights λ̄_j = 2λ*_j − λ*_j², the directions of weight 1 kept), the unit vectors
+    c ∝ Σ_j ±√λ̄_j u_j over the fractional j, for every sign pattern when there are at most 8:
+    each group g keeps the LP's share Σ_j λ̄_j u_jᵀΣ_g u_j of them plus the cross terms
+    Σ_{i≠j} ±√(λ̄_i λ̄_j) u_iᵀΣ_g u_j. Where these vanish (Samadi et al.'s fixtures F1 and F4,
+    spec §C.2: groups on orthogonal axes) c attains the LP value, the rank-r optimum."""
+    unit = components / norms
+    candidates = [unit[:, :n_components]]
+    weights = 2.0 * norms**2 - norms**4
+    full = weights >= 1.0 - _ROUND
+    fractional = np.flatnonzero(~full)
+    if n_components - int(full.sum()) == 1 and 2 <= fractional.size <= _SIGN_PATTERNS:
+        patterns = np.array(list(itertools.product([1.0, -1.0], repeat=fractional.size - 1)))
+        signs = np.hstack([np.ones((len(patterns), 1)), patterns])  # c and −c are one map
+        mixed = unit[:, fractional] @ (signs * np.sqrt(weights[fractional])).T
+        mixed /= np.linalg.norm(mixed, axis=0)
+        candidates += [np.hstack([unit[:, full], mixed[:, [i]]]) for i in range(mixed.shape[1])]
+    return candidates
+
+
+def _why_wider(result: FairProjection) -> str:
+    """Why a result keeps more than r columns, in words (``details["extra_columns_reason"]``)."""
+    r, k = result.n_components, len(result.group_labels)
+    bound = r + k - 1
+    if result.options.get("skip_lp"):
+        return (f"skip_lp=True keeps every direction of the relaxed solution (the authors' code); the LP that "
+                f"bounds the rank by r + k − 1 = {bound} and the narrowing to rank {r} are skipped")
+    narrow, lower = result.details["rank_r_loss"], result.certificate["lower_bound"]
+    gap = (narrow - lower) / abs(narrow) if narrow else 0.0
+    words = (f"the best rank-{r} projection found in the output's span has largest loss {narrow:.6g}, "
+             f"{100 * gap:.2g} % above the certified lower bound {lower:.6g} on the rank-{r} optimum (the tolerance "
+             f"is {100 * result.details['rank_tolerance']:.2g} %), while the output's largest loss "
+             f"{result.certificate['rounded_value']:.6g} is at most that optimum (Samadi et al. 2018, Theorem 5.2: "
+             f"rank ≤ r + k − 1 = {bound})")
+    return words + ("; fair-eig gives the exact rank-r optimum of two groups" if k == 2 else "")
+
+
+def _described(result: FairProjection) -> FairProjection:
+    """The result with what the solver did that a user should know, in ``details`` and after
+    its status message: a fallback to another solver; why the output is wider than r."""
+    details, notes = dict(result.details), []
+    if "solver_fallback" in details:
+        notes.append(details["solver_fallback"])
+    columns = result.components.shape[1]
+    if columns > result.n_components:
+        details["extra_columns_reason"] = _why_wider(result)
+        notes.append(f"{columns} columns, not r={result.n_components}: {details['extra_columns_reason']}")
+    return replace(result, details=details, message="; ".join([STATUS_MESSAGES[result.status], *notes]))
 
 
 # ----------------------------------------------------------------------------- SDP
@@ -200,12 +338,46 @@ def _rounded_projection(
 _SCS_TOLERANCE = 1e-7
 _SDP_GAP = 1e-3  # a certified relative gap above this is the conic solver's inaccuracy: warned
 _POLISH_EVALUATIONS = 60  # dual evaluations per group to improve the solver's multipliers' bound
+_CLARABEL_FEATURES = 50  # "auto": Clarabel below, SCS from here on (Clarabel's time grows like p⁶)
 
 
-def _sdp_solver(solver: str, n_features: int) -> str:
-    if solver == "auto":
-        return "SCS" if n_features >= 50 else "CLARABEL"
-    return solver.upper()
+def _sdp_solvers(solver: str, n_features: int) -> list[str]:
+    """The conic solvers to try in turn: the one named, alone; for ``"auto"`` Clarabel then SCS
+    below 50 features, SCS alone from 50 on (Clarabel took 26 s at p = 50 and 138 s at p = 75
+    where SCS took under a second), each if cvxpy has it."""
+    if solver != "auto":
+        return [solver.upper()]
+    import cvxpy as cp
+
+    order = ["CLARABEL", "SCS"] if n_features < _CLARABEL_FEATURES else ["SCS"]
+    return [name for name in order if name in cp.installed_solvers()] or order[:1]
+
+
+class _Relaxation:
+    """The SDP of Algorithm 1 step 2 (eq. (4), trace constraint tight) as one cvxpy problem,
+    solved by one conic solver after another."""
+
+    def __init__(self, covariance: np.ndarray, best: np.ndarray, n_components: int) -> None:
+        import cvxpy as cp
+
+        p = covariance.shape[1]
+        self.matrix = cp.Variable((p, p), symmetric=True)
+        self.worst = cp.Variable()
+        constraints = [self.matrix >> 0, np.eye(p) - self.matrix >> 0, cp.trace(self.matrix) == n_components]
+        self.groups = [self.worst >= best[g] - cp.sum(cp.multiply(covariance[g], self.matrix))
+                       for g in range(len(best))]
+        self.problem = cp.Problem(cp.Minimize(self.worst), constraints + self.groups)
+
+    def solve(self, name: str, settings: dict[str, float]) -> tuple[np.ndarray, float, np.ndarray, str]:
+        """(P̂, its value z, the group multipliers on the simplex, cvxpy's status); a solver that
+        returns no solution raises :class:`~fairpca_dist.exceptions.SolverError`."""
+        status = conic.solve(self.problem, name, settings, what="SDP solver")
+        if status not in ("optimal", "optimal_inaccurate") or self.matrix.value is None:
+            raise SolverError(f"SDP solver {name} ended with status {status!r}")
+        weights = np.maximum(np.array([float(np.asarray(c.dual_value)) for c in self.groups]), 0.0)
+        k = len(self.groups)
+        weights = weights / weights.sum() if weights.sum() > 0 else np.full(k, 1.0 / k)
+        return (self.matrix.value + self.matrix.value.T) / 2.0, float(self.worst.value), weights, status
 
 
 def _dual_value(weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n_components: int, *,
@@ -255,20 +427,24 @@ def solve_sdp(
     Solves  min z  s.t.  z ≥ β_g(r) − ⟨Σ_g, P⟩ ∀g,  0 ⪯ P ⪯ I,  tr P = r  with cvxpy
     (Samadi et al. 2018, Algorithm 1 step 2, eq. (4); the trace constraint is tight at some
     optimum because every Σ_g ⪰ 0, spec §A.2.1), then rounds it (module docstring).
-    Result: rank ≤ r + k − 1 and max_g loss_g ≤ OPT_r (Theorems 5.1–5.2).
+    Result: rank ≤ r + k − 1 and max_g loss_g ≤ OPT_r (Theorems 5.1–5.2); exactly r columns
+    when a rank-r projection is certified within 1e-5 (relative) of the lower bound (module
+    docstring), and otherwise ``details["extra_columns_reason"]`` says why not.
 
     Parameters
     ----------
     solver : {"auto", "CLARABEL", "SCS"}
-        ``"auto"``: Clarabel below 50 features, SCS from 50 on (Clarabel's time grows like
-        p⁶: 208 s at p = 100, spec/stack.md §6).
+        ``"auto"``: Clarabel below 50 features, then SCS if Clarabel fails or its result is
+        not certified (see Notes); SCS alone from 50 features on (Clarabel's time grows like
+        p⁶: 208 s at p = 100, spec/stack.md §6). A solver named here is the only one tried: if
+        it fails, the :class:`~fairpca_dist.exceptions.SolverError` names it and the others.
     tolerance : float, optional
         Solver accuracy (Clarabel gap/feasibility tolerances, SCS ``eps_abs``/``eps_rel``).
         Default: Clarabel's own (1e-8), and 1e-7 for SCS instead of its 1e-4, which leaves
         losses of ~1e-3 (normalised) several percent off.
     skip_lp : bool
         Apply the square-root map to P̂'s eigenbasis without the LP (the authors' code);
-        the rank bound then no longer holds.
+        the rank bound then no longer holds, and the output is not narrowed to rank r.
     random_state : ignored (deterministic).
 
     Notes
@@ -279,46 +455,75 @@ def solve_sdp(
     ``rounded_value`` (max_g loss_g of the output); for two groups the relaxation is tight
     (hidden convexity). The solver's tolerance applies to losses normalised by max_g β_g(r);
     where the output's loss is more than 0.1 % above the lower bound (losses many orders of
-    magnitude below β, as with features of very different scales and r near p), the status is
-    ``"inaccurate"`` with a :class:`~fairpca_dist.exceptions.ConvergenceWarning`.
+    magnitude below β, as with features of very different scales and r near p), the result is
+    not certified. With ``solver="auto"`` the next solver is then tried (as when a solver
+    stops without a solution: Clarabel on some standardised tables); the first certified
+    result is returned, or else the one with the smallest certified gap, with status
+    ``"inaccurate"`` and a :class:`~fairpca_dist.exceptions.ConvergenceWarning`.
+    ``details["solver_attempts"]`` lists every solver tried (``solver``, cvxpy's ``status``
+    or ``"error"``, ``error``, the certified relative ``gap``, ``certified``, ``largest_loss``,
+    ``lower_bound``, the ``tolerance`` used), ``details["solver_fallback"]`` (also in
+    ``message``) says why the result is not the first solver's, and ``options["solver"]`` names
+    the solver whose result it is.
     """
-    import cvxpy as cp
-
     covariance, best, scale = _problem(moments, n_components, center)
-    p = moments.n_features
-    matrix = cp.Variable((p, p), symmetric=True)
-    worst = cp.Variable()
-    constraints = [matrix >> 0, np.eye(p) - matrix >> 0, cp.trace(matrix) == n_components]
-    groups = [worst >= best[g] - cp.sum(cp.multiply(covariance[g], matrix)) for g in range(len(best))]
-    problem = cp.Problem(cp.Minimize(worst), constraints + groups)
-    name = _sdp_solver(solver, p)
+    relaxation = _Relaxation(covariance, best, n_components)
+    tried: list[tuple[dict[str, Any], FairProjection | None]] = []
+    for name in _sdp_solvers(solver, moments.n_features):
+        try:
+            tried.append(_sdp_attempt(moments, n_components, relaxation, name, center=center, tolerance=tolerance,
+                                      skip_lp=skip_lp, covariance=covariance, best=best, scale=scale))
+        except SolverError as error:
+            tried.append(({"solver": name, "status": "error", "error": str(error), "gap": None, "certified": False,
+                           "largest_loss": None, "lower_bound": None, "tolerance": None}, None))
+        if tried[-1][0]["certified"]:
+            break
+    solved = [(attempt, result) for attempt, result in tried if result is not None]
+    if not solved:
+        raise SolverError(_failure_words([attempt for attempt, _ in tried], solver))
+    chosen, result = next(((a, r) for a, r in solved if a["certified"]), min(solved, key=lambda ar: ar[0]["gap"]))
+    attempts = [attempt for attempt, _ in tried]
+    if not chosen["certified"]:
+        warnings.warn(_inaccuracy_words(attempts, chosen, scale, named=solver != "auto"), ConvergenceWarning,
+                      stacklevel=2)
+        result = with_status(result, "inaccurate")
+    details = {**result.details, "solver_attempts": attempts}
+    if chosen is not attempts[0]:
+        before = "; ".join(_attempt_words(attempt) for attempt in attempts[: attempts.index(chosen)])
+        details["solver_fallback"] = f"{before}; the result is {chosen['solver']}'s (solver='auto' falls back)"
+    return _described(replace(result, details=details))
+
+
+def _sdp_attempt(
+    moments: GroupMoments,
+    n_components: int,
+    relaxation: _Relaxation,
+    name: str,
+    *,
+    center: Center,
+    tolerance: float | None,
+    skip_lp: bool,
+    covariance: np.ndarray,
+    best: np.ndarray,
+    scale: float,
+) -> tuple[dict[str, Any], FairProjection]:
+    """Solve the relaxation with one solver, round it and certify the result: (the attempt's
+    record, the result with status ``"converged"``). Its lower bound is polished
+    (:func:`_polished_dual`) where the solver's multipliers leave the gap open."""
     settings = conic.tolerance_settings(name, _SCS_TOLERANCE if tolerance is None and name == "SCS" else tolerance)
-    status = conic.solve(problem, name, settings, what="SDP solver")
-    if status not in ("optimal", "optimal_inaccurate") or matrix.value is None:
-        raise SolverError(f"SDP solver {name} ended with status {status!r}")
-    values, basis = scipy.linalg.eigh((matrix.value + matrix.value.T) / 2.0)
-    relaxed = float(worst.value)
+    matrix, relaxed, weights, status = relaxation.solve(name, settings)
+    values, basis = scipy.linalg.eigh(matrix)
     # the solver's values are accurate to its tolerance only (SCS: the primal value can pass the
     # rounded one); the dual at its group multipliers is a bound whatever their accuracy
-    weights = np.maximum(np.array([float(np.asarray(c.dual_value)) for c in groups]), 0.0)
-    weights = weights / weights.sum() if weights.sum() > 0 else np.full(len(best), 1.0 / len(best))
     dual = _dual_value(weights, covariance, best, n_components)[0]
+    polish = functools.cache(lambda: _polished_dual(weights, dual, covariance, best, n_components))
     result = _rounded_projection(
-        moments,
-        n_components,
-        method="samadi-sdp",
-        center=center,
-        basis=basis[:, ::-1],
-        relaxed_weights=np.clip(values[::-1], 0.0, 1.0),
-        covariance=covariance,
-        best=best,
-        scale=scale,
-        relaxed_value=relaxed,
-        objective_history=[relaxed * scale],
-        n_iter=int(problem.solver_stats.num_iters or 0),
-        status="converged",
-        certificate={"lower_bound": dual * scale},
-        options={"solver": name, "tolerance": tolerance, "skip_lp": skip_lp},
+        moments, n_components, method="samadi-sdp", center=center, basis=basis[:, ::-1],
+        relaxed_weights=np.clip(values[::-1], 0.0, 1.0), covariance=covariance, best=best, scale=scale,
+        relaxed_value=relaxed, objective_history=[relaxed * scale],
+        n_iter=int(relaxation.problem.solver_stats.num_iters or 0), status="converged",
+        certificate={"lower_bound": dual * scale}, options={"solver": name, "tolerance": tolerance, "skip_lp": skip_lp},
+        rank_tolerance=_RANK_TOLERANCE, polish=polish,
     )
     # The solver's own status is not the verdict: its tolerance applies to losses normalised by
     # max_g β_g(r), so its multipliers or its primal can be far off where the losses are far
@@ -327,20 +532,44 @@ def solve_sdp(
     lower, upper = result.certificate["lower_bound"], result.certificate["rounded_value"]
     allowed = _SDP_GAP * abs(upper) + loss_rounding(covariance) * scale
     if upper - lower > allowed:  # a better bound first
-        lower = _polished_dual(weights, dual, covariance, best, n_components) * scale
+        lower = max(lower, polish() * scale)
         result = replace(result, certificate={**result.certificate, "lower_bound": lower})
-    if upper - lower > allowed:
-        used = settings.get("eps_abs", settings.get("tol_gap_abs", 1e-8))
-        stopped = (f"{name} met its tolerance ({used:g}), but" if status == "optimal"
-                   else f"{name} stopped at reduced accuracy ({status!r}, tolerance {used:g}), and")
-        warnings.warn(
-            f"samadi-sdp: {stopped} the output's largest loss {upper:.6g} is {(upper - lower) / abs(upper):.1%} "
-            f"above the certified lower bound {lower:.6g}: the tolerance applies to losses divided by the largest "
-            f"group's best variance β, and these are {abs(upper) / scale:.1e} of β (a tighter tolerance; fair-eig "
-            "for two groups or samadi-mw, which certify their own gap; or standardize=True)",
-            ConvergenceWarning, stacklevel=2)
-        result = with_status(result, "inaccurate")
-    return result
+    attempt = {"solver": name, "status": status, "error": None, "gap": (upper - lower) / abs(upper) if upper else 0.0,
+               "certified": bool(upper - lower <= allowed), "largest_loss": upper, "lower_bound": lower,
+               "tolerance": settings.get("eps_abs", settings.get("tol_gap_abs", 1e-8))}
+    return attempt, result
+
+
+def _attempt_words(attempt: dict[str, Any]) -> str:
+    """What one solver did, in words: its error, or its result's certified gap."""
+    if attempt["error"] is not None:
+        return attempt["error"]
+    name, used = attempt["solver"], attempt["tolerance"]
+    stopped = (f"{name} met its tolerance ({used:g}), but" if attempt["status"] == "optimal"
+               else f"{name} stopped at reduced accuracy ({attempt['status']!r}, tolerance {used:g}), and")
+    return (f"{stopped} the output's largest loss {attempt['largest_loss']:.6g} is {attempt['gap']:.1%} above the "
+            f"certified lower bound {attempt['lower_bound']:.6g}")
+
+
+def _inaccuracy_words(attempts: list[dict[str, Any]], chosen: dict[str, Any], scale: float, *, named: bool) -> str:
+    """The warning of a result no solver certified: every attempt, which result is returned, why
+    the tolerance could not resolve the losses, and what to do."""
+    kept = f"; {chosen['solver']}'s output is returned" if len(attempts) > 1 else ""
+    other = "; another solver" if named else ""
+    return (f"samadi-sdp: {'; '.join(_attempt_words(a) for a in attempts)}{kept}: the tolerance applies to losses "
+            f"divided by the largest group's best variance β, and these are {abs(chosen['largest_loss']) / scale:.1e} "
+            f"of β (a tighter tolerance{other}; fair-eig for two groups or samadi-mw, which certify their own gap; "
+            "or standardize=True)")
+
+
+def _failure_words(attempts: list[dict[str, Any]], solver: str) -> str:
+    """The error when no solver returned a solution: each one's reason, and what to try."""
+    reasons = "; ".join(attempt["error"] for attempt in attempts)
+    if solver == "auto":
+        return f"samadi-sdp: {reasons} (samadi-mw solves the same relaxation without a conic solver)"
+    others = [f"solver={name!r}" for name in ("CLARABEL", "SCS") if name != solver.upper()]
+    return (f"samadi-sdp: {reasons}; try {' or '.join(others)}, or the default solver='auto', which falls back "
+            "from CLARABEL to SCS")
 
 
 # ----------------------------------------------------------------------------- MW
@@ -410,9 +639,15 @@ def solve_mw(
     max_iter : int
         Oracle calls at most (each one top-r eigendecomposition of a p × p matrix).
     tol : float
-        Relative gap at which to stop.
+        Relative gap at which to stop. Also the tolerance within which the best rank-r
+        projection in the rounded map's span replaces a wider map (module docstring): while
+        the map is wider and that projection is not within ``tol`` of the lower bound, the
+        iterations go on at tenfold tighter gaps (at most three times, within ``max_iter``) as
+        long as each brings it at least twice closer; then the output has r columns, or
+        ``details["extra_columns_reason"]`` says why not.
     skip_lp : bool
-        Skip the LP (the authors' code), keeping only the square-root map.
+        Skip the LP (the authors' code), keeping only the square-root map (never narrowed to
+        rank r).
     update : {"auto", "multiplicative", "cutting_plane"}
         The weights' update. ``"auto"``: the cutting plane, or multiplicative when ``eta`` is
         given. Multiplicative steps are O(1/√t): on random problems with p = 12, r = 2 they
@@ -439,22 +674,65 @@ def solve_mw(
     max_iter = checks.integer("max_iter", max_iter)
     update = checks.choice("update", update, ("auto", "multiplicative", "cutting_plane"))
     covariance, best, scale = _problem(moments, n_components, center)
-    k = len(best)
     if update == "auto":
         update = "cutting_plane" if eta is None else "multiplicative"
     if update == "cutting_plane" and eta is not None:
         raise InputError(f"samadi-mw: eta={eta:g} is the step of update='multiplicative'; this fit uses "
                          "update='cutting_plane', which has no step")
-    step_size = 1.0 if eta is None else eta
+    steps = _oracle_steps(covariance, best, n_components, update, 1.0 if eta is None else eta)
+    rounding = loss_rounding(covariance)
+    history: list[float] = []
+    state = _run_steps(steps, tol, rounding, max_iter, history, scale)
+    status = "converged" if state.closed(tol, rounding) else "max_iter"
+    if status != "converged":
+        warn_gap("samadi-mw", state.lower * scale, state.upper * scale, tol,
+                 f"after max_iter={max_iter} oracle calls (update={update!r}; raise max_iter)")
+    options = {"eta": eta, "max_iter": max_iter, "tol": tol, "skip_lp": skip_lp, "update": update}
+    common = {"center": center, "covariance": covariance, "best": best, "scale": scale, "history": history,
+              "status": status, "options": options}
+    result = _mw_projection(moments, n_components, state, **common)
+    # A wider output that an optimum of rank r may explain (the mixture is only tol-accurate):
+    # iterate on at tenfold tighter gaps while that brings the rank-r projection closer.
+    target = tol
+    for _ in range(_REFINEMENTS if status == "converged" and not skip_lp else 0):
+        if result.components.shape[1] <= n_components or len(history) >= max_iter:
+            break
+        target /= 10.0
+        state = _run_steps(steps, target, rounding, max_iter - len(history), history, scale)
+        refined = _mw_projection(moments, n_components, state, **common)
+        closer = _rank_r_gap(refined) <= 0.5 * _rank_r_gap(result)
+        result = refined
+        if not closer:
+            break
+    return _described(result)
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    """The state of the oracle iterations after one step: the certified bounds (normalised),
+    the kept iterates (V_t, losses of V_t) and the best mixture of them."""
+
+    lower: float
+    upper: float
+    pool: list[tuple[np.ndarray, np.ndarray]]
+    mixture: np.ndarray
+
+    def closed(self, tol: float, rounding: float) -> bool:
+        """(upper − lower) ≤ tol · upper, or below the losses' rounding."""
+        return self.upper - self.lower <= tol * max(self.upper, 0.0) + rounding
+
+
+def _oracle_steps(covariance: np.ndarray, best: np.ndarray, n_components: int, update: str,
+                  step_size: float) -> Iterator[_Bounds]:
+    """The oracle iterations of :func:`solve_mw`, one :class:`_Bounds` per oracle call, without end."""
+    k = len(best)
     weights = np.full(k, 1.0 / k)
     pool: list[tuple[np.ndarray, np.ndarray]] = []  # (V_t, losses of V_t) kept for the mixture
     lower = -np.inf
     width = 0.0
     rounding = loss_rounding(covariance)
-    history: list[float] = []
-    status = "max_iter"
     basis = None
-    for step in range(1, max_iter + 1):
+    for step in itertools.count(1):
         # the weights move little per step: the previous V_t seeds the Krylov eigensolver
         value, basis = _dual_value(weights, covariance, best, n_components, start=basis)
         step_losses = losses_from_covariance(covariance, best, basis)
@@ -463,38 +741,55 @@ def solve_mw(
         mixture, upper, model_weights = _best_mixture(np.array([loss for _, loss in pool]))
         # Keep the mixture's support (≤ k + 1 points) and the latest iterates: the LP stays
         # small, and any mixture of kept points is still a feasible upper bound.
-        keep = set(np.flatnonzero(mixture > 0).tolist()) | set(range(max(0, len(pool) - _POOL), len(pool)))
-        pool = [pool[i] for i in sorted(keep)]
-        mixture = mixture[sorted(keep)]
-        history.append(upper * scale)
-        if upper - lower <= tol * max(upper, 0.0) + rounding:
-            status = "converged"
-            break
+        keep = sorted(set(np.flatnonzero(mixture > 0).tolist()) | set(range(max(0, len(pool) - _POOL), len(pool))))
+        pool = [pool[i] for i in keep]
+        yield _Bounds(lower, upper, list(pool), mixture[keep])
         if update == "cutting_plane":
             weights = model_weights
         else:
             width = width or max(float(step_losses.max()), rounding)
             weights = weights * np.exp(step_size / np.sqrt(step) * (step_losses - step_losses.max()) / width)
             weights /= weights.sum()
-    certificate = {"lower_bound": lower * scale, "upper_bound": upper * scale}
-    if status != "converged":
-        warn_gap("samadi-mw", lower * scale, upper * scale, tol,
-                 f"after max_iter={max_iter} oracle calls (update={update!r}; raise max_iter)")
-    options = {"eta": eta, "max_iter": max_iter, "tol": tol, "skip_lp": skip_lp, "update": update}
-    used = np.flatnonzero(mixture > 1e-12)
+
+
+def _run_steps(steps: Iterator[_Bounds], tol: float, rounding: float, budget: int, history: list[float],
+               scale: float) -> _Bounds:
+    """Take steps until the gap closes to ``tol`` or ``budget`` steps are taken (at least one);
+    each step's upper bound, in the data's units, is appended to ``history``."""
+    for _ in range(max(budget, 1)):
+        state = next(steps)
+        history.append(state.upper * scale)
+        if state.closed(tol, rounding):
+            break
+    return state
+
+
+def _mw_projection(moments: GroupMoments, n_components: int, state: _Bounds, *, center: Center,
+                   covariance: np.ndarray, best: np.ndarray, scale: float, history: list[float], status: str,
+                   options: dict[str, Any]) -> FairProjection:
+    """samadi-mw's result from the iterations' state: one projector as it is, a mixture rounded."""
+    certificate = {"lower_bound": state.lower * scale, "upper_bound": state.upper * scale}
+    used = np.flatnonzero(state.mixture > 1e-12)
     if used.size == 1:  # one projector: already a rank-r solution
         return make_projection(
-            moments, fix_signs(pool[used[0]][0]), method="samadi-mw", n_components=n_components,
-            center=center, objective_history=history, n_iter=len(history), status=status,
+            moments, fix_signs(state.pool[used[0]][0]), method="samadi-mw", n_components=n_components,
+            center=center, objective_history=list(history), n_iter=len(history), status=status,
             certificate=certificate, options=options, best=best * scale,
         )
-    span, relaxed_weights = _mixture_eigen([pool[t][0] for t in used], mixture[used])
+    span, relaxed_weights = _mixture_eigen([state.pool[t][0] for t in used], state.mixture[used])
     return _rounded_projection(
         moments, n_components, method="samadi-mw", center=center, basis=span,
         relaxed_weights=relaxed_weights, covariance=covariance, best=best, scale=scale,
-        relaxed_value=upper, objective_history=history, n_iter=len(history),
-        status=status, certificate=certificate, options=options,
+        relaxed_value=state.upper, objective_history=list(history), n_iter=len(history),
+        status=status, certificate=certificate, options=options, rank_tolerance=float(options["tol"]),
     )
+
+
+def _rank_r_gap(result: FairProjection) -> float:
+    """How far the rank-r projection of a wider result is above its lower bound (0 at rank r)."""
+    if result.components.shape[1] <= result.n_components:
+        return 0.0
+    return result.details["rank_r_loss"] - result.certificate["lower_bound"]
 
 
 def _mixture_eigen(iterates: list[np.ndarray], mixture: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

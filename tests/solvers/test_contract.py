@@ -146,7 +146,10 @@ def test_custom_callable_solver(moments):
 
 DETAILS = {"dro": {"formula", "radii"}, "jevd": {"selected", "stop_reason", "init_used", "fallback_reason"},
            "jevd-orthogonal": {"selected", "stop_reason"}, "mmd": {"log"},
-           "kleindessner-cov": {"directions_with_variance", "directions_without_variance", "n_directions_clipped"}}
+           "kleindessner-cov": {"directions_with_variance", "directions_without_variance", "n_directions_clipped"},
+           "samadi-sdp": {"solver_attempts"},
+           # its rounded mixture is wider than r here, and narrowed to r: the rounding is recorded
+           "samadi-mw": {"rounded_columns", "extra_singular_values", "rank_r_loss", "rank_tolerance"}}
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -14,6 +14,7 @@ from conftest import DATA_DIR, grouped_data, require_data
 from fairpca_dist import FairPCA, GroupMoments, InputError, compute_moments, fit_projection, metrics
 from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.solvers import samadi
+from fairpca_dist.solvers.result import STATUS_MESSAGES
 from fairpca_dist.solvers.samadi import lp_vertex
 from fairpca_dist.solvers.stiefel import subspace_distance
 
@@ -62,11 +63,19 @@ def test_f2_isotropic_and_one_dimensional(method):
 
 
 @pytest.mark.parametrize("method", ["samadi-sdp", "samadi-mw"])
-def test_f4_three_orthogonal_groups_need_rank_three(method):
+def test_f4_three_orthogonal_groups_round_to_rank_three_and_mix_to_rank_one(method):
+    """The LP's vertex has three fractional weights (rank r + k − 1 = 3: the bound is tight);
+    their signed mix (1, 1, 1)/√3 is a rank-1 projection at the same value 2/3, the rank-1
+    optimum (spec §C.2 F4), which is returned with its certificate."""
     moments = moments_from_covariances([np.diag(np.eye(3)[g]) for g in range(3)])
     result = fit_projection(moments, 1, method=method, **({"tol": 1e-7, "max_iter": 3000} if method == "samadi-mw" else {}))
     np.testing.assert_allclose(result.group_loss, [2 / 3] * 3, atol=1e-4)
-    assert result.components.shape[1] == 3  # r + k − 1: the bound is tight
+    assert result.details["rounded_columns"] == 3 and result.certificate["fractional_weights"] == 3
+    assert result.components.shape[1] == 1 and "extra_columns_reason" not in result.details
+    np.testing.assert_allclose(np.abs(result.components[:, 0]), [3 ** -0.5] * 3, atol=1e-4)
+    lower, upper = result.certificate["lower_bound"], result.certificate["upper_bound"]
+    assert lower <= 2 / 3 + 1e-9 and upper == pytest.approx(max_loss(result), rel=1e-12)
+    assert upper - lower <= 1e-5 * upper + 1e-12
 
 
 def test_f4_lp_vertex_has_three_fractional_weights():
@@ -330,8 +339,10 @@ def test_sdp_stopped_at_reduced_accuracy_speaks_in_its_own_words_with_its_certif
     """German Credit as Olfat & Aswani ship it, raw features (credit amounts in the thousands
     beside 0/1 indicators), r = 3: Clarabel stops 'optimal_inaccurate' with an output 74 % above
     the optimum. cvxpy's warning ("Try another solver … verbose=True", nothing a user of the
-    library can act on) is not passed on; samadi-sdp's ConvergenceWarning names the certified
-    gap, whose polished lower bound meets the optimum fair-eig certifies."""
+    library can act on) is not passed on; SCS, tried next by default, is not certified either
+    (its output 48 % above); samadi-sdp returns the smaller certified gap's result, SCS's, and
+    its ConvergenceWarning names both gaps, whose polished lower bounds meet the optimum
+    fair-eig certifies."""
     import pandas as pd
 
     frame = pd.read_csv(require_data(DATA_DIR / "olfat_fairml" / "German_Credit_Data.csv"))
@@ -349,6 +360,11 @@ def test_sdp_stopped_at_reduced_accuracy_speaks_in_its_own_words_with_its_certif
     optimum = fit_projection(moments, 3, method="fair-eig")
     assert sdp.status == "inaccurate" and optimum.converged
     assert sdp.certificate["lower_bound"] == pytest.approx(optimum.certificate["lower_bound"], rel=1e-3)
+    attempts = sdp.details["solver_attempts"]
+    assert [(a["solver"], a["status"], a["certified"]) for a in attempts] == [
+        ("CLARABEL", "optimal_inaccurate", False), ("SCS", "optimal", False)]
+    assert sdp.options["solver"] == "SCS" and attempts[1]["gap"] < attempts[0]["gap"]
+    assert sdp.message.startswith(f"{STATUS_MESSAGES['inaccurate']}; CLARABEL stopped at reduced accuracy")
 
 
 @pytest.mark.parametrize("seed", range(3))
