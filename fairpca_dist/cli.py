@@ -36,6 +36,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _group_name(text: str) -> tuple[str, str]:
+    """``[COLUMN=]VALUE=NAME`` of ``--group-name``: the key (a value, or ``column=value``) and its name."""
+    key, sep, name = text.rpartition("=")
+    if not sep or not key or not name:
+        raise argparse.ArgumentTypeError(f"expected VALUE=NAME or COLUMN=VALUE=NAME (e.g. 1=female), got {text!r}")
+    return key, name
+
+
 def _synthetic_rows(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -106,8 +114,9 @@ def _report(args: argparse.Namespace) -> int:
 
     report, files = write_table_report(
         args.model_dir, args.table_dir, args.report_dir, target=args.target, max_components=args.max_components,
-        sample_size=args.sample_size, rbf_mmd=args.rbf_mmd, client=args.dask_address,
-        announce=lambda line: print(line, flush=True), storage_options=_storage_options(args),
+        sample_size=args.sample_size, rbf_mmd=args.rbf_mmd, group_names=dict(args.group_name),
+        client=args.dask_address, progress=True, announce=lambda line: print(line, flush=True),
+        storage_options=_storage_options(args),
     )
     print(report_markdown_summary(report))
     print(f"\nreport: {files.markdown} (also report.html, report.json and PNGs)")
@@ -359,6 +368,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--rbf-mmd", default="auto", choices=RBF_MMD_CHOICES,
                         help="RBF-kernel MMD² of the projected groups over every row: all pairs (exact), random "
                              f"Fourier features (rff), auto (exact up to {RBF_EXACT_MAX_ROWS:,} rows) or none")
+    report.add_argument("--group-name", type=_group_name, action="append", default=[], metavar="[COLUMN=]VALUE=NAME",
+                        help="name a value of the sensitive column in the report, repeatable: --group-name 1=female "
+                             "shows the group sex=1 as sex=female; COLUMN= picks one column's value among several")
     _add_dask(report)
     report.set_defaults(handler=_report)
 

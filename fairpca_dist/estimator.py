@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from numbers import Integral
 from typing import Any
 
@@ -29,6 +30,20 @@ _MISSING_GROUPS = "FairPCA.fit requires sensitive_features: one group label per 
 
 def _is_dask(data: Any) -> bool:
     return isinstance(data, (da.Array, dd.DataFrame, dd.Series))
+
+
+def _group_columns(sensitive_features: Any, named: list[str]) -> tuple[str, ...]:
+    """The column name(s) the group labels come from: the columns of X named, a named Series,
+    or the columns of a DataFrame; () when unknown (an array)."""
+    if named:
+        return tuple(named)
+    if isinstance(sensitive_features, (pd.Series, dd.Series)) and isinstance(sensitive_features.name, str):
+        return (sensitive_features.name,)
+    if isinstance(sensitive_features, (pd.DataFrame, dd.DataFrame)) and all(
+        isinstance(column, str) for column in sensitive_features.columns
+    ):
+        return tuple(sensitive_features.columns)
+    return ()
 
 
 def _names_columns(sensitive_features: Any, X: Any) -> bool:
@@ -97,7 +112,9 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     moments_ : GroupMoments
         The sufficient statistics the fit used.
     projection_ : FairProjection
-        The solver's full result (objective history, convergence, certificates).
+        The solver's full result (objective history, convergence, certificates), with the
+        sensitive column name(s) when ``sensitive_features`` named columns of X or was a
+        named Series or a DataFrame (``group_columns``: what reports name the groups by).
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Defined when X has string column names.
@@ -197,6 +214,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             passes=passes,
             **self._solver_options(),
         )
+        projection = replace(projection, group_columns=_group_columns(sensitive_features, self._sensitive_columns))
         self._set_fitted(moments, projection)
         return self
 

@@ -15,7 +15,8 @@ import json
 import operator
 import os
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,7 +160,9 @@ def fit_table(
     pass, so a concurrent fit into it raises :class:`~fairpca_dist.exceptions.OutputBusyError`,
     and a folder holding other files than a model is refused. A moments cache that cannot be
     written (a read-only table) is skipped with a warning. Paths may be URLs (``s3://…``),
-    opened with ``storage_options``.
+    opened with ``storage_options``. The model records the sensitive column(s)
+    (:attr:`~fairpca_dist.solvers.result.FairProjection.group_columns`), by which reports name
+    the groups.
     """
     table = table_dir if is_url(table_dir) else Path(locate(table_dir).path)
     if sensitive_feature is None or features is None:
@@ -190,13 +193,17 @@ def fit_table(
             passes = table_passes(table_source(table, storage_options), moments, sensitive_feature=sensitive_feature,
                                   sample_weight=sample_weight, client=client, progress=progress,
                                   storage_options=storage_options)
-        model = fit_projection(
+        model = replace(fit_projection(
             moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
             random_state=random_state, passes=passes, **(options or {}),
-        )
+        ), group_columns=_columns(sensitive_feature))
         write_model_files(model, staging, fingerprint=fingerprint)  # into the empty staging folder
         moments.save(staging / MOMENTS_FILE)
     return model
+
+
+def _columns(names: str | Sequence[str]) -> tuple[str, ...]:
+    return (names,) if isinstance(names, str) else tuple(names)
 
 
 def load_fitted(model_dir: str | os.PathLike[str],
@@ -219,7 +226,9 @@ def write_table_report(
     max_components: int | None = None,
     sample_size: int = 50_000,
     rbf_mmd: str = "auto",
+    group_names: Mapping[Hashable, str] | None = None,
     client: Any = None,
+    progress: bool = False,
     announce: Callable[[str], None] | None = None,
     storage_options: StorageOptions | None = None,
 ) -> tuple[dict, ReportFiles]:
@@ -230,34 +239,41 @@ def write_table_report(
     ``report_dir`` is checked against both inputs before any work (it must not overlap them:
     :class:`~fairpca_dist.exceptions.OutputPathError`). ``announce`` receives one line saying
     what the report refits (the curves cost a fit per r) before it starts. With ``target``, a
-    sample of ``sample_size`` rows feeds the downstream parity check. Returns the report (a
-    dict of JSON values) and its :class:`~fairpca_dist.report.ReportFiles`.
+    sample of ``sample_size`` rows feeds the downstream parity check. ``group_names`` names
+    values of the sensitive column(s) (:func:`~fairpca_dist.report.build_report`); a model
+    that did not record its sensitive column(s) (saved by an older version) takes them from
+    the table's ``schema.json``. ``progress``: a bar for every pass over the rows. Returns the
+    report (a dict of JSON values) and its :class:`~fairpca_dist.report.ReportFiles`.
     """
     from fairpca_dist.report import REPORT_FILE, build_report, curve_length, write_report  # scikit-learn, matplotlib
 
     inputs = [model_dir, table_dir]
     check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE, storage_options=storage_options)
     model, moments = load_fitted(model_dir, storage_options)
+    if not model.group_columns:  # the report's passes read the groups from these columns too
+        model = replace(model, group_columns=_columns(read_schema(table_dir, storage_options)["sensitive_feature"]))
     largest = curve_length(max_components, moments.n_features, model.n_components)
     if announce is not None:
         announce(f"report: pca and {model.method} refitted at r = 1..{largest} for the curves (--max-components "
                  f"sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)")
     sample = None if target is None else report_sample(table_dir, target, max_rows=sample_size, client=client,
                                                        storage_options=storage_options)
-    passes = report_passes(table_dir, moments, client=client, storage_options=storage_options)
+    passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)
     report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
-                          passes=passes, rbf_mmd=rbf_mmd)
+                          passes=passes, rbf_mmd=rbf_mmd, group_names=group_names)
     return report, write_report(report, report_dir, inputs=inputs, storage_options=storage_options)
 
 
 def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, client: Any = None,
-                  storage_options: StorageOptions | None = None) -> TablePasses:
+                  progress: bool = False, storage_options: StorageOptions | None = None) -> TablePasses:
     """The rows of an ingested table (roles from its ``schema.json``) for the report: its
     RBF-kernel MMD² reads them, and so does refitting a method that reads rows (``mm-robust``,
-    ``mmd`` with the RBF kernel). Nothing is read until a pass is asked for."""
+    ``mmd`` with the RBF kernel). Nothing is read until a pass is asked for; with ``progress``
+    each pass draws a bar."""
     schema = read_schema(table_dir, storage_options)
     return table_passes(table_source(table_dir, storage_options), moments, sensitive_feature=schema["sensitive_feature"],
-                        sample_weight=schema.get("sample_weight"), client=client, storage_options=storage_options)
+                        sample_weight=schema.get("sample_weight"), client=client, progress=progress,
+                        storage_options=storage_options)
 
 
 def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: int, client: Any = None,

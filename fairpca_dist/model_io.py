@@ -1,8 +1,10 @@
 """Save and load fitted projections as ``model.npz`` + ``model.json`` (never pickle).
 
 ``model.json`` is the human-readable record: method, options, feature names, group labels and
-sizes, centring and scale, diagnostics (status, certificate, the solver's details), library
-version and the data fingerprint.
+sizes, the sensitive column(s) the labels are values of (``group_columns``: empty when the fit
+did not know them; absent from older files, which read as empty), centring and scale,
+diagnostics (status, certificate, the solver's details), library version and the data
+fingerprint.
 ``model.npz`` holds the arrays. Both are written to temporary names and renamed into place
 (on an object store: into a new version of the folder, committed when both are written), so a
 crash never leaves a half-written model.
@@ -93,6 +95,7 @@ def write_model_files(model: FairProjection, folder: Location, *, fingerprint: s
             {"label": label_to_json(g), "count": int(n), "loss": float(l), "error": float(e)}
             for g, n, l, e in zip(model.group_labels, model.group_count, model.group_loss, model.group_error)
         ],
+        "group_columns": list(model.group_columns),
         "mean": model.mean.tolist(),
         "scale": model.scale.tolist(),
         "diagnostics": {
@@ -160,6 +163,8 @@ def load_model(directory: str | os.PathLike[str], storage_options: StorageOption
             dict(field(record, "options", "an object", _is_object)),
             dict(field(diagnostics, "details", "an object", _is_object, within="diagnostics", default={})),
         ),
+        group_columns=tuple(field(record, "group_columns", "a list of column names, as text",
+                                  lambda value: _is_list(value) and all(map(_is_text, value)), default=[])),
         **arrays,
     )
     _check_consistent(model, json_path, folder / ARRAYS_FILE)
@@ -312,6 +317,10 @@ def _check_consistent(model: FairProjection, json_path: Location, npz_path: Loca
         raise InputError(f"{npz_path}: scale has values that are not positive")
     if not 1 <= model.n_components <= p:
         raise InputError(f"{json_path}: n_components={model.n_components} is not between 1 and {p}")
+    parts = {len(label) if isinstance(label, tuple) else 1 for label in model.group_labels}
+    if model.group_columns and parts != {len(model.group_columns)}:
+        raise InputError(f"{json_path}: group_columns {list(model.group_columns)} do not match the group labels "
+                         f"(of {' or '.join(map(str, sorted(parts)))} part(s) each)")
 
 
 def _check_real(array: np.ndarray, name: str, npz_path: Location) -> None:

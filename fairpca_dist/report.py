@@ -2,8 +2,21 @@
 
 The report compares two *arms*, always under the same keys: ``"pca"``, plain PCA refitted at the
 model's n_components with the model's centring and scale (the baseline of Samadi et al.'s
-figures), and ``"fair"``, the fitted model itself (its method is in ``report["model"]``). For
-both it records, from the group moments (:func:`fairpca_dist.scoring.score_projection`, in sample):
+figures), and ``"fair"``, the fitted model itself (its method is in ``report["model"]``).
+
+**Each method is judged by its own criterion first.** Every registered method makes fair by its
+paper's definition (:meth:`fairpca_dist.solvers.SolverSpec.criterion_of`: samadi, fair-eig and
+jevd the largest group loss, the mm family the smallest group variance, dro ABDiff, olfat and
+kleindessner the linear MMD², mmd the MMD² of its kernel, pca explained variance). The report's
+headline (``report["criterion"]``) names that criterion in words with its direction (lower or
+higher is fairer) and gives it for both arms; ``report["comparison"]`` gives every other
+criterion of :data:`fairpca_dist.scoring.CRITERIA` that was measured, side by side; a short
+reading says what improved, what it cost in explained variance, and which other fairness
+criterion got worse than PCA's. The values are read as the comparison of methods reads them:
+the moment-based ones through :meth:`fairpca_dist.scoring.ProjectionScores.value`, the RBF MMD²
+as the largest entry of its matrix, the downstream ones from the classifier's scores.
+
+For both arms it records, from the group moments (:func:`fairpca_dist.scoring.score_projection`, in sample):
 
 * at the fitted n_components: per-group error err_g, loss loss_g, kept variance and
   explained-variance ratio EVR_g, the largest loss, the smallest group variance, ARE and ABDiff,
@@ -14,15 +27,24 @@ both it records, from the group moments (:func:`fairpca_dist.scoring.score_proje
   both arms at the fitted n_components over every row (:func:`fairpca_dist.metrics.mmd2_rbf`:
   all pairs in kernel blocks up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows, random Fourier features
   above), one σ for both arms (the model's own for an ``mmd`` fit, else the median heuristic at
-  the PCA projection), so the two are comparable;
+  the PCA projection), so the two are comparable; without the rows, ``mmd`` with the RBF kernel
+  has its criterion "not measured", said so in words;
 * optionally, a downstream check (:func:`~fairpca_dist.downstream.downstream_parity`): accuracy and demographic parity
   of a logistic regression trained on each arm's projection of a row sample.
+
+Groups are named by their column (``sex=1``; intersectional ``sex=1 & race=2``) when the model
+recorded its sensitive column(s) (:attr:`~fairpca_dist.solvers.result.FairProjection.group_columns`),
+else by their bare labels; ``group_names`` maps values to names (``sex=female``).
 
 Every metric uses the working moments ``moments.rescaled(model.scale)``: the components act
 on standardised rows when the model standardises. :func:`build_report` returns plain JSON
 values; :func:`write_report` renders them without computing anything new, so the Markdown, the
-HTML and the figures always show the numbers in ``report.json``. No Prefect here: the flow
-publishes :func:`report_markdown_summary` and :func:`report_table` as artifacts.
+HTML and the figures always show the numbers in ``report.json``. The steps that take time draw
+a progress bar on a terminal (:func:`fairpca_dist.progress.progress_bar`): the refits of the
+curves, one tick per r, and the RBF-kernel MMD², one tick per arm (the passes over the rows draw
+their own when the :class:`~fairpca_dist.passes.TablePasses` were opened with ``progress``). No
+Prefect here: the flow publishes :func:`report_markdown_summary` and :func:`report_table` as
+artifacts.
 """
 
 from __future__ import annotations
@@ -30,7 +52,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,23 +69,26 @@ from fairpca_dist.moments import GroupMoments, label_to_json
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
 from fairpca_dist.progress import progress_bar
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
-from fairpca_dist.scoring import score_projection
+from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.datapasses import DataPasses
-from fairpca_dist.downstream import downstream_blocks, downstream_parity
+from fairpca_dist.downstream import degenerate_mark, downstream_blocks, downstream_parity
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.wording import listed
 
 __all__ = [
     "ReportFiles",
     "build_report",
     "curve_length",
+    "group_display_names",
     "write_report",
     "report_markdown_summary",
     "report_table",
     "ARMS",
     "FIGURES",
     "REPORT_FILE",
+    "UNCHANGED_RTOL",
 ]
 
 REPORT_FILE = "report.json"
@@ -79,8 +104,17 @@ FIGURES: dict[str, tuple[str, str]] = {
 }
 """Figure file stem -> (per-group quantity in the curves, axis label)."""
 
+UNCHANGED_RTOL = 1e-6
+"""A criterion whose values for PCA and the model differ by less than this share (or by less
+than 1e-12) reads "unchanged" rather than better or worse."""
+
 _RBF_FEATURES = 1000
+_ROUND_OFF = 1e-12
 _COLUMN_TITLES = {"error": "error", "loss": "loss", "explained_variance_ratio": "EVR"}
+_DOWNSTREAM_KEYS = {"accuracy": "accuracy", "dp_difference": "demographic_parity_difference"}
+"""Criterion key -> its name in the downstream scores of each arm."""
+_ROW_KEYS = {"rbf_mmd2", *_DOWNSTREAM_KEYS}
+"""The criteria measured on the rows, not from the moments (nor at every r of the curves)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +148,7 @@ def build_report(
     title: str = "Fair PCA report",
     passes: DataPasses | None = None,
     rbf_mmd: str = "auto",
+    group_names: Mapping[Hashable, str] | None = None,
 ) -> dict:
     """Every number of the fairness report of ``model``, as plain JSON values.
 
@@ -130,8 +165,8 @@ def build_report(
     target : str, optional
         Binary target column of ``sample``.
     sensitive : str or sequence of str, optional
-        Group column(s) of ``sample``; default: every column that is neither a feature nor
-        the target.
+        Group column(s) of ``sample``; default: the model's ``group_columns`` when it recorded
+        them, else every column that is neither a feature nor the target.
     title : str
         Heading of the rendered report.
     passes : DataPasses, optional
@@ -142,17 +177,33 @@ def build_report(
         The RBF-kernel MMD² at the model's n_components (module docstring): ``"auto"`` is
         ``"exact"`` up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows and ``"rff"`` above, and skipped when
         ``passes`` is None; ``"none"`` skips it.
+    group_names : mapping, optional
+        Display names of values of the sensitive column(s) (:func:`group_display_names`):
+        ``{1: "female"}``, or ``{"sex=1": "female"}`` for one column's value; a group then
+        reads ``sex=female``.
 
     Returns
     -------
     dict
         ``title``, ``library_version``;
-        ``data``: ``n_samples``, ``n_features``, ``feature_names``, ``fingerprint``, ``groups``
-        (``label`` as in model.json, display ``name``, ``count``);
+        ``data``: ``n_samples``, ``n_features``, ``feature_names``, ``fingerprint``,
+        ``group_columns`` (the model's; empty when unknown), ``group_names`` (as given, keys as
+        text), ``groups`` (``label`` as in model.json, display ``name``, ``count``);
         ``model``: ``method``, ``n_components``, ``output_columns``, ``center``, ``options``,
         ``converged``, ``status``, ``message``, ``n_iter``, ``certificate``;
+        ``criterion``: the method's own criterion, the report's headline: ``key``, ``title``,
+        ``better`` ("lower" or "higher"), ``fairness``, ``meaning``, ``pca`` and ``fair`` (its
+        values, None when not measured), ``verdict`` ("better", "worse", "unchanged", or None
+        when not measured; :data:`UNCHANGED_RTOL`), ``change`` (the model's gain over PCA as a
+        share of PCA's value, positive when better; None when PCA's is 0 or not measured) and,
+        when not measured, ``not_measured`` (why);
+        ``comparison``: every other criterion of :data:`~fairpca_dist.scoring.CRITERIA` measured
+        for both arms, in that order, as the same fields (downstream rows also ``degenerate``:
+        arm -> why its classifier learned nothing, for the arms where it did not);
         ``at_model``: arm -> evaluation at the model's n_components;
-        ``curves``: ``n_components`` (1..R) and arm -> one evaluation per r;
+        ``curves``: ``n_components`` (1..R), arm -> one evaluation per r, and ``criterion``:
+        ``key`` (the method's own criterion when the moments give it, else the largest group
+        loss), ``pca`` and ``fair`` (its value per r);
         ``rbf_mmd``: ``estimator``, ``sigma``, ``sigma_source``, ``n_random_features`` (rff) and
         arm -> k × k matrix, or ``{"skipped": reason}``;
         ``downstream``: :func:`~fairpca_dist.downstream.downstream_parity` of both arms, or ``{"skipped": reason}``.
@@ -166,9 +217,10 @@ def build_report(
     Raises
     ------
     SchemaError, GroupError
-        The model was fitted on other features or groups than ``moments``.
+        The model was fitted on other features or groups than ``moments``, or its
+        ``group_columns`` do not match its labels (:func:`group_display_names`).
     InputError
-        Bad ``max_components`` or ``rbf_mmd``; a method that is not in
+        Bad ``max_components``, ``rbf_mmd`` or ``group_names``; a method that is not in
         :data:`~fairpca_dist.solvers.SOLVERS` (the curves refit it), or that reads rows while
         ``passes`` is missing; ``rbf_mmd="exact"`` or ``"rff"`` without ``passes``; bad sample (see
         :func:`~fairpca_dist.downstream.downstream_parity`).
@@ -180,11 +232,18 @@ def build_report(
         raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
     if passes is None and rbf_mmd in ("exact", "rff"):
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
+    names = group_display_names(moments.groups, model.group_columns, group_names)
     ranks = range(1, curve_length(max_components, moments.n_features, model.n_components) + 1)
     _check_refittable(model)
-    options = model.options
+    own = SOLVERS[model.method].criterion_of(model.options)
     working = moments.rescaled(model.scale)
-    pca = _refit(moments, model, model.n_components, "pca", {})
+    arms = {"pca": _refit(moments, model, model.n_components, "pca", {}), "fair": model}
+    scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
+    curves = _curves(moments, model, ranks, passes)
+    rbf = _rbf_mmd(working, arms, passes, rbf_mmd)
+    downstream = _downstream(sample, target, sensitive, arms)
+    criterion, comparison = _criteria(own, scores, rbf, downstream)
+    curve_key = own if own not in _ROW_KEYS and own != "explained_variance_ratio" else "max_loss"
     report = {
         "title": title,
         "library_version": __version__,
@@ -193,9 +252,11 @@ def build_report(
             "n_features": moments.n_features,
             "feature_names": moments.feature_names,
             "fingerprint": moments.fingerprint(),
+            "group_columns": list(model.group_columns),
+            "group_names": {str(key): name for key, name in (group_names or {}).items()},
             "groups": [
-                {"label": label_to_json(group), "name": _group_name(group), "count": count}
-                for group, count in zip(moments.groups, moments.count)
+                {"label": label_to_json(group), "name": name, "count": count}
+                for group, name, count in zip(moments.groups, names, moments.count)
             ],
         },
         "model": {
@@ -211,10 +272,16 @@ def build_report(
             "certificate": model.certificate,
             "details": model.details,
         },
-        "at_model": {"pca": _evaluate(moments, pca), "fair": _evaluate(moments, model)},
-        "curves": {"n_components": list(ranks), **_curves(moments, model, ranks, options, passes)},
-        "rbf_mmd": _rbf_mmd(working, {"pca": pca, "fair": model}, passes, rbf_mmd),
-        "downstream": _downstream(sample, target, sensitive, {"pca": pca, "fair": model}),
+        "criterion": criterion,
+        "comparison": comparison,
+        "at_model": {arm: scores[arm].as_dict() for arm in ARMS},
+        "curves": {
+            "n_components": list(ranks),
+            **{arm: [point.as_dict() for point in curves[arm]] for arm in ARMS},
+            "criterion": {"key": curve_key, **{arm: [point.value(curve_key) for point in curves[arm]] for arm in ARMS}},
+        },
+        "rbf_mmd": rbf,
+        "downstream": downstream,
     }
     return jsonable(report)
 
@@ -231,16 +298,18 @@ def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
         )
 
 
-def _curves(moments: GroupMoments, model: FairProjection, ranks: range, options: dict[str, Any],
-            passes: DataPasses | None) -> dict[str, list[dict[str, Any]]]:
+def _curves(moments: GroupMoments, model: FairProjection, ranks: range,
+            passes: DataPasses | None) -> dict[str, list[ProjectionScores]]:
     """PCA and the model's method refitted and scored at every r of ``ranks`` (a bar on a
-    terminal: on wide tables these refits are most of the report's time)."""
-    curves: dict[str, list[dict[str, Any]]] = {"pca": [], "fair": []}
+    terminal: on wide tables, and for a method that reads the rows, these refits are most of
+    the report's time)."""
+    curves: dict[str, list[ProjectionScores]] = {"pca": [], "fair": []}
     with progress_bar(f"report: pca and {model.method} at r = 1..{len(ranks)}") as bar:
         bar.total, bar.unit = len(ranks), "r"
         for r in ranks:
-            curves["pca"].append(_evaluate(moments, _refit(moments, model, r, "pca", {})))
-            curves["fair"].append(_evaluate(moments, _refit(moments, model, r, model.method, options, passes)))
+            curves["pca"].append(score_projection(_refit(moments, model, r, "pca", {}), moments))
+            curves["fair"].append(score_projection(_refit(moments, model, r, model.method, model.options, passes),
+                                                   moments))
             bar.update()
     return curves
 
@@ -275,33 +344,38 @@ def _refit(moments: GroupMoments, model: FairProjection, n_components: int, meth
                           passes=passes if SOLVERS[method].reads_rows(options) else None, **options)
 
 
-def _evaluate(moments: GroupMoments, projection: FairProjection) -> dict[str, Any]:
-    """Every moment-based criterion of one projection, in sample (:mod:`fairpca_dist.scoring`)."""
-    return score_projection(projection, moments).as_dict()
-
-
 def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None,
              choice: str) -> dict:
-    """The RBF-kernel MMD² of both arms over every row, with one σ (module docstring)."""
+    """The RBF-kernel MMD² of both arms over every row, with one σ (module docstring); a bar on
+    a terminal, one tick per arm (both at once for random features): over every pair of rows
+    this is the report's longest step on a long table."""
     if choice == "none":
         return {"skipped": "not asked for (rbf_mmd='none')"}
     if passes is None:
         return {"skipped": "the rows were not given"}
     model = models["fair"]
     rows = passes.rescaled(model.scale)
-    if "sigma" in model.certificate:
-        sigma, source = float(model.certificate["sigma"]), f"the {model.method} model's"
-    else:
-        sigma = metrics.rbf_bandwidth(working, rows, models["pca"].components)
-        source = "median heuristic at the PCA projection (at most 2000 rows per group)"
     estimator = choice if choice != "auto" else "exact" if working.n_samples <= RBF_EXACT_MAX_ROWS else "rff"
-    result: dict[str, Any] = {"estimator": estimator, "sigma": sigma, "sigma_source": source}
-    components = [projection.components for projection in models.values()]
-    if estimator == "rff":  # both arms from one pass over the rows
-        result["n_random_features"] = _RBF_FEATURES
-        matrices = metrics.mmd2_rbf_many(working, rows, components, sigma, n_random_features=_RBF_FEATURES)
-    else:
-        matrices = [metrics.mmd2_rbf(working, rows, v, sigma, estimator="exact") for v in components]
+    how = "every pair of rows" if estimator == "exact" else "random Fourier features"
+    with progress_bar(f"report: RBF-kernel MMD² of pca and {model.method} over {working.n_samples:,} rows ({how})"
+                      ) as bar:
+        bar.total, bar.unit = (len(models) if estimator == "exact" else 1), "projection"
+        if "sigma" in model.certificate:
+            sigma, source = float(model.certificate["sigma"]), f"the {model.method} model's"
+        else:
+            sigma = metrics.rbf_bandwidth(working, rows, models["pca"].components)
+            source = "median heuristic at the PCA projection (at most 2000 rows per group)"
+        result: dict[str, Any] = {"estimator": estimator, "sigma": sigma, "sigma_source": source}
+        components = [projection.components for projection in models.values()]
+        if estimator == "rff":  # both arms from one pass over the rows
+            result["n_random_features"] = _RBF_FEATURES
+            matrices = metrics.mmd2_rbf_many(working, rows, components, sigma, n_random_features=_RBF_FEATURES)
+            bar.update()
+        else:
+            matrices = []
+            for v in components:
+                matrices.append(metrics.mmd2_rbf(working, rows, v, sigma, estimator="exact"))
+                bar.update()
     result.update(zip(models, matrices))
     return result
 
@@ -311,15 +385,122 @@ def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequ
     if sample is None or target is None:
         missing = " and no ".join(name for name, value in (("sample", sample), ("target", target)) if value is None)
         return {"skipped": f"no {missing} given"}
-    features = list(models["fair"].feature_names)
+    fair = models["fair"]
+    features = list(fair.feature_names)
     if sensitive is None:
-        sensitive = [column for column in sample.columns if column not in features and column != target]
+        sensitive = list(fair.group_columns) or [
+            column for column in sample.columns if column not in features and column != target]
     return downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=models)
 
 
-def _group_name(label: Hashable) -> str:
-    """Display name of a group label; intersectional (tuple) labels read ``"a & b"``."""
-    return " & ".join(map(str, label)) if isinstance(label, tuple) else str(label)
+# ---------------------------------------------------------------------- criteria, side by side
+def _criteria(own: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
+              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The method's own criterion (the headline) and every other criterion measured for both
+    arms, in the order of :data:`~fairpca_dist.scoring.CRITERIA` (``build_report``'s Returns)."""
+    rows = {criterion.key: _criterion_row(criterion, scores, rbf, downstream) for criterion in CRITERIA}
+    headline = rows.pop(own)
+    if headline["verdict"] is None:
+        headline["not_measured"] = _not_measured(own, rbf)
+    return headline, [row for row in rows.values() if row["verdict"] is not None]
+
+
+def _criterion_row(criterion: Criterion, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
+                   ) -> dict[str, Any]:
+    values = {arm: _criterion_value(criterion.key, arm, scores, rbf, downstream) for arm in ARMS}
+    row = {"key": criterion.key, "title": criterion.title, "better": criterion.better,
+           "fairness": criterion.fairness, "meaning": criterion.meaning, **values,
+           **_verdict(criterion.better, values["pca"], values["fair"])}
+    if criterion.key in _DOWNSTREAM_KEYS and "skipped" not in downstream:
+        row["degenerate"] = {arm: reason for arm in ARMS if (reason := downstream["models"][arm].get("degenerate"))}
+    return row
+
+
+def _criterion_value(key: str, arm: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
+                     ) -> float | None:
+    """Criterion ``key`` of one arm, read as the comparison of methods reads it
+    (:meth:`fairpca_dist.comparison.Candidate.value`): the moment-based ones from scoring, the
+    RBF MMD² as the largest entry of the arm's matrix (the worst pair of groups), the
+    downstream ones from the arm's classifier; None when not measured or not finite."""
+    if key == "rbf_mmd2":
+        value = None if "skipped" in rbf else float(np.max(rbf[arm]))
+    elif key in _DOWNSTREAM_KEYS:
+        value = None if "skipped" in downstream else downstream["models"][arm][_DOWNSTREAM_KEYS[key]]
+    else:
+        value = scores[arm].value(key)
+    return float(value) if value is not None and np.isfinite(value) else None
+
+
+def _verdict(better: str, pca: float | None, fair: float | None) -> dict[str, Any]:
+    """``verdict`` and ``change`` of the model against PCA (``build_report``'s Returns)."""
+    if pca is None or fair is None:
+        return {"verdict": None, "change": None}
+    if np.isclose(fair, pca, rtol=UNCHANGED_RTOL, atol=1e-12):
+        return {"verdict": "unchanged", "change": 0.0}
+    gain = pca - fair if better == "lower" else fair - pca
+    return {"verdict": "better" if gain > 0 else "worse", "change": gain / abs(pca) if pca != 0 else None}
+
+
+def _not_measured(key: str, rbf: dict) -> str:
+    """Why the method's own criterion ``key`` has no value (the RBF MMD² of an ``mmd`` fit
+    with the RBF kernel, skipped; or a value that is not finite)."""
+    if key == "rbf_mmd2" and "skipped" in rbf:
+        return (f"{rbf['skipped']}; it is measured over every row (build_report: passes= and rbf_mmd other than "
+                "'none'; `fairpca report`: unless --rbf-mmd none)")
+    return "its value is not a finite number"
+
+
+# ---------------------------------------------------------------------- group names
+def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
+                        names: Mapping[Hashable, str] | None = None) -> list[str]:
+    """How a report names each group: ``column=value`` per sensitive column, joined by ``" & "``
+    for intersectional (tuple) labels (``sex=1 & race=2``); the bare values when ``columns`` is
+    empty (``1 & 2``). A value that is a whole number is written as one (``1``, not ``1.0``).
+
+    ``names`` maps values to display names: a key is a value (``1``), its text (``"1"``, as
+    typed on the command line), or ``"column=value"`` for the value of one column when columns
+    share values (``"race=1"``); ``{"1": "female"}`` gives ``sex=female``. A key that names no
+    value of any group raises :class:`InputError` (a typo would otherwise pass unseen), as
+    does a name that is not text; labels of another number of values than ``columns`` (when
+    given) raise :class:`GroupError`.
+    """
+    mismatched = [label for label in groups if len(_parts(label)) != len(columns)]
+    if columns and mismatched:
+        raise GroupError(f"the group column(s) {list(columns)} do not match the group label(s) {listed(mismatched)}: "
+                         "one value per column")
+    names = dict(names or {})
+    odd = [key for key, name in names.items() if not isinstance(name, str) or not name]
+    if odd:
+        raise InputError(f"group_names must map values to non-empty text; not so for {listed(odd)}")
+    used: set[Hashable] = set()
+
+    def part(column: str | None, value: Hashable) -> str:
+        text = _value_text(value)
+        candidates = (f"{column}={text}", value, text) if column else (value, text)
+        keys = [key for key in candidates if key in names]
+        used.update(keys)
+        shown = names[keys[0]] if keys else text
+        return f"{column}={shown}" if column else shown
+
+    shown = [" & ".join(part(columns[i] if columns else None, value) for i, value in enumerate(_parts(group)))
+             for group in groups]
+    unused = [key for key in names if key not in used]
+    if unused:
+        values = [" & ".join(_value_text(value) for value in _parts(group)) for group in groups]
+        raise InputError(f"group_names {listed(unused)} name no value of the groups "
+                         f"({listed(values, show=str)}{' by ' + ', '.join(columns) if columns else ''})")
+    return shown
+
+
+def _parts(label: Hashable) -> tuple[Hashable, ...]:
+    """The values of a group label, one per sensitive column."""
+    return label if isinstance(label, tuple) else (label,)
+
+
+def _value_text(value: Hashable) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 # ---------------------------------------------------------------------- tables for artifacts
@@ -345,7 +526,9 @@ def report_table(report: dict) -> list[dict]:
 
 
 def report_markdown_summary(report: dict) -> str:
-    """The headline of the report as Markdown: model line, per-group table, largest losses."""
+    """The headline of the report as Markdown: model line, the method's own criterion for PCA
+    and the method, every criterion side by side, the reading in words (what improved, what it
+    cost, what got worse), the per-group table and what its columns mean."""
     return markdown(_summary_blocks(report))
 
 
@@ -354,32 +537,143 @@ def _arm_labels(report: dict) -> dict[str, str]:
 
 
 def _summary_blocks(report: dict) -> list[Block]:
-    data, model, at_model = report["data"], report["model"], report["at_model"]
+    data, model = report["data"], report["model"]
     labels = _arm_labels(report)
     rows = report_table(report)
     header = ["group", "n", *(f"{title} ({labels[arm]})" for title in _COLUMN_TITLES.values() for arm in ARMS)]
+    by = f" by {', '.join(data['group_columns'])}" if data["group_columns"] else ""
     return [
         Heading(1, report["title"]),
         Paragraph(
             f"Method {model['method']} at n_components = {model['n_components']} "
             f"({len(model['output_columns'])} output columns), centre '{model['center']}'; "
-            f"{data['n_samples']} rows, {data['n_features']} features, {len(data['groups'])} groups. "
+            f"{data['n_samples']} rows, {data['n_features']} features, {len(data['groups'])} groups{by}. "
             f"Solver: {model['message']}."
         ),
+        Paragraph(_headline(report)),
+        Paragraph(
+            f"Every criterion at r = {model['n_components']}, in sample (on the rows the model was fitted on), for "
+            f"PCA refitted with the model's centring and scale and for {model['method']}; the first is "
+            f"{model['method']}'s own:"
+        ),
+        _criteria_table(report),
+        *(Paragraph(sentence) for sentence in _reading(report)),
         Table(header, [[number(value) for value in row.values()] for row in rows]),
         Paragraph(
-            "Largest group loss: "
-            + ", ".join(f"{labels[arm]} {number(at_model[arm]['max_loss'])}" for arm in ARMS)
-            + ". Explained-variance ratio of all rows: "
-            + ", ".join(f"{labels[arm]} {number(at_model[arm]['explained_variance_ratio'])}" for arm in ARMS)
-            + "."
+            f"Per group, in the model's units (centre '{model['center']}'): error is the group's average squared "
+            "reconstruction error, the mean of ‖x − x̂‖² over its rows, x̂ the row's projection mapped back; loss is "
+            "that error minus the smallest error any projection to the same number of dimensions could give the "
+            "group (Samadi et al.'s loss: 0 means the projection serves the group as well as the group's own best "
+            "projection would); EVR is the share of the group's variance the projection keeps."
         ),
     ]
+
+
+def _direction(better: str, fairness: bool) -> str:
+    """``"lower is fairer"``, ``"higher is better"``, …"""
+    return f"{better} is {'fairer' if fairness else 'better'}"
+
+
+def _change(row: dict) -> str:
+    """The model against PCA in words: ``"12 % better"``, ``"worse"`` (PCA's value 0), ``"unchanged"``."""
+    if row["verdict"] in (None, "unchanged"):
+        return row["verdict"] or "not measured"
+    return row["verdict"] if row["change"] is None else f"{_percent(abs(row['change']))} % {row['verdict']}"
+
+
+def _percent(share: float) -> str:
+    """A share in percent, 3 significant digits at most (never an exponent): 232, 99.8, 6.7, 0.13."""
+    value = 100 * share
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _values(row: dict) -> dict[str, str]:
+    """Both arms' values of a criterion as text; a value below 1e-12 of the larger one (round-off
+    of an exact 0, e.g. a linear MMD² the method sets to 0) reads "≈ 0"."""
+    scale = max((abs(row[arm]) for arm in ARMS if row[arm] is not None), default=0.0)
+    return {arm: "≈ 0" if row[arm] is not None and row[arm] != 0 and abs(row[arm]) <= _ROUND_OFF * scale
+            else number(row[arm]) for arm in ARMS}
+
+
+def _headline(report: dict) -> str:
+    """The method's own criterion, in words with its direction, for PCA and the method."""
+    own, method = report["criterion"], report["model"]["method"]
+    sentence = (f"{method} is judged by its own criterion, {own['title']}: {own['meaning']}; "
+                f"{_direction(own['better'], own['fairness'])}. ")
+    if own["verdict"] is None:
+        return sentence + f"Not measured: {own['not_measured']}."
+    shown = _values(own)
+    return sentence + f"PCA {shown['pca']}, {method} {shown['fair']} ({_change(own)})."
+
+
+def _criteria_table(report: dict) -> Table:
+    """The own criterion, then every other one measured: direction, both values, the change."""
+    method, own = report["model"]["method"], report["criterion"]
+    rows = [[f"{own['title']} ({method}'s own)", *_criterion_cells(own, report)]]
+    rows += [[row["title"], *_criterion_cells(row, report)] for row in report["comparison"]]
+    return Table(["criterion", "better", "PCA", method, f"{method} against PCA"], rows)
+
+
+def _criterion_cells(row: dict, report: dict) -> list[str]:
+    labels = _arm_labels(report)
+    flagged = [f"{labels[arm]}'s classifier {degenerate_mark(reason)}"
+               for arm, reason in row.get("degenerate", {}).items()]
+    note = f"not comparable: {', '.join(flagged)}" if flagged else _change(row)
+    shown = _values(row)
+    return [f"{criterion_named(row['key']).arrow} {row['better']}", shown["pca"], shown["fair"], note]
+
+
+def _reading(report: dict) -> list[str]:
+    """What improved (the own criterion), what it cost (explained variance), and which other
+    fairness criterion got worse than PCA's, in plain words (as compare's reading)."""
+    own, method = report["criterion"], report["model"]["method"]
+    rows = {row["key"]: row for row in report["comparison"]}
+    shown = _values(own)
+    if own["verdict"] is None:
+        lines = [f"Its own criterion, {own['title']}, was not measured, so this report cannot say whether {method} "
+                 "made the groups fairer by it."]
+    elif own["verdict"] == "unchanged":
+        lines = [f"Its own criterion did not change: {own['title']} is {shown['pca']} for PCA and "
+                 f"{shown['fair']} for {method}."]
+    else:
+        what = "What improved" if own["verdict"] == "better" else "It did not improve its own criterion"
+        lines = [f"{what}: {own['title']} from {shown['pca']} (PCA) to {shown['fair']} ({method}), {_change(own)}."]
+    if own["key"] != "explained_variance_ratio":
+        lines.append(_cost(rows["explained_variance_ratio"], report))
+    worse = [row for row in report["comparison"]
+             if row["fairness"] and row["verdict"] == "worse" and not row.get("degenerate")]
+    if worse:
+        lines.append("What got worse: " + "; ".join(_worse(row, method) for row in worse) + ".")
+    else:
+        lines.append("No other fairness criterion got worse than PCA's.")
+    return lines
+
+
+def _worse(row: dict, method: str) -> str:
+    shown = _values(row)
+    return (f"{row['title']} ({_direction(row['better'], row['fairness'])}) from {shown['pca']} (PCA) to "
+            f"{shown['fair']} ({method}), {_change(row)}")
+
+
+def _cost(variance: dict, report: dict) -> str:
+    """What the model cost in explained variance next to PCA, in words."""
+    method, model = report["model"]["method"], report["model"]
+    before, after = number(variance["pca"]), number(variance["fair"])
+    if variance["verdict"] == "unchanged":
+        return f"It cost no explained variance ({before} for both)."
+    if variance["verdict"] == "worse":
+        less = "" if variance["change"] is None else f", {_percent(-variance['change'])} % less"
+        return f"What it cost: explained variance from {before} (PCA) to {after} ({method}){less}."
+    wider = len(model["output_columns"]) > model["n_components"]
+    return (f"Explained variance rose from {before} (PCA) to {after} ({method})"
+            + (f": {method} returns {len(model['output_columns'])} columns, PCA {model['n_components']}." if wider
+               else "."))
 
 
 def _document_blocks(report: dict) -> list[Block]:
     model, curves = report["model"], report["curves"]
     labels = _arm_labels(report)
+    criterion = criterion_named(curves["criterion"]["key"])
     certificate = ", ".join(f"{name} {number(value)}" for name, value in sorted(model["certificate"].items()))
     return [
         *_summary_blocks(report),
@@ -401,13 +695,16 @@ def _document_blocks(report: dict) -> list[Block]:
         Heading(2, "RBF-kernel MMD² between the projected groups"),
         *_rbf_mmd_blocks(report, labels),
         Heading(2, "Against the number of components"),
-        Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}."),
+        Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}: {criterion.title} "
+                  f"({_direction(criterion.better, criterion.fairness)}) and the explained-variance ratio (EVR) of "
+                  "all rows."),
         Table(
-            ["r", *(f"max loss ({labels[arm]})" for arm in ARMS), *(f"EVR ({labels[arm]})" for arm in ARMS),
+            ["r", *(f"{criterion.title} ({labels[arm]})" for arm in ARMS), *(f"EVR ({labels[arm]})" for arm in ARMS),
              f"{labels['fair']} converged"],
             [
-                [str(r), *(number(curves[arm][i][key]) for key in ("max_loss", "explained_variance_ratio")
-                           for arm in ARMS), str(curves["fair"][i]["converged"])]
+                [str(r), *(number(curves["criterion"][arm][i]) for arm in ARMS),
+                 *(number(curves[arm][i]["explained_variance_ratio"]) for arm in ARMS),
+                 str(curves["fair"][i]["converged"])]
                 for i, r in enumerate(curves["n_components"])
             ],
         ),

@@ -88,7 +88,7 @@ CRITERIA: tuple[Criterion, ...] = (
               meaning="the average reconstruction error over all rows (Vu et al.)"),
     Criterion("mmd2_linear", "linear MMD²", "lower", True,
               meaning="the largest squared distance between the projected group means, ‖Vᵀ(μ_a − μ_b)‖²"),
-    Criterion("rbf_mmd2", "RBF MMD² (RFF)", "lower", True, out_of_sample=False,
+    Criterion("rbf_mmd2", "RBF MMD²", "lower", True, out_of_sample=False,
               meaning="the largest RBF-kernel MMD² between the projected groups' distributions"),
     Criterion("accuracy", "downstream accuracy", "higher", False, out_of_sample=False,
               meaning="the accuracy of a classifier trained on the projection"),

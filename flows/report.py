@@ -22,10 +22,14 @@ def report(
     dask_address: str | None = None,
     rbf_mmd: str = "auto",
     storage_options: dict[str, Any] | None = None,
+    group_names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Per-group errors, losses and explained variance for PCA and the fitted method,
+    """The fitted method judged by its own criterion next to PCA, every other criterion side by
+    side, per-group errors, losses and explained variance,
     linear- and RBF-kernel MMD² (``rbf_mmd``: "auto", "exact", "rff" or "none"), and (with
     ``target``) the demographic-parity difference of a classifier trained on the projected data.
+    ``group_names``: display names of values of the sensitive column (``{"1": "female"}``, or
+    ``{"sex=1": "female"}``; :func:`fairpca_dist.report.group_display_names`).
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
@@ -34,7 +38,7 @@ def report(
     check_run_parameters(source=table_dir, dask_address=dask_address, storage_options=storage_options)
     return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
                        sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address,
-                       rbf_mmd=rbf_mmd, storage_options=storage_options)
+                       rbf_mmd=rbf_mmd, group_names=group_names, storage_options=storage_options)
 
 
 if __name__ == "__main__":

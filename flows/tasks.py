@@ -168,12 +168,13 @@ def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: 
 @task(name="fairness-report", **_RETRIES)
 def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str | None,
                 max_components: int | None, sample_size: int, artifact_key: str,
-                dask_address: str | None = None, rbf_mmd: str = "auto",
+                dask_address: str | None = None, rbf_mmd: str = "auto", group_names: dict[str, str] | None = None,
                 storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     with dask_client(dask_address) as client:
         report, files = write_table_report(
             model_dir, table_dir, report_dir, target=target, max_components=max_components, sample_size=sample_size,
-            rbf_mmd=rbf_mmd, client=client, announce=get_run_logger().info, storage_options=storage_options,
+            rbf_mmd=rbf_mmd, group_names=group_names, client=client, progress=True, announce=get_run_logger().info,
+            storage_options=storage_options,
         )
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
     create_table_artifact(report_table(report), key=f"{artifact_key}-groups", description="per-group errors and losses")

@@ -43,7 +43,7 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     assert "database created (first run)" in first.stdout
     assert step_events(first.stdout) == [(name, event) for name in STEPS for event in ("started", "done")]
-    assert "Largest group loss: PCA" in first.stdout and "finished in" in first.stdout
+    assert "fair-eig is judged by its own criterion, max group loss" in first.stdout and "finished in" in first.stdout
     # Quiet by default: nothing from Prefect, Dask or distributed, and no traceback.
     assert first.stderr == ""
     assert (tmp_path / "runs" / "first" / "report" / "report.json").is_file()
@@ -55,7 +55,7 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "temporary Prefect API server started" in second.stdout and "first run" not in second.stdout
     assert "Beginning flow run" in second.stderr and "distributed.scheduler" in second.stderr
-    assert re.search(r"finished in [\d.]+ s: imports .* ingest [\d.]+ s, fit", second.stdout)
+    assert re.search(r"finished in [\d.]+ s: checks [\d.]+ s, imports .* ingest [\d.]+ s, fit", second.stdout)
     assert "Traceback" not in second.stdout + second.stderr
     first_report = json.loads((tmp_path / "runs" / "first" / "report" / "report.json").read_text())
     second_report = json.loads((tmp_path / "runs" / "second" / "report" / "report.json").read_text())

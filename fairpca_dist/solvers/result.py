@@ -78,6 +78,11 @@ class FairProjection:
         What the solver chose or recorded on the way that is neither an option nor a bound:
         jevd's selected columns, start and stop reason, dro's ambiguity radii and which formula
         held, mmd's per-iteration log.
+    group_columns : tuple of str
+        The sensitive column(s) whose values the group labels are, one per part of an
+        intersectional (tuple) label, when the fit knew them (:func:`~fairpca_dist.fit_table`,
+        :class:`~fairpca_dist.FairPCA` given column names or a named Series); empty otherwise.
+        Reports name groups by them (``sex=1``).
     """
 
     method: str
@@ -99,6 +104,7 @@ class FairProjection:
     certificate: dict[str, float] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    group_columns: tuple[str, ...] = ()
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         """Project rows: ((x − mean) / scale) @ components."""
