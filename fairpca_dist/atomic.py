@@ -45,7 +45,7 @@ from fairpca_dist.storage import (
 )
 
 __all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "input_paths", "staging_folder",
-           "write_errors_named"]
+           "swap_in", "write_errors_named"]
 
 # Errors of a write the user can act on (a full, read-only or forbidden disk, a parent that is
 # a file, a looping link): reported as WriteError naming the output. Other OSErrors (a lost
@@ -370,18 +370,26 @@ def atomic_directory(target: Target, *, inputs: Paths, marker: str,
                 yield version
             return
         folder = Path(target.path)
-        existed = folder.exists()
         staging = staging_folder(folder)
         try:
             yield locate(staging)
-            previous = folder.parent / f".{folder.name}.previous-{_unique()}"
-            if existed:
-                os.replace(folder, previous)
-            os.replace(staging, folder)
+            swap_in(staging, folder)
         except BaseException:
             _remove(staging)
             raise
-        _remove(previous)
+
+
+def swap_in(staging: Path, folder: Path) -> None:
+    """Make the complete folder ``staging`` (a :func:`staging_folder` of ``folder``) ``folder``,
+    by two renames on one file system; the previous ``folder``, if any, is removed after. A
+    reader sees the old folder or the new one; a writer killed between the renames leaves the
+    old one as ``.previous-*``, which the next holder of the lock moves back. The caller holds
+    ``folder``'s :func:`output_lock`."""
+    previous = folder.parent / f".{folder.name}.previous-{_unique()}"
+    if folder.exists():
+        os.replace(folder, previous)
+    os.replace(staging, folder)
+    _remove(previous)
 
 
 @contextlib.contextmanager

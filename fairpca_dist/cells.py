@@ -35,6 +35,7 @@ import pandas as pd
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.storage import Location, locate
 from fairpca_dist.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
+from fairpca_dist.wording import listed
 
 __all__ = ["HashCells", "CellMoments", "pair_codes"]
 
@@ -172,6 +173,14 @@ def pair_codes(cell_codes: np.ndarray, group_codes: np.ndarray, n_groups: int) -
 
 
 Assignment = HashCells | str | None
+
+
+def _assigned_by(assignment: Assignment) -> str:
+    """How rows were assigned to cells, in a few words (the key columns listed briefly)."""
+    if isinstance(assignment, HashCells):
+        keys = listed(assignment.key_columns) if assignment.key_columns else "every feature and sensitive column"
+        return f"hash of {keys}, seed {assignment.seed}"
+    return f"column {assignment!r}" if isinstance(assignment, str) else "labels given per row"
 
 
 class CellMoments(Mapping[Hashable, GroupMoments]):
@@ -330,9 +339,10 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         return len(self.cells)
 
     def __repr__(self) -> str:
+        """One line: cells, rows, features, the groups (a few, then how many more) and the assignment."""
         return (
-            f"CellMoments({self.n_cells} cells x {self.n_groups} groups, {self.n_features} features, "
-            f"{self.n_samples} rows, assignment={self.assignment!r})"
+            f"CellMoments({self.n_cells} cells, {self.n_samples:,} rows, {self.n_features} features, "
+            f"{self.n_groups} groups ({listed(self.groups)}), cells by {_assigned_by(self.assignment)})"
         )
 
     @property

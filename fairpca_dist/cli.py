@@ -8,13 +8,17 @@ pipeline flow itself (an ephemeral Prefect server starts when ``PREFECT_API_URL`
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import functools
+import inspect
 import json
 import logging
 import os
+import re
 import signal
 import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -24,7 +28,8 @@ from typing import Any
 
 from fairpca_dist.exceptions import FairPCAError, InputError
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
-from fairpca_dist.solvers import CENTERS, SOLVERS
+from fairpca_dist.scoring import criterion_named
+from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
 
 __all__ = ["main"]
 
@@ -52,8 +57,7 @@ def _synthetic_rows(text: str) -> int:
 
 
 def _options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``key=value`` pairs (solver or reader options); values are parsed as JSON when they
-    can be (numbers, booleans, lists)."""
+    """``key=value`` pairs (solver, reader or storage options), each value read by :func:`_value`."""
     options: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -63,12 +67,24 @@ def _options(pairs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+# What a Python literal on the command line may stand for; a bare ``1,2`` (a tuple to Python) stays text
+_LITERAL_TYPES = (type(None), bool, int, float, str, list, dict)
+
+
 def _value(text: str) -> Any:
-    """A command-line value: JSON when it parses (numbers, booleans, lists), else the text."""
+    """A command-line value: JSON (``null``, ``true``, ``1e-8``, ``["?"]``) or a Python literal
+    (``None``, ``True``, ``['?', 'NA']``) when it is one, else the text itself (``sep=;``,
+    ``solver=SCS``). Python literals are read by :func:`ast.literal_eval`, which evaluates no
+    code."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
+        pass
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
+    return value if isinstance(value, _LITERAL_TYPES) else text
 
 
 # ----------------------------------------------------------------------------- steps
@@ -95,7 +111,12 @@ def _fit(args: argparse.Namespace) -> int:
         storage_options=_storage_options(args),
     )
     losses = ", ".join(f"{g}: {v:.6g}" for g, v in zip(model.group_labels, model.group_loss))
-    print(f"{model.method} r={model.n_components}: group losses {losses}; {model.message}; model in {args.model_dir}")
+    columns = model.components.shape[1]
+    if columns == model.n_components:
+        print(f"{model.method} r={model.n_components}: group losses {losses}; {model.message}; model in {args.model_dir}")
+    else:  # a rank-relaxed solver (samadi-sdp, samadi-mw: rank <= r + k - 1); its message says why
+        print(f"{model.method} r={model.n_components}: group losses {losses}; model in {args.model_dir}")
+        print(f"note: the projection has {columns} columns, not r={model.n_components}: {model.message}")
     return 0
 
 
@@ -199,28 +220,131 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------- methods
+_WIDTH = 100  # columns of the method listings
+
+
+def _methods(args: argparse.Namespace) -> int:
+    if args.name:
+        print(_method_in_full(args.name))
+        return 0
+    print(f"{len(SOLVERS)} methods (fairpca fit --method METHOD; fairpca methods METHOD shows one in full):")
+    for name in SOLVERS:
+        print(_method_summary(name))
+    return 0
+
+
+def _criterion_words(method: str) -> str:
+    """``"max group loss (lower is fairer)"``: the criterion the method makes fair, with its direction."""
+    spec = SOLVERS[method]
+    criterion = criterion_named(spec.criterion_of(option_defaults(method)))
+    direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
+    return f"{criterion.title} ({direction}{', with the default options' if spec.criterion_needed else ''})"
+
+
+def _facts(method: str) -> dict[str, str]:
+    """What a person picks a method by: its criterion, the groups it takes, whether it reads the rows."""
+    spec = SOLVERS[method]
+    reads = "yes, at every iteration" if spec.reads_rows(option_defaults(method)) else "no, only the group moments"
+    return {"criterion": _criterion_words(method), "groups": "2 only" if spec.two_groups else "2 or more",
+            "reads rows": reads + (" (with the default options)" if spec.rows_needed else "")}
+
+
+def _method_summary(method: str) -> str:
+    """A few lines on one method for ``fairpca methods``: what it does, its facts, its options."""
+    facts = "; ".join(f"{name}: {value}" for name, value in _facts(method).items())
+    options = ", ".join(f"{name}={default!r}" for name, default in option_defaults(method).items()) or "none"
+    return "\n".join(["", textwrap.fill(f"{method}: {SOLVERS[method].description}", _WIDTH, subsequent_indent="    "),
+                      textwrap.fill(facts, _WIDTH, initial_indent="  ", subsequent_indent="    "),
+                      textwrap.fill(f"options: {options}", _WIDTH, initial_indent="  ", subsequent_indent="    ")])
+
+
+def _method_in_full(method: str) -> str:
+    """``fairpca methods METHOD``: the method's description, its criterion and what it means, the
+    groups it takes, whether it reads the rows, and each option with its default and the first
+    sentence of its description."""
+    if method not in SOLVERS:
+        raise InputError(f"unknown method {method!r}; available: {', '.join(SOLVERS)}")
+    spec = SOLVERS[method]
+    facts = _facts(method)
+    meaning = criterion_named(spec.criterion_of(option_defaults(method))).meaning
+    lines = [textwrap.fill(f"{method}: {spec.description}", _WIDTH, subsequent_indent="    "), "",
+             f"  {'criterion:':<12}{facts.pop('criterion')}",
+             textwrap.fill(meaning, _WIDTH, initial_indent=" " * 14, subsequent_indent=" " * 14),
+             *(f"  {name + ':':<12}{value}" for name, value in facts.items())]
+    defaults = option_defaults(method)
+    described = _option_lines(spec.solve)
+    width = max((len(f"{name}={default!r}") for name, default in defaults.items()), default=0)
+    lines += ["", "options (--option KEY=VALUE):" if defaults else "options: none"]
+    for name, default in defaults.items():
+        lines.append(textwrap.fill(f"{f'{name}={default!r}':<{width}}  {described.get(name, '')}".rstrip(), _WIDTH,
+                                   initial_indent="  ", subsequent_indent=" " * (width + 4)))
+    return "\n".join(lines)
+
+
+_ENTRY = re.compile(r"^\w+(, \w+)*( : .*)?$")  # the first line of a numpydoc parameter: "a, b : int"
+
+
+def _option_lines(solve: Any) -> dict[str, str]:
+    """The first sentence of each option's description in the numpydoc "Parameters" section of
+    ``solve``'s docstring (its type when it has no description), by option name."""
+    lines = (inspect.getdoc(solve) or "").replace("``", "").splitlines()
+    starts = [i for i, line in enumerate(lines[:-1]) if line.strip() == "Parameters" and lines[i + 1].startswith("---")]
+    section = lines[starts[0] + 2:] if starts else []
+    entries: dict[tuple[str, ...], list[str]] = {}  # the names of an entry: its type, then its description
+    for line, following in zip(section, [*section[1:], ""]):
+        if following.startswith("---") or (line and not line[0].isspace() and not _ENTRY.match(line)):
+            break  # the next section's title, or a paragraph after the section
+        if line and not line[0].isspace():
+            names, _, kind = line.partition(" : ")
+            entry = entries.setdefault(tuple(name.strip() for name in names.split(",")), [kind.strip()])
+        elif line.strip() and entries:
+            entry.append(line.strip())
+    described = {}
+    for names, (kind, *description) in entries.items():
+        text = " ".join(description) or kind
+        sentence = text[:text.index(". ") + 1] if ". " in text else text
+        described.update(dict.fromkeys(names, sentence if len(sentence) <= 160 else sentence[:159] + "…"))
+    return described
+
+
+class _HelpMethod(argparse.Action):
+    """``--help-method [METHOD]``: describe METHOD (default: the ``--method`` given before it) and exit."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        try:
+            print(_method_in_full(values or namespace.method))
+        except InputError as error:
+            parser.error(str(error))
+        parser.exit()
+
+
 def _pipeline(args: argparse.Namespace) -> int:
+    from fairpca_dist.runs import check_run
+
     started = time.perf_counter()
+    print(f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
+          f"{', '.join(args.sensitive_feature)}, on {args.source}")
+    run = dict(
+        source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
+        features=args.features, exclude=args.exclude, key_columns=args.key_columns, target=args.target,
+        method=args.method, n_components=args.n_components, center=args.center, options=_options(args.option),
+        on_bad_rows=args.on_bad_rows, dask_address=args.dask_address, read_options=_options(args.read_option) or None,
+        storage_options=_storage_options(args), overwrite=args.overwrite,
+    )
+    check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
+    checks = time.perf_counter() - started
     from flows.pipeline import pipeline
     from flows.runtime import api_server
     from flows.steps import show_step_lines
 
-    imports = time.perf_counter() - started
-
+    imports = time.perf_counter() - started - checks
     args.console.quiet_prefect()
-    print(f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
-          f"{', '.join(args.sensitive_feature)}, on {args.source}")
     with (api_server(announce=lambda message: print(f"  prefect  {message}", flush=True)) as server,
           show_step_lines(echo=not args.verbose) as lines):  # with -v, Prefect's console shows them
         print(f"  prefect  {server.describe()}")
-        result = pipeline(
-            source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
-            features=args.features, exclude=args.exclude, key_columns=args.key_columns, target=args.target,
-            method=args.method,
-            n_components=args.n_components, center=args.center, standardize=args.standardize,
-            options=_options(args.option), on_bad_rows=args.on_bad_rows, dask_address=args.dask_address,
-            read_options=_options(args.read_option) or None, storage_options=_storage_options(args),
-        )
+        result = pipeline(**run, standardize=args.standardize)
     from fairpca_dist.report import REPORT_FILE, report_markdown_summary
     from fairpca_dist.storage import locate
     from fairpca_dist.versions import committed
@@ -229,16 +353,16 @@ def _pipeline(args: argparse.Namespace) -> int:
     report = json.loads((report_dir / REPORT_FILE).read_text())
     print("\n" + report_markdown_summary(report))
     total = time.perf_counter() - started
-    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, server.seconds, lines.seconds)}")
+    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, checks, server.seconds, lines.seconds)}")
     print(f"everything is in {result['run_dir']}: report {result['report']['markdown']} (and report.html, "
           f"report.json, PNGs), model in {result['model']['model_dir']}, projections in {result['projected']['out_dir']}")
     return 0
 
 
-def _time_breakdown(total: float, imports: float, server: float, steps: dict[str, float]) -> str:
-    """``": imports 2.0 s, Prefect API 2.7 s, dask 0.3 s, ingest 0.4 s, …, Prefect runs 2.1 s"``:
+def _time_breakdown(total: float, imports: float, checks: float, server: float, steps: dict[str, float]) -> str:
+    """``": checks 0.2 s, imports 2.0 s, Prefect API 2.7 s, dask 0.3 s, ingest 0.4 s, …, Prefect runs 2.1 s"``:
     where the time went; "Prefect runs" is the rest (flow and task runs' API calls and states)."""
-    parts = {"imports": imports, "Prefect API": server, **steps}
+    parts = {"checks": checks, "imports": imports, "Prefect API": server, **steps}
     parts["Prefect runs"] = max(total - sum(parts.values()), 0.0)
     return ": " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts.items())
 
@@ -277,7 +401,7 @@ def _demo(args: argparse.Namespace) -> int:
     args_for_pipeline = argparse.Namespace(
         **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
         center="group", standardize=True, option=[], read_option=[], storage_option=args.storage_option,
-        on_bad_rows="fail", exclude=[],
+        on_bad_rows="fail", exclude=[], overwrite=False,
         dask_address=args.dask_address, verbose=args.verbose, console=args.console,
     )
     return _pipeline(args_for_pipeline)
@@ -320,7 +444,10 @@ def _add_table_roles(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-bad-rows", default="fail", choices=["fail", "drop"],
                         help="rows with NaN/inf features or missing groups: fail (default) or drop and record")
     parser.add_argument("--read-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="option for the CSV/Parquet reader, repeatable (e.g. --read-option header=1)")
+                        help="option of the CSV reader (pandas.read_csv) or the Parquet reader, repeatable; values are "
+                             "Python or JSON literals, else text (e.g. a file without a header line: "
+                             "--read-option header=None; '?' marks a missing value: --read-option "
+                             "na_values='[\"?\"]'; --read-option sep=';')")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -347,6 +474,9 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("table_dir")
     fit.add_argument("model_dir")
     _add_fit_options(fit)
+    fit.add_argument("--help-method", action=_HelpMethod, nargs="?", metavar="METHOD",
+                     help="describe METHOD (default: the --method given before this flag): its criterion, the groups "
+                          "it takes, whether it reads the rows, its options and their defaults; then exit")
     _add_dask(fit)
     fit.set_defaults(handler=_fit)
 
@@ -438,10 +568,21 @@ def _parser() -> argparse.ArgumentParser:
     _add_table_roles(pipeline)
     pipeline.add_argument("--target", default=None, help="binary label column for the downstream parity check")
     pipeline.add_argument("--runs-dir", default="runs", help="parent of the run folder (default runs/)")
-    pipeline.add_argument("--run-id", default=None, help="run folder name (default: the Prefect run name)")
+    pipeline.add_argument("--run-id", default=None,
+                          help="run folder name (default: a new one, e.g. fair-eig-r2-20250101-120000-1a2b3c4d); one "
+                               "that holds a previous run is refused unless --overwrite")
+    pipeline.add_argument("--overwrite", action="store_true",
+                          help="replace the run folder of an existing --run-id, whole, once the new run completes (a "
+                               "failed run leaves it as it was; on object storage each step's output is replaced when "
+                               "that step completes)")
     _add_fit_options(pipeline)
     _add_dask(pipeline)
     pipeline.set_defaults(handler=_pipeline)
+
+    methods = add_command("methods", help="the fair-PCA methods: criterion, groups, rows read, options and defaults",
+                          description="Every registered method, or one in full.")
+    methods.add_argument("name", nargs="?", metavar="METHOD", help="show this method in full")
+    methods.set_defaults(handler=_methods)
 
     demo = add_command(
         "demo", help="run the pipeline on an embedded table (scikit-learn's diabetes data) into runs/<run-id>/",

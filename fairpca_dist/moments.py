@@ -29,10 +29,21 @@ import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.storage import Location, locate
+from fairpca_dist.wording import listed
 
-__all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json"]
+__all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json", "MANY_GROUPS",
+           "BINNING_ADVICE"]
 
 Center = Literal["group", "global", "origin"]
+
+MANY_GROUPS = 20
+"""More groups than this, some of them of a row or so, mark a sensitive feature that is a
+number (an age, an amount) rather than a category: :data:`BINNING_ADVICE` says what to do."""
+
+BINNING_ADVICE = "a sensitive feature of many values (a number such as an age?) needs binning into groups first"
+"""The advice of every check that finds a sensitive feature of too many values (:meth:`GroupMoments.check_groups`,
+:func:`fairpca_dist.params.check_source_table`)."""
+
 _CENTERS = ("group", "global", "origin")
 _FORMAT_VERSION = 1
 
@@ -207,6 +218,12 @@ class GroupMoments:
                     f"GroupMoments.{name} has shape {found}, expected {expected} for "
                     f"{k} groups and {p} features"
                 )
+
+    def __repr__(self) -> str:
+        """One line: rows, features and the groups with their row counts (not the arrays)."""
+        groups = listed(zip(self.groups, self.count), show=lambda group: f"{group[0]!r}: {int(group[1]):,}")
+        return (f"GroupMoments({self.n_samples:,} rows, {self.n_features} features, {self.n_groups} groups "
+                f"({groups}))")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -496,8 +513,7 @@ class GroupMoments:
         small = [(g, int(n)) for g, n in zip(self.groups, self.count) if n < min_group_size]
         if small:
             detail = ", ".join(f"{g!r}: {n} row(s)" for g, n in small[:10]) + (", …" if len(small) > 10 else "")
-            many = (f"; {self.n_groups} groups in all: a sensitive feature of many values (a number such as an age?) "
-                    "needs binning into groups first" if self.n_groups > 20 else "")
+            many = f"; {self.n_groups} groups in all: {BINNING_ADVICE}" if self.n_groups > MANY_GROUPS else ""
             raise GroupError(f"{len(small)} group(s) with fewer than {min_group_size} rows: {detail}{many}")
         empty = [g for g, w in zip(self.groups, self.weight) if w <= 0]
         if empty:

@@ -1,17 +1,23 @@
-"""Checks of run parameters that need no data: flows and the CLI call them before reading rows."""
+"""Checks of run parameters that need no data (:func:`check_run_parameters`), and of a source
+table from its header and first rows (:func:`check_source_table`): flows and the CLI call them
+before reading rows, the pipeline command before it starts Prefect."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from fairpca_dist.cluster import check_scheduler
-from fairpca_dist.exceptions import InputError, reading
+from fairpca_dist.exceptions import GroupError, InputError, reading
+from fairpca_dist.moments import BINNING_ADVICE, MANY_GROUPS
 from fairpca_dist.solvers import CENTERS, SOLVERS
 from fairpca_dist.storage import Location, StorageOptions, locate
+from fairpca_dist.wording import listed
 
-__all__ = ["check_run_parameters", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS"]
+__all__ = ["check_run_parameters", "check_source_table", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS", "SAMPLE_ROWS"]
 
 RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
 """How a report computes the RBF-kernel MMD² (:func:`fairpca_dist.report.build_report`)."""
@@ -73,6 +79,63 @@ def check_run_parameters(
                 f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(SOLVERS[method].options) or 'none'}"
             )
     check_scheduler(dask_address)
+
+
+SAMPLE_ROWS = 10_000
+"""Rows of a source's first partition :func:`check_source_table` looks at."""
+
+
+def check_source_table(
+    source: Any,
+    *,
+    sensitive_feature: str | Sequence[str],
+    features: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
+    key_columns: Sequence[str] = (),
+    pass_through: Sequence[str] = (),
+    read_options: dict[str, Any] | None = None,
+    storage_options: StorageOptions | None = None,
+) -> None:
+    """Raise what :func:`fairpca_dist.ingest.ingest_table` would raise about ``source`` from its
+    header and first rows, having read no more than those: an unknown file format, a missing
+    column or a non-numeric feature (:func:`fairpca_dist.sources.open_table`, given the roles
+    ``ingest_table`` gives it; parameters as there), and a sensitive feature that is a number
+    of many values rather than a category (:class:`GroupError`, the advice of
+    :meth:`GroupMoments.check_groups`, which the fit would raise).
+
+    The sensitive feature is judged on the first :data:`SAMPLE_ROWS` rows of the first
+    partition: it is a number when it takes more than :data:`~fairpca_dist.moments.MANY_GROUPS`
+    values there and most of those rows hold a value no other of them holds. A category of
+    any number of groups smaller than half the sample passes, whatever its rare groups.
+    """
+    from dask.threaded import get
+
+    from fairpca_dist.sources import map_partitions, open_table
+
+    table = open_table(source, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
+                       key_columns=[*key_columns, *pass_through], read_options=read_options,
+                       storage_options=storage_options)
+    for first in map_partitions(table.frame[list(table.sensitive)], _label_counts, SAMPLE_ROWS)[:1]:
+        # Read here, in threads; read errors name the file, as ingest's (map_partitions). Not by dask.compute,
+        # which imports distributed: imported before Prefect, distributed keeps its own log handler, which
+        # a LocalCluster then silences (fairpca pipeline -v would show none of its lines).
+        _check_sample_groups(get(first.__dask_graph__(), first.key), table.sensitive, source)
+
+
+def _label_counts(part: Any, partition: Any, rows: int) -> np.ndarray:
+    """Rows per label (per combination, for several columns) among the first ``rows`` of ``part``
+    that have one."""
+    return part.head(rows).value_counts(dropna=True).to_numpy()
+
+
+def _check_sample_groups(counts: np.ndarray, sensitive: Sequence[str], source: Any) -> None:
+    """:class:`GroupError` when the labels of a sample of rows, ``counts`` rows each, look like a
+    number's values (see :func:`check_source_table`)."""
+    rows, alone = int(counts.sum()), int((counts == 1).sum())
+    if len(counts) > MANY_GROUPS and 2 * alone > rows:
+        where = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the table"
+        raise GroupError(f"sensitive feature {listed(sensitive)} has {len(counts):,} distinct values in the first "
+                         f"{rows:,} rows of {where}, {alone:,} of them in one row only: {BINNING_ADVICE}")
 
 
 # Keys of the fsspec filesystems' keyword arguments that hold secrets (s3fs, gcsfs, adlfs, and

@@ -2,7 +2,8 @@
 
 Everything of run ``<run_id>`` goes under ``<runs_dir>/<run_id>/``: ``table/`` (ingested
 Parquet + schema.json), ``model/`` (moments.npz, model.npz, model.json), ``projected/``
-(Parquet + _SUCCESS) and ``report/`` (report.json/.md/.html + PNGs). Without
+(Parquet + _SUCCESS) and ``report/`` (report.json/.md/.html + PNGs); a run id that names a
+previous run is refused unless ``overwrite`` (:mod:`fairpca_dist.runs`). Without
 ``dask_address`` a LocalCluster runs inside the flow's process; with it, the tasks and
 their Dask graphs run on that scheduler's workers. ``runs_dir`` and ``source`` may be URLs
 (``s3://…``): on a cluster whose workers share no disk with the driver, they must be.
@@ -10,9 +11,9 @@ their Dask graphs run on that scheduler's workers. ``runs_dir`` and ``source`` m
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from prefect import flow
@@ -20,12 +21,12 @@ from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
-from fairpca_dist.atomic import check_output, input_paths, output_lock
+from fairpca_dist.atomic import output_lock, staging_folder, swap_in
+from fairpca_dist.runs import (STEP_FOLDERS, check_run, check_run_folder, previous_run, remove_unfinished_run,
+                               run_folder)
 from fairpca_dist.fitting import MOMENTS_CACHE
-from fairpca_dist.ingest import failed_rejects_path
-from fairpca_dist.params import check_run_parameters
-from fairpca_dist.storage import Location, is_url, locate
-from flows.steps import step
+from fairpca_dist.storage import Location, locate
+from flows.steps import log_step, step
 from flows.task_runner import QuietDaskTaskRunner
 from flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
 
@@ -39,24 +40,18 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
                                        "dashboard_address": ":0"})
 
 
-# what the steps write, relative to the run folder
-_STEP_OUTPUTS = ("table", "model", "projected", "report", f"../{MOMENTS_CACHE}")
-
-
 def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int,
              storage_options: dict[str, Any] | None) -> Location:
-    """``<runs_dir>/<run_id>``, a local one as an absolute path (the steps run on Dask workers,
-    whose working directory may not be this one); without a run id, a name no other run has:
-    method, r, start time and the start of the flow-run id."""
+    """``<runs_dir>/<run_id>`` (:func:`fairpca_dist.runs.run_folder`); without a run id, a name no
+    other run has: method, r, start time and the start of the flow-run id."""
     if not run_id:
         run_id = f"{method}-r{n_components}-{time.strftime('%Y%m%d-%H%M%S')}-{(flow_run.get_id() or 'local')[:8]}"
-    runs = locate(runs_dir, storage_options)
-    return (runs if is_url(runs_dir) else locate(runs.path)) / run_id
+    return run_folder(runs_dir, run_id, storage_options)
 
 
 def _absolute_source(source: str) -> str:
-    """A local source (file, folder or glob) as an absolute path, for the same reason; a URL
-    (``s3://…``) as given."""
+    """A local source (file, folder or glob) as an absolute path (the steps run on Dask workers,
+    whose working directory may not be this one); a URL (``s3://…``) as given."""
     return source if "://" in source else os.path.abspath(source)
 
 
@@ -128,44 +123,62 @@ def pipeline(
     read_options: dict[str, Any] | None = None,
     dask_address: str | None = None,
     storage_options: dict[str, Any] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Run ingest → fit → project → report; every parameter is checked before data are read.
+    """Run ingest → fit → project → report; every parameter, the run folder and the source's
+    header and first rows are checked before data are read (:func:`fairpca_dist.runs.check_run`).
+
+    A ``run_id`` whose folder holds a previous run is refused unless ``overwrite``. With it, on
+    the local disk the new run is written to a hidden sibling folder that replaces the previous
+    one whole once every step has succeeded: a failed or interrupted run leaves the previous
+    one as it was. On an object store (no rename) each step's output replaces the previous
+    run's when that step commits, so a failed run leaves the steps before the failure replaced.
+
     On the local disk the run folder is locked while the run lasts: a concurrent run with the
     same ``run_id`` raises :class:`~fairpca_dist.exceptions.OutputBusyError` before it reads or
     writes anything (on an object store, each step's output refuses a concurrent writer when it
     commits). ``storage_options``: options of the filesystem of URL paths (e.g. ``endpoint_url``);
     credentials come from the workers' environment, never from a flow parameter."""
-    check_run_parameters(source=source, method=method, n_components=n_components, center=center,
-                         on_bad_rows=on_bad_rows, options=options, run_id=run_id or None, dask_address=dask_address,
-                         storage_options=storage_options)
+    check_run(source, sensitive_feature, runs_dir=runs_dir, run_id=run_id, features=features, exclude=exclude,
+              key_columns=key_columns, target=target, method=method, n_components=n_components, center=center,
+              options=options, on_bad_rows=on_bad_rows, read_options=read_options, dask_address=dask_address,
+              storage_options=storage_options, overwrite=overwrite)
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
-    for output in _STEP_OUTPUTS:  # the run folder may hold the source (the demo's): its steps' outputs may not
-        check_output(f"{root.url}/{output}" if not root.local else os.path.join(root.path, output),
-                     input_paths(source), kind="folder", storage_options=storage_options)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
     with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
-        new_folder = not root.exists()
+        check_run_folder(root, source, overwrite, storage_options)  # again, now that no other run can write it
+        new_folder, previous = not root.exists(), previous_run(root)
+        replacing = root.local and bool(previous)
+        folder = Path(os.path.realpath(root.path)) if root.local else None  # where the lock is
+        target_dir = locate(staging_folder(folder)) if replacing else root
+        # what a failure removes: a folder of this run's own all but the rejects sample; in a folder that was there,
+        # the steps' outputs if no previous run's are among them (on an object store, steps replace them one by one)
+        unfinished = None if new_folder or replacing else () if previous else STEP_FOLDERS
+        if replacing:
+            log_step("run", f"{root} is replaced once this run completes (written to {target_dir.name} until then)")
         try:
-            return steps(_absolute_source(source), root.url if not root.local else root.path, sensitive_feature,
-                         features, exclude or [], key_columns or [], target, method, n_components, center, standardize,
-                         options, on_bad_rows, read_options, storage_options)
+            result = steps(_absolute_source(source), target_dir.url if not target_dir.local else target_dir.path,
+                           sensitive_feature, features, exclude or [], key_columns or [], target, method, n_components,
+                           center, standardize, options, on_bad_rows, read_options, storage_options)
         except BaseException:
-            if new_folder:
-                _remove_unfinished_run(root)
+            remove_unfinished_run(target_dir, unfinished)
             raise
+        if not replacing:
+            return result
+        swap_in(Path(target_dir.path), folder)
+        return _relocated(result, target_dir.path, root.path)
 
 
-def _remove_unfinished_run(root: Location) -> None:
-    """A failed run's folder goes, with the steps that finished before the failure (an ingested
-    table without its model is half a run), except the sample of rejected rows that an ingest
-    failure points to: a folder with that file alone stays."""
-    kept = failed_rejects_path(root / "table").name
-    for entry in root.listdir():
-        if entry.name != kept:
-            entry.remove()
-    if root.local:
-        with contextlib.suppress(OSError):
-            os.rmdir(root.path)
+def _relocated(value: Any, old: str, new: str) -> Any:
+    """``value`` (a step result: nested dicts and lists of paths and numbers) with the paths
+    inside the folder ``old`` moved into ``new``."""
+    if isinstance(value, dict):
+        return {key: _relocated(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_relocated(item, old, new) for item in value]
+    if isinstance(value, str) and (value == old or value.startswith(old + os.sep)):
+        return new + value[len(old):]
+    return value
 
 
 if __name__ == "__main__":

@@ -163,3 +163,56 @@ def test_demo_refuses_a_negative_number_of_synthetic_rows_naming_the_option(tmp_
     assert ("argument --synthetic-rows: must be a number of rows, or 0 for the diabetes table; got -5"
             in capsys.readouterr().err)
     assert not (tmp_path / "runs").exists()
+
+
+def test_option_values_are_json_or_python_literals_else_text():
+    from fairpca_dist.cli import _options
+
+    given = ["a=None", "b=null", "c=True", "d=true", "e=1e-8", "f=[\"?\"]", "g=['?', 'NA']", "h={'x': 1}",
+             "i=SCS", "j=;", "k=1,2", "l='quoted'", "m=__import__('os').getcwd()", "n=(1, 2)", "o="]
+    assert _options(given) == {"a": None, "b": None, "c": True, "d": True, "e": 1e-8, "f": ["?"], "g": ["?", "NA"],
+                               "h": {"x": 1}, "i": "SCS", "j": ";", "k": "1,2", "l": "quoted",
+                               "m": "__import__('os').getcwd()", "n": "(1, 2)", "o": ""}
+
+
+def test_read_option_header_none_reads_a_file_without_a_header_line(source, tmp_path, capsys):
+    headerless = tmp_path / "headerless.csv"
+    pd.read_csv(source).to_csv(headerless, index=False, header=False)  # a b c d id sex y: columns 0 … 6
+    assert main(["ingest", str(headerless), str(tmp_path / "t"), "--sensitive-feature", "5", "--key-columns", "4",
+                 "--exclude", "6", "--read-option", "header=None"]) == 0
+    assert json.loads((tmp_path / "t" / "schema.json").read_text())["features"] == ["0", "1", "2", "3"]
+    assert "ingested 600 rows" in capsys.readouterr().out
+
+
+def test_the_read_option_help_shows_examples_that_work(capsys):
+    with pytest.raises(SystemExit):
+        main(["ingest", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--read-option header=None" in text and "--read-option na_values='[\"?\"]'" in text
+    assert "header=1" not in text
+
+
+def test_fit_says_why_the_projection_is_wider_than_asked(source, tmp_path, capsys, monkeypatch):
+    """samadi-sdp and samadi-mw may return up to r + k - 1 columns; the line says so, with the
+    model's message (its reason)."""
+    from dataclasses import replace
+
+    from fairpca_dist import fitting
+
+    t = tmp_path / "table"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
+    fit_table = fitting.fit_table
+
+    def wider(*args, **kwargs):
+        model = fit_table(*args, **kwargs)
+        return replace(model, components=np.hstack([model.components, model.components[:, :1]]),
+                       message="the rounding kept rank 3 <= r + k - 1 (an extra singular value of 0.2)")
+
+    monkeypatch.setattr(fitting, "fit_table", wider)
+    assert main(["fit", str(t), str(tmp_path / "m"), "--method", "pca", "--n-components", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == ("note: the projection has 3 columns, not r=2: the rounding kept rank 3 <= r + k - 1 (an "
+                         "extra singular value of 0.2)")
+    monkeypatch.setattr(fitting, "fit_table", fit_table)
+    assert main(["fit", str(t), str(tmp_path / "m2"), "--method", "pca", "--n-components", "2"]) == 0
+    assert "note:" not in capsys.readouterr().out

@@ -25,7 +25,8 @@ from fairpca_dist.moments import Center, GroupMoments
 from fairpca_dist.solvers import dro, eigopt, jevd, kleindessner, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "FairProjection", "CENTERS"]
+__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "option_defaults", "FairProjection",
+           "CENTERS"]
 
 CENTERS = ("group", "global", "origin")
 
@@ -41,6 +42,9 @@ class SolverSpec:
     ``criterion``: the key in :data:`fairpca_dist.scoring.CRITERIA` of what the method itself
     makes fair (its paper's definition), by which reports judge it; ``criterion_needed``, when
     given, decides it from the options of one fit (``mmd``'s kernel). Ask :meth:`criterion_of`.
+
+    ``two_groups``: the method solves two-group problems only (and refuses more groups); the
+    others take any number of groups (at least two).
     """
 
     solve: Callable[..., FairProjection]
@@ -50,6 +54,7 @@ class SolverSpec:
     rows_needed: Callable[[dict[str, Any]], bool] | None = None
     criterion: str = "explained_variance_ratio"
     criterion_needed: Callable[[dict[str, Any]], str] | None = None
+    two_groups: bool = False
 
     def reads_rows(self, options: dict[str, Any]) -> bool:
         """Whether a fit with these method options reads the rows."""
@@ -62,15 +67,25 @@ class SolverSpec:
         return self.criterion if self.criterion_needed is None else self.criterion_needed(options)
 
 
+# Arguments every solver takes (DESIGN.md, rule 2): not options of a method
+_COMMON_ARGUMENTS = frozenset({"moments", "n_components", "random_state", "center", "passes"})
+
+
 def solver_options(solve: Callable[..., FairProjection]) -> frozenset[str] | None:
     """The method-specific options a solver function accepts by keyword (everything but the
     common arguments), or None when it takes ``**kwargs`` (any option)."""
-    common = {"moments", "n_components", "random_state", "center", "passes"}
     parameters = inspect.signature(solve).parameters.values()
     if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
         return None
     keyword = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return frozenset(p.name for p in parameters if p.name not in common and p.kind in keyword)
+    return frozenset(p.name for p in parameters if p.name not in _COMMON_ARGUMENTS and p.kind in keyword)
+
+
+def option_defaults(method: str) -> dict[str, Any]:
+    """Each option of the registered ``method`` with its default, in the order of its solver's
+    signature (every option has one)."""
+    parameters = inspect.signature(SOLVERS[method].solve).parameters
+    return {name: parameters[name].default for name in parameters if name in SOLVERS[method].options}
 
 
 def _options_of(solve: Callable[..., FairProjection]) -> frozenset[str]:
@@ -92,7 +107,7 @@ SOLVERS: dict[str, SolverSpec] = {
     "fair-eig": SolverSpec(
         eigopt.solve, False, _options_of(eigopt.solve),
         "exact two-group min-max group loss by 1-D eigenvalue optimisation (hidden convexity)",
-        criterion="max_loss",
+        criterion="max_loss", two_groups=True,
     ),
     "mm": SolverSpec(
         mm.solve_mm, False, _options_of(mm.solve_mm),
@@ -136,7 +151,7 @@ SOLVERS: dict[str, SolverSpec] = {
         olfat.solve, False, _options_of(olfat.solve),
         "two-group FPCA: max variance s.t. projected mean gap <= delta, minus mu x covariance gap, convex SDP "
         "(Olfat & Aswani 2019); Lee et al.'s Table 1 prints its (mu, delta) tuples, which are really (delta, mu)",
-        criterion="mmd2_linear",
+        criterion="mmd2_linear", two_groups=True,
     ),
     "kleindessner": SolverSpec(
         kleindessner.solve, False, _options_of(kleindessner.solve),

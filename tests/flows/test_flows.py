@@ -115,8 +115,8 @@ def test_demo_runs_the_pipeline_on_the_embedded_table(tmp_path, capsys):
     lines = [line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[0] in steps]
     assert [(words[0], words[1]) for words in lines] == [(name, event) for name in steps for event in ("started", "done")]
     assert all(float(words[3]) >= 0 and words[4].startswith("s") for words in lines if words[1] == "done")
-    assert re.search(r"finished in [\d.]+ s: imports [\d.]+ s, Prefect API [\d.]+ s, dask [\d.]+ s, ingest [\d.]+ s, "
-                     r"fit [\d.]+ s, project [\d.]+ s, report [\d.]+ s, Prefect runs [\d.]+ s", out)
+    assert re.search(r"finished in [\d.]+ s: checks [\d.]+ s, imports [\d.]+ s, Prefect API [\d.]+ s, dask [\d.]+ s, "
+                     r"ingest [\d.]+ s, fit [\d.]+ s, project [\d.]+ s, report [\d.]+ s, Prefect runs [\d.]+ s", out)
     report = json.loads((tmp_path / "demo" / "report" / "report.json").read_text())
     assert report["data"]["n_samples"] == 442 and report["model"]["method"] == "fair-eig"
 
