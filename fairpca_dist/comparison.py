@@ -61,6 +61,7 @@ from fairpca_dist.downstream import downstream_parity, small_groups_sentence
 from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
+from fairpca_dist.wording import group_display_names
 
 if TYPE_CHECKING:
     from fairpca_dist.passes import TablePasses
@@ -166,6 +167,12 @@ class Comparison:
     downstream: dict[str, Any] | None = None
     """What :func:`~fairpca_dist.downstream.downstream_parity` found beyond each fit's scores:
     target, base rate, test rows per group, small groups, the raw features' classifier."""
+
+    @property
+    def group_names(self) -> list[str]:
+        """The groups as a person reads them: ``sex=1`` when the sensitive columns are known
+        (:func:`~fairpca_dist.wording.group_display_names`)."""
+        return group_display_names(self.groups, self.settings.get("group_columns", ()))
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -477,6 +484,7 @@ def compare_methods(
         "n_components": list(ranks), "train_fraction": train_fraction, "center": center,
         "standardize": standardize, "ddof": ddof, "random_state": random_state, "n_cells": cells.n_cells,
         "n_samples": cells.n_samples, "n_features": cells.n_features, "feature_names": list(cells.feature_names),
+        "group_columns": _group_columns(sensitive, cells.groups),
         "group_counts": [int(n) for n in total.count], "rbf_mmd": bool(rbf_mmd and passes is not None),
         "sigma": {str(r): value for r, value in sigmas.items()}, "n_random_features": n_random_features, "target": target,
         "methods": {plan.name: {"fixed": jsonable(plan.fixed), "grid": jsonable(list(plan.grid))} for plan in plans},
@@ -523,6 +531,14 @@ def _candidate(plan: MethodPlan, params: dict[str, Any], r: int, total: GroupMom
     return Candidate(**common, status=model.status, message=model.message, converged=model.converged, seconds=seconds,
                      passes=_passes_since(passes, before), in_sample=in_sample, out_of_sample=out_of_sample,
                      out_of_sample_status=out_status, warnings=tuple(dict.fromkeys(caught)), model=model)
+
+
+def _group_columns(sensitive: Sequence[str] | str | None, groups: Sequence[Hashable]) -> list[str]:
+    """The sensitive column(s) the group labels are values of, when they are known and match
+    the labels (one value per column); else none, and groups are named by their values."""
+    columns = [sensitive] if isinstance(sensitive, str) else list(sensitive or ())
+    width = {len(label) if isinstance(label, tuple) else 1 for label in groups}
+    return columns if width == {len(columns)} else []
 
 
 def _failure(error: Exception) -> str:

@@ -61,7 +61,7 @@ def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[
         Heading(1, title),
         Paragraph(
             f"{settings['n_samples']} rows, {settings['n_features']} features, groups "
-            f"{', '.join(f'{g} ({n})' for g, n in zip(map(str, comparison.groups), settings['group_counts']))}. "
+            f"{', '.join(f'{g} ({n})' for g, n in zip(comparison.group_names, settings['group_counts']))}. "
             f"In sample: fitted and scored on every row. Out of sample: fitted on {len(comparison.split.train)} of "
             f"{settings['n_cells']} cells, scored on the other {len(comparison.split.test)}. Centre "
             f"'{settings['center']}', standardize {settings['standardize']}. ★ marks the best value of a column "
@@ -184,7 +184,7 @@ def _group_error_plot(comparison: Comparison, path: Location) -> None:
     for method in dict.fromkeys(c.method for c in comparison.candidates):
         curve = [_first_point(comparison, method, r) for r in comparison.ranks]
         panels[method] = np.array([c.in_sample.group_error if c is not None and c.ok else missing for c in curve])
-    charts.group_panels(path, comparison.ranks, panels, [str(group) for group in comparison.groups],
+    charts.group_panels(path, comparison.ranks, panels, comparison.group_names,
                         ylabel="group reconstruction error")
 
 

@@ -35,6 +35,7 @@ from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import sorted_labels
 from fairpca_dist.rendering import Block, Paragraph, Table, number
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.wording import group_display_names
 from fairpca_dist.wording import listed_counts
 
 __all__ = ["CONSTANT_SHARE", "MIN_GROUP_TEST_ROWS", "NOISE_STANDARD_ERRORS", "base_rate_sentence",
@@ -65,6 +66,7 @@ def downstream_parity(
     models: Mapping[str, FairProjection],
     random_state: int = 0,
     test_size: float = 0.3,
+    group_names: Mapping[Hashable, str] | None = None,
 ) -> dict:
     """Accuracy and demographic parity of a classifier trained on each model's projection.
 
@@ -83,8 +85,8 @@ def downstream_parity(
     features : sequence of str
         Feature columns, in the order every model was fitted on.
     sensitive : str or sequence of str
-        Group column(s). Several columns define intersectional groups labelled
-        ``"a & b"``, as :class:`GroupMoments` names tuple labels in the report.
+        Group column(s). Groups are named ``column=value``, intersectional ones
+        ``sex=1 & race=2`` (:func:`~fairpca_dist.wording.group_display_names`).
     target : str
         Binary target column; the larger of its two (sorted) values is the positive class.
     models : mapping of str to FairProjection
@@ -93,6 +95,10 @@ def downstream_parity(
         Seed of the train/test split.
     test_size : float
         Share of rows held out for evaluation.
+    group_names : mapping, optional
+        Display names of values of the sensitive column(s), as in
+        :func:`~fairpca_dist.wording.group_display_names` (keys naming no group of the sample are
+        ignored).
 
     Returns
     -------
@@ -123,7 +129,9 @@ def downstream_parity(
     sensitive = [sensitive] if isinstance(sensitive, str) else list(sensitive)
     _check_sample(sample, features, sensitive, target, models)
     y, positive = _binary_target(sample[target], target)
-    groups = sample[sensitive].astype(str).agg(" & ".join, axis=1).to_numpy()
+    labels, values = pd.factorize(pd.MultiIndex.from_frame(sample[sensitive]) if len(sensitive) > 1
+                                  else sample[sensitive[0]])
+    groups = np.asarray(group_display_names(list(values), sensitive, group_names, strict=False))[labels]
     x = sample[features].to_numpy(dtype=np.float64)
     train, test = train_test_split(
         np.arange(len(sample)), test_size=test_size, random_state=random_state, stratify=y

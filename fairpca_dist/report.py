@@ -75,13 +75,12 @@ from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.downstream import degenerate_mark, downstream_blocks, downstream_parity
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.wording import listed
+from fairpca_dist.wording import group_display_names
 
 __all__ = [
     "ReportFiles",
     "build_report",
     "curve_length",
-    "group_display_names",
     "write_report",
     "report_markdown_summary",
     "report_table",
@@ -109,6 +108,7 @@ UNCHANGED_RTOL = 1e-6
 than 1e-12) reads "unchanged" rather than better or worse."""
 
 _RBF_FEATURES = 1000
+_REFIT_SEED = 0
 _ROUND_OFF = 1e-12
 _COLUMN_TITLES = {"error": "error", "loss": "loss", "explained_variance_ratio": "EVR"}
 _DOWNSTREAM_KEYS = {"accuracy": "accuracy", "dp_difference": "demographic_parity_difference"}
@@ -178,7 +178,7 @@ def build_report(
         ``"exact"`` up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows and ``"rff"`` above, and skipped when
         ``passes`` is None; ``"none"`` skips it.
     group_names : mapping, optional
-        Display names of values of the sensitive column(s) (:func:`group_display_names`):
+        Display names of values of the sensitive column(s) (:func:`~fairpca_dist.wording.group_display_names`):
         ``{1: "female"}``, or ``{"sex=1": "female"}`` for one column's value; a group then
         reads ``sex=female``.
 
@@ -218,7 +218,7 @@ def build_report(
     ------
     SchemaError, GroupError
         The model was fitted on other features or groups than ``moments``, or its
-        ``group_columns`` do not match its labels (:func:`group_display_names`).
+        ``group_columns`` do not match its labels (:func:`~fairpca_dist.wording.group_display_names`).
     InputError
         Bad ``max_components``, ``rbf_mmd`` or ``group_names``; a method that is not in
         :data:`~fairpca_dist.solvers.SOLVERS` (the curves refit it), or that reads rows while
@@ -241,7 +241,7 @@ def build_report(
     scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
     curves = _curves(moments, model, ranks, passes)
     rbf = _rbf_mmd(working, arms, passes, rbf_mmd)
-    downstream = _downstream(sample, target, sensitive, arms)
+    downstream = _downstream(sample, target, sensitive, arms, group_names)
     criterion, comparison = _criteria(own, scores, rbf, downstream)
     curve_key = own if own not in _ROW_KEYS and own != "explained_variance_ratio" else "max_loss"
     report = {
@@ -339,9 +339,11 @@ def _check_refittable(model: FairProjection) -> None:
 def _refit(moments: GroupMoments, model: FairProjection, n_components: int, method: str,
            options: dict[str, Any], passes: DataPasses | None = None) -> FairProjection:
     """``method`` at ``n_components`` with the model's centring and scale (and the rows, for a
-    method that reads them)."""
+    method that reads them), seeded: a method with random starts gives the same curves on
+    every run of the report."""
     return fit_projection(moments, n_components, method=method, center=model.center, standardize=model.scale,
-                          passes=passes if SOLVERS[method].reads_rows(options) else None, **options)
+                          random_state=_REFIT_SEED, passes=passes if SOLVERS[method].reads_rows(options) else None,
+                          **options)
 
 
 def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None,
@@ -381,7 +383,7 @@ def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: D
 
 
 def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequence[str] | str | None,
-                models: dict[str, FairProjection]) -> dict:
+                models: dict[str, FairProjection], group_names: Mapping[Hashable, str] | None) -> dict:
     if sample is None or target is None:
         missing = " and no ".join(name for name, value in (("sample", sample), ("target", target)) if value is None)
         return {"skipped": f"no {missing} given"}
@@ -390,7 +392,8 @@ def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequ
     if sensitive is None:
         sensitive = list(fair.group_columns) or [
             column for column in sample.columns if column not in features and column != target]
-    return downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=models)
+    return downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=models,
+                             group_names=group_names)
 
 
 # ---------------------------------------------------------------------- criteria, side by side
@@ -451,58 +454,6 @@ def _not_measured(key: str, rbf: dict) -> str:
 
 
 # ---------------------------------------------------------------------- group names
-def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
-                        names: Mapping[Hashable, str] | None = None) -> list[str]:
-    """How a report names each group: ``column=value`` per sensitive column, joined by ``" & "``
-    for intersectional (tuple) labels (``sex=1 & race=2``); the bare values when ``columns`` is
-    empty (``1 & 2``). A value that is a whole number is written as one (``1``, not ``1.0``).
-
-    ``names`` maps values to display names: a key is a value (``1``), its text (``"1"``, as
-    typed on the command line), or ``"column=value"`` for the value of one column when columns
-    share values (``"race=1"``); ``{"1": "female"}`` gives ``sex=female``. A key that names no
-    value of any group raises :class:`InputError` (a typo would otherwise pass unseen), as
-    does a name that is not text; labels of another number of values than ``columns`` (when
-    given) raise :class:`GroupError`.
-    """
-    mismatched = [label for label in groups if len(_parts(label)) != len(columns)]
-    if columns and mismatched:
-        raise GroupError(f"the group column(s) {list(columns)} do not match the group label(s) {listed(mismatched)}: "
-                         "one value per column")
-    names = dict(names or {})
-    odd = [key for key, name in names.items() if not isinstance(name, str) or not name]
-    if odd:
-        raise InputError(f"group_names must map values to non-empty text; not so for {listed(odd)}")
-    used: set[Hashable] = set()
-
-    def part(column: str | None, value: Hashable) -> str:
-        text = _value_text(value)
-        candidates = (f"{column}={text}", value, text) if column else (value, text)
-        keys = [key for key in candidates if key in names]
-        used.update(keys)
-        shown = names[keys[0]] if keys else text
-        return f"{column}={shown}" if column else shown
-
-    shown = [" & ".join(part(columns[i] if columns else None, value) for i, value in enumerate(_parts(group)))
-             for group in groups]
-    unused = [key for key in names if key not in used]
-    if unused:
-        values = [" & ".join(_value_text(value) for value in _parts(group)) for group in groups]
-        raise InputError(f"group_names {listed(unused)} name no value of the groups "
-                         f"({listed(values, show=str)}{' by ' + ', '.join(columns) if columns else ''})")
-    return shown
-
-
-def _parts(label: Hashable) -> tuple[Hashable, ...]:
-    """The values of a group label, one per sensitive column."""
-    return label if isinstance(label, tuple) else (label,)
-
-
-def _value_text(value: Hashable) -> str:
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
 # ---------------------------------------------------------------------- tables for artifacts
 def report_table(report: dict) -> list[dict]:
     """One row per group: name, rows, and error, loss and EVR of PCA and of the fitted model.

@@ -1,15 +1,19 @@
-"""Lists in messages a person reads: a few items and a count of the rest, never a wall of text.
+"""Words for a person: lists in messages, and the names of groups.
 
-Every message that names columns, groups, cells or files goes through :func:`listed`, so an
-error on a 500-column table stays one readable line.
+Every message that names columns, groups, cells or files goes through :func:`listed` (a few
+items and a count of the rest), so an error on a 500-column table stays one readable line; every
+report, comparison and downstream table names groups through :func:`group_display_names`
+(``sex=1 & race=2``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["listed", "listed_counts"]
+from fairpca_dist.exceptions import GroupError, InputError
+
+__all__ = ["group_display_names", "listed", "listed_counts"]
 
 LIMIT = 6
 """Items shown before "and N more"."""
@@ -31,3 +35,56 @@ def listed_counts(counts: Mapping[Any, int], limit: int = LIMIT, *, show: Callab
     order), at most ``limit`` of them."""
     ranked = sorted(counts.items(), key=lambda item: -item[1])
     return listed(ranked, limit, show=lambda item: f"{show(item[0])}: {item[1]:,}")
+
+
+def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
+                        names: Mapping[Hashable, str] | None = None, *, strict: bool = True) -> list[str]:
+    """How a report names each group: ``column=value`` per sensitive column, joined by ``" & "``
+    for intersectional (tuple) labels (``sex=1 & race=2``); the bare values when ``columns`` is
+    empty (``1 & 2``). A value that is a whole number is written as one (``1``, not ``1.0``).
+
+    ``names`` maps values to display names: a key is a value (``1``), its text (``"1"``, as
+    typed on the command line), or ``"column=value"`` for the value of one column when columns
+    share values (``"race=1"``); ``{"1": "female"}`` gives ``sex=female``. A key that names no
+    value of any group raises :class:`InputError` (a typo would otherwise pass unseen; with
+    ``strict=False`` it is ignored, for a row sample that may lack a group), as does a name that
+    is not text; labels of another number of values than ``columns`` (when
+    given) raise :class:`GroupError`.
+    """
+    mismatched = [label for label in groups if len(_parts(label)) != len(columns)]
+    if columns and mismatched:
+        raise GroupError(f"the group column(s) {list(columns)} do not match the group label(s) {listed(mismatched)}: "
+                         "one value per column")
+    names = dict(names or {})
+    odd = [key for key, name in names.items() if not isinstance(name, str) or not name]
+    if odd:
+        raise InputError(f"group_names must map values to non-empty text; not so for {listed(odd)}")
+    used: set[Hashable] = set()
+
+    def part(column: str | None, value: Hashable) -> str:
+        text = _value_text(value)
+        candidates = (f"{column}={text}", value, text) if column else (value, text)
+        keys = [key for key in candidates if key in names]
+        used.update(keys)
+        shown = names[keys[0]] if keys else text
+        return f"{column}={shown}" if column else shown
+
+    shown = [" & ".join(part(columns[i] if columns else None, value) for i, value in enumerate(_parts(group)))
+             for group in groups]
+    unused = [key for key in names if key not in used]
+    if unused and strict:
+        values = [" & ".join(_value_text(value) for value in _parts(group)) for group in groups]
+        raise InputError(f"group_names {listed(unused)} name no value of the groups "
+                         f"({listed(values, show=str)}{' by ' + ', '.join(columns) if columns else ''})")
+    return shown
+
+
+def _parts(label: Hashable) -> tuple[Hashable, ...]:
+    """The values of a group label, one per sensitive column."""
+    return label if isinstance(label, tuple) else (label,)
+
+
+def _value_text(value: Hashable) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -29,7 +29,7 @@ def report(
     linear- and RBF-kernel MMD² (``rbf_mmd``: "auto", "exact", "rff" or "none"), and (with
     ``target``) the demographic-parity difference of a classifier trained on the projected data.
     ``group_names``: display names of values of the sensitive column (``{"1": "female"}``, or
-    ``{"sex=1": "female"}``; :func:`fairpca_dist.report.group_display_names`).
+    ``{"sex=1": "female"}``; :func:`fairpca_dist.wording.group_display_names`).
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.

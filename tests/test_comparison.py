@@ -217,5 +217,7 @@ def test_compare_on_a_frame_equals_compare_on_its_ingested_table(frame, table, t
     assert direct.passes == ingested.passes
     write_comparison(direct, tmp_path / "frame")
     assert (tmp_path / "frame" / "comparison.html").is_file()
+    assert direct.group_names == ingested.group_names == [f"sex={group}" for group in direct.groups]
+    assert f"groups {direct.group_names[0]} (" in (tmp_path / "frame" / "comparison.md").read_text()
     with pytest.raises(SchemaError, match="target column 'income'"):
         compare(frame, sensitive_feature="sex", n_components=2, target="income", key_columns=["id"])

@@ -116,12 +116,12 @@ def test_groups_with_few_test_rows_carry_a_warning_with_their_counts():
     moments = moments_of(frame)
     result = downstream_parity(frame, features=FEATURES, sensitive="group", target="y",
                                models={"pca": fit_projection(moments, 1, method="pca", standardize=True)})
-    n_small = result["group_test_counts"]["x"]
-    assert 0 < n_small < 30 and result["groups_too_small"] == {"x": n_small}
-    assert result["group_test_counts"]["f"] >= 30 and "f" not in result["groups_too_small"]
+    n_small = result["group_test_counts"]["group=x"]
+    assert 0 < n_small < 30 and result["groups_too_small"] == {"group=x": n_small}
+    assert result["group_test_counts"]["group=f"] >= 30 and "group=f" not in result["groups_too_small"]
     text = markdown(downstream_blocks(result, {"pca": "PCA"}))
-    assert f"Warning: 1 group(s) have fewer than 30 test rows (x: {n_small})" in text
-    assert f"| x | {n_small} |" in text  # the selection-rate table shows the test rows per group
+    assert f"Warning: 1 group(s) have fewer than 30 test rows (group=x: {n_small})" in text
+    assert f"| group=x | {n_small} |" in text  # the selection-rate table shows the test rows per group
 
 
 def test_the_report_says_when_the_fair_method_selects_less_evenly_than_pca():
@@ -178,8 +178,8 @@ def test_compare_stars_no_classifier_at_the_base_rate():
 
 def test_compare_warns_about_groups_with_few_test_rows():
     comparison = compared(skewed_frame(small_group=60), ["pca"])
-    n_small = comparison.downstream["groups_too_small"]["x"]
-    assert any(line.startswith(f"Warning: 1 group(s) have fewer than 30 test rows (x: {n_small})")
+    n_small = comparison.downstream["groups_too_small"]["group=x"]
+    assert any(line.startswith(f"Warning: 1 group(s) have fewer than 30 test rows (group=x: {n_small})")
                for line in comparison.reading(1))
 
 

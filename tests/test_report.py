@@ -160,7 +160,8 @@ def test_downstream_intersectional_groups(synthetic):
                                models={"fair": model}, random_state=3)
     assert result["positive_class"] is True
     scores = result["models"]["fair"]
-    assert set(scores["selection_rate"]) == {"a & old", "a & young", "b & old", "b & young"}
+    assert set(scores["selection_rate"]) == {"group=a & age=old", "group=a & age=young", "group=b & age=old",
+                                             "group=b & age=young"}
     # fairlearn intersects the two columns itself: same split, same classifier, same number
     y = sample["label"].to_numpy()
     train, test = train_test_split(np.arange(len(sample)), test_size=0.3, random_state=3, stratify=y)

@@ -18,7 +18,8 @@ from fairpca_dist.cli import main
 from fairpca_dist.datapasses import ArrayPasses
 from fairpca_dist.exceptions import GroupError
 from fairpca_dist.rendering import number
-from fairpca_dist.report import build_report, group_display_names, report_markdown_summary, report_table, write_report
+from fairpca_dist.report import build_report, report_markdown_summary, report_table, write_report
+from fairpca_dist.wording import group_display_names
 from fairpca_dist.scoring import criterion_named
 from fairpca_dist.solvers import SOLVERS
 
