@@ -114,9 +114,10 @@ def _fit(args: argparse.Namespace) -> int:
     columns = model.components.shape[1]
     if columns == model.n_components:
         print(f"{model.method} r={model.n_components}: group losses {losses}; {model.message}; model in {args.model_dir}")
-    else:  # a rank-relaxed solver (samadi-sdp, samadi-mw: rank <= r + k - 1); its message says why
+    else:  # a rank-relaxed solver (samadi-sdp, samadi-mw: rank <= r + k - 1) says why in its details
+        why = model.details.get("extra_columns_reason") or model.message
         print(f"{model.method} r={model.n_components}: group losses {losses}; model in {args.model_dir}")
-        print(f"note: the projection has {columns} columns, not r={model.n_components}: {model.message}")
+        print(f"note: the projection has {columns} columns, not r={model.n_components}: {why}")
     return 0
 
 

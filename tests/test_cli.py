@@ -192,27 +192,22 @@ def test_the_read_option_help_shows_examples_that_work(capsys):
     assert "header=1" not in text
 
 
-def test_fit_says_why_the_projection_is_wider_than_asked(source, tmp_path, capsys, monkeypatch):
-    """samadi-sdp and samadi-mw may return up to r + k - 1 columns; the line says so, with the
-    model's message (its reason)."""
-    from dataclasses import replace
-
-    from fairpca_dist import fitting
-
+def test_fit_says_why_the_projection_is_wider_than_asked(tmp_path, capsys):
+    """samadi-sdp and samadi-mw return up to r + k - 1 columns where no rank-r projection is
+    certified; the line says so, with the solver's reason. Three groups on lines 60° apart in
+    the plane: at r = 1 the optimum needs the second column (tests/solvers/test_samadi_defaults)."""
+    angles = np.pi * np.arange(3) / 3
+    signs = np.tile([-1.0, 1.0], 20)
+    rows = [(i, f"g{g}", t * np.cos(a), t * np.sin(a)) for g, a in enumerate(angles) for i, t in enumerate(signs)]
+    source = tmp_path / "star.csv"
+    pd.DataFrame(rows, columns=["id", "group", "x", "y"]).assign(id=lambda f: range(len(f))).to_csv(source, index=False)
     t = tmp_path / "table"
-    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
-    fit_table = fitting.fit_table
-
-    def wider(*args, **kwargs):
-        model = fit_table(*args, **kwargs)
-        return replace(model, components=np.hstack([model.components, model.components[:, :1]]),
-                       message="the rounding kept rank 3 <= r + k - 1 (an extra singular value of 0.2)")
-
-    monkeypatch.setattr(fitting, "fit_table", wider)
-    assert main(["fit", str(t), str(tmp_path / "m"), "--method", "pca", "--n-components", "2"]) == 0
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "group", "--key-columns", "id"]) == 0
+    capsys.readouterr()
+    assert main(["fit", str(t), str(tmp_path / "m"), "--method", "samadi-sdp", "--n-components", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-1] == ("note: the projection has 3 columns, not r=2: the rounding kept rank 3 <= r + k - 1 (an "
-                         "extra singular value of 0.2)")
-    monkeypatch.setattr(fitting, "fit_table", fit_table)
-    assert main(["fit", str(t), str(tmp_path / "m2"), "--method", "pca", "--n-components", "2"]) == 0
+    assert lines[-1].startswith("note: the projection has 2 columns, not r=1: the best rank-1 projection found in "
+                                "the output's span has largest loss ")
+    assert lines[-1].endswith("(Samadi et al. 2018, Theorem 5.2: rank ≤ r + k − 1 = 3)")
+    assert main(["fit", str(t), str(tmp_path / "m2"), "--method", "pca", "--n-components", "1"]) == 0
     assert "note:" not in capsys.readouterr().out
