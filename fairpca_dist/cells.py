@@ -35,7 +35,7 @@ import pandas as pd
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.storage import Location, locate
 from fairpca_dist.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
-from fairpca_dist.wording import listed
+from fairpca_dist.wording import differences, listed
 
 __all__ = ["HashCells", "CellMoments", "pair_codes"]
 
@@ -450,7 +450,7 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         if other.feature_names != self.feature_names:
             raise SchemaError(
                 "cannot merge cell moments over different features: "
-                f"{list(self.feature_names)} vs {list(other.feature_names)}"
+                + differences("the first", self.feature_names, "the second", other.feature_names)
             )
         if other.assignment != self.assignment:
             raise InputError(

@@ -35,8 +35,7 @@ from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import sorted_labels
 from fairpca_dist.rendering import Block, Paragraph, Table, number
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.wording import group_display_names
-from fairpca_dist.wording import listed_counts
+from fairpca_dist.wording import differences, group_display_names, listed, listed_counts
 
 __all__ = ["CONSTANT_SHARE", "MIN_GROUP_TEST_ROWS", "NOISE_STANDARD_ERRORS", "base_rate_sentence",
            "check_binary_target", "degenerate_mark", "downstream_blocks", "downstream_parity",
@@ -182,7 +181,7 @@ def _check_sample(
     needed = list(dict.fromkeys([*features, *sensitive, target]))
     missing = [column for column in needed if column not in sample.columns]
     if missing:
-        raise SchemaError(f"the sample lacks column(s) {missing}; it has {list(sample.columns)}")
+        raise SchemaError(f"the sample lacks column(s) {missing}; it has {listed(sample.columns)}")
     not_numeric = [column for column in features if not pd.api.types.is_numeric_dtype(sample[column])]
     if not_numeric:
         raise SchemaError(f"feature column(s) {not_numeric} are not numeric")
@@ -191,9 +190,8 @@ def _check_sample(
         raise InputError(f"column(s) {incomplete} of the sample contain missing values; drop or fill those rows")
     for name, model in models.items():
         if list(model.feature_names) != features:
-            raise SchemaError(
-                f"model {name!r} was fitted on features {list(model.feature_names)}, not {features}"
-            )
+            raise SchemaError(f"model {name!r} was fitted on other features than the sample's: "
+                              + differences("the model", model.feature_names, "the sample", features))
 
 
 def check_binary_target(counts: pd.Series, name: str) -> list[Hashable]:

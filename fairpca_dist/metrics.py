@@ -35,6 +35,7 @@ from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, pairwise_rbf, pairwise_rff
 from fairpca_dist.moments import Center, GroupMoments, sorted_labels
+from fairpca_dist.wording import differences
 
 __all__ = [
     "losses_from_covariance",
@@ -215,7 +216,8 @@ RBF_ESTIMATORS = ("exact", "rff")
 
 def _check_passes(moments: GroupMoments, passes: DataPasses) -> None:
     if tuple(passes.groups) != moments.groups:
-        raise GroupError(f"the rows have groups {list(passes.groups)}, the moments {list(moments.groups)}")
+        raise GroupError("the rows have other groups than the moments: "
+                         + differences("the moments", moments.groups, "the rows", tuple(passes.groups)))
 
 
 def rbf_bandwidth(

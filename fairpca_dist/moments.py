@@ -29,7 +29,7 @@ import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.storage import Location, locate
-from fairpca_dist.wording import listed
+from fairpca_dist.wording import differences, listed
 
 __all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json", "MANY_GROUPS",
            "BINNING_ADVICE"]
@@ -337,7 +337,7 @@ class GroupMoments:
         if other.feature_names != self.feature_names:
             raise SchemaError(
                 "cannot merge moments over different features: "
-                f"{list(self.feature_names)} vs {list(other.feature_names)}"
+                + differences("the first", self.feature_names, "the second", other.feature_names)
             )
         if not self.groups:
             return other

@@ -75,7 +75,7 @@ from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.downstream import degenerate_mark, downstream_blocks, downstream_parity
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.wording import group_display_names
+from fairpca_dist.wording import differences, group_display_names
 
 __all__ = [
     "ReportFiles",
@@ -288,14 +288,11 @@ def build_report(
 
 def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
     if tuple(model.feature_names) != moments.feature_names:
-        raise SchemaError(
-            f"the model was fitted on features {list(model.feature_names)}, "
-            f"the moments have {list(moments.feature_names)}"
-        )
+        raise SchemaError("the model was fitted on other features than the moments have: "
+                          + differences("the model", model.feature_names, "the moments", moments.feature_names))
     if tuple(model.group_labels) != moments.groups:
-        raise GroupError(
-            f"the model was fitted on groups {list(model.group_labels)}, the moments have {list(moments.groups)}"
-        )
+        raise GroupError("the model was fitted on other groups than the moments have: "
+                         + differences("the model", model.group_labels, "the moments", moments.groups))
 
 
 def _curves(moments: GroupMoments, model: FairProjection, ranks: range,

@@ -37,6 +37,7 @@ from fairpca_dist import metrics
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.moments import GroupMoments
 from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.wording import differences
 
 __all__ = ["CRITERIA", "Criterion", "ProjectionScores", "criterion_named", "score_projection"]
 
@@ -166,11 +167,12 @@ def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: Group
     (default: the fitting rows, in sample), in the model's units, about the centres of
     ``model.center`` computed on ``fitted_on`` (module docstring)."""
     rows = fitted_on if rows is None else rows
-    if rows.groups != fitted_on.groups or rows.feature_names != fitted_on.feature_names:
-        raise InputError(
-            f"the scored rows have groups {list(rows.groups)} and features {list(rows.feature_names)}; "
-            f"the fit had {list(fitted_on.groups)} and {list(fitted_on.feature_names)}"
-        )
+    if rows.feature_names != fitted_on.feature_names:
+        raise InputError("the scored rows have other features than the fit: "
+                         + differences("the fit", fitted_on.feature_names, "the scored rows", rows.feature_names))
+    if rows.groups != fitted_on.groups:
+        raise InputError("the scored rows have other groups than the fit: "
+                         + differences("the fit", fitted_on.groups, "the scored rows", rows.groups))
     scored = rows.rescaled(model.scale)
     centres = fitted_on.rescaled(model.scale).centers(model.center)
     components, center = model.components, model.center

@@ -66,6 +66,7 @@ from fairpca_dist.markers import na_values_hint, profile_text
 from fairpca_dist.parquet_slices import sliced_row_groups
 from fairpca_dist.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
 from fairpca_dist.versions import committed
+from fairpca_dist.wording import listed
 
 __all__ = [
     "Table",
@@ -932,7 +933,7 @@ def open_table(
             if c not in reserved and c not in _hash_keys(cells) and pd.api.types.is_numeric_dtype(frame[c].dtype)
         ]
         if not chosen:
-            raise SchemaError(f"no numeric feature columns found{origin} among {list(frame.columns)}")
+            raise SchemaError(f"no numeric feature columns found{origin} among {listed(frame.columns)}")
     else:
         chosen = list(features)
         _require_columns(frame, chosen, "feature", origin)

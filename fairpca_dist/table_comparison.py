@@ -27,6 +27,7 @@ from fairpca_dist.moments import Center
 from fairpca_dist.passes import compute_moments, sample_rows, table_passes
 from fairpca_dist.sources import open_table
 from fairpca_dist.table_evaluation import cached_cell_moments, cell_moments_cache_path, table_cells
+from fairpca_dist.wording import listed
 
 __all__ = ["compare", "compare_table"]
 
@@ -116,7 +117,7 @@ def compare_table(
     check_comparison(methods, n_components, len(schema["features"]), groups=groups, center=center, target=target)
     if target is not None and target not in schema["dtypes"]:
         raise SchemaError(f"target column {target!r} is not in the table {table_dir}; it has "
-                          f"{sorted(schema['dtypes'])} (keep it at ingestion with pass_through)")
+                          f"{listed(sorted(schema['dtypes']))} (keep it at ingestion with pass_through)")
     cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
                         storage_options=storage_options)
     if isinstance(cells, HashCells):

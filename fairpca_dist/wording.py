@@ -13,7 +13,7 @@ from typing import Any
 
 from fairpca_dist.exceptions import GroupError, InputError
 
-__all__ = ["group_display_names", "listed", "listed_counts"]
+__all__ = ["differences", "group_display_names", "listed", "listed_counts"]
 
 LIMIT = 6
 """Items shown before "and N more"."""
@@ -35,6 +35,27 @@ def listed_counts(counts: Mapping[Any, int], limit: int = LIMIT, *, show: Callab
     order), at most ``limit`` of them."""
     ranked = sorted(counts.items(), key=lambda item: -item[1])
     return listed(ranked, limit, show=lambda item: f"{show(item[0])}: {item[1]:,}")
+
+
+def differences(first: str, ours: Sequence[Any], second: str, theirs: Sequence[Any]) -> str:
+    """How two lists of names differ, in a few words: ``"only in the model: 'x'; only in the
+    moments: 'y', 'z'"``, or, for the same names in another order, ``"the same 3 in another
+    order: 'b' where the model has 'a' (position 1)"``. Long lists are shortened by
+    :func:`listed`."""
+    only_ours = [name for name in ours if name not in set(theirs)]
+    only_theirs = [name for name in theirs if name not in set(ours)]
+    if not only_ours and not only_theirs:
+        position = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        if len(ours) != len(theirs):
+            return f"{len(ours)} in {first}, {len(theirs)} in {second} (some repeated)"
+        return (f"the same {len(ours)} in another order: {theirs[position]!r} where {first} has "
+                f"{ours[position]!r} (position {position})")
+    parts = []
+    if only_ours:
+        parts.append(f"only in {first}: {listed(only_ours)}")
+    if only_theirs:
+        parts.append(f"only in {second}: {listed(only_theirs)}")
+    return "; ".join(parts)
 
 
 def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
