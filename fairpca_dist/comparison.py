@@ -86,10 +86,6 @@ COMPARE_GRIDS: dict[str, dict[str, Any]] = {
 DOWNSTREAM_KEYS = ("accuracy", "dp_difference")
 """The criteria of the downstream classifier: a degenerate one is never the best at them."""
 
-WORSE_RTOL, WORSE_ATOL = 0.01, 1e-6
-"""A fit worsens a criterion next to PCA when it is worse by more than WORSE_RTOL of the larger
-of the two values plus WORSE_ATOL: smaller differences are solver tolerance, not a trade-off."""
-
 MESSAGE_LENGTH = 160
 """Characters of a failure message shown in a table or a sentence (:func:`one_line`)."""
 
@@ -228,7 +224,7 @@ class Comparison:
     def reading(self, n_components: int) -> list[str]:
         """Plain-language sentences on the trade-offs at r: for each fairness criterion, the
         methods on the front and what the fairest one costs in explained variance next to PCA;
-        each fit that worsens a criterion next to PCA (:data:`WORSE_RTOL`); the degenerate
+        each fit that worsens a criterion next to PCA (:data:`~fairpca_dist.scoring.WORSE_RTOL`); the degenerate
         downstream classifiers; the fits that failed (with their reason), were skipped, or did
         not converge."""
         candidates = self.at(n_components)
@@ -283,11 +279,11 @@ class Comparison:
         keys = [c.key for c in self.criteria() if c.fairness or c.key == "accuracy"]
         keys = [key for key in keys if candidate.competes(key) and pca.competes(key)]
         own = self._own_criterion(candidate)
-        worse = [key for key in keys if _worse(key, candidate.value(key), pca.value(key))]
+        worse = [key for key in keys if criterion_named(key).worse(candidate.value(key), pca.value(key))]
         if not worse:
             return None
         changes = _and([_change(key, pca.value(key), candidate.value(key)) for key in worse])
-        if own in keys and _worse(own, pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0):
+        if own in keys and criterion_named(own).worse(pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0):
             improved = _change(own, pca.value(own), candidate.value(own))
             return f"{candidate.label} {improved} (its own criterion) but {changes} next to PCA."
         return f"{candidate.label} {changes} next to PCA."
@@ -590,13 +586,6 @@ def one_line(message: str, limit: int = MESSAGE_LENGTH) -> str:
     characters with "…" when longer."""
     text = " ".join(message.split())
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
-
-
-def _worse(key: str, value: float, reference: float, *, rtol: float = WORSE_RTOL, atol: float = WORSE_ATOL) -> bool:
-    """Whether ``value`` of criterion ``key`` is worse than ``reference`` by more than
-    ``rtol`` of the larger of the two plus ``atol``."""
-    sign = 1.0 if criterion_named(key).better == "lower" else -1.0
-    return sign * (value - reference) > rtol * max(abs(value), abs(reference)) + atol
 
 
 def _and(items: Sequence[str]) -> str:

@@ -69,7 +69,7 @@ from fairpca_dist.moments import GroupMoments, label_to_json
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
 from fairpca_dist.progress import progress_bar
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
-from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
+from fairpca_dist.scoring import CRITERIA, WORSE_RTOL, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.datapasses import DataPasses
 from fairpca_dist.downstream import degenerate_mark, downstream_blocks, downstream_parity
@@ -546,7 +546,7 @@ def _values(row: dict) -> dict[str, str]:
 def _headline(report: dict) -> str:
     """The method's own criterion, in words with its direction, for PCA and the method."""
     own, method = report["criterion"], report["model"]["method"]
-    sentence = (f"{method} is judged by its own criterion, {own['title']}: {own['meaning']}; "
+    sentence = (f"{method} is judged by its own criterion: {own['title']}, {own['meaning']}; "
                 f"{_direction(own['better'], own['fairness'])}. ")
     if own["verdict"] is None:
         return sentence + f"Not measured: {own['not_measured']}."
@@ -573,7 +573,8 @@ def _criterion_cells(row: dict, report: dict) -> list[str]:
 
 def _reading(report: dict) -> list[str]:
     """What improved (the own criterion), what it cost (explained variance), and which other
-    fairness criterion got worse than PCA's, in plain words (as compare's reading)."""
+    fairness criterion got worse than PCA's by more than compare's tolerance
+    (:meth:`~fairpca_dist.scoring.Criterion.worse`), in plain words (as compare's reading)."""
     own, method = report["criterion"], report["model"]["method"]
     rows = {row["key"]: row for row in report["comparison"]}
     shown = _values(own)
@@ -589,11 +590,12 @@ def _reading(report: dict) -> list[str]:
     if own["key"] != "explained_variance_ratio":
         lines.append(_cost(rows["explained_variance_ratio"], report))
     worse = [row for row in report["comparison"]
-             if row["fairness"] and row["verdict"] == "worse" and not row.get("degenerate")]
+             if row["fairness"] and row["verdict"] == "worse" and not row.get("degenerate")
+             and criterion_named(row["key"]).worse(row["fair"], row["pca"])]
     if worse:
         lines.append("What got worse: " + "; ".join(_worse(row, method) for row in worse) + ".")
     else:
-        lines.append("No other fairness criterion got worse than PCA's.")
+        lines.append(f"No other fairness criterion got worse than PCA's by more than {WORSE_RTOL:.0%}.")
     return lines
 
 

@@ -39,7 +39,13 @@ from fairpca_dist.moments import GroupMoments
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences
 
-__all__ = ["CRITERIA", "Criterion", "ProjectionScores", "criterion_named", "score_projection"]
+__all__ = ["CRITERIA", "WORSE_ATOL", "WORSE_RTOL", "Criterion", "ProjectionScores", "criterion_named", "score_projection"]
+
+
+WORSE_RTOL, WORSE_ATOL = 0.01, 1e-6
+"""A projection worsens a criterion next to another (PCA) when it is worse by more than
+WORSE_RTOL of the larger of the two values plus WORSE_ATOL (:meth:`Criterion.worse`): what the
+report's and the comparison's plain words call "worse"."""
 
 
 @dataclass(frozen=True)
@@ -74,13 +80,23 @@ class Criterion:
         """↓ or ↑: the direction of better values."""
         return "↓" if self.better == "lower" else "↑"
 
+    def worse(self, value: float, reference: float, *, rtol: float | None = None, atol: float | None = None) -> bool:
+        """Whether ``value`` is worse than ``reference`` by more than ``rtol`` (default
+        :data:`WORSE_RTOL`) of the larger of the two in magnitude plus ``atol`` (default
+        :data:`WORSE_ATOL`): smaller differences are solver tolerance or sampling noise, not a
+        trade-off a person should be told about."""
+        rtol = WORSE_RTOL if rtol is None else rtol
+        atol = WORSE_ATOL if atol is None else atol
+        sign = 1.0 if self.better == "lower" else -1.0
+        return sign * (value - reference) > rtol * max(abs(value), abs(reference)) + atol
+
 
 CRITERIA: tuple[Criterion, ...] = (
     Criterion("explained_variance_ratio", "explained variance", "higher", False,
               meaning="the share of the variance of all rows the projection keeps"),
     Criterion("max_loss", "max group loss", "lower", True,
-              meaning="the largest group loss: a group's reconstruction error minus the smallest error any "
-                      "r-dimensional projection gives that group (Samadi et al.)"),
+              meaning="the largest over the groups of a group's reconstruction error minus the smallest error "
+                      "any r-dimensional projection gives that group (Samadi et al.'s loss)"),
     Criterion("min_group_variance", "min group variance", "higher", True,
               meaning="the smallest variance the projection keeps of any group (Babu et al.'s max-min criterion)"),
     Criterion("abdiff", "ABDiff", "lower", True,

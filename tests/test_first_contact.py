@@ -43,7 +43,7 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     assert first.returncode == 0, first.stdout + first.stderr
     assert "database created (first run)" in first.stdout
     assert step_events(first.stdout) == [(name, event) for name in STEPS for event in ("started", "done")]
-    assert "fair-eig is judged by its own criterion, max group loss" in first.stdout and "finished in" in first.stdout
+    assert "fair-eig is judged by its own criterion: max group loss" in first.stdout and "finished in" in first.stdout
     # Quiet by default: nothing from Prefect, Dask or distributed, and no traceback.
     assert first.stderr == ""
     assert (tmp_path / "runs" / "first" / "report" / "report.json").is_file()

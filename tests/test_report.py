@@ -300,9 +300,9 @@ def test_summary_and_table(synthetic):
     own = report["criterion"]  # fair-eig's own criterion, the largest group loss, for both arms
     assert own["key"] == "max_loss" and (own["pca"], own["fair"]) == (
         report["at_model"]["pca"]["max_loss"], report["at_model"]["fair"]["max_loss"])
-    assert (f"fair-eig is judged by its own criterion, max group loss: the largest group loss: a group's "
+    assert (f"fair-eig is judged by its own criterion: max group loss, the largest over the groups of a group's "
             f"reconstruction error minus the smallest error any r-dimensional projection gives that group (Samadi "
-            f"et al.); lower is fairer. PCA {own['pca']:.4g}, fair-eig {own['fair']:.4g} (") in summary
+            f"et al.'s loss); lower is fairer. PCA {own['pca']:.4g}, fair-eig {own['fair']:.4g} (") in summary
     assert "| max group loss (fair-eig's own) | ↓ lower |" in summary and "| downstream accuracy | ↑ higher |" in summary
     assert "## " not in summary  # the headline only
 

@@ -107,7 +107,7 @@ def test_demo_runs_the_pipeline_on_the_embedded_table(tmp_path, capsys):
 
     assert main(["demo", "--runs-dir", str(tmp_path), "--run-id", "demo"]) == 0
     out = capsys.readouterr().out
-    assert "fair-eig is judged by its own criterion, max group loss" in out
+    assert "fair-eig is judged by its own criterion: max group loss" in out
     assert f"report {tmp_path / 'demo' / 'report' / 'report.md'}" in out
     # One line as each step starts and one as it finishes, with its time, in order; then the
     # breakdown of where the time went.
