@@ -5,7 +5,7 @@ Three kinds, used by the report (:mod:`fairpca_dist.report`) and the comparison
 
 * :func:`group_curves`: a per-group quantity against r, one line style per arm;
 * :func:`pareto`: explained variance against a fairness criterion, one sweep per method, the
-  Pareto front as a black line;
+  Pareto front as a black line, flagged points (degenerate classifiers) with their own marker;
 * :func:`group_panels`: one small panel per method, a per-group quantity against r.
 
 **Any number of groups.** Up to :data:`ALL_NAMED` groups, every group has its own colour
@@ -17,13 +17,24 @@ the plotted quantity: a group's score is, at each r, its worst value over the ar
 panels), averaged over the r where it has a value; worse is higher (errors, losses) or lower
 (explained variance), as the caller says. Ties keep the groups' order.
 
+**Pareto charts.** Each method has its own colour (``tab20``: its ten strong colours, then
+their ten light ones, so up to 20 methods never share one; the marker changes every ten
+methods too). A method's grid points are joined in the order of the criterion (x), so the line
+is the method's trade-off as fairness improves, whatever the shape of its grid (dro's 2 × 3
+grid of α and λ has no order of its own; joined in grid order it drew a meaningless polygon).
+Points the caller flags (a degenerate downstream classifier, whose DP difference of 0 is no
+fairness) are not joined: they are drawn as an ``x`` in the method's colour, with one legend
+entry saying why.
+
 **Pareto axes zoom on the bulk.** Along each axis separately, a few points (at most a quarter,
 at least one) lying apart at either end are drawn at the edge of the axes instead of in place,
 as a triangle pointing towards them with their method and value: those whose gap to the rest
 is wider than both their own range and the rest's range, when the rest would otherwise fill
 less than a quarter of the axis (:func:`_bulk`). One degenerate fit with explained variance
 0.07 thus no longer squeezes every other method into a corner, while a sweep that spreads
-evenly (a real trade-off curve) is drawn in full. Lines to such points leave the axes.
+evenly (a real trade-off curve) is drawn in full. A point of the Pareto front is never pushed
+to the edge: the window always spans the front, only off-front outliers leave it. Lines to
+such points leave the axes.
 
 **Layout.** Legends sit outside the axes, on the right; matplotlib's constrained layout makes
 room for them, the titles and the tick labels, so nothing is cut and no layout warning is
@@ -53,7 +64,7 @@ from matplotlib.ticker import MaxNLocator
 
 from fairpca_dist.storage import Location
 
-__all__ = ["ALL_NAMED", "NAMED_GROUPS", "group_curves", "pareto", "group_panels"]
+__all__ = ["ALL_NAMED", "FLAGGED_LABEL", "NAMED_GROUPS", "group_curves", "pareto", "group_panels"]
 
 ALL_NAMED = 10
 """Up to this many groups, every group is drawn and named."""
@@ -63,6 +74,8 @@ NAMED_GROUPS = 8
 Worse = Literal["higher", "lower"]
 
 _TAB10 = matplotlib.colormaps["tab10"].colors
+_TAB20 = matplotlib.colormaps["tab20"].colors
+_METHOD_PALETTE = _TAB20[0::2] + _TAB20[1::2]  # ten strong colours, then their light shades
 _NAMED_PALETTE = tuple(colour for i, colour in enumerate(_TAB10) if i != 7)  # tab10 without its grey
 _OTHERS = "0.55"  # the grey of the aggregated groups
 _ARM_STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
@@ -267,44 +280,69 @@ def _group_panels_figure(ranks: Sequence[int], panels: Mapping[str, np.ndarray],
 
 
 # ---------------------------------------------------------------------- Pareto
+FLAGGED_LABEL = "degenerate classifier (left off the front)"
+"""The legend entry of :func:`pareto`'s flagged points, unless the caller names them."""
+
+
 def pareto(path: Location, sweeps: Mapping[str, Sequence[tuple[float, float]]],
-           front: Sequence[tuple[float, float]], *, xlabel: str, title: str) -> None:
+           front: Sequence[tuple[float, float]], *, xlabel: str, title: str,
+           flagged: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+           flagged_label: str = FLAGGED_LABEL) -> None:
     """Explained variance (y) against a fairness criterion (x).
 
-    The axes zoom on the bulk of the points; points lying far apart are drawn at the edge with
-    their value (module docstring).
+    The axes zoom on the bulk of the points, always spanning the front; off-front points lying
+    far apart are drawn at the edge with their value (module docstring).
 
     Parameters
     ----------
     path : Location
         The PNG to write.
     sweeps : mapping of str to sequence of (x, y)
-        Method -> its grid's points, drawn as a curve when there are several.
+        Method -> its grid's points that are not flagged, drawn as a curve in the order of x
+        when there are several.
     front : sequence of (x, y)
-        The Pareto front, drawn as a dashed black line (nothing when empty).
+        The Pareto front, drawn as a dashed black line (nothing when empty); never pushed to
+        the edge.
     xlabel, title : str
         The criterion's axis label, and the title.
+    flagged : mapping of str to sequence of (x, y), optional
+        Method -> its flagged points (a method may have only those), drawn as an ``x`` in the
+        method's colour, not joined, under one legend entry ``flagged_label``.
+    flagged_label : str
+        That legend entry.
     """
-    _save(_pareto_figure(sweeps, front, xlabel=xlabel, title=title), path, dpi=110)
+    _save(_pareto_figure(sweeps, front, xlabel=xlabel, title=title, flagged=flagged, flagged_label=flagged_label),
+          path, dpi=110)
 
 
 def _pareto_figure(sweeps: Mapping[str, Sequence[tuple[float, float]]], front: Sequence[tuple[float, float]],
-                   *, xlabel: str, title: str) -> Figure:
+                   *, xlabel: str, title: str, flagged: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+                   flagged_label: str = FLAGGED_LABEL) -> Figure:
     """:func:`pareto`'s figure."""
-    figure = _new_figure(6.6 + 1.8 * _legend_columns(len(sweeps) + 2), 4.6)
+    flagged = {method: points for method, points in (flagged or {}).items() if points}
+    methods = list(dict.fromkeys([*sweeps, *flagged]))
+    figure = _new_figure(6.6 + 1.8 * _legend_columns(len(methods) + 3), 4.6)
     axes = figure.add_subplot()
     entries: list[tuple[object, str]] = []
-    for i, (method, points) in enumerate(sweeps.items()):
-        x, y = _columns(points)
+    for i, method in enumerate(methods):
+        points = sorted(sweeps.get(method, ()))
         colour, marker = _method_style(i)
+        x, y = _columns(points)
         (line,) = axes.plot(x, y, linestyle="-" if len(points) > 1 else "none", marker=marker, color=colour,
                             markersize=5, alpha=0.85)
+        if method in flagged:
+            axes.plot(*_columns(flagged[method]), linestyle="none", marker="x", color=colour, markersize=7,
+                      markeredgewidth=1.6, zorder=4)
         entries.append((line, method))
+    if flagged:
+        entries.append((Line2D([], [], marker="x", color="0.3", linestyle="none", markersize=7, markeredgewidth=1.6),
+                        flagged_label))
     if front:
         x, y = _columns(front)
         entries.append((axes.plot(x, y, "--", color="black", linewidth=1.0, zorder=3)[0],
                         "Pareto front (converged fits)"))
-    if _mark_off_axes(axes, sweeps):
+    every = {method: [*sweeps.get(method, ()), *flagged.get(method, ())] for method in methods}
+    if _mark_off_axes(axes, every, front):
         entries.append((Line2D([], [], marker=">", color="0.3", linestyle="none"),
                         "beyond the axes: at the edge, with its value"))
     axes.set_xlabel(xlabel)
@@ -315,8 +353,9 @@ def _pareto_figure(sweeps: Mapping[str, Sequence[tuple[float, float]]], front: S
 
 
 def _method_style(i: int) -> tuple[tuple[float, float, float], str]:
-    """The i-th method's colour and marker: ``tab10`` in turn, a new marker every ten methods."""
-    return _TAB10[i % 10], "os^vD"[i // 10 % 5]
+    """The i-th method's colour and marker: :data:`_METHOD_PALETTE` (``tab20``, strong colours
+    first) in turn, a new marker every ten methods."""
+    return _METHOD_PALETTE[i % len(_METHOD_PALETTE)], "os^vD"[i // 10 % 5]
 
 
 def _columns(points: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
@@ -364,6 +403,18 @@ def _bulk(values: np.ndarray) -> tuple[float, float] | None:
     return float(ordered[low]), float(ordered[high - 1])
 
 
+def _spanning(bulk: tuple[float, float] | None, values: np.ndarray, kept: np.ndarray
+              ) -> tuple[float, float] | None:
+    """``bulk`` widened to span the finite ``kept`` values (the front's); None when it then
+    spans every finite value (nothing left to push to the edge)."""
+    kept = kept[np.isfinite(kept)]
+    if bulk is None or kept.size == 0:
+        return bulk
+    low, high = min(bulk[0], float(kept.min())), max(bulk[1], float(kept.max()))
+    finite = values[np.isfinite(values)]
+    return None if low <= finite.min() and high >= finite.max() else (low, high)
+
+
 def _far_tail(ordered: np.ndarray) -> int:
     """How many of the smallest of ``ordered`` (sorted) lie far apart (:func:`_bulk`), or 0."""
     full = ordered[-1] - ordered[0]
@@ -374,10 +425,12 @@ def _far_tail(ordered: np.ndarray) -> int:
     return 0
 
 
-def _mark_off_axes(axes: Axes, sweeps: Mapping[str, Sequence[tuple[float, float]]]) -> bool:
-    """Zoom ``axes`` on the bulk of the points and draw those beyond it at the edge, one label
-    per method and side with its value(s); True when any point is beyond."""
-    windows = _zoom_on_bulk(axes, [point for points in sweeps.values() for point in points])
+def _mark_off_axes(axes: Axes, sweeps: Mapping[str, Sequence[tuple[float, float]]],
+                   front: Sequence[tuple[float, float]] = ()) -> bool:
+    """Zoom ``axes`` on the bulk of the points, spanning the ``front``, and draw the points
+    beyond it at the edge, one label per method and side with its value(s); True when any
+    point is beyond."""
+    windows = _zoom_on_bulk(axes, [point for points in sweeps.values() for point in points], front)
     if windows == [None, None]:
         return False
     limits = axes.get_xlim(), axes.get_ylim()
@@ -398,10 +451,14 @@ def _mark_off_axes(axes: Axes, sweeps: Mapping[str, Sequence[tuple[float, float]
     return bool(labels)
 
 
-def _zoom_on_bulk(axes: Axes, points: Sequence[tuple[float, float]]) -> list[_Window | None]:
-    """Per axis (x, y), the window set on ``axes`` around the bulk, or None (autoscaled)."""
+def _zoom_on_bulk(axes: Axes, points: Sequence[tuple[float, float]],
+                  front: Sequence[tuple[float, float]] = ()) -> list[_Window | None]:
+    """Per axis (x, y), the window set on ``axes`` around the bulk widened to span the
+    ``front`` (:func:`_spanning`), or None (autoscaled)."""
     xy = np.array(points, dtype=np.float64).reshape(-1, 2)
-    windows = [None if bulk is None else _Window.around(bulk) for bulk in (_bulk(xy[:, 0]), _bulk(xy[:, 1]))]
+    kept = np.array(front, dtype=np.float64).reshape(-1, 2)
+    windows = [None if bulk is None else _Window.around(bulk)
+               for bulk in (_spanning(_bulk(xy[:, axis]), xy[:, axis], kept[:, axis]) for axis in (0, 1))]
     for window, set_limits in zip(windows, (axes.set_xlim, axes.set_ylim)):
         if window is not None:
             set_limits(window.low, window.high)

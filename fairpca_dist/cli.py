@@ -212,6 +212,8 @@ def _compare(args: argparse.Namespace) -> int:
         rbf_mmd=args.rbf_mmd, random_state=args.seed, client=args.dask_address, progress=True,
         storage_options=_storage_options(args),
     )
+    for line in comparison.summary():
+        print(f"\n{line}")
     for r in comparison.ranks:
         print(f"\nr = {r}:")
         for line in comparison.reading(r):

@@ -25,9 +25,13 @@ r, and scores every fit by every criterion (:data:`CRITERIA`):
   difference of 0 is no fairness;
 * fit time, status, and the passes over the rows each fit made.
 
-:meth:`Comparison.reading` says it in words: the fairest fit of each fairness criterion and its
-cost in explained variance, every fit that worsens a criterion next to PCA, the degenerate
-classifiers, and why a fit failed.
+:meth:`Comparison.summary` says the whole comparison's facts once, in words (the downstream base
+rate and what makes a classifier degenerate, small groups, why fits failed, each reason once);
+:meth:`Comparison.reading` says each r's: the fairest fit of each fairness criterion and its
+cost in explained variance, the fits that worsen a criterion next to PCA (grouped by what they
+worsen, "(its own criterion)" whenever that criterion is the method's own, better or worse),
+the degenerate classifiers by kind, the fits that did not converge. A method's grid points are
+named together ("dro (4 of 6 grid points)"); the Markdown's tables hold every fit's numbers.
 
 Every method but ``mm-robust`` and ``mmd`` with the RBF kernel fits from the moments, so those
 cost nothing beyond the one pass of the cell moments. The row-reading methods run through their
@@ -57,7 +61,7 @@ from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.progress import progress_bar
-from fairpca_dist.downstream import downstream_parity, small_groups_sentence
+from fairpca_dist.downstream import base_rate_sentence, degenerate_mark, downstream_parity, small_groups_sentence
 from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
@@ -221,29 +225,64 @@ class Comparison:
         points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
         return tuple(scored[i] for i in pareto_front(points, criterion_named(key).better))
 
+    def summary(self) -> list[str]:
+        """Plain-language sentences on the whole comparison, said once whatever the number of
+        ranks: the downstream base rate and the rule that makes a classifier degenerate
+        (:func:`~fairpca_dist.downstream.base_rate_sentence`), a raw-features classifier that is
+        itself degenerate, the groups with few test rows, and the fits that failed or were
+        skipped, grouped by reason (each reason once, then the fits and ranks it hit)."""
+        lines = []
+        if self.downstream is not None:
+            downstream = self.downstream
+            reference = downstream["reference"]["degenerate"]
+            if reference:
+                lines.append(f"Even the classifier on the raw features is degenerate ({reference}): "
+                             f"{downstream['target']!r} cannot be predicted from these features, so the downstream "
+                             "columns say nothing about the projections.")
+            lines.append(base_rate_sentence(downstream))
+            small = small_groups_sentence(downstream)
+            if small:
+                lines.append(small)
+        lines += self._by_reason("failed", "Failed")
+        lines += self._by_reason("skipped", "Skipped")
+        return lines
+
     def reading(self, n_components: int) -> list[str]:
-        """Plain-language sentences on the trade-offs at r: for each fairness criterion, the
-        methods on the front and what the fairest one costs in explained variance next to PCA;
-        each fit that worsens a criterion next to PCA (:data:`~fairpca_dist.scoring.WORSE_RTOL`); the degenerate
-        downstream classifiers; the fits that failed (with their reason), were skipped, or did
-        not converge."""
+        """Plain-language sentences on the trade-offs at r (the whole comparison's facts are
+        :meth:`summary`'s): for each fairness criterion, the fits on the front and what the
+        fairest one costs in explained variance next to PCA; the fits that worsen a criterion
+        next to PCA (:meth:`~fairpca_dist.scoring.Criterion.worse`), grouped by what they
+        worsen, with the range of their values; the degenerate downstream classifiers, grouped
+        by kind; the fits that did not converge. A method's grid points are named together
+        (:meth:`_named`)."""
         candidates = self.at(n_components)
         pca = next((c for c in candidates if c.method == "pca" and c.ok), None)
         lines = [*self._fronts_reading(n_components, pca)]
         if pca is not None:
-            lines += [line for c in candidates if c is not pca and (line := self._worse_than_pca(c, pca))]
-        lines += self._downstream_reading(candidates)
-        failed = [f"{c.label} ({one_line(c.message)})" for c in candidates if c.status == "failed"]
-        skipped = [f"{c.label} ({one_line(c.message)})" for c in candidates if c.status == "skipped"]
-        unconverged = [c.label for c in candidates if c.ok and not c.converged]
-        if failed:
-            lines.append(f"Failed: {'; '.join(failed)}.")
-        if skipped:
-            lines.append(f"Skipped: {'; '.join(skipped)}.")
+            lines += self._worse_reading(n_components, [c for c in candidates if c is not pca], pca)
+        lines += self._degenerate_reading(n_components)
+        unconverged = [c for c in candidates if c.ok and not c.converged]
         if unconverged:
             lines.append(f"Did not converge (their numbers are of the last iterate; left out of the fronts): "
-                         f"{', '.join(unconverged)}.")
+                         f"{self._named(unconverged)}.")
         return lines
+
+    def _named(self, candidates: Sequence[Candidate]) -> str:
+        """The fits named compactly, method by method in order of first appearance: the method
+        alone when it has one grid point at that r, ``dro (all 6 grid points)``, the one grid
+        point's label, or ``dro (4 of 6 grid points)``."""
+        parts = []
+        for method in dict.fromkeys(c.method for c in candidates):
+            points = [c for c in candidates if c.method == method]
+            r = points[0].n_components
+            total = sum(1 for c in self.at(r) if c.method == method)
+            if len(points) == 1:
+                parts.append(points[0].label)
+            elif len(points) == total:
+                parts.append(f"{method} (all {total} grid points)")
+            else:
+                parts.append(f"{method} ({len(points)} of {total} grid points)")
+        return _and(parts)
 
     def _fronts_reading(self, n_components: int, pca: Candidate | None) -> list[str]:
         """For each fairness criterion: its front, the fairest fit on it and that fit's cost in
@@ -256,37 +295,49 @@ class Comparison:
             if not front:
                 continue
             fairest = front[0]  # the front is sorted from the fairest
-            sentence = (f"For {criterion.title} ({criterion.better} is fairer), the front of explained variance "
-                        f"against it is {_names(front)}; the fairest is {fairest.label} "
-                        f"({criterion.title} {_g(fairest.value(criterion.key))}")
+            sentence = (f"For {criterion.title} ({criterion.better} is fairer), the front is {self._named(front)}; "
+                        f"the fairest is {fairest.label}, {_g(fairest.value(criterion.key))}")
             if pca is not None and fairest is not pca:
                 cost = 1.0 - fairest.value("explained_variance_ratio") / pca.value("explained_variance_ratio")
-                sentence += (f", against PCA's {_g(pca.value(criterion.key))}), which costs {100 * cost:.1f} % "
-                             "of PCA's explained variance.")
+                sentence += (f" against PCA's {_g(pca.value(criterion.key))}, costing {100 * cost:.1f} % of PCA's "
+                             "explained variance.")
             else:
-                sentence += ")."
+                sentence += "."
             lines.append(sentence)
         return lines
 
-    def _worse_than_pca(self, candidate: Candidate, pca: Candidate) -> str | None:
-        """``"mm lowers the max group loss from 3.49 to 3.12 (its own criterion) but raises
-        the DP difference from 0.04 to 0.09."``: the fairness criteria and the downstream
-        accuracy where a converged fit is worse than PCA, after what it improves on its own
-        criterion; None when it worsens nothing. A degenerate classifier's downstream numbers
-        (or PCA's) are not compared."""
-        if not candidate.converged:
-            return None
-        keys = [c.key for c in self.criteria() if c.fairness or c.key == "accuracy"]
-        keys = [key for key in keys if candidate.competes(key) and pca.competes(key)]
-        own = self._own_criterion(candidate)
-        worse = [key for key in keys if criterion_named(key).worse(candidate.value(key), pca.value(key))]
-        if not worse:
-            return None
-        changes = _and([_change(key, pca.value(key), candidate.value(key)) for key in worse])
-        if own in keys and criterion_named(own).worse(pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0):
-            improved = _change(own, pca.value(own), candidate.value(own))
-            return f"{candidate.label} {improved} (its own criterion) but {changes} next to PCA."
-        return f"{candidate.label} {changes} next to PCA."
+    def _worse_reading(self, n_components: int, candidates: Sequence[Candidate], pca: Candidate) -> list[str]:
+        """One sentence per kind of trade-off: the converged fits that worsen the same criteria
+        next to PCA (and improve, or worsen, their own), e.g. ``"mm and mm-sparse (all 3 grid
+        points) raise the min group variance (their own criterion) from 1.9 to 2.87–2.96 but
+        raise the max group loss from 1.06 to 1.43–1.8 next to PCA."`` A criterion is marked
+        "own" whenever it is the method's own (``SOLVERS[m].criterion_of``), better or worse.
+        A degenerate classifier's downstream numbers (or PCA's) are not compared."""
+        kinds: dict[tuple[str | None, bool, tuple[str, ...]], list[Candidate]] = {}
+        for candidate in candidates:
+            if not candidate.converged:
+                continue
+            keys = [c.key for c in self.criteria() if c.fairness or c.key == "accuracy"]
+            keys = [key for key in keys if candidate.competes(key) and pca.competes(key)]
+            worse = tuple(key for key in keys if criterion_named(key).worse(candidate.value(key), pca.value(key)))
+            if not worse:
+                continue
+            own = self._own_criterion(candidate)
+            improved = (own in keys and own not in worse
+                        and criterion_named(own).worse(pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0))
+            kinds.setdefault((own, improved, worse), []).append(candidate)
+        lines = []
+        for (own, improved, worse), fits in kinds.items():
+            several = len(fits) > 1
+            changes = _and(_without_repeated_verbs(
+                [_change(key, pca.value(key), [c.value(key) for c in fits], key == own, several) for key in worse]))
+            subject = self._named(fits)
+            if improved:
+                lines.append(f"{subject} {_change(own, pca.value(own), [c.value(own) for c in fits], True, several)} "
+                             f"but {changes} next to PCA.")
+            else:
+                lines.append(f"{subject} {changes} next to PCA.")
+        return lines
 
     def _own_criterion(self, candidate: Candidate) -> str | None:
         """The key of the criterion the candidate's method makes fair, None for a user callable."""
@@ -296,29 +347,38 @@ class Comparison:
         fixed = self.settings.get("methods", {}).get(candidate.method, {}).get("fixed", {})
         return spec.criterion_of({**fixed, **candidate.params})
 
-    def _downstream_reading(self, candidates: Sequence[Candidate]) -> list[str]:
-        """The raw features' classifier when it is degenerate, the base rate, the degenerate
-        classifiers at this r, and the groups with few test rows."""
-        if self.downstream is None:
+    def _degenerate_reading(self, n_components: int) -> list[str]:
+        """The degenerate downstream classifiers at r, grouped by kind (constant, nearly
+        constant, ≈ base rate); the rule is :meth:`summary`'s."""
+        degenerate = [c for c in self.at(n_components) if c.degenerate]
+        if not degenerate:
             return []
-        downstream = self.downstream
+        kinds: dict[str, list[Candidate]] = {}
+        for candidate in degenerate:
+            kinds.setdefault(degenerate_mark(candidate.degenerate), []).append(candidate)
+        groups = "; ".join(f"{kind}: {self._named(fits)}" for kind, fits in kinds.items())
+        return [f"Degenerate downstream classifiers (marked, never ★, left out of the fronts) — {groups}."]
+
+    def _by_reason(self, status: str, heading: str) -> list[str]:
+        """``"Failed: olfat-sdp (all 4 grid points) (REASON)."``: one sentence per distinct
+        reason of the fits with this status, naming the fits it hit (and the ranks, when the
+        comparison has several)."""
+        reasons: dict[str, dict[int, list[Candidate]]] = {}
+        for candidate in self.candidates:
+            if candidate.status == status:
+                reasons.setdefault(one_line(candidate.message), {}).setdefault(candidate.n_components, []).append(
+                    candidate)
         lines = []
-        reference = downstream["reference"]["degenerate"]
-        if reference:
-            lines.append(f"Even the classifier on the raw features is degenerate ({reference}): "
-                         f"{downstream['target']!r} cannot be predicted from these features, so the downstream "
-                         "columns say nothing about the projections.")
-        base_rate = (f"Downstream base rate: {downstream['positive_class']!r} is {100 * downstream['base_rate']:.1f} % "
-                     f"of the {downstream['n_test']} test rows; predicting the majority class for every row scores "
-                     f"accuracy {downstream['majority_accuracy']:.4g}.")
-        degenerate = [f"{c.label} ({c.degenerate})" for c in candidates if c.degenerate]
-        if degenerate:
-            base_rate += (" Degenerate downstream classifiers, whose accuracy and DP difference are marked, never ★ "
-                          f"and left out of the fronts: {'; '.join(degenerate)}.")
-        lines.append(base_rate)
-        small = small_groups_sentence(downstream)
-        if small:
-            lines.append(small)
+        for reason, by_rank in reasons.items():
+            named = {r: self._named(fits) for r, fits in by_rank.items()}
+            if len(self.ranks) == 1:
+                fits = next(iter(named.values()))
+            elif len(set(named.values())) == 1:
+                ranks = "every r" if len(by_rank) == len(self.ranks) else f"r = {', '.join(map(str, by_rank))}"
+                fits = f"{next(iter(named.values()))} at {ranks}"
+            else:
+                fits = "; ".join(f"{names} at r = {r}" for r, names in named.items())
+            lines.append(f"{heading}: {fits} ({reason}).")
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -582,10 +642,17 @@ def _with_downstream(candidates: list[Candidate], sample: pd.DataFrame | None, t
 
 
 def one_line(message: str, limit: int = MESSAGE_LENGTH) -> str:
-    """``message`` on one line (runs of white space become one space), cut to ``limit``
-    characters with "…" when longer."""
+    """``message`` on one line (runs of white space become one space), cut at the last word
+    boundary within ``limit`` characters, with "…", when longer (mid-word only when one word
+    fills more than half the limit)."""
     text = " ".join(message.split())
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    boundary = cut.rfind(" ")
+    if boundary > limit // 2:
+        cut = cut[:boundary]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def _and(items: Sequence[str]) -> str:
@@ -593,14 +660,26 @@ def _and(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-def _change(key: str, before: float, after: float) -> str:
-    """``"raises the DP difference from 0.04 to 0.09"``."""
-    verb = "raises" if after > before else "lowers"
-    return f"{verb} the {criterion_named(key).title} from {_g(before)} to {_g(after)}"
+def _change(key: str, before: float, after: Sequence[float], own: bool, several: bool) -> str:
+    """``"raises the DP difference from 0.04 to 0.09"``, ``"raise the ABDiff (their own
+    criterion) from 0.99 to 0.78–0.80"``: PCA's value ``before``, the range of the fits'
+    values ``after``; the verb plural when ``several`` fits are the subject."""
+    low, high = min(after), max(after)
+    verb = ("raise" if high > before else "lower") + ("" if several else "s")
+    mark = f" ({'their' if several else 'its'} own criterion)" if own else ""
+    values = _g(low) if _g(low) == _g(high) else f"{_g(low)}–{_g(high)}"
+    return f"{verb} the {criterion_named(key).title}{mark} from {_g(before)} to {values}"
 
 
-def _names(candidates: Sequence[Candidate]) -> str:
-    return ", ".join(c.label for c in candidates)
+def _without_repeated_verbs(changes: Sequence[str]) -> list[str]:
+    """``["raise the a …", "raise the b …"]`` → ``["raise the a …", "the b …"]``: a verb said
+    once for a run of changes in the same direction."""
+    kept, previous = [], None
+    for change in changes:
+        verb, rest = change.split(" ", 1)
+        kept.append(rest if verb == previous else change)
+        previous = verb
+    return kept
 
 
 def _g(value: float | None) -> str:

@@ -1,7 +1,8 @@
 """The comparison's files: ``comparison.json`` / ``.csv`` / ``.md`` / ``.html`` and its PNGs.
 
-Rendering only (the numbers are :class:`~fairpca_dist.comparison.Comparison`'s): the base rate
-of the downstream classifier; per rank r, a table of methods × criteria in sample and one out
+Rendering only (the numbers are :class:`~fairpca_dist.comparison.Comparison`'s): the
+comparison's summary in words (base rate of the downstream classifier, small groups, failures);
+per rank r, a table of methods × criteria in sample and one out
 of sample with the best of each column marked ★ (a degenerate downstream classifier marked
 instead, never ★), the Pareto plots of explained variance against each fairness criterion (each
 method's grid drawn as a curve, the front as a black line), the plain-language reading, and,
@@ -20,7 +21,7 @@ import numpy as np
 from fairpca_dist import charts
 from fairpca_dist.atomic import atomic_directory, input_paths
 from fairpca_dist.comparison import DOWNSTREAM_KEYS, Candidate, Comparison, one_line
-from fairpca_dist.downstream import base_rate_sentence, degenerate_mark
+from fairpca_dist.downstream import degenerate_mark
 from fairpca_dist.scoring import Criterion
 from fairpca_dist.storage import Location, StorageOptions, as_given
 from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
@@ -68,7 +69,7 @@ def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[
             f"(never a degenerate downstream classifier's). Took {comparison.seconds:.1f} s."
         ),
         Paragraph(_passes_sentence(comparison)),
-        *([Paragraph(base_rate_sentence(comparison.downstream))] if comparison.downstream else []),
+        *(Paragraph(line) for line in comparison.summary()),
     ]
     for r in comparison.ranks:
         candidates = comparison.at(r)
@@ -170,12 +171,22 @@ def _plots(comparison: Comparison, folder: Location) -> dict[str, str]:
 
 
 def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Location) -> None:
+    """Each method's grid points at r, its degenerate downstream classifiers (for a downstream
+    criterion) flagged apart, and the front."""
     candidates = [c for c in comparison.at(r) if c.value(criterion.key) is not None]
-    sweeps = {method: [(c.value(criterion.key), c.value("explained_variance_ratio")) for c in candidates
-                       if c.method == method]
-              for method in dict.fromkeys(c.method for c in candidates)}
-    front = [(c.value(criterion.key), c.value("explained_variance_ratio")) for c in comparison.front(r, criterion.key)]
-    charts.pareto(path, sweeps, front, xlabel=f"{criterion.title} ({criterion.better} is fairer)", title=f"r = {r}")
+
+    def point(c: Candidate) -> tuple[float, float]:
+        return c.value(criterion.key), c.value("explained_variance_ratio")
+
+    def flagged(c: Candidate) -> bool:
+        return criterion.key in DOWNSTREAM_KEYS and c.degenerate is not None
+
+    methods = list(dict.fromkeys(c.method for c in candidates))
+    sweeps = {m: [point(c) for c in candidates if c.method == m and not flagged(c)] for m in methods}
+    marked = {m: [point(c) for c in candidates if c.method == m and flagged(c)] for m in methods}
+    front = [point(c) for c in comparison.front(r, criterion.key)]
+    charts.pareto(path, sweeps, front, xlabel=f"{criterion.title} ({criterion.better} is fairer)", title=f"r = {r}",
+                  flagged=marked)
 
 
 def _group_error_plot(comparison: Comparison, path: Location) -> None:

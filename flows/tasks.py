@@ -223,7 +223,8 @@ def comparison_task(table_dir: str, out_dir: str, *, methods: MethodsParameter |
             standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state, cache_dir=cache_dir, client=client,
             progress=True, storage_options=storage_options,
         )
-    reading = "\n\n".join(f"**r = {r}.** " + " ".join(comparison.reading(r)) for r in comparison.ranks)
+    reading = "\n\n".join([*comparison.summary(),
+                             *(f"**r = {r}.** " + " ".join(comparison.reading(r)) for r in comparison.ranks)])
     create_markdown_artifact(reading, key="fairpca-comparison", description="fair PCA methods compared")
     create_table_artifact(json.loads(comparison.table().to_json(orient="records", double_precision=15)),
                           key="fairpca-comparison-table", description="every method and grid point by every criterion")

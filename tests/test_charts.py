@@ -182,9 +182,8 @@ def test_the_worst_groups_are_worst_over_the_arms_on_average_over_r():
     assert [label for label in labels if label.startswith("g")][:4] == ["g2", "g3", "g0", "g1"]
 
 
-@pytest.mark.parametrize("on_front", [False, True])
-def test_a_far_apart_point_is_drawn_at_the_edge_with_its_value(on_front):
-    figure, _ = drawn_quietly(lambda: build_outlier_pareto(on_front))
+def test_a_far_apart_point_is_drawn_at_the_edge_with_its_value():
+    figure, _ = drawn_quietly(build_outlier_pareto)
     (axes,) = figure.axes
     low, high = axes.get_ylim()
     bulk = [y for method, points in OUTLIER_SWEEPS.items() for _, y in points if method != "kleindessner-cov"]
@@ -193,8 +192,55 @@ def test_a_far_apart_point_is_drawn_at_the_edge_with_its_value(on_front):
     assert [text.get_text() for text in axes.texts] == ["kleindessner-cov: y = 0.07"]
     assert "beyond the axes: at the edge, with its value" in legend_labels(figure)
     low_x, high_x = axes.get_xlim()
-    outlier_x = 0.01 if on_front else 4.5
-    assert low_x < min(2.05, outlier_x) and high_x > max(3.2, outlier_x)  # not far apart along x: drawn in place
+    assert low_x < 2.05 and high_x > 4.5  # not far apart along x: drawn in place
+
+
+def test_a_far_apart_point_on_the_front_is_drawn_in_place():
+    figure, _ = drawn_quietly(lambda: build_outlier_pareto(on_front=True))
+    (axes,) = figure.axes
+    low, high = axes.get_ylim()
+    assert low < 0.07 and high > 0.91 and axes.get_xlim()[0] < 0.01
+    assert len(axes.texts) == 0 and "beyond the axes: at the edge, with its value" not in legend_labels(figure)
+
+
+def test_the_zoom_spans_the_front_and_still_pushes_an_off_front_outlier():
+    sweeps = {**FRONT_OUTLIER_SWEEPS, "mmd": [(2.9, 0.87), (30.0, 0.86)]}  # far right, off the front
+    figure, _ = drawn_quietly(lambda: charts._pareto_figure(sweeps, FRONT_OUTLIER_FRONT, xlabel="x", title="t"))
+    (axes,) = figure.axes
+    low_x, high_x = axes.get_xlim()
+    assert low_x < 0.01 and 3.2 < high_x < 30.0
+    assert [text.get_text() for text in axes.texts] == ["mmd: x = 30"]
+
+
+def test_flagged_points_have_their_own_marker_and_legend_entry():
+    sweeps = {"pca": [(0.04, 0.9)], "mm-sparse": [(0.05, 0.85), (0.06, 0.84)], "mm": []}
+    flagged = {"mm-sparse": [(0.0, 0.6)], "mm": [(0.0, 0.8)]}
+    figure, texts = drawn_quietly(lambda: charts._pareto_figure(sweeps, [(0.04, 0.9)], xlabel="DP difference",
+                                                                title="t", flagged=flagged))
+    (axes,) = figure.axes
+    crosses = [line for line in axes.lines if line.get_marker() == "x"]
+    assert sorted(tuple(xy) for line in crosses for xy in line.get_xydata()) == [(0.0, 0.6), (0.0, 0.8)]
+    joined = [line for line in axes.lines if line.get_linestyle() == "-"]
+    assert [list(line.get_xdata()) for line in joined] == [[0.05, 0.06]]  # the flagged point is not joined
+    labels = legend_labels(figure)
+    assert charts.FLAGGED_LABEL == "degenerate classifier (left off the front)" and charts.FLAGGED_LABEL in labels
+    assert labels[:3] == ["pca", "mm-sparse", "mm"]  # a method with only flagged points keeps its entry
+    assert texts_outside(figure, texts) == []
+
+
+def test_fourteen_methods_have_fourteen_colours():
+    figure = build_pareto(14)
+    (axes,) = figure.axes
+    colours = {line.get_color() for line in axes.lines if line.get_linestyle() != "--"}
+    assert len(colours) == 14
+
+
+def test_a_two_dimensional_grid_is_joined_in_the_order_of_the_criterion():
+    grid = [(2.4, 0.88), (2.0, 0.83), (2.6, 0.9), (2.2, 0.86), (2.1, 0.84), (2.5, 0.89)]  # dro's α × λ order
+    figure = charts._pareto_figure({"pca": [(3.0, 0.92)], "dro": grid}, [], xlabel="x", title="t")
+    (axes,) = figure.axes
+    (line,) = [line for line in axes.lines if line.get_linestyle() == "-"]
+    assert list(line.get_xdata()) == sorted(x for x, _ in grid)
 
 
 def test_an_evenly_spread_sweep_is_drawn_in_full():

@@ -125,7 +125,7 @@ def test_each_method_equals_the_method_fitted_alone_and_scored_from_rows(frame, 
     assert {"comparison.md", "comparison.html", "comparison.json", "comparison.csv"} <= files
     assert "pareto_r2_max_loss.png" in files and "pareto_r2_dp_difference.png" in files
     text = (tmp_path / "out" / "comparison.md").read_text()
-    assert "★" in text and "Passes over the rows" in text and "front of explained variance" in text
+    assert "★" in text and "Passes over the rows" in text and "the front is" in text
     document = json.loads((tmp_path / "out" / "comparison.json").read_text())
     assert len(document["candidates"]) == 5
 

@@ -11,6 +11,7 @@ gives every classifier the accuracy of a coin.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -150,8 +151,10 @@ def test_compare_never_stars_a_constant_classifier_nor_calls_it_fairest(tmp_path
         assert constant not in comparison.front(1, key)
     reading = comparison.reading(1)
     assert not any("fairest is noise_only" in line for line in reading if "DP difference" in line)
-    assert any(line.startswith("Downstream base rate: 1 is 14.0 % of the 300 test rows") and "accuracy 0.86." in line
-               and "Degenerate downstream classifiers" in line and "noise_only (constant" in line for line in reading)
+    assert any(line.startswith("Base rate: 1 is 14.0 % of the 300 test rows") and "accuracy 0.86." in line
+               for line in comparison.summary())
+    assert ("Degenerate downstream classifiers (marked, never ★, left out of the fronts) — constant: noise_only."
+            in reading)
     assert comparison.table().set_index("label").loc["noise_only", "downstream_degenerate"] == constant.degenerate
     assert comparison.to_dict()["downstream"]["base_rate"] == pytest.approx(0.14, abs=0.005)
 
@@ -173,14 +176,16 @@ def test_compare_stars_no_classifier_at_the_base_rate():
     assert comparison.front(1, "dp_difference") == ()
     reading = comparison.reading(1)
     assert not any(line.startswith("For DP difference") for line in reading)
-    assert any(line.startswith("Even the classifier on the raw features is degenerate") for line in reading)
+    assert any(line.startswith("Even the classifier on the raw features is degenerate")
+               for line in comparison.summary())
 
 
 def test_compare_warns_about_groups_with_few_test_rows():
     comparison = compared(skewed_frame(small_group=60), ["pca"])
     n_small = comparison.downstream["groups_too_small"]["group=x"]
     assert any(line.startswith(f"Warning: 1 group(s) have fewer than 30 test rows (group=x: {n_small})")
-               for line in comparison.reading(1))
+               for line in comparison.summary())
+    assert not any("test rows" in line for line in comparison.reading(1))  # said once, not per r
 
 
 def test_compare_says_when_a_fair_method_worsens_a_criterion():
@@ -189,9 +194,10 @@ def test_compare_says_when_a_fair_method_worsens_a_criterion():
     assert mm.value("min_group_variance") > pca.value("min_group_variance")  # mm's own criterion, improved
     assert mm.value("max_loss") > 2 * pca.value("max_loss")  # at the cost of Samadi's loss
     sentence = next(line for line in comparison.reading(1) if line.startswith("mm "))
-    assert sentence.startswith(f"mm raises the min group variance from {pca.value('min_group_variance'):.4g} to "
-                               f"{mm.value('min_group_variance'):.4g} (its own criterion) but raises the max group "
-                               f"loss from {pca.value('max_loss'):.4g} to {mm.value('max_loss'):.4g}")
+    assert sentence.startswith(f"mm raises the min group variance (its own criterion) from "
+                               f"{pca.value('min_group_variance'):.4g} to {mm.value('min_group_variance'):.4g} but "
+                               f"raises the max group loss from {pca.value('max_loss'):.4g} to "
+                               f"{mm.value('max_loss'):.4g}")
     assert sentence.endswith("next to PCA.")
 
 
@@ -206,10 +212,61 @@ def broken(moments, n_components, *, random_state=None, center="group"):
 
 def test_a_failed_method_shows_its_reason(tmp_path):
     comparison = compare_methods(cells_of(skewed_frame()), 1, ["pca", broken], rbf_mmd=False)
-    failed = next(line for line in comparison.reading(1) if line.startswith("Failed:"))
+    failed = next(line for line in comparison.summary() if line.startswith("Failed:"))
     assert failed.startswith("Failed: broken (SDP solver CLARABEL failed on the relaxation; details")
     assert "see their status" not in failed and "\n" not in failed and len(failed) < 200
+    assert failed.endswith("details…).")  # cut at a word boundary
     write_comparison(comparison, tmp_path / "out")
     text = (tmp_path / "out" / "comparison.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| broken | failed |"))
     assert "SDP solver CLARABEL failed on the relaxation; details" in row and row.rstrip().endswith("… |")
+
+
+# ---------------------------------------------------------------------- compare's reading, in short
+LONG_REASON = ("SDP solver CLARABEL failed on the relaxation: the problem is infeasible with two groups of very "
+               "different sizes; merge groups into two (e.g. one against the rest) or give another solver")
+
+
+def crowded_comparison():
+    """A comparison of pca, mm and a constant classifier, with six "dro" grid points cloned from
+    mm (every one's classifier ≈ base rate) and four "olfat-sdp" grid points failing with one
+    long reason: the shape of a default comparison on a table with a rare target."""
+    comparison = compared(skewed_frame(), ["pca", "mm", noise_only])
+    mm = next(c for c in comparison.candidates if c.method == "mm")
+    grid = [{"alpha": alpha, "lam": lam} for alpha in (0.05, 0.15) for lam in (0.0, 1.0, 2.5)]
+    reason = (f"≈ base rate: accuracy {mm.downstream['accuracy']:.4g}, not above the majority class's 0.86 by more "
+              "than 2 standard errors (0.04)")
+    dro = [replace(mm, method="dro", params=params, downstream={**mm.downstream, "degenerate": reason})
+           for params in grid]
+    olfat = [replace(mm, method="olfat-sdp", params={"delta": delta, "mu": mu}, status="failed", message=LONG_REASON,
+                     converged=False, in_sample=None, out_of_sample=None, downstream=None, model=None)
+             for delta in (0.0, 0.1) for mu in (0.1, 1.0)]
+    return replace(comparison, candidates=(*comparison.candidates, *dro, *olfat))
+
+
+def test_compare_says_each_reason_and_rule_once_in_a_bounded_reading():
+    comparison = crowded_comparison()
+    lines = [*comparison.summary(), *comparison.reading(1)]
+    text = "\n".join(lines)
+    assert text.count("merge groups into two") == 1 and text.count("standard errors") == 1
+    failed = next(line for line in lines if line.startswith("Failed:"))
+    assert failed.startswith("Failed: olfat-sdp (all 4 grid points) (SDP solver CLARABEL failed")
+    assert failed.endswith("(e.g. one against the…).")  # cut at a word boundary, not mid-word
+    assert "[" not in text  # no Python list
+    degenerate = next(line for line in lines if line.startswith("Degenerate downstream classifiers"))
+    assert degenerate.endswith("— constant: noise_only; ≈ base rate: dro (all 6 grid points).")
+    own = [line for line in lines if line.startswith("dro ")]
+    assert len(own) == 1 and own[0].startswith("dro (all 6 grid points) ")  # one sentence for the six fits
+    assert len(lines) <= 12 and len(text) <= 3000
+
+
+def test_compare_says_its_own_criterion_when_a_method_worsens_it():
+    comparison = compared(skewed_frame(), ["pca", "mm"])
+    pca, mm = (next(c for c in comparison.candidates if c.method == m) for m in ("pca", "mm"))
+    assert mm.value("max_loss") > 2 * pca.value("max_loss")  # mm's fit worsens the Samadi family's criterion
+    samadi = replace(mm, method="samadi-mw", params={"eta": 0.1})
+    comparison = replace(comparison, candidates=(pca, samadi))
+    sentence = next(line for line in comparison.reading(1) if line.startswith("samadi-mw "))
+    assert sentence.startswith(f"samadi-mw (eta=0.1) raises the max group loss (its own criterion) from "
+                               f"{pca.value('max_loss'):.4g} to {mm.value('max_loss'):.4g}")
+    assert "min group variance (its own criterion)" not in sentence  # mm's own criterion is not samadi-mw's
