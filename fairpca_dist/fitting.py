@@ -245,17 +245,18 @@ def write_table_report(
     the table's ``schema.json``. ``progress``: a bar for every pass over the rows. Returns the
     report (a dict of JSON values) and its :class:`~fairpca_dist.report.ReportFiles`.
     """
-    from fairpca_dist.report import REPORT_FILE, build_report, curve_length, write_report  # scikit-learn, matplotlib
+    from fairpca_dist.report import (  # scikit-learn, matplotlib
+        REPORT_FILE, build_report, curve_length, refitted_methods, write_report)
 
     inputs = [model_dir, table_dir]
     check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE, storage_options=storage_options)
     model, moments = load_fitted(model_dir, storage_options)
     if not model.group_columns:  # the report's passes read the groups from these columns too
         model = replace(model, group_columns=_columns(read_schema(table_dir, storage_options)["sensitive_feature"]))
-    largest = curve_length(max_components, moments.n_features, model.n_components)
+    largest = curve_length(max_components, moments.n_features, model)
     if announce is not None:
-        announce(f"report: pca and {model.method} refitted at r = 1..{largest} for the curves (--max-components "
-                 f"sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)")
+        announce(f"report: {refitted_methods(model.method)} refitted at r = 1..{largest} for the curves "
+                 f"(--max-components sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)")
     sample = None if target is None else report_sample(table_dir, target, max_rows=sample_size, client=client,
                                                        storage_options=storage_options)
     passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)

@@ -23,6 +23,10 @@ For both arms it records, from the group moments (:func:`fairpca_dist.scoring.sc
   the total explained-variance ratio and the linear-kernel MMD² matrix ‖Vᵀ(μ_a − μ_b)‖² between
   the projected groups;
 * the same against r = 1..R, refitting both methods at every r (the curves behind the figures);
+  R is min(n_features, max(10, r)) by default, only the model's r for a method slow to refit
+  (:data:`SLOW_TO_REFIT`, or one that reads the rows); the curves end early, said so in words,
+  where the method cannot be fitted at a larger r than the model's (kleindessner with many
+  groups and few features);
 * given the rows (a :class:`~fairpca_dist.datapasses.DataPasses`), the RBF-kernel MMD² matrix of
   both arms at the fitted n_components over every row (:func:`fairpca_dist.metrics.mmd2_rbf`:
   all pairs in kernel blocks up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows, random Fourier features
@@ -63,7 +67,7 @@ import pandas as pd
 from fairpca_dist import charts, metrics
 from fairpca_dist.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
 from fairpca_dist.storage import Location, StorageOptions, is_url, locate
-from fairpca_dist.exceptions import GroupError, InputError, SchemaError
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
 from fairpca_dist.jsonable import jsonable
 from fairpca_dist.moments import GroupMoments, label_to_json
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
@@ -81,12 +85,14 @@ __all__ = [
     "ReportFiles",
     "build_report",
     "curve_length",
+    "refitted_methods",
     "write_report",
     "report_markdown_summary",
     "report_table",
     "ARMS",
     "FIGURES",
     "REPORT_FILE",
+    "SLOW_TO_REFIT",
     "UNCHANGED_RTOL",
 ]
 
@@ -106,6 +112,18 @@ FIGURES: dict[str, tuple[str, str]] = {
 UNCHANGED_RTOL = 1e-6
 """A criterion whose values for PCA and the model differ by less than this share (or by less
 than 1e-12) reads "unchanged" rather than better or worse."""
+
+SLOW_TO_REFIT = frozenset({"mmd"})
+"""Methods whose refits take minutes on a few thousand rows (mmd's optimiser, whatever its
+kernel): by default their curves stop at the model's own r (:func:`curve_length`)."""
+
+SHOWN_PAIRS = 10
+"""The MMD² sections of the document list every pair of groups up to this many pairs (5 groups),
+else this many pairs with the largest values; report.json keeps every pair."""
+
+SHOWN_GROUPS = (30, 15)
+"""The document's per-group table lists every group up to the first number, else the second
+number of groups with the largest loss under the fitted model; report.json keeps every group."""
 
 _RBF_FEATURES = 1000
 _REFIT_SEED = 0
@@ -159,7 +177,9 @@ def build_report(
     model : FairProjection
         The fitted projection (any registered method).
     max_components : int, optional
-        R, the largest r of the curves; default min(n_features, max(10, model.n_components)).
+        R, the largest r of the curves; default min(n_features, max(10, model.n_components)),
+        or the model's own r for a method slow to refit (:func:`curve_length`). The curves end
+        before R where the method cannot be fitted at some r beyond the model's own (``stopped``).
     sample : DataFrame, optional
         Rows for the downstream check (features, sensitive column(s), target).
     target : str, optional
@@ -201,9 +221,11 @@ def build_report(
         for both arms, in that order, as the same fields (downstream rows also ``degenerate``:
         arm -> why its classifier learned nothing, for the arms where it did not);
         ``at_model``: arm -> evaluation at the model's n_components;
-        ``curves``: ``n_components`` (1..R), arm -> one evaluation per r, and ``criterion``:
-        ``key`` (the method's own criterion when the moments give it, else the largest group
-        loss), ``pca`` and ``fair`` (its value per r);
+        ``curves``: ``n_components`` (1..R, or fewer when stopped), ``stopped`` (None, or
+        ``{"at": r, "reason": message}``: the first r beyond the model's own where the method
+        refused or failed, so the curves end at r − 1), arm -> one evaluation per r, and
+        ``criterion``: ``key`` (the method's own criterion when the moments give it, else the
+        largest group loss), ``pca`` and ``fair`` (its value per r);
         ``rbf_mmd``: ``estimator``, ``sigma``, ``sigma_source``, ``n_random_features`` (rff) and
         arm -> k × k matrix, or ``{"skipped": reason}``;
         ``downstream``: :func:`~fairpca_dist.downstream.downstream_parity` of both arms, or ``{"skipped": reason}``.
@@ -233,13 +255,14 @@ def build_report(
     if passes is None and rbf_mmd in ("exact", "rff"):
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
     names = group_display_names(moments.groups, model.group_columns, group_names)
-    ranks = range(1, curve_length(max_components, moments.n_features, model.n_components) + 1)
     _check_refittable(model)
+    asked = range(1, curve_length(max_components, moments.n_features, model) + 1)
     own = SOLVERS[model.method].criterion_of(model.options)
     working = moments.rescaled(model.scale)
     arms = {"pca": _refit(moments, model, model.n_components, "pca", {}), "fair": model}
     scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
-    curves = _curves(moments, model, ranks, passes)
+    curves, stopped = _curves(moments, model, asked, passes)
+    ranks = asked[:len(curves["fair"])]
     rbf = _rbf_mmd(working, arms, passes, rbf_mmd)
     downstream = _downstream(sample, target, sensitive, arms, group_names)
     criterion, comparison = _criteria(own, scores, rbf, downstream)
@@ -277,6 +300,7 @@ def build_report(
         "at_model": {arm: scores[arm].as_dict() for arm in ARMS},
         "curves": {
             "n_components": list(ranks),
+            "stopped": stopped,
             **{arm: [point.as_dict() for point in curves[arm]] for arm in ARMS},
             "criterion": {"key": curve_key, **{arm: [point.value(curve_key) for point in curves[arm]] for arm in ARMS}},
         },
@@ -295,33 +319,57 @@ def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
                          + differences("the model", model.group_labels, "the moments", moments.groups))
 
 
-def _curves(moments: GroupMoments, model: FairProjection, ranks: range,
-            passes: DataPasses | None) -> dict[str, list[ProjectionScores]]:
+def _curves(moments: GroupMoments, model: FairProjection, ranks: range, passes: DataPasses | None
+            ) -> tuple[dict[str, list[ProjectionScores]], dict[str, Any] | None]:
     """PCA and the model's method refitted and scored at every r of ``ranks`` (a bar on a
     terminal: on wide tables, and for a method that reads the rows, these refits are most of
-    the report's time)."""
+    the report's time), and where they stopped.
+
+    A refit beyond the model's own r that the method refuses or cannot solve at that r
+    (:class:`~fairpca_dist.exceptions.InputError` or :class:`~fairpca_dist.exceptions.SolverError`,
+    e.g. kleindessner's rank is at most n_features minus the rank of the group-mean differences)
+    ends the curves there: ``stopped`` is ``{"at": r, "reason": message}``, else None. The same
+    failure at r up to the model's own is raised: the model was fitted there."""
     curves: dict[str, list[ProjectionScores]] = {"pca": [], "fair": []}
-    with progress_bar(f"report: pca and {model.method} at r = 1..{len(ranks)}") as bar:
+    with progress_bar(f"report: {refitted_methods(model.method)} at r = 1..{len(ranks)}") as bar:
         bar.total, bar.unit = len(ranks), "r"
         for r in ranks:
+            try:
+                fair = _refit(moments, model, r, model.method, model.options, passes)
+            except (InputError, SolverError) as error:
+                if r <= model.n_components:
+                    raise
+                return curves, {"at": r, "reason": str(error)}
             curves["pca"].append(score_projection(_refit(moments, model, r, "pca", {}), moments))
-            curves["fair"].append(score_projection(_refit(moments, model, r, model.method, model.options, passes),
-                                                   moments))
+            curves["fair"].append(score_projection(fair, moments))
             bar.update()
-    return curves
+    return curves, None
 
 
-def curve_length(max_components: int | None, n_features: int, n_components: int) -> int:
-    """R, the largest r of the report's curves: ``max_components``, by default
-    min(n_features, max(10, r)); at least the model's own r, which the curves must include."""
+def refitted_methods(method: str) -> str:
+    """What the curves refit, for a progress line: ``"pca and mm"``, or ``"pca"`` once for a pca model."""
+    return "pca" if method == "pca" else f"pca and {method}"
+
+
+def curve_length(max_components: int | None, n_features: int, model: FairProjection) -> int:
+    """R, the largest r of the report's curves: ``max_components``, at least the model's own r,
+    which the curves must include. By default min(n_features, max(10, r)), and just the model's
+    r for a method slow to refit (:data:`SLOW_TO_REFIT`, or one that reads the rows at every
+    iteration): its curves would take most of the report's time (minutes on a few thousand rows)."""
+    n_components = model.n_components
     if max_components is None:
-        return min(n_features, max(10, n_components))
+        return n_components if _slow_to_refit(model.method, model.options) else min(n_features, max(10, n_components))
     if isinstance(max_components, bool) or not isinstance(max_components, (int, np.integer)) or not (
         n_components <= max_components <= n_features
     ):
         raise InputError(f"max_components={max_components!r} must be an integer between the model's "
                          f"n_components={n_components} and n_features={n_features}")
     return int(max_components)
+
+
+def _slow_to_refit(method: str, options: dict[str, Any]) -> bool:
+    """Whether the curves stop at the model's own r by default (:func:`curve_length`)."""
+    return method in SLOW_TO_REFIT or (method in SOLVERS and SOLVERS[method].reads_rows(options))
 
 
 def _check_refittable(model: FairProjection) -> None:
@@ -486,9 +534,6 @@ def _arm_labels(report: dict) -> dict[str, str]:
 
 def _summary_blocks(report: dict) -> list[Block]:
     data, model = report["data"], report["model"]
-    labels = _arm_labels(report)
-    rows = report_table(report)
-    header = ["group", "n", *(f"{title} ({labels[arm]})" for title in _COLUMN_TITLES.values() for arm in ARMS)]
     by = f" by {', '.join(data['group_columns'])}" if data["group_columns"] else ""
     return [
         Heading(1, report["title"]),
@@ -506,7 +551,7 @@ def _summary_blocks(report: dict) -> list[Block]:
         ),
         _criteria_table(report),
         *(Paragraph(sentence) for sentence in _reading(report)),
-        Table(header, [[number(value) for value in row.values()] for row in rows]),
+        *_group_blocks(report),
         Paragraph(
             f"Per group, in the model's units (centre '{model['center']}'): error is the group's average squared "
             "reconstruction error, the mean of ‖x − x̂‖² over its rows, x̂ the row's projection mapped back; loss is "
@@ -517,22 +562,46 @@ def _summary_blocks(report: dict) -> list[Block]:
     ]
 
 
+def _group_blocks(report: dict) -> list[Block]:
+    """The per-group table: every group up to ``SHOWN_GROUPS[0]``, else the ``SHOWN_GROUPS[1]``
+    groups with the largest loss under the fitted model, largest first, and how many more."""
+    labels, rows = _arm_labels(report), report_table(report)
+    everyone, limit = SHOWN_GROUPS
+    shown, more = _worst(rows, lambda row: _sortable(row["loss_fair"]), limit if len(rows) > everyone else len(rows))
+    header = ["group", "n", *(f"{title} ({labels[arm]})" for title in _COLUMN_TITLES.values() for arm in ARMS)]
+    return [
+        *([Paragraph(f"The {len(shown)} groups with the largest loss under {labels['fair']}, largest first:")]
+          if more else []),
+        Table(header, [[number(value) for value in row.values()] for row in shown]),
+        *([Paragraph(f"… and {more} more groups (every group is in report.json).")] if more else []),
+    ]
+
+
 def _direction(better: str, fairness: bool) -> str:
     """``"lower is fairer"``, ``"higher is better"``, …"""
     return f"{better} is {'fairer' if fairness else 'better'}"
 
 
 def _change(row: dict) -> str:
-    """The model against PCA in words: ``"12 % better"``, ``"worse"`` (PCA's value 0), ``"unchanged"``."""
+    """The model against PCA in words: ``"12 % better"``, ``"worse"`` (PCA's value 0),
+    ``"unchanged"``; ``"≈ 100 % better"`` when the model's value is round-off of 0 (``_values``)."""
     if row["verdict"] in (None, "unchanged"):
         return row["verdict"] or "not measured"
-    return row["verdict"] if row["change"] is None else f"{_percent(abs(row['change']))} % {row['verdict']}"
+    if row["change"] is None:
+        return row["verdict"]
+    percent = "≈ 100" if _values(row)["fair"] == "≈ 0" else _percent(abs(row["change"]))
+    return f"{percent} % {row['verdict']}"
 
 
 def _percent(share: float) -> str:
-    """A share in percent, 3 significant digits at most (never an exponent): 232, 99.8, 6.7, 0.13."""
+    """A share in percent, 3 significant digits (never an exponent): 232, 99.8, 6.7, 0.13; as
+    many more as it takes not to read 100 when it is not exactly 100 (99.98, 100.4)."""
     value = 100 * share
-    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+    text, digits = (f"{value:.0f}" if value >= 100 else f"{value:.3g}"), 3
+    while text == "100" and value != 100:
+        digits += 1
+        text = f"{value:.{digits}g}"
+    return text
 
 
 def _values(row: dict) -> dict[str, str]:
@@ -593,16 +662,20 @@ def _reading(report: dict) -> list[str]:
              if row["fairness"] and row["verdict"] == "worse" and not row.get("degenerate")
              and criterion_named(row["key"]).worse(row["fair"], row["pca"])]
     if worse:
-        lines.append("What got worse: " + "; ".join(_worse(row, method) for row in worse) + ".")
+        lines.append("What got worse: " + "; ".join(_worse(row, report) for row in worse) + ".")
     else:
         lines.append(f"No other fairness criterion got worse than PCA's by more than {WORSE_RTOL:.0%}.")
     return lines
 
 
-def _worse(row: dict, method: str) -> str:
-    shown = _values(row)
+def _worse(row: dict, report: dict) -> str:
+    """One criterion that got worse, in words; a DP difference built from groups with few test
+    rows says how few."""
+    shown, method = _values(row), report["model"]["method"]
+    small = report["downstream"]["groups_too_small"] if row["key"] == "dp_difference" else None
+    caveat = f" (from groups with as few as {min(small.values())} test rows)" if small else ""
     return (f"{row['title']} ({_direction(row['better'], row['fairness'])}) from {shown['pca']} (PCA) to "
-            f"{shown['fair']} ({method}), {_change(row)}")
+            f"{shown['fair']} ({method}), {_change(row)}{caveat}")
 
 
 def _cost(variance: dict, report: dict) -> str:
@@ -641,13 +714,13 @@ def _document_blocks(report: dict) -> list[Block]:
         Heading(2, "Linear-kernel MMD² between the projected groups"),
         Paragraph("MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
                    "project to the same mean."),
-        _mmd_table(report, labels, lambda arm: report["at_model"][arm]["mmd2_linear"]),
+        *_mmd_blocks(report, labels, lambda arm: report["at_model"][arm]["mmd2_linear"]),
         Heading(2, "RBF-kernel MMD² between the projected groups"),
         *_rbf_mmd_blocks(report, labels),
         Heading(2, "Against the number of components"),
         Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}: {criterion.title} "
                   f"({_direction(criterion.better, criterion.fairness)}) and the explained-variance ratio (EVR) of "
-                  "all rows."),
+                  f"all rows.{_curves_end(report)}"),
         Table(
             ["r", *(f"{criterion.title} ({labels[arm]})" for arm in ARMS), *(f"EVR ({labels[arm]})" for arm in ARMS),
              f"{labels['fair']} converged"],
@@ -665,13 +738,48 @@ def _document_blocks(report: dict) -> list[Block]:
     ]
 
 
-def _mmd_table(report: dict, labels: dict[str, str], matrix: Callable[[str], list[list[float]]]) -> Table:
+def _curves_end(report: dict) -> str:
+    """Why the curves end where they do, when that is not the r asked for: the method failed at
+    the next r, or it is slow to refit and stopped at the model's r by default."""
+    curves, method = report["curves"], report["model"]["method"]
+    stopped, last = curves["stopped"], curves["n_components"][-1]
+    if stopped:
+        return (f" The curves end at r = {last}: {method} could not be fitted at r = {stopped['at']}: "
+                f"{stopped['reason']}.")
+    if _slow_to_refit(method, report["model"]["options"]) and last == report["model"]["n_components"]:
+        return (f" They stop at the model's r = {last}: {method} is slow to refit (it can take minutes per r on a "
+                "few thousand rows), so by default the report does not refit it beyond its own r; ask for more with "
+                "max_components (`fairpca report --max-components`).")
+    return ""
+
+
+def _mmd_blocks(report: dict, labels: dict[str, str], matrix: Callable[[str], list[list[float]]]) -> list[Block]:
+    """The MMD² of every pair of groups for both arms; beyond :data:`SHOWN_PAIRS` pairs, only
+    the pairs with the largest value in either arm, largest first, and how many more there are."""
     names = [group["name"] for group in report["data"]["groups"]]
     pairs = [(a, b) for a in range(len(names)) for b in range(a + 1, len(names))]
-    return Table(
-        ["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
-        [[names[a], names[b], *(number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in pairs],
-    )
+    shown, more = _worst(pairs, lambda pair: max(_sortable(matrix(arm)[pair[0]][pair[1]]) for arm in ARMS),
+                         SHOWN_PAIRS)
+    return [
+        *([Paragraph(f"The {len(shown)} pairs of groups with the largest MMD² under either arm, largest first:")]
+          if more else []),
+        Table(["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
+              [[names[a], names[b], *(number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in shown]),
+        *([Paragraph(f"… and {more} more pairs (every pair is in report.json).")] if more else []),
+    ]
+
+
+def _worst(items: list, key: Callable[[Any], float], limit: int) -> tuple[list, int]:
+    """All ``items`` in their order when there are at most ``limit``, else the ``limit`` with
+    the largest ``key``, largest first; and how many were left out."""
+    if len(items) <= limit:
+        return items, 0
+    return sorted(items, key=key, reverse=True)[:limit], len(items) - limit
+
+
+def _sortable(value: float | None) -> float:
+    """A value to sort by, None (not finite) last."""
+    return -np.inf if value is None else value
 
 
 def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[Block]:
@@ -684,7 +792,7 @@ def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[Block]:
         Paragraph(f"Biased MMD² of the projected groups under k(u, v) = exp(−‖u − v‖² / (2σ²)), over every "
                    f"row: {how}; σ = {number(rbf['sigma'])} ({rbf['sigma_source']}), the same for both arms. "
                    "0 means the projected groups have the same distribution."),
-        _mmd_table(report, labels, lambda arm: rbf[arm]),
+        *_mmd_blocks(report, labels, lambda arm: rbf[arm]),
     ]
 
 

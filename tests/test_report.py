@@ -4,6 +4,8 @@ rows), fair vs PCA along r, the downstream check against fairlearn, and the writ
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 
 import matplotlib.image
 import numpy as np
@@ -410,3 +412,78 @@ def test_rbf_mmd_settings(synthetic):
         build_report(moments, model, max_components=2, rbf_mmd="nystroem")
     with pytest.raises(InputError, match="reads the rows"):
         build_report(moments, model, max_components=2, rbf_mmd="exact")
+
+
+# ---------------------------------------------------------------------- curves that end early, many groups
+def test_curves_stop_where_the_method_cannot_be_fitted(tmp_path):
+    """kleindessner-cov with 6 groups and 7 features keeps at most 7 − 5 = 2 directions: the curves
+    (asked up to r = 7) stop at r = 2 and say why; the model's own r still works; a failure at or
+    below the model's own r is an error."""
+    x, labels = grouped_data(n_rows=600, n_features=7, n_groups=6, seed=3)
+    moments = GroupMoments.from_arrays(x, labels, feature_names=[f"x{j}" for j in range(7)])
+    for r in (1, 2):
+        model = fit_projection(moments, r, method="kleindessner-cov", standardize=True)
+        report = build_report(moments, model)
+        curves = report["curves"]
+        assert curves["n_components"] == [1, 2] and len(curves["pca"]) == len(curves["fair"]) == 2
+        assert curves["stopped"]["at"] == 3
+        assert "n_components=3 is more than the 2 directions left" in curves["stopped"]["reason"]
+    text = write_report(report, tmp_path / "report").markdown.read_text()
+    assert ("The curves end at r = 2: kleindessner-cov could not be fitted at r = 3: n_components=3 is more than "
+            "the 2 directions left") in text
+    assert build_report(moments, fit_projection(moments, 2, method="pca"), max_components=3)["curves"][
+        "stopped"] is None
+    with pytest.raises(InputError, match="n_components=3 is more than the 2 directions left"):
+        build_report(moments, replace(model, n_components=3), max_components=3)
+
+
+def many_groups_report(n_groups: int) -> dict:
+    x, labels = grouped_data(n_rows=40 * n_groups, n_features=3, n_groups=n_groups, seed=1)
+    moments = GroupMoments.from_arrays(x, labels, feature_names=["a", "b", "c"])
+    return build_report(moments, fit_projection(moments, 1, method="pca"), max_components=1)
+
+
+def test_many_groups_show_the_worst_pairs_and_groups_and_the_rest_is_in_the_json(tmp_path):
+    report = many_groups_report(32)  # 496 pairs
+    text = write_report(report, tmp_path / "report").markdown.read_text()
+    names = [group["name"] for group in report["data"]["groups"]]
+    mmd = np.array(report["at_model"]["fair"]["mmd2_linear"])
+    worst = sorted(((mmd[a, b], names[a], names[b]) for a in range(32) for b in range(a + 1, 32)), reverse=True)[:10]
+    section = text[text.index("## Linear-kernel MMD²"):text.index("## RBF-kernel MMD²")]
+    assert "The 10 pairs of groups with the largest MMD² under either arm, largest first:" in section
+    assert [line.split(" | ")[:2] for line in section.splitlines() if re.match(r"\| g\d", line)] == [
+        [f"| {a}", b] for _, a, b in worst]
+    assert "… and 486 more pairs (every pair is in report.json)." in section
+    losses = sorted(((row["loss_fair"], row["group"]) for row in report_table(report)), reverse=True)[:15]
+    summary = report_markdown_summary(report)
+    assert "The 15 groups with the largest loss under pca, largest first:" in summary
+    assert [line.split(" | ")[0] for line in summary.splitlines() if re.match(r"\| g\d", line)] == [
+        f"| {name}" for _, name in losses]
+    assert "… and 17 more groups (every group is in report.json)." in summary
+    assert len(report_table(report)) == 32 and len(report["at_model"]["pca"]["mmd2_linear"]) == 32
+    # up to 30 groups, every group; up to 5 groups (10 pairs), every pair
+    assert "more groups" not in report_markdown_summary(many_groups_report(30))
+    few = write_report(many_groups_report(5), tmp_path / "few").markdown.read_text()
+    section = few[few.index("## Linear-kernel MMD²"):few.index("## RBF-kernel MMD²")]
+    assert "more pairs" not in few and len([line for line in section.splitlines() if re.match(r"\| g\d", line)]) == 10
+
+
+def test_a_worse_parity_from_small_groups_says_how_small(synthetic):
+    """The reading's "What got worse" names the smallest group behind a DP difference that rests
+    on groups with few test rows."""
+    report = json.loads(json.dumps(synthetic[3]))
+    row = next(row for row in report["comparison"] if row["key"] == "dp_difference")
+    row.update(pca=0.05, fair=0.2, verdict="worse", change=-3.0, degenerate={})
+    report["downstream"]["groups_too_small"] = {"group=b": 7, "group=c": 5}
+    assert ("DP difference (lower is fairer) from 0.05 (PCA) to 0.2 (fair-eig), 300 % worse (from groups with as "
+            "few as 5 test rows)") in report_markdown_summary(report)
+    report["downstream"]["groups_too_small"] = {}
+    assert "300 % worse." in report_markdown_summary(report)
+
+
+@pytest.mark.parametrize("share, text", [(0.9998, "99.98"), (1.0, "100"), (1.004, "100.4"), (0.998, "99.8"),
+                                         (0.99999, "99.999"), (2.3249, "232"), (0.0677, "6.77"), (0.0013, "0.13")])
+def test_a_change_reads_100_percent_only_when_exact(share, text):
+    from fairpca_dist.report import _percent
+
+    assert _percent(share) == text
