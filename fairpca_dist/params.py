@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from fairpca_dist.cluster import check_scheduler
 from fairpca_dist.exceptions import GroupError, InputError, reading
-from fairpca_dist.moments import BINNING_ADVICE, MANY_GROUPS
+from fairpca_dist.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoments, sorted_labels
 from fairpca_dist.solvers import CENTERS, SOLVERS
 from fairpca_dist.storage import Location, StorageOptions, locate
 from fairpca_dist.wording import listed
@@ -82,7 +84,8 @@ def check_run_parameters(
 
 
 SAMPLE_ROWS = 10_000
-"""Rows of a source's first partition :func:`check_source_table` looks at."""
+"""Rows of a source's first partition :func:`check_source_table` looks at: all its rows when the
+source is one partition of no more rows."""
 
 
 def check_source_table(
@@ -93,49 +96,136 @@ def check_source_table(
     exclude: Sequence[str] = (),
     key_columns: Sequence[str] = (),
     pass_through: Sequence[str] = (),
+    target: str | None = None,
     read_options: dict[str, Any] | None = None,
     storage_options: StorageOptions | None = None,
 ) -> None:
-    """Raise what :func:`fairpca_dist.ingest.ingest_table` would raise about ``source`` from its
-    header and first rows, having read no more than those: an unknown file format, a missing
-    column or a non-numeric feature (:func:`fairpca_dist.sources.open_table`, given the roles
-    ``ingest_table`` gives it; parameters as there), and a sensitive feature that is a number
-    of many values rather than a category (:class:`GroupError`, the advice of
-    :meth:`GroupMoments.check_groups`, which the fit would raise).
+    """Raise what :func:`fairpca_dist.ingest.ingest_table`, the fit and the report would raise
+    about ``source`` from its header and first rows, having read no more than those.
 
-    The sensitive feature is judged on the first :data:`SAMPLE_ROWS` rows of the first
-    partition: it is a number when it takes more than :data:`~fairpca_dist.moments.MANY_GROUPS`
-    values there and most of those rows hold a value no other of them holds. A category of
-    any number of groups smaller than half the sample passes, whatever its rare groups.
+    From the header: an unknown file format, a missing column or a non-numeric feature
+    (:func:`fairpca_dist.sources.open_table`, given the roles ``ingest_table`` gives it;
+    parameters as there; ``target``, the report's downstream label, is a ``pass_through``
+    column).
+
+    From the first :data:`SAMPLE_ROWS` rows of the first partition, those ingest keeps (a group
+    label and a finite value in every feature):
+
+    - when they are the whole source (one partition of no more rows), exactly the fit's check
+      of the groups (:meth:`GroupMoments.check_groups`: ≥ 2 groups of ≥ 2 rows each, with
+      :data:`~fairpca_dist.moments.BINNING_ADVICE` for a number of many values), unless
+      leaving out the rows ingest rejects leaves fewer than 2 groups (ingest's own refusal
+      then names the bad values), and the report's check of the classes of ``target``
+      (:func:`fairpca_dist.downstream.check_binary_target`: 2 classes of ≥ 2 rows each);
+    - otherwise, what a part shows: a sensitive feature that is a number rather than a
+      category (more than :data:`~fairpca_dist.moments.MANY_GROUPS` values, most labelled
+      rows holding a value no other of them holds; a category of any number of groups smaller
+      than half the sample passes, whatever its rare groups), and, for certain, a ``target``
+      of more than 2 classes.
+
+    A target missing in some rows is left to ingest, which names them.
+
+    Raises :class:`GroupError` about the groups, :class:`InputError` about the target.
     """
     from dask.threaded import get
 
     from fairpca_dist.sources import map_partitions, open_table
 
+    labels = [target] if target else []
     table = open_table(source, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
-                       key_columns=[*key_columns, *pass_through], read_options=read_options,
+                       key_columns=[*key_columns, *pass_through, *labels], read_options=read_options,
                        storage_options=storage_options)
-    for first in map_partitions(table.frame[list(table.sensitive)], _label_counts, SAMPLE_ROWS)[:1]:
+    sensitive, features_ = list(table.sensitive), list(table.features)
+    parts = map_partitions(table.frame[list(dict.fromkeys([*sensitive, *labels, *features_]))], _first_rows,
+                           SAMPLE_ROWS, sensitive, target, features_)
+    for first in parts[:1]:
         # Read here, in threads; read errors name the file, as ingest's (map_partitions). Not by dask.compute,
         # which imports distributed: imported before Prefect, distributed keeps its own log handler, which
         # a LocalCluster then silences (fairpca pipeline -v would show none of its lines).
-        _check_sample_groups(get(first.__dask_graph__(), first.key), table.sensitive, source)
+        sample = get(first.__dask_graph__(), first.key)
+        sample = replace(sample, whole=sample.whole and len(parts) == 1)
+        where = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the table"
+        kept = sample.kept(default_features=features is None)
+        _check_sample_groups(sample, kept, where)
+        if sample.target is not None:
+            _check_sample_target(sample.target[kept], sample.whole)
 
 
-def _label_counts(part: Any, partition: Any, rows: int) -> np.ndarray:
-    """Rows per label (per combination, for several columns) among the first ``rows`` of ``part``
-    that have one."""
-    return part.head(rows).value_counts(dropna=True).to_numpy()
+@dataclass(frozen=True)
+class _Sample:
+    """The first rows of a source's first partition, as :func:`check_source_table` reads them."""
+
+    labels: pd.DataFrame
+    """Their sensitive column(s)."""
+    target: pd.Series | None
+    """Their target, if any."""
+    finite: np.ndarray
+    """rows × features: whether the row holds a finite number there."""
+    whole: bool
+    """Whether they are all the source's rows."""
+
+    def kept(self, *, default_features: bool) -> np.ndarray:
+        """Which rows ingest keeps (a group label and a finite value in every feature): in a
+        part of the source, those it keeps for sure; in the whole source, exactly those, a
+        default feature without a value in any row being left out as ingest leaves it out
+        (unless every feature is)."""
+        finite = self.finite
+        if self.whole and default_features and finite.any():
+            finite = finite[:, finite.any(axis=0)]
+        return finite.all(axis=1) & self.labels.notna().all(axis=1).to_numpy()
 
 
-def _check_sample_groups(counts: np.ndarray, sensitive: Sequence[str], source: Any) -> None:
-    """:class:`GroupError` when the labels of a sample of rows, ``counts`` rows each, look like a
-    number's values (see :func:`check_source_table`)."""
+def _first_rows(part: pd.DataFrame, partition: Any, rows: int, sensitive: list[str], target: str | None,
+                features: list[str]) -> _Sample:
+    """The first ``rows`` of ``part`` as a :class:`_Sample` (whole: ``part`` has no more rows)."""
+    from fairpca_dist.sources import feature_values
+
+    head = part.head(rows)
+    return _Sample(labels=head[sensitive], target=head[target] if target else None,
+                   finite=np.isfinite(feature_values(head, features, partition)), whole=len(part) <= rows)
+
+
+def _check_sample_groups(sample: _Sample, kept: np.ndarray, where: str) -> None:
+    """:class:`GroupError` when the groups of ``sample`` are those the fit refuses (the whole
+    source), or look like a number's values (a part; see :func:`check_source_table`)."""
+    sensitive = list(sample.labels.columns)
+    if sample.whole:
+        groups = _group_rows(sample.labels[kept])
+        if groups.n_groups >= 2 or kept.all():  # else ingest refuses, naming the rows' bad values
+            try:
+                groups.check_groups()
+            except GroupError as error:
+                raise GroupError(f"sensitive feature {listed(sensitive)} in {where}: {error}") from None
+        return
+    counts = sample.labels.value_counts(dropna=True).to_numpy()
     rows, alone = int(counts.sum()), int((counts == 1).sum())
     if len(counts) > MANY_GROUPS and 2 * alone > rows:
-        where = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the table"
         raise GroupError(f"sensitive feature {listed(sensitive)} has {len(counts):,} distinct values in the first "
                          f"{rows:,} rows of {where}, {alone:,} of them in one row only: {BINNING_ADVICE}")
+
+
+def _group_rows(labels: pd.DataFrame) -> GroupMoments:
+    """The groups of rows with these (non-missing) ``labels`` and their row counts, as the
+    statistics of no feature: what :meth:`GroupMoments.check_groups` reads, with the fit's
+    labels (a tuple per row for several columns)."""
+    counts = labels.iloc[:, 0].value_counts() if labels.shape[1] == 1 else labels.value_counts()
+    rows = dict(zip(counts.index.tolist(), counts.tolist()))
+    groups = sorted_labels(list(rows))
+    count = np.array([rows[g] for g in groups], dtype=np.int64)
+    k = len(groups)
+    return GroupMoments(groups=groups, count=count, weight=count.astype(np.float64), mean_offset=np.zeros((k, 0)),
+                        scatter=np.zeros((k, 0, 0)), feature_names=())
+
+
+def _check_sample_target(values: pd.Series, whole: bool) -> None:
+    """:class:`InputError` when the classes of the target ``values`` of the kept rows of a
+    sample are those the report refuses (the whole source), or show for certain that it will
+    (a part: more than 2)."""
+    from fairpca_dist.downstream import check_binary_target  # scikit-learn: only with a target
+
+    counts = values.value_counts()  # missing labels: refused by ingest, naming the rows
+    if whole or len(counts) > 2:
+        check_binary_target(counts, str(values.name))
 
 
 # Keys of the fsspec filesystems' keyword arguments that hold secrets (s3fs, gcsfs, adlfs, and

@@ -60,15 +60,17 @@ def check_run(
     (:func:`~fairpca_dist.params.check_run_parameters`), its run folder when ``run_id`` names
     one (:func:`check_run_folder`) and the source's header and first rows
     (:func:`~fairpca_dist.params.check_source_table`: format, columns, a sensitive feature of
-    many values)."""
+    many values, a target that is not binary; on a source of one partition of at most
+    :data:`~fairpca_dist.params.SAMPLE_ROWS` rows, exactly the fit's check of the groups and the
+    report's of the target)."""
     check_run_parameters(source=source, method=method, n_components=n_components, center=center,
                          on_bad_rows=on_bad_rows, options=options, run_id=run_id or None, dask_address=dask_address,
                          storage_options=storage_options)
     if run_id:
         check_run_folder(run_folder(runs_dir, run_id, storage_options), source, overwrite, storage_options)
     check_source_table(source, sensitive_feature=sensitive_feature, features=features, exclude=exclude or [],
-                       key_columns=key_columns or [], pass_through=[target] if target else [],
-                       read_options=read_options, storage_options=storage_options)
+                       key_columns=key_columns or [], target=target, read_options=read_options,
+                       storage_options=storage_options)
 
 
 def check_run_folder(root: Location, source: str, overwrite: bool, storage_options: dict[str, Any] | None) -> None:
