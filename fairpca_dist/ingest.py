@@ -6,7 +6,8 @@ sampled into a rejects file; with ``on_bad_rows="fail"`` (the default) their pre
 error and nothing is written, with ``"drop"`` they are left out and recorded. Columns left out
 of the features are named with the reason in the summary and in ``schema.json``
 (``dropped_columns``); a column of numbers with a missing-value marker (``?``) is told from text
-and the reader option that reads it offered. Nothing is dropped silently. The output folder
+and the reader option that reads it offered (with the ``na_values`` given), or, for a column
+that is mostly markers, leaving it out (``suggested_exclude``). Nothing is dropped silently. The output folder
 appears complete or not at all.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -27,8 +28,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fairpca_dist.atomic import atomic_directory, atomic_file, input_paths
-from fairpca_dist.exceptions import InputError, OutputPathError, SchemaError, reading
-from fairpca_dist.markers import ALL_MISSING, TextProfile, na_values_hint, profile_text
+from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
+from fairpca_dist.markers import (
+    ALL_MISSING, MOSTLY_MARKERS, TextProfile, exclude_hint, na_values_hint, profile_text, with_markers)
 from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.passes import run_graph
 from fairpca_dist.sources import Partition, feature_values, map_partitions, open_table
@@ -63,8 +65,11 @@ class IngestResult:
 
     def summary(self) -> str:
         """For a person: one line with the rows, rejected rows, the features used and the groups
-        found; when columns were left out, a line naming a few of them per reason, and when some
-        hold numbers but for a missing-value marker, a line with the option that reads them."""
+        found; when columns were left out, a line naming a few of them per reason; when some
+        hold numbers but for a missing-value marker, a line with the option that reads them
+        (with the ``na_values`` given, if any) and one offering to leave out those that are
+        mostly markers; when more than half of the rows were rejected, a line naming the
+        columns that rejected most."""
         features = self.schema["features"]
         shown = ", ".join(features if len(features) <= 10 else [*features[:8], "…"])
         groups = len(self.schema["groups"])
@@ -76,7 +81,35 @@ class IngestResult:
         markers = self.schema["suggested_read_options"].get("na_values")
         if markers:
             lines.append(na_values_hint(markers))
+        mostly = self.schema.get("suggested_exclude")
+        if mostly:
+            lines.append(f"{_columns_named(mostly)} mostly missing-value markers: read as missing, they would "
+                         f"reject most rows; leave them out ({exclude_hint(mostly)})")
+        if self.rejected > self.rows:
+            lines.append(_rejected_line(self.schema["rejected_by_column"], self.rows, self.rejected, features))
         return "\n".join(lines)
+
+
+def _columns_named(columns: Sequence[str]) -> str:
+    """``"Column '10' is"`` / ``"Columns '10', '11' are"``."""
+    return f"Column {columns[0]!r} is" if len(columns) == 1 else f"Columns {listed(columns, len(columns))} are"
+
+
+def _mostly_bad(bad_by_column: Mapping[str, int], total: int, features: Sequence[str]) -> list[str]:
+    """The ``features`` bad in more than :data:`~fairpca_dist.markers.MOSTLY_MARKERS` of the
+    ``total`` rows, the worst first."""
+    bad = [c for c in features if bad_by_column.get(c, 0) > MOSTLY_MARKERS * total]
+    return sorted(bad, key=lambda c: -bad_by_column[c])
+
+
+def _rejected_line(bad_by_column: Mapping[str, int], rows: int, rejected: int, features: Sequence[str]) -> str:
+    """``"293 of 294 rows (99.7 %) were rejected (per column: '11': 291, ...); leave out ..."``:
+    what dropping the bad rows cost, and the columns to leave out to keep more of them."""
+    total = rows + rejected
+    line = (f"{rejected:,} of {total:,} rows ({rejected / total:.1%}) were rejected (per column: "
+            f"{listed_counts(bad_by_column, 3, show=repr)})")
+    worst = _mostly_bad(bad_by_column, total, features)
+    return f"{line}; to keep more rows leave out the worst ({exclude_hint(worst)})" if worst else line
 
 
 def _dropped_line(dropped: dict[str, str]) -> str:
@@ -203,15 +236,21 @@ def ingest_table(
         '?'", ...) and named in :meth:`IngestResult.summary`; a column of numbers but for
         a few missing-value markers (profiled while its rows are read: no extra pass) also
         puts the reader option that reads them in ``suggested_read_options``
-        (``{"na_values": ["?"]}``).
+        (``{"na_values": ["?"]}``, with the markers of ``read_options``' ``na_values``: it
+        replaces that option), and a column whose values are more than half markers is
+        named in ``suggested_exclude`` instead (read as missing, it would reject most rows).
     pass_through : list of str
         Further columns kept unchanged (e.g. a target for the downstream fairness report).
     on_bad_rows : {"fail", "drop"}
         ``"fail"``: any row with a NaN/inf feature or a missing group label raises
         :class:`InputError` (counts per column and a sample), and nothing is written except
-        ``<out_dir>.rejects.csv`` next to it. ``"drop"``: such rows are left out, counted in
-        ``schema.json`` and sampled in ``rejects.csv`` (unless every row would be: an error
-        as with ``"fail"``).
+        ``<out_dir>.rejects.csv`` next to it (the message offers to leave out the features
+        missing in more than half of the rows). ``"drop"``: such rows are left out, counted
+        in ``schema.json`` and sampled in ``rejects.csv``; leaving out every row is an error as
+        with ``"fail"``, leaving fewer than 2 groups raises :class:`GroupError` naming the
+        sensitive feature (a table of one group without bad rows is ingested as before: the
+        fit refuses it), and leaving out more than half of the rows adds a line to the
+        summary naming the columns that cost most.
     client : None, distributed.Client or address
         Where the pass runs (see :func:`fairpca_dist.compute_moments`). Workers write the
         partitions, so ``out_dir`` must be on storage they share: an object store's URL, or
@@ -264,11 +303,16 @@ def ingest_table(
             assert sample is not None
             kept = _write_failed_rejects(sample, failed_rejects_path(out), inputs)
             raise InputError(_rejected_message(found, sample, kept, features_, sensitive, list(key_columns)))
+        if found.rejected and len(found.groups) < 2:
+            raise GroupError(_groups_left_message(found, features_, sensitive))
         if sample is not None:
             with (staging / REJECTS_FILE).open("wb") as file:
                 sample.to_csv(file, index=False)
         columns = [*roles, *features_]
-        markers = list(dict.fromkeys(m for c in profiled for m in found.profiles[c].markers))
+        marked = {c: found.profiles[c].markers for c in profiled if found.profiles[c].markers}
+        mostly = [c for c in marked if found.profiles[c].mostly_markers]
+        markers = {c: found.profiles[c].markers for c in marked if c not in mostly}
+        suggested = {"na_values": with_markers((read_options or {}).get("na_values"), markers)} if markers else {}
         schema = {
             "format_version": _SCHEMA_VERSION,
             "source": os.fspath(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__,
@@ -283,7 +327,8 @@ def ingest_table(
             "rejected_by_column": dict(sorted(found.bad_by_column.items())),
             "on_bad_rows": on_bad_rows,
             "dropped_columns": {str(c): reason for c, reason in dropped.items()},
-            "suggested_read_options": {"na_values": markers} if markers else {},
+            "suggested_read_options": suggested,
+            "suggested_exclude": [str(c) for c in mostly],
             "groups": [{"label": label_to_json(g), "rows": found.groups[g]} for g in sorted_labels(list(found.groups))],
             "partitions": [{"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows}
                            for i, r in enumerate(found.reports)],
@@ -320,8 +365,12 @@ def _rejected_message(found: _Pass, sample: pd.DataFrame, kept: str, features: l
     the columns with the most bad values, where the sample is, the first row's key and bad
     values, and the remedies (leaving the rows out only when some would remain)."""
     empty = found.empty(features)
-    leave_out = (f"Feature(s) {empty} have no usable value in any row: leave them out (exclude={empty}; "
-                 f"command line: --exclude {' '.join(empty)}).\n" if empty else "")
+    leave_out = (f"Feature(s) {empty} have no usable value in any row: leave them out ({exclude_hint(empty)}).\n"
+                 if empty else "")
+    mostly = [c for c in _mostly_bad(found.bad_by_column, found.rows + found.rejected, features) if c not in empty]
+    if mostly:
+        leave_out += (f"{_columns_named(mostly)} missing in more than half of the rows: leave them out to keep "
+                      f"those rows ({exclude_hint(mostly)}).\n")
     drop = (", or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) to leave the rows out"
             if found.rows else " (every row has a bad value: leaving them out would leave none)")
     rows = f"{found.rejected:,} row(s)" if found.rows else f"all {found.rejected:,} row(s)"
@@ -329,6 +378,15 @@ def _rejected_message(found: _Pass, sample: pd.DataFrame, kept: str, features: l
     return (f"{rows} have bad values (per column: {listed_counts(counts, show=repr)}); {kept}; "
             f"the first: {_first_rejected(sample, features, sensitive, keys)}.\n"
             f"Nothing was written. {leave_out}Clean the source{drop}")
+
+
+def _groups_left_message(found: _Pass, features: list[str], sensitive: list[str]) -> str:
+    """Why dropping the bad rows left too few groups to compare: the groups left and the
+    columns that rejected most."""
+    left = listed_counts({str(label): n for label, n in found.groups.items()}, show=str) if found.groups else "none"
+    return (f"dropping the rows with bad values left fewer than 2 groups of sensitive feature "
+            f"{', '.join(map(repr, sensitive))} (rows per group: {left}): nothing to compare. "
+            f"{_rejected_line(found.bad_by_column, found.rows, found.rejected, features)}. Nothing was written.")
 
 
 def _first_rejected(sample: pd.DataFrame, features: list[str], sensitive: list[str], keys: list[str]) -> str:

@@ -27,7 +27,9 @@ import json
 import os
 import posixpath
 import re
+import shlex
 import uuid
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -62,7 +64,7 @@ from fairpca_dist.exceptions import (
     read_error,
     reading,
 )
-from fairpca_dist.markers import na_values_hint, profile_text
+from fairpca_dist.markers import looks_like_a_marker, na_values_hint, profile_text, with_markers
 from fairpca_dist.parquet_slices import sliced_row_groups
 from fairpca_dist.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
 from fairpca_dist.versions import committed
@@ -292,10 +294,15 @@ def _run_partition(
 ) -> Any:
     partition = Partition(index, _source_file(read))
     try:
-        part = read(inputs)
+        with warnings.catch_warnings():  # a column typed apart in pandas' chunks: said below, or profiled
+            warnings.simplefilter("ignore", pd.errors.DtypeWarning)
+            part = read(inputs)
     except FairPCAError:
         raise
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
+        mismatch = _mismatched_dtypes(error, _csv_reader_options(read))
+        if mismatch:
+            raise ReadError(f"cannot read {partition}: {mismatch}") from error
         raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{_reader_hint(error)}") from error
     except READ_ERRORS as error:  # damaged, forbidden, missing: named; others may be transient
         named = read_error(error, partition.file or str(partition))
@@ -327,6 +334,61 @@ def _reader_hint(error: BaseException) -> str:
                 "(command line: --read-option encoding=latin-1)")
     found = re.search(r"could not convert string to float: '([^']{0,8})'", str(error))
     return f"\n{na_values_hint([found.group(1)])}" if found else ""
+
+
+# dask's "Mismatched dtypes" error: an ASCII table of column, dtype found and dtype expected,
+# then, per column, the exception its conversion raised.
+_MISMATCH_ROW = re.compile(r"^\| (.+?) +\| (\S+) +\| (\S+) +\|$", re.M)
+_CONVERSION = re.compile(r"^- (.+)\n  \w+\(.*could not convert string to \w+: '(.*)'", re.M)
+
+
+def _mismatched_dtypes(error: BaseException, reader_options: dict[str, Any]) -> str | None:
+    """dask's "Mismatched dtypes" error in one line naming the columns typed from the file's
+    first rows that hold other values further down (``'b' (read as float64) holds '?'``),
+    then the remedy: ``na_values`` (with the one given, ``reader_options``) for a
+    missing-value marker, ``dtype`` for the other columns (text: ``object``; other numbers:
+    the dtype found); None for another error."""
+    text = str(error)
+    if not text.startswith("Mismatched dtypes found"):
+        return None
+    rows = [m.groups() for m in _MISMATCH_ROW.finditer(text) if m.groups() != ("Column", "Found", "Expected")]
+    values = dict(_CONVERSION.findall(text))
+    if not rows:
+        return None
+    held = [f"{c!r} (read as {expected}) holds {values[c]!r}" if c in values else
+            f"{c!r} (read as {expected}) holds {found} values" for c, found, expected in rows]
+    markers = {c: [values[c]] for c, _, _ in rows if c in values and looks_like_a_marker(values[c])}
+    others = {c: "object" if c in values else found for c, found, _ in rows if c not in markers}
+    hints = [na_values_hint(with_markers(reader_options.get("na_values"), markers))] if markers else []
+    if others:
+        option = shlex.quote(f"dtype={json.dumps(others)}")
+        hints.append(f"To read {listed(others, len(others))} as found there: read_options={{'dtype': {others!r}}} "
+                     f"(command line: --read-option {option})")
+    typed = "column typed from the file's first rows holds" if len(rows) == 1 else "columns typed from the file's " \
+        "first rows hold"
+    return (f"{typed} other values further down: {listed(held, show=str)}"
+            + "".join(f"\n{hint}" for hint in hints))
+
+
+def _csv_reader_options(node: Any, depth: int = 0) -> dict[str, Any]:
+    """The pandas options of the CSV read that the task ``node`` runs (dask's reader keeps them
+    as its ``kwargs``), ``{}`` when none is found: for hints only."""
+    if depth > 12:
+        return {}
+    if isinstance(node, GraphNode):
+        options = getattr(getattr(node, "func", None), "keywords", {}).get("kwargs")
+        if isinstance(options, dict):
+            return options
+        children = [*getattr(node, "args", ()), *getattr(node, "kwargs", {}).values()]
+    elif isinstance(node, (dict, list, tuple)):  # a fused task's subgraph
+        children = list(node.values() if isinstance(node, dict) else node)
+    else:
+        return {}
+    for child in children:
+        found = _csv_reader_options(child, depth + 1)
+        if found:
+            return found
+    return {}
 
 
 def _source_file(node: Any, depth: int = 0) -> str | None:
@@ -948,7 +1010,7 @@ def open_table(
             dtype = frame[c].dtype
             if not pd.api.types.is_numeric_dtype(dtype):
                 raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype"
-                                  f"{_text_hint(frame[c])}")
+                                  f"{_text_hint(frame[c], dict(read_options or {}))}")
     if isinstance(cells, HashCells):
         cells = _resolved_hash_cells(cells, chosen, sensitive)
     if isinstance(data, Location):
@@ -956,16 +1018,17 @@ def open_table(
     return Table(tuple(str(c) for c in chosen), tuple(sensitive), weight, tuple(keys), frame=frame, cells=cells)
 
 
-def _text_hint(column: dd.Series) -> str:
+def _text_hint(column: dd.Series, read_options: dict[str, Any]) -> str:
     """What a feature column read as text holds in its first partition (``"; in its first
     partition: numbers but for '?'"``) and, when that is numbers and missing-value markers, the
-    reader option that reads them as missing; nothing when that partition cannot be read (the
-    schema error stands on its own)."""
+    reader option that reads them as missing (and those of ``read_options``' ``na_values``);
+    nothing when that partition cannot be read (the schema error stands on its own)."""
     try:
         profile = profile_text(column.partitions[0].compute())
     except Exception:  # noqa: BLE001 - a hint to an error, never a second error
         return ""
-    hint = f"\n{na_values_hint(profile.markers)}" if profile.markers else ""
+    markers = {str(column.name): profile.markers}
+    hint = f"\n{na_values_hint(with_markers(read_options.get('na_values'), markers))}" if profile.markers else ""
     return f"; in its first partition: {profile.reason()}{hint}"
 
 

@@ -81,8 +81,8 @@ class Location:
         return self.url
 
     def __truediv__(self, name: str) -> Location:
-        return Location(posixpath.join(self.url.rstrip("/"), name) if self.url else name, self.fs,
-                        posixpath.join(self.path.rstrip("/"), name))
+        url = posixpath.join(self.url.rstrip("/") or "/", name) if self.url not in ("", ".") else name
+        return Location(url, self.fs, posixpath.join(self.path.rstrip("/") or "/", name))
 
     @property
     def local(self) -> bool:
@@ -96,12 +96,21 @@ class Location:
 
     @property
     def parent(self) -> Location:
-        """The folder that holds this one; a bucket's root is its own parent."""
+        """The folder that holds this one, named as the user would: ``.`` for a relative
+        local path of one part (``lateq``), ``..`` for ``.``; a bucket's root and the local
+        disk's root are their own parents."""
         if not self.local and "/" not in self.path.strip("/"):
             return self
-        url = self.url.rstrip("/")
-        head = url.rsplit("/", 1)[0] if "/" in url.split("://", 1)[-1] else url
-        return Location(head, self.fs, posixpath.dirname(self.path.rstrip("/")))
+        scheme, _, rest = self.url.rpartition("://")
+        prefix = f"{scheme}://" if scheme else ""
+        if self.local:
+            rest = rest.rstrip("/") or ("/" if rest else ".")
+            up = posixpath.basename(rest) in ("", ".", "..")  # "/", ".", "..", "a/..": no name to strip
+            head = posixpath.normpath(posixpath.join(rest, "..")) if up else posixpath.dirname(rest) or "."
+        else:
+            rest = rest.rstrip("/")
+            head = rest.rsplit("/", 1)[0] if "/" in rest else rest
+        return Location(prefix + head, self.fs, posixpath.dirname(self.path.rstrip("/")) or "/")
 
     @property
     def storage_options(self) -> dict[str, Any]:

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from fairpca_dist import InputError, SchemaError
+from fairpca_dist import InputError, ReadError, SchemaError
 from fairpca_dist.cli import main
 from fairpca_dist.ingest import ingest_table
-from fairpca_dist.markers import TextProfile, profile_text
+from fairpca_dist.markers import TextProfile, profile_text, with_markers
 
 ROWS = 300
 QUESTION_EARLY = [f"policeA{j}" for j in range(12)]  # a '?' in row 0: dask's sample types them as text
@@ -172,3 +173,116 @@ def test_a_partition_is_profiled_whole_unless_its_head_is_already_text():
     assert profile_text(late_marker) == TextProfile(numbers=4990, distinct_numbers=4990, texts={"?": 10})
     names = pd.Series([f"person {i}" for i in range(5000)], dtype=object)
     assert profile_text(names).texts is None and profile_text(names).reason() == "not numeric"
+
+
+def _marked_csv(path, rows=300, late=None):
+    """A CSV with group 'g', numbers 'a', 'b' with '?' in two rows and 'c' with '-' in two rows
+    (with ``late``: 'b' and 'c' hold '?' only in row ``late``, past the rows dask types from)."""
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"g": rng.choice(["x", "y"], rows), **{c: rng.normal(size=rows).round(3) for c in "abc"}})
+    frame = frame.astype({"b": object, "c": object})
+    if late is None:
+        frame.loc[[0, 50], "b"] = "?"
+        frame.loc[[0, 70], "c"] = "-"
+    else:
+        frame.loc[late, ["b", "c"]] = "?"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_the_suggested_na_values_keep_those_given_and_work_when_copied(tmp_path, capsys):
+    path = str(_marked_csv(tmp_path / "marks.csv"))
+    given = ["ingest", path, str(tmp_path / "t"), "--sensitive-feature", "g", "--on-bad-rows", "drop"]
+    assert main([*given, "--read-option", 'na_values=["?"]']) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "1 column left out of the features: 'c' (numbers but for '-')"
+    assert out[2] == ("If '?', '-' mark missing values: read_options={'na_values': ['?', '-']} "
+                      """(command line: --read-option 'na_values=["?", "-"]')""")
+    assert json.loads((tmp_path / "t" / "schema.json").read_text())["suggested_read_options"] == {
+        "na_values": ["?", "-"]}
+    copied = shlex.split(out[2].split("(command line: ", 1)[1].removesuffix(")"))
+    assert main([*given[:2], str(tmp_path / "t2"), *given[3:], *copied]) == 0
+    schema = json.loads((tmp_path / "t2" / "schema.json").read_text())
+    assert schema["features"] == ["a", "b", "c"] and schema["rejected"] == 3 and schema["dropped_columns"] == {}
+
+
+@pytest.mark.parametrize(("given", "suggested"), [
+    (None, ["-"]), ("?", ["?", "-"]), (["?", "-"], ["?", "-"]),
+    ({"b": ["?"]}, {"b": ["?"], "c": ["-"]}), ({"c": "n/a"}, {"c": ["n/a", "-"]}),
+])
+def test_with_markers_adds_the_markers_found_to_those_given(given, suggested):
+    assert with_markers(given, {"c": ["-"]}) == suggested
+
+
+def test_a_marker_past_the_typed_rows_fails_in_one_line_naming_the_columns_and_the_remedy(tmp_path, recwarn):
+    path = str(_marked_csv(tmp_path / "late.csv", rows=3000, late=2500))
+    with pytest.raises(ReadError) as error:
+        ingest_table(path, tmp_path / "t", sensitive_feature="g", read_options={"na_values": ["-"]})
+    first, remedy = str(error.value).splitlines()
+    assert first.endswith("late.csv): columns typed from the file's first rows hold other values further down: "
+                          "'b' (read as float64) holds '?', 'c' (read as float64) holds '?'")
+    assert remedy == """If '-', '?' mark missing values: read_options={'na_values': ['-', '?']} (command line: \
+--read-option 'na_values=["-", "?"]')"""
+    assert not [w for w in recwarn if issubclass(w.category, pd.errors.DtypeWarning)]
+    result = ingest_table(path, tmp_path / "t", sensitive_feature="g", read_options={"na_values": ["-", "?"]},
+                          on_bad_rows="drop")
+    assert result.schema["features"] == ["a", "b", "c"] and result.rejected == 1
+
+
+@pytest.fixture()
+def mostly_marked(tmp_path):
+    """Like UCI's processed.hungarian.data: no header, group column 1, column 3 with a few '?',
+    columns 5 and 6 '?' in most rows (6 in all but one)."""
+    rng = np.random.default_rng(2)
+    rows = 60
+    frame = pd.DataFrame({i: rng.normal(size=rows).round(2).astype(object) for i in range(7)})
+    frame[1] = rng.choice([0, 1], rows)
+    frame.loc[[4, 9], 3] = "?"
+    frame.loc[frame.index % 3 != 0, 5] = "?"
+    frame.loc[1:, 6] = "?"
+    frame.to_csv(tmp_path / "h.data", index=False, header=False)
+    return ["ingest", str(tmp_path / "h.data"), str(tmp_path / "t"), "--sensitive-feature", "1",
+            "--read-option", "header=None", "--read-option", "format=csv"]
+
+
+def test_columns_mostly_of_markers_are_offered_to_be_left_out(mostly_marked, tmp_path, capsys):
+    assert main(mostly_marked) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "'5' (numbers but for '?' in 67% of its values); '6' (numbers but for '?' in 98% of its values)" in out[1]
+    assert out[2] == """If '?' marks a missing value: read_options={'na_values': ['?']} (command line: \
+--read-option 'na_values=["?"]')"""
+    assert out[3] == ("Columns '5', '6' are mostly missing-value markers: read as missing, they would reject most "
+                      "rows; leave them out (exclude=['5', '6']; command line: --exclude 5 6)")
+    assert json.loads((tmp_path / "t" / "schema.json").read_text())["suggested_exclude"] == ["5", "6"]
+    assert main([*mostly_marked, "--read-option", 'na_values=["?"]', "--exclude", "5", "6",
+                 "--on-bad-rows", "drop"]) == 0
+    assert capsys.readouterr().out.startswith("ingested 58 rows (2 rejected), 4 features (0, 2, 3, 4), 2 groups by 1")
+
+
+def test_dropping_rows_may_not_leave_fewer_than_two_groups_and_says_which_columns_cost_most(mostly_marked, capsys):
+    assert main([*mostly_marked, "--read-option", 'na_values=["?"]', "--on-bad-rows", "drop"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fairpca: error: dropping the rows with bad values left fewer than 2 groups of sensitive "
+                          "feature '1' (rows per group: ")
+    assert "59 of 60 rows (98.3%) were rejected (per column: '6': 59, '5': 40, '3': 2); to keep more rows leave " \
+           "out the worst (exclude=['6', '5']; command line: --exclude 6 5). Nothing was written." in err
+    assert main([*mostly_marked, "--read-option", 'na_values=["?"]']) == 2
+    assert ("Columns '6', '5' are missing in more than half of the rows: leave them out to keep those rows "
+            "(exclude=['6', '5']; command line: --exclude 6 5)") in capsys.readouterr().err
+
+
+def test_rows_mostly_dropped_are_named_with_the_columns_that_cost_most(mostly_marked, capsys):
+    assert main([*mostly_marked, "--read-option", 'na_values=["?"]', "--exclude", "6", "--on-bad-rows", "drop"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("ingested 19 rows (41 rejected)")
+    assert out[-1] == ("41 of 60 rows (68.3%) were rejected (per column: '5': 40, '3': 2); to keep more rows leave "
+                       "out the worst (exclude=['5']; command line: --exclude 5)")
+
+
+def test_the_sample_of_rejected_rows_of_a_relative_table_is_where_the_message_says(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    _marked_csv(tmp_path / "marks.csv")
+    args = ["ingest", "marks.csv", "lateq", "--sensitive-feature", "g", "--read-option", 'na_values=["?", "-"]']
+    assert main(args) == 2
+    assert "; a sample is in lateq.rejects.csv; " in capsys.readouterr().err
+    assert (tmp_path / "lateq.rejects.csv").is_file() and not (tmp_path / "lateq").exists()

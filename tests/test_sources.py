@@ -185,7 +185,9 @@ def test_text_in_a_csv_column_names_file_and_column(frame, tmp_path, source):
     _with_text_in(big, len(big) - 3).to_csv(tmp_path / "b.csv", index=False)
     path = str(tmp_path / ("b.csv" if source == "one" else "*.csv"))
     partition = 0 if source == "one" else 1
-    with pytest.raises(ReadError, match=rf"(?s)cannot read partition {partition} \(file \S+b\.csv\).*\| age +\| str"):
+    with pytest.raises(ReadError, match=rf"cannot read partition {partition} \(file \S+b\.csv\): column typed from "
+                                        r"the file's first rows holds other values further down: 'age' \(read as "
+                                        r"float64\) holds '0\.39x'\nTo read 'age' as found there: "):
         compute_moments(path, sensitive_feature="sex")
 
 
@@ -232,7 +234,7 @@ def test_a_missing_value_marker_in_a_csv_is_named_with_the_option_that_reads_it(
     big = pd.concat([frame] * 60, ignore_index=True).astype({"age": object})
     big.loc[len(big) - 3, "age"] = "?"
     big.to_csv(tmp_path / "q.csv", index=False)
-    with pytest.raises(ReadError, match=r"(?s)\| age +\| str.*If '\?' marks a missing value: read_options="
+    with pytest.raises(ReadError, match=r"'age' \(read as float64\) holds '\?'\nIf '\?' marks a missing value: read_options="
                                         r"\{'na_values': \['\?'\]\} \(command line: --read-option 'na_values=\[\"\?\"\]'\)"):
         compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex")
     read = compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex", read_options={"na_values": ["?"]},

@@ -12,6 +12,7 @@ the secret.
 from __future__ import annotations
 
 import importlib.util
+import os
 import uuid
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from fairpca_dist import memory
 from fairpca_dist.atomic import atomic_directory
 from fairpca_dist.params import check_run_parameters
 from fairpca_dist.sources import open_table
+from fairpca_dist.storage import local_path, locate
 
 AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 CELLS = "fold"
@@ -224,3 +226,21 @@ def test_storage_options_in_read_options_are_refused_without_showing_them(local_
     with pytest.raises(InputError, match=r"as storage_options=\.\.\., not in read_options") as raised:
         open_table(str(local_table / "credit.csv"), read_options={"storage_options": {"secret": WRONG_SECRET}})
     assert WRONG_SECRET not in str(raised.value)
+
+
+@pytest.mark.parametrize(("url", "parent", "child"), [
+    ("lateq", ".", "lateq.x"),  # a relative path of one part: the current folder, not itself
+    ("lateq/", ".", "lateq.x"),
+    ("runs/lateq", "runs", "runs/lateq.x"),
+    (".", "..", None),  # named as the current folder is: "../<its name>.x"
+    ("/tmp/lateq", "/tmp", "/tmp/lateq.x"),
+    ("/", "/", "/.x"),  # the root is its own parent
+    ("file:///tmp/lateq", "file:///tmp", "file:///tmp/lateq.x"),
+    ("s3://bucket/runs/lateq", "s3://bucket/runs", "s3://bucket/runs/lateq.x"),
+])
+def test_a_parent_is_named_as_the_user_would_and_is_where_its_path_is(url, parent, child):
+    location = locate(url)
+    assert location.parent.url == parent
+    assert (location.parent / f"{location.name}.x").url == (child or f"../{Path.cwd().name}.x")
+    if location.local:
+        assert location.parent.path == os.path.dirname(os.path.abspath(local_path(url).rstrip("/")) or "/") or "/"
