@@ -26,10 +26,15 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from fairpca_dist.exceptions import FairPCAError, InputError
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
-from fairpca_dist.scoring import criterion_named
+from fairpca_dist.moments import GroupMoments
+from fairpca_dist.scoring import ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
+from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.wording import group_display_names
 
 __all__ = ["main"]
 
@@ -103,22 +108,80 @@ def _ingest(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    from fairpca_dist.fitting import fit_table
+    from fairpca_dist.fitting import fit_table, load_fitted
 
     model = fit_table(
         args.table_dir, args.model_dir, method=args.method, n_components=args.n_components, center=args.center,
         standardize=args.standardize, options=_options(args.option), client=args.dask_address, progress=True,
         storage_options=_storage_options(args),
     )
-    losses = ", ".join(f"{g}: {v:.6g}" for g, v in zip(model.group_labels, model.group_loss))
-    columns = model.components.shape[1]
-    if columns == model.n_components:
-        print(f"{model.method} r={model.n_components}: group losses {losses}; {model.message}; model in {args.model_dir}")
-    else:  # a rank-relaxed solver (samadi-sdp, samadi-mw: rank <= r + k - 1) says why in its details
-        why = model.details.get("extra_columns_reason") or model.message
-        print(f"{model.method} r={model.n_components}: group losses {losses}; model in {args.model_dir}")
-        print(f"note: the projection has {columns} columns, not r={model.n_components}: {why}")
+    _, moments = load_fitted(args.model_dir, _storage_options(args))  # the fit's moments.npz: no pass over the rows
+    print("\n".join(_fit_lines(model, moments, args.model_dir)))
     return 0
+
+
+SHOWN_GROUPS = 5
+"""Groups a command's summary lists by name before "and N more" (the worst first)."""
+
+
+def _fit_lines(model: FairProjection, moments: GroupMoments, model_dir: str) -> list[str]:
+    """What ``fairpca fit`` prints: the method and r, its own criterion (named, with its direction)
+    and value, the groups that criterion is about (the worst few), the solver's message, where
+    the model is, and why the projection is wider than r when it is."""
+    key = SOLVERS[model.method].criterion_of(model.options)
+    criterion = criterion_named(key)
+    scores = score_projection(model, moments)
+    names = group_display_names(model.group_labels, model.group_columns)
+    direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
+    if key == "rbf_mmd2":  # measured on the rows: the solver's own estimate on its sample (fairpca report: every row)
+        value = model.certificate.get("mmd2")
+        shown = f"{value:.4g} (the solver's estimate)" if value is not None else "measured by fairpca report"
+    else:
+        shown = f"{scores.value(key):.4g}"
+    lines = [f"{model.method} r={model.n_components}: {criterion.title} ({direction}) = {shown}",
+             *_group_lines(key, scores, names)]
+    columns = model.components.shape[1]
+    reason = model.details.get("extra_columns_reason")  # also at the end of the message: said once, in the note
+    message = model.message.replace(f"; {columns} columns, not r={model.n_components}: {reason}", "")
+    lines.append(textwrap.fill(message, _WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False))
+    lines.append(f"  model in {model_dir}")
+    if columns != model.n_components:  # a rank-relaxed solver (samadi-sdp, samadi-mw: rank <= r + k - 1) says why
+        lines.append(textwrap.fill(f"note: the projection has {columns} columns, not r={model.n_components}: "
+                                   f"{reason or model.message}",
+                                   _WIDTH, subsequent_indent="  ", break_on_hyphens=False))
+    return lines
+
+
+# Per criterion: the per-group quantity it is about, and whether its worst groups are its largest
+_GROUP_QUANTITY = {"max_loss": ("group_loss", "loss", True), "abdiff": ("group_error", "error", True),
+                   "min_group_variance": ("group_variance", "variance", False),
+                   "explained_variance_ratio": ("group_explained_variance_ratio", "explained variance", False)}
+
+
+def _group_lines(key: str, scores: ProjectionScores, names: list[str]) -> list[str]:
+    """The per-group values of the quantity criterion ``key`` is about, the worst
+    :data:`SHOWN_GROUPS` first, one group per line (ABDiff: also the smallest error, its other
+    end); for the linear MMD², the pair of groups whose projected means are farthest apart."""
+    if key == "mmd2_linear":
+        pairs = np.asarray(scores.mmd2_linear)
+        a, b = np.unravel_index(int(np.argmax(pairs)), pairs.shape)
+        return [f"  largest pair: {names[a]} vs {names[b]} = {pairs[a, b]:.4g}"]
+    if key not in _GROUP_QUANTITY:
+        return []
+    field, quantity, largest_worst = _GROUP_QUANTITY[key]
+    values = np.asarray(getattr(scores, field), dtype=float)
+    order = list(np.argsort(-values if largest_worst else values, kind="stable"))
+    head, rest = order[:SHOWN_GROUPS], len(order) - SHOWN_GROUPS
+    tail = []
+    if key == "abdiff" and rest > 0:  # ABDiff is the largest error minus the smallest: show that one too
+        head, tail = order[:SHOWN_GROUPS - 1], order[-1:]
+    width = max(len(names[i]) for i in [*head, *tail])
+    lines = [f"  group {quantity}, {'largest' if largest_worst else 'smallest'} first:"]
+    lines += [f"    {names[i]:<{width}}  {values[i]:.4g}" for i in head]
+    if rest > 0:
+        lines.append(f"    … and {len(order) - len(head) - len(tail)} more")
+    lines += [f"    {names[i]:<{width}}  {values[i]:.4g}" for i in tail]
+    return lines
 
 
 def _project(args: argparse.Namespace) -> int:
@@ -265,7 +328,7 @@ def _method_summary(method: str) -> str:
 def _method_in_full(method: str) -> str:
     """``fairpca methods METHOD``: the method's description, its criterion and what it means, the
     groups it takes, whether it reads the rows, and each option with its default and the first
-    sentence of its description."""
+    paragraph of its description, wrapped to :data:`_WIDTH` columns."""
     if method not in SOLVERS:
         raise InputError(f"unknown method {method!r}; available: {', '.join(SOLVERS)}")
     spec = SOLVERS[method]
@@ -286,28 +349,43 @@ def _method_in_full(method: str) -> str:
 
 
 _ENTRY = re.compile(r"^\w+(, \w+)*( : .*)?$")  # the first line of a numpydoc parameter: "a, b : int"
+_ROLE = re.compile(r":(?:\w+:)?\w+:`(~?)([^`<]*?)\s*(?:<[^`>]*>)?`")  # :func:`~a.b.c`, :class:`text <a.b>`
+_LITERAL = re.compile(r"``(.+?)``")
+
+
+def _plain(text: str) -> str:
+    """Docstring text without Sphinx markup: ``:func:`~a.b.c``` → ``c``, ``:data:`X``` → ``X``,
+    ``:class:`words <a.B>``` → ``words``, double-backquoted literals → their text."""
+    def role(match: re.Match[str]) -> str:
+        shown = match.group(2)
+        return shown.rsplit(".", 1)[-1] if match.group(1) else shown
+
+    return _LITERAL.sub(r"\1", _ROLE.sub(role, text))
 
 
 def _option_lines(solve: Any) -> dict[str, str]:
-    """The first sentence of each option's description in the numpydoc "Parameters" section of
-    ``solve``'s docstring (its type when it has no description), by option name."""
-    lines = (inspect.getdoc(solve) or "").replace("``", "").splitlines()
+    """The first paragraph of each option's description in the numpydoc "Parameters" section of
+    ``solve``'s docstring, in full and without Sphinx markup (its type when it has no
+    description), by option name."""
+    lines = (inspect.getdoc(solve) or "").splitlines()
     starts = [i for i, line in enumerate(lines[:-1]) if line.strip() == "Parameters" and lines[i + 1].startswith("---")]
     section = lines[starts[0] + 2:] if starts else []
-    entries: dict[tuple[str, ...], list[str]] = {}  # the names of an entry: its type, then its description
+    entries: dict[tuple[str, ...], list[str]] = {}  # the names of an entry: its type, then its first paragraph
+    ended = False  # the entry's first paragraph has ended (a blank line)
     for line, following in zip(section, [*section[1:], ""]):
         if following.startswith("---") or (line and not line[0].isspace() and not _ENTRY.match(line)):
             break  # the next section's title, or a paragraph after the section
         if line and not line[0].isspace():
             names, _, kind = line.partition(" : ")
             entry = entries.setdefault(tuple(name.strip() for name in names.split(",")), [kind.strip()])
-        elif line.strip() and entries:
+            ended = False
+        elif not line.strip():
+            ended = len(entries) > 0 and len(entry) > 1
+        elif entries and not ended:
             entry.append(line.strip())
     described = {}
     for names, (kind, *description) in entries.items():
-        text = " ".join(description) or kind
-        sentence = text[:text.index(". ") + 1] if ". " in text else text
-        described.update(dict.fromkeys(names, sentence if len(sentence) <= 160 else sentence[:159] + "…"))
+        described.update(dict.fromkeys(names, _plain(" ".join(description) or kind)))
     return described
 
 
@@ -347,7 +425,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     with (api_server(announce=lambda message: print(f"  prefect  {message}", flush=True)) as server,
           show_step_lines(echo=not args.verbose) as lines):  # with -v, Prefect's console shows them
         print(f"  prefect  {server.describe()}")
-        result = pipeline(**run, standardize=args.standardize)
+        result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
     from fairpca_dist.report import REPORT_FILE, report_markdown_summary
     from fairpca_dist.storage import locate
     from fairpca_dist.versions import committed
@@ -404,7 +482,7 @@ def _demo(args: argparse.Namespace) -> int:
     args_for_pipeline = argparse.Namespace(
         **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
         center="group", standardize=True, option=[], read_option=[], storage_option=args.storage_option,
-        on_bad_rows="fail", exclude=[], overwrite=False,
+        on_bad_rows="fail", exclude=[], overwrite=False, group_name=[],
         dask_address=args.dask_address, verbose=args.verbose, console=args.console,
     )
     return _pipeline(args_for_pipeline)
@@ -433,6 +511,12 @@ def _add_fit_options(parser: argparse.ArgumentParser) -> None:
                         help="divide features by their pooled standard deviation (default on)")
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="solver option, repeatable (e.g. --option tol=1e-8)")
+
+
+def _add_group_names(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--group-name", type=_group_name, action="append", default=[], metavar="[COLUMN=]VALUE=NAME",
+                        help="name a value of the sensitive column in the report, repeatable: --group-name 1=female "
+                             "shows the group sex=1 as sex=female; COLUMN= picks one column's value among several")
 
 
 def _add_table_roles(parser: argparse.ArgumentParser) -> None:
@@ -501,9 +585,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--rbf-mmd", default="auto", choices=RBF_MMD_CHOICES,
                         help="RBF-kernel MMD² of the projected groups over every row: all pairs (exact), random "
                              f"Fourier features (rff), auto (exact up to {RBF_EXACT_MAX_ROWS:,} rows) or none")
-    report.add_argument("--group-name", type=_group_name, action="append", default=[], metavar="[COLUMN=]VALUE=NAME",
-                        help="name a value of the sensitive column in the report, repeatable: --group-name 1=female "
-                             "shows the group sex=1 as sex=female; COLUMN= picks one column's value among several")
+    _add_group_names(report)
     _add_dask(report)
     report.set_defaults(handler=_report)
 
@@ -579,6 +661,7 @@ def _parser() -> argparse.ArgumentParser:
                                "failed run leaves it as it was; on object storage each step's output is replaced when "
                                "that step completes)")
     _add_fit_options(pipeline)
+    _add_group_names(pipeline)
     _add_dask(pipeline)
     pipeline.set_defaults(handler=_pipeline)
 
@@ -730,7 +813,22 @@ def _environment_error(error: OSError | MemoryError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``fairpca`` console script."""
+    """Entry point of the ``fairpca`` console script. A reader that closes the output early
+    (``fairpca methods | head``) ends the command quietly, with the status 141 (128 + SIGPIPE)
+    a command killed by a closed pipe has."""
+    try:
+        try:
+            return _command(argv)
+        finally:
+            sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen here
+    except BrokenPipeError:
+        # Python's recipe: point stdout at devnull, so that the interpreter's last flush at exit writes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _command(argv: Sequence[str] | None) -> int:
+    """Parse ``argv`` and run its command; a failure becomes one line on stderr and an exit status."""
     args = _parser().parse_args(argv)
     args.console = console = _Console(args.verbose)
     try:
@@ -741,6 +839,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as interrupt:
         return _interrupted(interrupt)
+    except BrokenPipeError:  # the reader of the output is gone: main ends quietly
+        raise
     except (OSError, MemoryError) as error:  # the environment, not this program: a path, a disk, memory
         if args.verbose:
             console.replay()

@@ -29,7 +29,7 @@ import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.storage import Location, locate
-from fairpca_dist.wording import differences, listed
+from fairpca_dist.wording import differences, label_text, listed
 
 __all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json", "MANY_GROUPS",
            "BINNING_ADVICE"]
@@ -43,6 +43,10 @@ number (an age, an amount) rather than a category: :data:`BINNING_ADVICE` says w
 BINNING_ADVICE = "a sensitive feature of many values (a number such as an age?) needs binning into groups first"
 """The advice of every check that finds a sensitive feature of too many values (:meth:`GroupMoments.check_groups`,
 :func:`fairpca_dist.params.check_source_table`)."""
+
+SPARSE_ADVICE = ("intersections of several sensitive columns leave some combinations with (almost) no rows: merge rare "
+                 "categories, or use fewer sensitive columns")
+"""The advice of :meth:`GroupMoments.check_groups` for too small intersectional (tuple) groups."""
 
 _CENTERS = ("group", "global", "origin")
 _FORMAT_VERSION = 1
@@ -221,7 +225,7 @@ class GroupMoments:
 
     def __repr__(self) -> str:
         """One line: rows, features and the groups with their row counts (not the arrays)."""
-        groups = listed(zip(self.groups, self.count), show=lambda group: f"{group[0]!r}: {int(group[1]):,}")
+        groups = listed(zip(self.groups, self.count), show=lambda group: f"{label_text(group[0])}: {int(group[1]):,}")
         return (f"GroupMoments({self.n_samples:,} rows, {self.n_features} features, {self.n_groups} groups "
                 f"({groups}))")
 
@@ -505,19 +509,23 @@ class GroupMoments:
     def check_groups(self, min_group_size: int = 2) -> GroupMoments:
         """Raise :class:`GroupError` unless there are ≥ 2 groups of ≥ ``min_group_size`` rows."""
         if self.n_groups < 2:
-            found = f"only group {self.groups[0]!r}" if self.groups else "no rows at all"
+            found = f"only group {label_text(self.groups[0])}" if self.groups else "no rows at all"
             raise GroupError(
                 f"the sensitive feature defines {self.n_groups} group(s) ({found}); "
                 "fair PCA needs at least 2 groups"
             )
-        small = [(g, int(n)) for g, n in zip(self.groups, self.count) if n < min_group_size]
+        small = {g: int(n) for g, n in zip(self.groups, self.count) if n < min_group_size}
         if small:
-            detail = ", ".join(f"{g!r}: {n} row(s)" for g, n in small[:10]) + (", …" if len(small) > 10 else "")
-            many = f"; {self.n_groups} groups in all: {BINNING_ADVICE}" if self.n_groups > MANY_GROUPS else ""
-            raise GroupError(f"{len(small)} group(s) with fewer than {min_group_size} rows: {detail}{many}")
+            detail = ", ".join(f"{label_text(g)}: {n} row(s)" for g, n in list(small.items())[:10]) + (
+                ", …" if len(small) > 10 else "")
+            if any(isinstance(g, tuple) for g in small):  # a combination of columns, not a column of many values
+                advice = f"; {SPARSE_ADVICE}"
+            else:
+                advice = f"; {self.n_groups} groups in all: {BINNING_ADVICE}" if self.n_groups > MANY_GROUPS else ""
+            raise GroupError(f"{len(small)} group(s) with fewer than {min_group_size} rows: {detail}{advice}")
         empty = [g for g, w in zip(self.groups, self.weight) if w <= 0]
         if empty:
-            raise GroupError(f"groups with zero total sample weight: {empty}")
+            raise GroupError(f"groups with zero total sample weight: [{', '.join(map(label_text, empty))}]")
         return self
 
     def fingerprint(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from fairpca_dist.exceptions import GroupError, InputError
 
-__all__ = ["differences", "group_display_names", "listed", "listed_counts"]
+__all__ = ["differences", "group_display_names", "label_text", "listed", "listed_counts"]
 
 LIMIT = 6
 """Items shown before "and N more"."""
@@ -98,6 +98,14 @@ def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
         raise InputError(f"group_names {listed(unused)} name no value of the groups "
                          f"({listed(values, show=str)}{' by ' + ', '.join(columns) if columns else ''})")
     return shown
+
+
+def label_text(label: Hashable) -> str:
+    """A group label where its columns are not known: ``Black & Married-AF-spouse`` for an
+    intersectional (tuple) label, the label's repr (``'g0'``, ``1``) for one value."""
+    if isinstance(label, tuple):
+        return " & ".join(_value_text(value) for value in label)
+    return repr(label)
 
 
 def _parts(label: Hashable) -> tuple[Hashable, ...]:

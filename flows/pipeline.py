@@ -60,7 +60,7 @@ def _steps(
     source: str, root: str, sensitive_feature: list[str], features: list[str] | None, exclude: list[str],
     key_columns: list[str], target: str | None, method: str, n_components: int, center: str, standardize: bool,
     options: dict[str, Any] | None, on_bad_rows: str, read_options: dict[str, Any] | None,
-    storage_options: dict[str, Any] | None = None,
+    storage_options: dict[str, Any] | None = None, group_names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     with no_retry_after_interrupt():  # the tasks run on the cluster's threads, not interrupted themselves
         with step("dask") as outcome:
@@ -98,7 +98,8 @@ def _steps(
         with step("report") as outcome:
             report = report_task.submit(
                 model["model_dir"], table["table_dir"], f"{base}/report", target=target, max_components=None,
-                sample_size=50_000, artifact_key=f"fairpca-report-{method}", storage_options=storage_options,
+                sample_size=50_000, artifact_key=f"fairpca-report-{method}", group_names=group_names,
+                storage_options=storage_options,
             ).result()
             outcome.summary = f"-> {report['markdown']}"
         return {"run_dir": base, "table": table, "model": model, "projected": projected, "report": report}
@@ -124,6 +125,7 @@ def pipeline(
     dask_address: str | None = None,
     storage_options: dict[str, Any] | None = None,
     overwrite: bool = False,
+    group_names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ingest → fit → project → report; every parameter, the run folder and the source's
     header and first rows are checked before data are read (:func:`fairpca_dist.runs.check_run`).
@@ -138,7 +140,9 @@ def pipeline(
     same ``run_id`` raises :class:`~fairpca_dist.exceptions.OutputBusyError` before it reads or
     writes anything (on an object store, each step's output refuses a concurrent writer when it
     commits). ``storage_options``: options of the filesystem of URL paths (e.g. ``endpoint_url``);
-    credentials come from the workers' environment, never from a flow parameter."""
+    credentials come from the workers' environment, never from a flow parameter. ``group_names``:
+    display names of values of the sensitive column in the report (``{"1": "female"}``; as
+    :func:`flows.report.report`)."""
     check_run(source, sensitive_feature, runs_dir=runs_dir, run_id=run_id, features=features, exclude=exclude,
               key_columns=key_columns, target=target, method=method, n_components=n_components, center=center,
               options=options, on_bad_rows=on_bad_rows, read_options=read_options, dask_address=dask_address,
@@ -159,7 +163,7 @@ def pipeline(
         try:
             result = steps(_absolute_source(source), target_dir.url if not target_dir.local else target_dir.path,
                            sensitive_feature, features, exclude or [], key_columns or [], target, method, n_components,
-                           center, standardize, options, on_bad_rows, read_options, storage_options)
+                           center, standardize, options, on_bad_rows, read_options, storage_options, group_names)
         except BaseException:
             remove_unfinished_run(target_dir, unfinished)
             raise

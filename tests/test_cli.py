@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
 import re
 import subprocess
@@ -12,7 +14,8 @@ import pandas as pd
 import pytest
 
 from conftest import grouped_data
-from fairpca_dist.cli import main
+from fairpca_dist.cli import _Console, main
+from fairpca_dist.solvers import SOLVERS
 
 
 @pytest.fixture()
@@ -205,9 +208,107 @@ def test_fit_says_why_the_projection_is_wider_than_asked(tmp_path, capsys):
     assert main(["ingest", str(source), str(t), "--sensitive-feature", "group", "--key-columns", "id"]) == 0
     capsys.readouterr()
     assert main(["fit", str(t), str(tmp_path / "m"), "--method", "samadi-sdp", "--n-components", "1"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[-1].startswith("note: the projection has 2 columns, not r=1: the best rank-1 projection found in "
-                                "the output's span has largest loss ")
-    assert lines[-1].endswith("(Samadi et al. 2018, Theorem 5.2: rank ≤ r + k − 1 = 3)")
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert all(len(line) <= 100 for line in lines), out
+    note = " ".join(out[out.index("note: "):].split())  # the note's wrapped lines, the last of the output
+    assert note.startswith("note: the projection has 2 columns, not r=1: the best rank-1 projection found in "
+                           "the output's span has largest loss ")
+    assert note.endswith("(Samadi et al. 2018, Theorem 5.2: rank ≤ r + k − 1 = 3)")
+    assert out.count("not r=1") == 1  # said once: not again in the solver's message above it
     assert main(["fit", str(t), str(tmp_path / "m2"), "--method", "pca", "--n-components", "1"]) == 0
     assert "note:" not in capsys.readouterr().out
+
+
+@pytest.fixture()
+def intersectional_table(tmp_path):
+    """12 intersectional groups (race × education), race=Black of a larger spread."""
+    rng = np.random.default_rng(0)
+    race = rng.choice(["White", "Black", "Amer-Indian-Eskimo"], 1_200)
+    x = rng.normal(size=(1_200, 4)) * np.where(race == "Black", 1.5, 1.0)[:, None]
+    frame = pd.DataFrame(x, columns=list("abcd")).assign(
+        id=np.arange(1_200), race=race, education=rng.choice(["10th", "HS-grad", "Bachelors", "Masters"], 1_200))
+    frame.to_csv(tmp_path / "source.csv", index=False)
+    assert main(["ingest", str(tmp_path / "source.csv"), str(tmp_path / "table"), "--sensitive-feature", "race",
+                 "education", "--key-columns", "id"]) == 0
+    return tmp_path / "table"
+
+
+def _fit_output(capsys, table, model_dir, *args):
+    capsys.readouterr()
+    assert main(["fit", str(table), str(model_dir), *args]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("method, options, headline, quantity", [
+    ("samadi-mw", [], "max group loss (lower is fairer) = ", "group loss, largest first:"),
+    ("dro", ["--option", "n_iter=50", "--option", "n_restarts=1"], "ABDiff (lower is fairer) = ",
+     "group error, largest first:"),
+    ("pca", [], "explained variance (higher is better) = ", "group explained variance, smallest first:"),
+])
+def test_fit_names_the_methods_own_criterion_and_its_worst_groups_by_column(intersectional_table, tmp_path, capsys,
+                                                                           method, options, headline, quantity):
+    """Each method by its own criterion (not Samadi's loss for all), its value as scoring gives it,
+    the worst few of the 12 groups named by column on lines of their own, then how many more."""
+    from fairpca_dist.fitting import load_fitted
+    from fairpca_dist.scoring import score_projection
+
+    out = _fit_output(capsys, intersectional_table, tmp_path / "m", "--method", method, "--n-components", "2",
+                      *options)
+    lines = out.splitlines()
+    model, moments = load_fitted(tmp_path / "m")
+    key = SOLVERS[method].criterion_of(model.options)
+    assert lines[0] == f"{method} r=2: {headline}{score_projection(model, moments).value(key):.4g}"
+    assert lines[1] == f"  {quantity}" and "group losses" not in out and "('" not in out
+    groups = [line.strip().split("  ")[0] for line in lines[2:] if line.startswith("    ") and "more" not in line]
+    assert len(groups) == 5 and all(re.fullmatch(r"race=[\w-]+ & education=[\w-]+", g) for g in groups), out
+    assert "    … and 7 more" in lines
+    assert f"  {model.message}" in lines and lines[-1] == f"  model in {tmp_path / 'm'}"
+    assert all(len(line) <= 100 for line in lines)
+
+
+def test_fit_of_mmd_shows_its_pair_of_groups(source, tmp_path, capsys):
+    t = tmp_path / "table"
+    assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
+    out = _fit_output(capsys, t, tmp_path / "m", "--method", "mmd", "--n-components", "1", "--option", "kernel=linear")
+    assert out.startswith("mmd r=1: linear MMD² (lower is fairer) = ")
+    assert re.search(r"^  largest pair: sex=g\d vs sex=g\d = ", out, re.M), out
+
+
+def test_a_closed_output_ends_the_command_quietly():
+    """``fairpca methods | head``: the reader is gone before the output is written; no traceback,
+    the status of a command killed by a closed pipe."""
+    for command in (["methods"], ["fit", "--help-method", "dro"]):
+        child = subprocess.Popen([sys.executable, "-m", "fairpca_dist.cli", *command], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        child.stdout.close()  # no reader left: the child's writes fail with EPIPE
+        error = child.stderr.read()
+        assert child.wait(timeout=120) == 141 and error == "", error
+
+
+def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch):
+    """``--group-name`` of ``fairpca pipeline`` reaches the pipeline flow's ``group_names`` (which
+    hands them to the report step), as ``fairpca report --group-name`` does; no Prefect here."""
+    import flows.pipeline
+    import flows.runtime
+    from fairpca_dist.exceptions import FairPCAError
+
+    given = {}
+
+    class Server:
+        seconds = 0.0
+
+        def describe(self):
+            return "no server (test)"
+
+    def pipeline(**parameters):
+        given.update(parameters)
+        raise FairPCAError("stopped by the test")
+
+    monkeypatch.setattr(flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server()))
+    monkeypatch.setattr(flows.pipeline, "pipeline", pipeline)
+    monkeypatch.setattr(_Console, "quiet_prefect", lambda self: None)
+    assert main(["pipeline", str(source), "--sensitive-feature", "sex", "--runs-dir", str(tmp_path / "runs"),
+                 "--group-name", "g0=first", "--group-name", "sex=g1=second"]) == 2
+    assert given["group_names"] == {"g0": "first", "sex=g1": "second"}
+    assert "group_names" in inspect.signature(flows.pipeline._steps.fn).parameters

@@ -3,7 +3,6 @@ reads the rows and its options with their defaults; one in full; ``fit --help-me
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from conftest import grouped_data
@@ -83,3 +82,30 @@ def test_fit_help_method_needs_no_table_and_unknown_methods_are_one_line(capsys)
     unknown = capsys.readouterr()
     assert unknown.out == "" and unknown.err.count("\n") == 1
     assert unknown.err.startswith("fairpca: error: unknown method 'fairest'; available: pca, ")
+
+
+@pytest.mark.parametrize("method", ["dro", "samadi-sdp", "kleindessner-cov"])
+def test_options_are_described_in_full_without_sphinx_markup(method, capsys):
+    """Each option's first paragraph, whole (no "…" cutting a word), with Sphinx roles and
+    literals as plain text, wrapped to 100 columns."""
+    assert main(["methods", method]) == 0
+    out = capsys.readouterr().out
+    options = out[out.index("options (--option KEY=VALUE):"):]
+    assert "…" not in options.replace("0 … 2.5", ""), options  # dro's lam: "paper grid 0 … 2.5" is the paper's
+    assert not any(markup in out for markup in (":mod:", ":func:", ":data:", ":class:", "``", "`")), out
+    assert all(len(line) <= 100 for line in out.splitlines())
+    text = " ".join(options.split())
+    if method == "dro":
+        assert '"auto" (default): frontier for two groups, subgradient otherwise.' in text
+        assert "(plus the objective's own rounding where a loss is near 0: frontier)." in text
+    if method == "kleindessner-cov":
+        assert "(dim R₊ = p − k + 1 where Σ is full rank on R)." in text
+
+
+def test_sphinx_roles_read_as_plain_text():
+    from fairpca_dist.cli import _plain
+
+    assert _plain("see :func:`~a.b.c`, :data:`X`, ``x = 1`` and :class:`the model <a.FairProjection>`") == (
+        "see c, X, x = 1 and the model")
+    assert _plain(":py:meth:`fairpca_dist.solvers.SolverSpec.criterion_of`") == (
+        "fairpca_dist.solvers.SolverSpec.criterion_of")

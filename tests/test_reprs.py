@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from conftest import grouped_data
-from fairpca_dist import compute_moments
+from fairpca_dist import GroupError, compute_moments
 from fairpca_dist.cells import HashCells
 
 
@@ -32,3 +33,29 @@ def test_cell_moments_print_as_one_short_line():
     assert "\n" not in text and len(text) < 200
     assert text == ("CellMoments(10 cells, 600 rows, 30 features, 2 groups ('g0', 'g1'), cells by hash of 'id', "
                     "seed 0)")
+
+
+def intersectional_moments(rows_of_the_small_cell: int):
+    """Groups race × marital status: three cells of 200 rows and ('Black', 'Married-AF-spouse')."""
+    x, _ = grouped_data(n_rows=600 + rows_of_the_small_cell, n_features=3)
+    cells = [("Black", "Divorced"), ("White", "Divorced"), ("White", "Married-AF-spouse")]
+    race, marital = zip(*[cell for cell in cells for _ in range(200)],
+                        *[("Black", "Married-AF-spouse")] * rows_of_the_small_cell)
+    return compute_moments(pd.DataFrame(x, columns=list("abc")).assign(race=race, marital=marital),
+                           sensitive_feature=["race", "marital"])
+
+
+def test_intersectional_groups_print_as_a_and_b():
+    assert repr(intersectional_moments(5)) == (
+        "GroupMoments(605 rows, 3 features, 4 groups (Black & Divorced: 200, Black & Married-AF-spouse: 5, "
+        "White & Divorced: 200, White & Married-AF-spouse: 200))")
+
+
+def test_a_sparse_intersection_is_named_as_a_and_b_with_advice_about_intersections():
+    with pytest.raises(GroupError) as raised:
+        intersectional_moments(1).check_groups()
+    message = str(raised.value)
+    assert message.startswith("1 group(s) with fewer than 2 rows: Black & Married-AF-spouse: 1 row(s); "
+                              "intersections of several sensitive columns"), message
+    assert "merge rare categories, or use fewer sensitive columns" in message
+    assert "('" not in message and "binning" not in message and "age" not in message
