@@ -31,7 +31,7 @@ import numpy as np
 from fairpca_dist.exceptions import FairPCAError, InputError
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
 from fairpca_dist.moments import GroupMoments
-from fairpca_dist.scoring import ProjectionScores, criterion_named, score_projection
+from fairpca_dist.scoring import ProjectionScores, criterion_named, own_criterion, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import group_display_names
@@ -128,16 +128,16 @@ def _fit_lines(model: FairProjection, moments: GroupMoments, model_dir: str) -> 
     """What ``fairpca fit`` prints: the method and r, its own criterion (named, with its direction)
     and value, the groups that criterion is about (the worst few), the solver's message, where
     the model is, and why the projection is wider than r when it is."""
-    key = SOLVERS[model.method].criterion_of(model.options)
-    criterion = criterion_named(key)
+    criterion, value = own_criterion(model, moments)
+    key = criterion.key
     scores = score_projection(model, moments)
     names = group_display_names(model.group_labels, model.group_columns)
     direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
-    if key == "rbf_mmd2":  # measured on the rows: the solver's own estimate on its sample (fairpca report: every row)
+    if value is None:  # measured on the rows: the solver's own estimate on its sample (fairpca report: every row)
         value = model.certificate.get("mmd2")
         shown = f"{value:.4g} (the solver's estimate)" if value is not None else "measured by fairpca report"
     else:
-        shown = f"{scores.value(key):.4g}"
+        shown = f"{value:.4g}"
     lines = [f"{model.method} r={model.n_components}: {criterion.title} ({direction}) = {shown}",
              *_group_lines(key, scores, names)]
     columns = model.components.shape[1]

@@ -39,7 +39,8 @@ from fairpca_dist.moments import GroupMoments
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences
 
-__all__ = ["CRITERIA", "WORSE_ATOL", "WORSE_RTOL", "Criterion", "ProjectionScores", "criterion_named", "score_projection"]
+__all__ = ["CRITERIA", "WORSE_ATOL", "WORSE_RTOL", "Criterion", "ProjectionScores", "criterion_named", "own_criterion",
+           "score_projection"]
 
 
 WORSE_RTOL, WORSE_ATOL = 0.01, 1e-6
@@ -206,3 +207,16 @@ def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: Group
         mmd2_linear=metrics.mmd2_linear(scored, components),
         converged=model.converged,
     )
+
+
+def own_criterion(model: FairProjection, fitted_on: GroupMoments) -> tuple[Criterion, float | None]:
+    """The criterion ``model``'s method makes fair (its paper's definition,
+    :meth:`fairpca_dist.solvers.SolverSpec.criterion_of`) and its value in sample; None for
+    one that is measured on the rows (the RBF MMD²: :func:`fairpca_dist.report.build_report`
+    measures it over every row)."""
+    from fairpca_dist.solvers import SOLVERS  # the registry imports the solvers; scoring needs only their names
+
+    criterion = criterion_named(SOLVERS[model.method].criterion_of(model.options))
+    if criterion.key in ("rbf_mmd2", "accuracy", "dp_difference"):
+        return criterion, None
+    return criterion, score_projection(model, fitted_on).value(criterion.key)

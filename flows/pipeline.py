@@ -87,7 +87,7 @@ def _steps(
                 standardize=standardize, options=options, cache_dir=f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}",
                 storage_options=storage_options,
             ).result()
-            outcome.summary = (f"{method} r={n_components}, largest group loss {model['max_loss']:.4g}"
+            outcome.summary = (f"{method} r={n_components}, {model['criterion']}"
                                f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}")
         with step("project") as outcome:
             projected = project_task.submit(

@@ -24,10 +24,11 @@ from fairpca_dist.cells import CellMoments
 from fairpca_dist.cluster import connect
 from fairpca_dist.evaluation import evaluate
 from fairpca_dist.exceptions import FairPCAError, ServiceError
-from fairpca_dist.fitting import check_report_target, fit_table, write_table_report
+from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, write_table_report
 from fairpca_dist.ingest import ingest_table
 from fairpca_dist.projection import project_table
 from fairpca_dist.report import report_markdown_summary, report_table
+from fairpca_dist.scoring import own_criterion
 from fairpca_dist.storage import locate
 from fairpca_dist.table_comparison import compare_table
 from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
@@ -150,9 +151,13 @@ def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, 
             standardize=standardize, options=options, cache_dir=cache_dir, client=client, progress=True,
             storage_options=storage_options,
         )
-    get_run_logger().info("fitted %s (r=%d): group losses %s, %s", model.method, model.n_components,
-                          model.group_loss.round(6).tolist(), model.message)
-    return {"model_dir": model_dir, "max_loss": float(model.group_loss.max()), "converged": model.converged}
+    criterion, value = own_criterion(model, load_fitted(model_dir, storage_options)[1])
+    shown = "measured by the report" if value is None else f"{value:.4g}"
+    direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
+    get_run_logger().info("fitted %s (r=%d): %s (%s) %s; %s", model.method, model.n_components, criterion.title,
+                          direction, shown, model.message)
+    return {"model_dir": model_dir, "criterion": f"{criterion.title} ({direction}) {shown}",
+            "converged": model.converged}
 
 
 @task(name="project-table", **_RETRIES)

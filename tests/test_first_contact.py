@@ -44,6 +44,7 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     assert "database created (first run)" in first.stdout
     assert step_events(first.stdout) == [(name, event) for name in STEPS for event in ("started", "done")]
     assert "fair-eig is judged by its own criterion: max group loss" in first.stdout and "finished in" in first.stdout
+    assert re.search(r"fit +done in [\d.]+ s: fair-eig r=2, max group loss \(lower is fairer\) [\d.]+ ", first.stdout)
     # Quiet by default: nothing from Prefect, Dask or distributed, and no traceback.
     assert first.stderr == ""
     assert (tmp_path / "runs" / "first" / "report" / "report.json").is_file()
