@@ -205,7 +205,7 @@ def check_binary_target(counts: pd.Series, name: str) -> list[Hashable]:
         )
     if counts.min() < 2:
         raise InputError(
-            f"target {name!r}: class {counts.idxmin()!r} has {counts.min()} row(s); "
+            f"target {name!r}: class {sorted_labels([counts.idxmin()])[0]!r} has {counts.min()} row(s); "
             "a stratified train/test split needs at least 2 per class"
         )
     return classes

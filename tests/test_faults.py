@@ -200,7 +200,7 @@ def test_a_second_pipeline_on_the_same_run_folder_fails_naming_it(tmp_path, pref
     from flows.pipeline import pipeline
 
     run = tmp_path / "runs" / "nightly"
-    (tmp_path / "source.csv").write_text("a,b,g\n1,2,x\n3,5,y\n")
+    (tmp_path / "source.csv").write_text("a,b,g\n1,2,x\n3,5,y\n2,4,x\n4,1,y\n")
     held, done = threading.Event(), threading.Event()
 
     def other_run() -> None:

@@ -97,7 +97,7 @@ def test_on_the_whole_source_the_checks_are_the_fits_and_the_reports(source, tmp
     assert "groups in all: a sensitive feature of many values (a number such as an age?)" in str(fit.value)
 
     check_source_table(source, sensitive_feature="sex", key_columns=["id"], target="y")
-    with pytest.raises(InputError, match=r"^target 'rare': class .*1\)? has 1 row\(s\); a stratified"):
+    with pytest.raises(InputError, match=r"^target 'rare': class 1 has 1 row\(s\); a stratified"):
         check_source_table(source, sensitive_feature="sex", key_columns=["id"], target="rare")
 
     # the rows ingest keeps: a group whose only row has no value in a feature is not one the fit sees;
