@@ -4,6 +4,7 @@ SDR bound against cvxpy, brute force on the sphere, PCA for one group, the credi
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -395,6 +396,66 @@ def test_rank_one_groups_do_not_break_newton():
         assert result.certificate["lower_bound"] <= result.certificate["upper_bound"] * (1 + 1e-9)
         np.testing.assert_allclose(result.certificate["lower_bound"], min_variance(matrices, result.components),
                                    rtol=1e-9)
+
+
+def near_isotropic_groups(seed: int) -> np.ndarray:
+    """12 groups of 250 standard normal rows in 5 features, every third one scaled by 1.5: many
+    groups tie near the max-min optimum (a plain table of intersectional groups)."""
+    rng = np.random.default_rng(seed)
+    matrices = []
+    for g in range(12):
+        rows = rng.normal(size=(250, 5)) * (1.5 if g % 3 == 1 else 1.0)
+        rows -= rows.mean(axis=0)
+        matrices.append(rows.T @ rows / len(rows))
+    return np.array(matrices)
+
+
+@pytest.mark.parametrize("seed", [7, 9])
+def test_many_tied_groups_keep_ascending(seed):
+    # The simplex QP inside Newton stepped by ~1e-11 (rounding through a nearly singular reduced
+    # Hessian) until its iteration limit instead of freeing a weight; Newton and Algorithm 2
+    # stalled at a dual gap ~1e-3 and the MM step lowered the objective: SolverError.
+    matrices = near_isotropic_groups(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        result = fit_projection(group_moments(matrices), 2, method="mm", random_state=0)
+    assert result.status == "converged"
+    history = result.objective_history
+    assert history[-1] >= history[0] and np.all(np.diff(history) >= -1e-12 * np.abs(history[1:]))
+    certificate = result.certificate
+    np.testing.assert_allclose(certificate["lower_bound"], min_variance(matrices, result.components), rtol=1e-9)
+    assert certificate["sdr_lower"] * (1 - 1e-6) <= fantope_sdp(matrices, 2) <= certificate["upper_bound"] * (1 + 1e-6)
+    assert certificate["lower_bound"] <= certificate["upper_bound"]
+
+
+def test_simplex_qp_frees_a_weight_behind_a_nearly_singular_face():
+    # Three free weights, level to rounding, whose reduced Hessian is nearly singular (rank one
+    # plus 1e-6·I), and a fourth at 0 with a negative multiplier: the old stationarity test
+    # (step ≤ 1e-15) never held, so the weight was never freed.
+    v = np.array([1.0, 2.0, 3.0, 0.0])
+    quad = np.outer(v, v) / 2.0 + 1e-6 * np.eye(4)
+    quad[3, 3] = 1.0
+    start = np.array([0.2, 0.5, 0.3, 0.0])
+    linear = -2.0 * quad @ start + np.array([0.1, 0.1, 0.1, 0.099])
+    weights = mm._simplex_qp(quad, linear, start)
+    grad = 2.0 * quad @ weights + linear
+    assert weights[3] == pytest.approx(5e-4, rel=1e-4)  # the KKT point: every gradient equal
+    np.testing.assert_allclose(grad, grad.mean(), rtol=0, atol=1e-12)
+
+
+def test_a_step_that_lowers_the_objective_stops_the_run_with_a_warning(monkeypatch):
+    # An inexact surrogate step that would lower f is refused: the last ascending iterate is
+    # returned, status "inaccurate", with a warning naming the drop and the inner method.
+    matrices = random_matrices(5, 6, 4)
+    worst = top_eigenvectors(-matrices.mean(axis=0), 2)[1]
+    exact = mm.surrogate_step
+    monkeypatch.setattr(mm, "surrogate_step", lambda *a, **kw: dataclasses.replace(exact(*a, **kw), components=worst))
+    with pytest.warns(ConvergenceWarning, match="would have lowered the objective .* inner method 'newton'"):
+        result = fit_projection(group_moments(matrices), 2, method="mm", n_restarts=1, accelerate=False)
+    assert result.status == "inaccurate" and not result.converged and result.n_iter == 0
+    start = top_eigenvectors(matrices.mean(axis=0), 2)[1]
+    assert subspace_distance(result.components, start) <= 1e-9
+    assert result.certificate["lower_bound"] <= result.certificate["upper_bound"]
 
 
 def test_max_iter_is_reported():
