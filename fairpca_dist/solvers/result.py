@@ -24,7 +24,7 @@ STATUS_MESSAGES: dict[str, str] = {
     "group-loss boundary (tied eigenvalues) where no projection at the objective's kink was found; the "
     "certificate's bounds hold",
     "inaccurate": "the solver stopped at reduced accuracy (its 'optimal_inaccurate', a certified gap far "
-    "above its tolerance, or a diverged iteration)",
+    "above its tolerance, a diverged iteration, or an inexact step that would have lowered the objective)",
     "infeasible": "the optimisation problem is infeasible",
     "constraint_unmet": "ended without meeting the fairness constraint (the paper's improper termination): "
     "the last iterate is returned",
