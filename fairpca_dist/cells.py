@@ -35,7 +35,7 @@ import pandas as pd
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.storage import Location, locate
 from fairpca_dist.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
-from fairpca_dist.wording import differences, listed
+from fairpca_dist.wording import differences, label_text, listed
 
 __all__ = ["HashCells", "CellMoments", "pair_codes"]
 
@@ -342,7 +342,8 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         """One line: cells, rows, features, the groups (a few, then how many more) and the assignment."""
         return (
             f"CellMoments({self.n_cells} cells, {self.n_samples:,} rows, {self.n_features} features, "
-            f"{self.n_groups} groups ({listed(self.groups)}), cells by {_assigned_by(self.assignment)})"
+            f"{self.n_groups} groups ({listed(self.groups, show=label_text)}), "
+            f"cells by {_assigned_by(self.assignment)})"
         )
 
     @property

@@ -35,6 +35,15 @@ def test_cell_moments_print_as_one_short_line():
                     "seed 0)")
 
 
+def test_intersectional_cell_moments_name_their_groups_a_and_b():
+    x, _ = grouped_data(n_rows=400, n_features=3)
+    frame = pd.DataFrame(x, columns=list("abc")).assign(race=np.repeat(["Black", "White"], 200),
+                                                        sex=np.tile(["f", "m"], 200), id=np.arange(400))
+    cells = compute_moments(frame, sensitive_feature=["race", "sex"], key_columns=["id"],
+                            cells=HashCells(("id",), n_cells=4))
+    assert "4 groups (Black & f, Black & m, White & f, White & m)" in repr(cells)
+
+
 def intersectional_moments(rows_of_the_small_cell: int):
     """Groups race × marital status: three cells of 200 rows and ('Black', 'Married-AF-spouse')."""
     x, _ = grouped_data(n_rows=600 + rows_of_the_small_cell, n_features=3)
