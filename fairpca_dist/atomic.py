@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import glob
 import os
 import re
@@ -240,9 +239,7 @@ def _lock(lock_path: Path, target: Path) -> int:
     and lock by a releasing holder's unlink: then lock the new file)."""
     while True:
         fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_lock(fd):
             os.close(fd)
             raise OutputBusyError(
                 f"{target} is being written by another run (it holds {lock_path}); wait for it to finish "
@@ -252,6 +249,27 @@ def _lock(lock_path: Path, target: Path) -> int:
             if os.stat(lock_path).st_ino == os.fstat(fd).st_ino:
                 return fd
         os.close(fd)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock of the open file ``fd`` without waiting; False when another
+    process holds it. POSIX: ``flock``; Windows (no ``fcntl``): ``msvcrt``'s lock of the first
+    byte. Imported here, so the package imports on either."""
+    try:
+        import fcntl
+    except ModuleNotFoundError:
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
 
 
 def _check_replaceable(target: Path, marker: str) -> None:

@@ -1,0 +1,29 @@
+"""The package imports where POSIX-only modules are missing (Windows has no ``fcntl``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+HIDE_FCNTL = textwrap.dedent("""
+    import importlib.abc, sys
+
+    class Hide(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "fcntl":
+                raise ModuleNotFoundError("No module named 'fcntl'", name="fcntl")
+            return None
+
+    sys.modules.pop("fcntl", None)
+    sys.meta_path.insert(0, Hide())
+    import fairpca_dist, fairpca_dist.atomic, fairpca_dist.cli
+    assert "fcntl" not in sys.modules
+    print("imported")
+""")
+
+
+def test_the_package_imports_without_fcntl():
+    completed = subprocess.run([sys.executable, "-c", HIDE_FCNTL], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "imported\n"
