@@ -1,7 +1,9 @@
-"""The package imports where POSIX-only modules are missing (Windows has no ``fcntl``)."""
+"""How the package installs and imports: one version, and no POSIX-only module at import
+(Windows has no ``fcntl``)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 import sys
 import textwrap
@@ -27,3 +29,9 @@ def test_the_package_imports_without_fcntl():
     completed = subprocess.run([sys.executable, "-c", HIDE_FCNTL], capture_output=True, text=True, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "imported\n"
+
+
+def test_the_version_has_one_source():
+    import fairpca_dist
+
+    assert importlib.metadata.version("fairpca_dist") == fairpca_dist.__version__
