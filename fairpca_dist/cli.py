@@ -128,11 +128,11 @@ def _fit_lines(model: FairProjection, moments: GroupMoments, model_dir: str) -> 
     """What ``fairpca fit`` prints: the method and r, its own criterion (named, with its direction)
     and value, the groups that criterion is about (the worst few), the solver's message, where
     the model is, and why the projection is wider than r when it is."""
-    criterion, value = own_criterion(model, moments)
-    key = criterion.key
     scores = score_projection(model, moments)
+    criterion, value = own_criterion(model, scores)
+    key = criterion.key
     names = group_display_names(model.group_labels, model.group_columns)
-    direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
+    direction = criterion.direction
     if value is None:  # measured on the rows: the solver's own estimate on its sample (fairpca report: every row)
         value = model.certificate.get("mmd2")
         shown = f"{value:.4g} (the solver's estimate)" if value is not None else "measured by fairpca report"
@@ -304,7 +304,7 @@ def _criterion_words(method: str) -> str:
     """``"max group loss (lower is fairer)"``: the criterion the method makes fair, with its direction."""
     spec = SOLVERS[method]
     criterion = criterion_named(spec.criterion_of(option_defaults(method)))
-    direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
+    direction = criterion.direction
     return f"{criterion.title} ({direction}{', with the default options' if spec.criterion_needed else ''})"
 
 

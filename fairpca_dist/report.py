@@ -578,8 +578,9 @@ def _group_blocks(report: dict) -> list[Block]:
 
 
 def _direction(better: str, fairness: bool) -> str:
-    """``"lower is fairer"``, ``"higher is better"``, …"""
-    return f"{better} is {'fairer' if fairness else 'better'}"
+    """``"lower is fairer"``, ``"higher is better"``, … of a criterion row of ``report.json``
+    (:attr:`~fairpca_dist.scoring.Criterion.direction`)."""
+    return Criterion("", "", better, fairness).direction
 
 
 def _change(row: dict) -> str:

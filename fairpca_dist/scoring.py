@@ -81,6 +81,11 @@ class Criterion:
         """↓ or ↑: the direction of better values."""
         return "↓" if self.better == "lower" else "↑"
 
+    @property
+    def direction(self) -> str:
+        """``"lower is fairer"`` for a fairness criterion, ``"higher is better"`` for another."""
+        return f"{self.better} is {'fairer' if self.fairness else 'better'}"
+
     def worse(self, value: float, reference: float, *, rtol: float | None = None, atol: float | None = None) -> bool:
         """Whether ``value`` is worse than ``reference`` by more than ``rtol`` (default
         :data:`WORSE_RTOL`) of the larger of the two in magnitude plus ``atol`` (default
@@ -209,14 +214,14 @@ def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: Group
     )
 
 
-def own_criterion(model: FairProjection, fitted_on: GroupMoments) -> tuple[Criterion, float | None]:
+def own_criterion(model: FairProjection, scores: ProjectionScores) -> tuple[Criterion, float | None]:
     """The criterion ``model``'s method makes fair (its paper's definition,
-    :meth:`fairpca_dist.solvers.SolverSpec.criterion_of`) and its value in sample; None for
-    one that is measured on the rows (the RBF MMD²: :func:`fairpca_dist.report.build_report`
-    measures it over every row)."""
+    :meth:`fairpca_dist.solvers.SolverSpec.criterion_of`) and its value in ``scores`` (the
+    model's :func:`score_projection`); None for one that is measured on the rows (the RBF MMD²:
+    :func:`fairpca_dist.report.build_report` measures it over every row)."""
     from fairpca_dist.solvers import SOLVERS  # the registry imports the solvers; scoring needs only their names
 
     criterion = criterion_named(SOLVERS[model.method].criterion_of(model.options))
     if criterion.key in ("rbf_mmd2", "accuracy", "dp_difference"):
         return criterion, None
-    return criterion, score_projection(model, fitted_on).value(criterion.key)
+    return criterion, scores.value(criterion.key)

@@ -28,7 +28,7 @@ from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, wr
 from fairpca_dist.ingest import ingest_table
 from fairpca_dist.projection import project_table
 from fairpca_dist.report import report_markdown_summary, report_table
-from fairpca_dist.scoring import own_criterion
+from fairpca_dist.scoring import own_criterion, score_projection
 from fairpca_dist.storage import locate
 from fairpca_dist.table_comparison import compare_table
 from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
@@ -151,9 +151,9 @@ def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, 
             standardize=standardize, options=options, cache_dir=cache_dir, client=client, progress=True,
             storage_options=storage_options,
         )
-    criterion, value = own_criterion(model, load_fitted(model_dir, storage_options)[1])
+    criterion, value = own_criterion(model, score_projection(model, load_fitted(model_dir, storage_options)[1]))
     shown = "measured by the report" if value is None else f"{value:.4g}"
-    direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
+    direction = criterion.direction
     get_run_logger().info("fitted %s (r=%d): %s (%s) %s; %s", model.method, model.n_components, criterion.title,
                           direction, shown, model.message)
     return {"model_dir": model_dir, "criterion": f"{criterion.title} ({direction}) {shown}",
