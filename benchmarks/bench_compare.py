@@ -31,7 +31,7 @@ Arms (same methods, same grid points — ``COMPARE_GRIDS`` — same r, ``center=
   σ of the RBF kernel: once per r, as the comparison computes it (a moments pass, the PCA fit,
   ``metrics.rbf_bandwidth``: 2 passes), handed to (c) and to the ``mmd`` fits.
 
-Every pass goes through ``fairpca_dist.passes.run_graph``; it is wrapped to count them (as
+Every pass goes through ``fairpca_dist.engine.passes.run_graph``; it is wrapped to count them (as
 ``tests/test_comparison.py``'s ``count_passes``). The baseline's numbers are checked against the
 comparison's for every candidate (explained variance, max loss, ABDiff, linear MMD² in sample and
 on the test cells, RBF MMD², downstream accuracy and DP difference), abs. difference ≤ 1e-6.
@@ -66,18 +66,19 @@ RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-import fairpca_dist.passes as passes_module  # noqa: E402
-import fairpca_dist.table_comparison as table_comparison  # noqa: E402
-from fairpca_dist import compute_moments, fit_projection, metrics  # noqa: E402
-from fairpca_dist.cells import HashCells  # noqa: E402
-from fairpca_dist.comparison import check_comparison  # noqa: E402
-from fairpca_dist.evaluation import plan_splits  # noqa: E402
-from fairpca_dist.ingest import ingest_table, read_schema, table_source  # noqa: E402
-from fairpca_dist.passes import sample_rows, table_passes  # noqa: E402
-from fairpca_dist.report import downstream_parity  # noqa: E402
-from fairpca_dist.scoring import score_projection  # noqa: E402
+import fairpca_dist.engine.passes as passes_module  # noqa: E402
+import fairpca_dist.assessment.table_comparison as table_comparison  # noqa: E402
+from fairpca_dist import compute_moments, fit_projection  # noqa: E402
+from fairpca_dist.assessment import metrics
+from fairpca_dist.engine.cells import HashCells  # noqa: E402
+from fairpca_dist.assessment.comparison import check_comparison  # noqa: E402
+from fairpca_dist.assessment.evaluation import plan_splits  # noqa: E402
+from fairpca_dist.io.ingest import ingest_table, read_schema, table_source  # noqa: E402
+from fairpca_dist.engine.passes import sample_rows, table_passes  # noqa: E402
+from fairpca_dist.assessment.report import downstream_parity  # noqa: E402
+from fairpca_dist.assessment.scoring import score_projection  # noqa: E402
 from fairpca_dist.solvers import SOLVERS  # noqa: E402
-from fairpca_dist.table_comparison import DOWNSTREAM_SAMPLE_ROWS, compare_table  # noqa: E402
+from fairpca_dist.assessment.table_comparison import DOWNSTREAM_SAMPLE_ROWS, compare_table  # noqa: E402
 
 from provenance import provenance  # noqa: E402
 
@@ -422,7 +423,7 @@ def write_report(results: dict, folder: Path) -> None:
         "per-cell moments pass (train and test unions from that one pass) + fit on the training cells + "
         "test scores, one random-feature pass for its RBF MMD² (D = 1000, same σ and seed), the downstream "
         "classifier on the same row sample (drawn once, 2 passes); σ once per r (1 moments + 2 sample passes). "
-        "Passes counted by wrapping `fairpca_dist.passes.run_graph`. 'fits' counts fit_projection calls "
+        "Passes counted by wrapping `fairpca_dist.engine.passes.run_graph`. 'fits' counts fit_projection calls "
         "(in sample + out of sample).",
         "",
     ]
@@ -536,7 +537,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "command": "OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_compare.py " + " ".join(sys.argv[1:]),
         "commit": commit,
-        "provenance": provenance(["fairpca_dist/comparison.py", "fairpca_dist/table_comparison.py",
+        "provenance": provenance(["fairpca_dist/assessment/comparison.py", "fairpca_dist/assessment/table_comparison.py",
                                   "benchmarks/bench_compare.py"]),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load_avg(),
         "datasets": {}, "notes": args.note,

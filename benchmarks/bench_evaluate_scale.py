@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_evaluate_scale.py                 # 10,000,000 rows x 20 (~5-10 min)
     .venv/bin/python benchmarks/bench_evaluate_scale.py --rows 500000   # smoke test
 
-1. Writes ``--rows`` rows (``fairpca_dist.datasets.write_synthetic_parquet``: ``row_id``,
+1. Writes ``--rows`` rows (``fairpca_dist.io.datasets.write_synthetic_parquet``: ``row_id``,
    ``f0 … f19``, groups g0/g1 at 70/30 %) into benchmarks/scratch/evaluate_parquet/ (refused
    unless ≥ max(5 GB, 3 x the table's float64 size) is free there).
 2. On ``LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB")``, ``--repeats``
@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
 from fairpca_dist import HashCells, compute_moments
-from fairpca_dist.datasets import write_synthetic_parquet
-from fairpca_dist.evaluation import evaluate
+from fairpca_dist.io.datasets import write_synthetic_parquet
+from fairpca_dist.assessment.evaluation import evaluate
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -49,7 +49,7 @@ METHODS = {"dro": None, "pca": None, "samadi-mw": None, "fair-eig": None, "mm": 
 FEATURES = [f"f{j}" for j in range(20)]
 
 
-MEASURED = ["fairpca_dist/evaluation.py", "fairpca_dist/cells.py", "fairpca_dist/passes.py"]
+MEASURED = ["fairpca_dist/assessment/evaluation.py", "fairpca_dist/engine/cells.py", "fairpca_dist/engine/passes.py"]
 
 
 def timed(function):

@@ -8,7 +8,7 @@ kernel: ``/proc/<pid>/clear_refs`` resets a process's high-water mark, ``VmHWM``
 ``/proc/<pid>/status`` is its peak resident memory since):
 
 1. **Floor.** A fresh ``LocalCluster(1 worker)``: the worker's resident memory bare, then after
-   importing numpy, pandas, pyarrow.parquet, dask.dataframe and ``fairpca_dist.passes`` (what
+   importing numpy, pandas, pyarrow.parquet, dask.dataframe and ``fairpca_dist.engine.passes`` (what
    every pass's tasks import), one after the other. This script imports no library at its top,
    so the spawned worker starts bare.
 2. **Memory per partition.** For each (p, rows per row group) of the grid, a Parquet file of
@@ -18,14 +18,14 @@ kernel: ``/proc/<pid>/clear_refs`` resets a process's high-water mark, ``VmHWM``
    as the library reads it by default (row groups packed into partitions of <= 64 MiB, larger
    ones read in slices), and for the largest row groups also as one partition per row group
    (``read_options={"split_row_groups": True}``: what dask does without slicing). Beside each:
-   the decoded bytes of the largest partition and ``fairpca_dist.memory``'s estimate of what
+   the decoded bytes of the largest partition and ``fairpca_dist.engine.memory``'s estimate of what
    one task needs for it (``PartitionSize.need``); the estimate must not be below a measured peak.
 3. **The acceptance case and the cost of slicing.** 1.1M x 50 in one file of 1,048,576-row groups
    (pandas' default) against the same rows in 65,536-row groups, moments pass on
    ``LocalCluster(2 workers x 1 thread, 1 GB)``, ``--repeats`` rounds alternating the order:
    wall time (ratio: slicing decodes a row group ≈ (s + 1) / 2 times for s slices), each
    worker's peak, whether a worker paused or restarted, and agreement of the two results.
-4. **The check.** The smallest memory limit ``fairpca_dist.memory.check_workers`` accepts for
+4. **The check.** The smallest memory limit ``fairpca_dist.engine.memory.check_workers`` accepts for
    that file on 2 workers x 1 thread, and a moments pass at that limit (it must finish with no
    worker paused or restarted), and at 100 MB less (it must be refused before any task runs).
 
@@ -49,10 +49,10 @@ sys.path.insert(0, str(HERE))
 from provenance import provenance  # noqa: E402 - light: the workers this script spawns import it too
 
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch" / "bench_memory"
-MEASURED = ["fairpca_dist/memory.py", "fairpca_dist/parquet_slices.py", "fairpca_dist/sources.py"]
+MEASURED = ["fairpca_dist/engine/memory.py", "fairpca_dist/engine/parquet_slices.py", "fairpca_dist/engine/sources.py"]
 FLOOR_STEPS = (("distributed worker, bare", ()), ("+ numpy", ("numpy",)), ("+ pandas", ("pandas",)),
                ("+ pyarrow.parquet", ("pyarrow.parquet",)), ("+ dask.dataframe", ("dask.dataframe",)),
-               ("+ fairpca_dist.passes (what a pass's tasks import)", ("fairpca_dist.passes",)))
+               ("+ fairpca_dist.engine.passes (what a pass's tasks import)", ("fairpca_dist.engine.passes",)))
 GRID = ((10, 131_072), (10, 1_048_576), (50, 16_384), (50, 131_072), (50, 1_048_576), (200, 16_384),
         (200, 131_072))
 QUICK_GRID = ((50, 131_072), (50, 1_048_576))
@@ -118,8 +118,8 @@ def measure_floor() -> list[dict]:
 
 
 def partition_size(path: Path, read_options: dict | None):
-    from fairpca_dist.memory import frame_partition_size
-    from fairpca_dist.sources import open_table
+    from fairpca_dist.engine.memory import frame_partition_size
+    from fairpca_dist.engine.sources import open_table
 
     table = open_table(str(path), sensitive_feature="group", read_options=read_options)
     return table.n_partitions, frame_partition_size(table.frame[table.columns])
@@ -136,7 +136,7 @@ def worker_peak(client, run) -> tuple[int, float, object]:
 
 def measure_partitions(grid, scratch: Path) -> list[dict]:
     from fairpca_dist import compute_moments, fit_projection
-    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.io.ingest import ingest_table
     from fairpca_dist.projection import project_table
 
     rows_out = []
@@ -150,7 +150,7 @@ def measure_partitions(grid, scratch: Path) -> list[dict]:
             n_partitions, size = partition_size(path, read_options)
             local, client = cluster(1, 0)
             with local, client:
-                floor = next(iter(client.run(imported, ("fairpca_dist.passes",)).values()))
+                floor = next(iter(client.run(imported, ("fairpca_dist.engine.passes",)).values()))
                 passes = {}
                 moments_peak, seconds, moments = worker_peak(client, lambda: compute_moments(
                     str(path), sensitive_feature="group", client=client, read_options=read_options))
@@ -196,7 +196,7 @@ def measure_acceptance(scratch: Path, repeats: int) -> dict:
     results = {}
     local, client = cluster(2, "1GB")
     with local, client:
-        client.run(imported, ("fairpca_dist.passes",))
+        client.run(imported, ("fairpca_dist.engine.passes",))
         for round_ in range(repeats):
             for name, path in (("sliced", big), ("small", small))[:: 1 if round_ % 2 == 0 else -1]:
                 client.run(reset_peak)
@@ -216,7 +216,7 @@ def measure_acceptance(scratch: Path, repeats: int) -> dict:
 def measure_check(scratch: Path) -> dict:
     from fairpca_dist import compute_moments
     from fairpca_dist.exceptions import ResourceError
-    from fairpca_dist.memory import worker_memory
+    from fairpca_dist.engine.memory import worker_memory
 
     path = scratch / "groups_1048576.parquet"
     _, size = partition_size(path, None)
@@ -292,7 +292,7 @@ def write_results(r: dict, results: Path) -> None:
         "## Memory per partition (1 worker x 1 thread, no limit): peak above the floor",
         "",
         "Each file holds 1.5 row groups of p float64 columns + an int64 group. `estimate` is "
-        "`fairpca_dist.memory.PartitionSize.need()` for the largest partition (what the check before a pass "
+        "`fairpca_dist.engine.memory.PartitionSize.need()` for the largest partition (what the check before a pass "
         "uses); `peak / estimate` must stay below 1.",
         "",
         "| p | rows per row group | reading | pass | partitions | largest partition: rows, decoded MiB | "

@@ -8,7 +8,7 @@ What it does and measures:
 
 1. Refuses to run unless ``shutil.disk_usage`` shows ≥ max(5 GB, 3 x the table's float64
    size) free under benchmarks/scratch/.
-2. Writes the table with ``fairpca_dist.datasets.write_synthetic_parquet`` (``row_id``,
+2. Writes the table with ``fairpca_dist.io.datasets.write_synthetic_parquet`` (``row_id``,
    ``f0 … f19``, ``group`` g0/g1 at 70/30 %; files of ``--rows-per-file`` rows) into
    ``scratch/mm_robust_parquet/`` and times it.
 3. ``LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB")``; all passes go
@@ -52,8 +52,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
-from fairpca_dist.datasets import write_synthetic_parquet
-from fairpca_dist.passes import table_passes
+from fairpca_dist.io.datasets import write_synthetic_parquet
+from fairpca_dist.engine.passes import table_passes
 from fairpca_dist.solvers.stiefel import random_orthonormal
 
 HERE = Path(__file__).resolve().parent
@@ -77,7 +77,7 @@ class TimedPasses:
         return out
 
 
-MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py", "fairpca_dist/passes.py"]
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/engine/datapasses.py", "fairpca_dist/engine/passes.py"]
 
 
 def stats(values: list[float]) -> dict:

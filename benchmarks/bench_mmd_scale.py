@@ -81,14 +81,14 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from fairpca_dist import fit_projection  # noqa: E402
-from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth  # noqa: E402
-from fairpca_dist.metrics import mmd2_rbf  # noqa: E402
-from fairpca_dist.moments import GroupMoments  # noqa: E402
+from fairpca_dist.engine.datapasses import ArrayPasses  # noqa: E402
+from fairpca_dist.engine.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth  # noqa: E402
+from fairpca_dist.assessment.metrics import mmd2_rbf  # noqa: E402
+from fairpca_dist.engine.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  # noqa: E402
 
-MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/kernels.py", "fairpca_dist/datapasses.py",
-            "fairpca_dist/passes.py"]
+MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/engine/kernels.py", "fairpca_dist/engine/datapasses.py",
+            "fairpca_dist/engine/passes.py"]
 TARGET_RATIO = 2.0
 PRECISIONS = ("double", "single")  # RandomFeatures(precision=...): cos/sin in float64 or float32
 TAU = 1e-3
@@ -214,7 +214,7 @@ def adult_data(d_unused: int = 0):
 
 
 def synthetic_data(n: int, p: int, seed: int = 0):
-    from fairpca_dist.datasets import synthetic_group_table
+    from fairpca_dist.io.datasets import synthetic_group_table
 
     frame = synthetic_group_table(n, n_features=p, seed=seed)
     names = [f"f{j}" for j in range(p)]
@@ -315,7 +315,7 @@ def case_exact_eval(case: dict) -> dict:
 def case_rff_profile(case: dict) -> dict:
     """kernels.rff_sums on one slab (the passes' 32 MB of float64 rows) in double and single
     precision, each of its steps on the whole slab, and variants."""
-    from fairpca_dist.kernels import rff_sums
+    from fairpca_dist.engine.kernels import rff_sums
 
     p, d = case.get("p", 20), 2
     n = 32 * 2**20 // (8 * p)
@@ -361,7 +361,7 @@ def case_rff_profile(case: dict) -> dict:
         sin32, z32 = sin.astype(np.float32), z.astype(np.float32)
         _, variants["z.T @ sin in float32 (one GEMM)"] = best(lambda: z32.T @ sin32)
         _, variants["z.T @ sin in float64 (one GEMM)"] = best(lambda: z.T @ sin)
-        from fairpca_dist.kernels import pairwise_rff
+        from fairpca_dist.engine.kernels import pairwise_rff
 
         h_lib, g_lib = pairwise_rff(sums_double, [(0, 1)], f)
         h_one, g_one = pairwise_rff(sums_single, [(0, 1)], single)
@@ -450,9 +450,9 @@ def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
 
     from disk import require_free_disk
     from fairpca_dist import compute_moments
-    from fairpca_dist.datasets import write_synthetic_parquet
-    from fairpca_dist.kernels import pairwise_rff
-    from fairpca_dist.passes import run_graph, table_passes
+    from fairpca_dist.io.datasets import write_synthetic_parquet
+    from fairpca_dist.engine.kernels import pairwise_rff
+    from fairpca_dist.engine.passes import run_graph, table_passes
 
     n, p = args.rows, args.features
     timed_passes = "passes" in steps

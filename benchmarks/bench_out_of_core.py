@@ -57,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
 from provenance import commit  # noqa: E402
 from fairpca_dist import compute_moments  # noqa: E402
-from fairpca_dist.sources import open_table  # noqa: E402
+from fairpca_dist.engine.sources import open_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"

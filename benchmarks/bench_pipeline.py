@@ -54,7 +54,7 @@ from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
-MEASURED = ["fairpca_dist/ingest.py", "fairpca_dist/passes.py", "fairpca_dist/projection.py", "flows/pipeline.py"]
+MEASURED = ["fairpca_dist/io/ingest.py", "fairpca_dist/engine/passes.py", "fairpca_dist/projection.py", "flows/pipeline.py"]
 BREAKDOWN = re.compile(r"finished in ([\d.]+) s: (.*)")
 
 

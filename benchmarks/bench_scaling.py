@@ -15,7 +15,7 @@ path), --rounds (5; 3 with --quick), --keep (keep the Parquet folder in scratch/
     task), baseline = numpy ``X.T @ X`` of the whole array, ungrouped, with 2 BLAS threads
     (``threadpoolctl``): the practical limit on these 2 cores (bench_moments.py's case (a)).
     Out of core (full mode: 1e8 rows): a Parquet folder written by
-    ``fairpca_dist.datasets.write_synthetic_parquet`` (p = 10, 2 groups, 500,000 rows per file:
+    ``fairpca_dist.io.datasets.write_synthetic_parquet`` (p = 10, 2 groups, 500,000 rows per file:
     8 GB of float64 features, ~9 GB of files), read by ``compute_moments(folder,
     sensitive_feature="group", features=[f0..f9], client=client)`` on ``LocalCluster(2 workers
     x 1 thread, memory_limit="1GB")``: 2 GB of worker memory for the table. The whole array
@@ -62,7 +62,7 @@ sys.path.insert(0, str(HERE))
 from provenance import provenance  # noqa: E402
 
 from fairpca_dist import compute_moments  # noqa: E402
-from fairpca_dist.datasets import write_synthetic_parquet  # noqa: E402
+from fairpca_dist.io.datasets import write_synthetic_parquet  # noqa: E402
 
 SCRATCH = HERE / "scratch"
 PAUSE = 0.5
@@ -210,8 +210,8 @@ def main() -> None:
     custom = any(v is not None for v in (args.rows, args.features, args.ooc_rows, args.rounds))
     mode = ("quick" if args.quick else "full") + (" with overrides" if custom else "")
     command = "benchmarks/bench_scaling.py" + "".join(f" {a}" for a in sys.argv[1:])
-    prov = provenance(["benchmarks/bench_scaling.py", "fairpca_dist/passes.py", "fairpca_dist/moments.py",
-                       "fairpca_dist/sources.py", "fairpca_dist/datasets.py"])
+    prov = provenance(["benchmarks/bench_scaling.py", "fairpca_dist/engine/passes.py", "fairpca_dist/engine/moments.py",
+                       "fairpca_dist/engine/sources.py", "fairpca_dist/io/datasets.py"])
     load_start = os.getloadavg()
     started = time.perf_counter()
 

@@ -25,7 +25,7 @@ RBF kernel and exact estimator) are fitted on an in-memory sample, ``--sample-ro
 group drawn without replacement (seed 0), through ``ArrayPasses`` and the sample's own
 ``GroupMoments``; every other method fits on the moments of all 13,232 rows.
 
-One evaluator: every fit is scored by ``fairpca_dist.scoring.score_projection`` on the moments
+One evaluator: every fit is scored by ``fairpca_dist.assessment.scoring.score_projection`` on the moments
 of all rows (the row-reading methods with the centres of their fitting sample, as a model is
 used): explained-variance fraction of all rows, largest Samadi loss, largest group
 reconstruction error about the group's own mean, smallest group variance (Babu et al.'s
@@ -106,7 +106,7 @@ class Problem:
 
     def __init__(self, images: np.ndarray, labels: np.ndarray, p: int, sample_rows: int) -> None:
         from fairpca_dist import GroupMoments
-        from fairpca_dist.datapasses import ArrayPasses
+        from fairpca_dist.engine.datapasses import ArrayPasses
 
         x = images if p == images.shape[1] else images[:, columns_for(p, images.shape[1])]
         self.moments = GroupMoments.from_arrays(x, labels)
@@ -136,7 +136,7 @@ def serve(conn, methods: list[str], sample_rows: int, memory_gb: float) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     warnings.simplefilter("ignore")  # statuses are recorded; warnings would only clutter the log
     from fairpca_dist import SOLVERS, fit_projection
-    from fairpca_dist.scoring import score_projection
+    from fairpca_dist.assessment.scoring import score_projection
 
     images, labels = _lfw()
     warm = Problem(images, labels, 20, 100)
@@ -309,7 +309,7 @@ def main() -> None:
     methods = args.methods or list(SOLVERS)
     custom = any(v is not None for v in (args.sizes, args.methods, args.repeats, args.cap)) or args.ranks != list(RANKS)
     command = "benchmarks/bench_solvers.py" + "".join(f" {a}" for a in sys.argv[1:])
-    prov = provenance(["benchmarks/bench_solvers.py", "fairpca_dist/scoring.py", "fairpca_dist/solvers/__init__.py",
+    prov = provenance(["benchmarks/bench_solvers.py", "fairpca_dist/assessment/scoring.py", "fairpca_dist/solvers/__init__.py",
                        *sorted(f"fairpca_dist/solvers/{f.name}" for f in (HERE.parent / "fairpca_dist" / "solvers")
                                .glob("*.py") if f.name != "__init__.py")])
     load_start = os.getloadavg()

@@ -74,8 +74,8 @@ from s3_server import start_server  # noqa: E402
 
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 TINY_ROWS = 10_000
-MEASURED = ["fairpca_dist/storage.py", "fairpca_dist/versions.py", "fairpca_dist/atomic.py", "fairpca_dist/sources.py",
-            "fairpca_dist/passes.py", "fairpca_dist/projection.py"]
+MEASURED = ["fairpca_dist/io/storage.py", "fairpca_dist/io/versions.py", "fairpca_dist/io/atomic.py", "fairpca_dist/engine/sources.py",
+            "fairpca_dist/engine/passes.py", "fairpca_dist/projection.py"]
 
 
 def load() -> float:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/outliers_mm_robust.py [--seeds 20] [--alphas 0 2 5 10 20]
         [--spreads 0.316 1 2 3 5]                                     (~5-15 min)
 
-Recipe: ``fairpca_dist.datasets.outlier_groups``, the data of the test's ``outlier_experiment``
+Recipe: ``fairpca_dist.io.datasets.outlier_groups``, the data of the test's ``outlier_experiment``
 in tests/solvers/test_mm_robust.py (spread = 2 reproduces the test), with what the paper leaves
 open fixed there:
 p = 10, N = 100, K = 2 groups of 50 rows, r = 4; y = R_k^{1/2} e, e ~ N(0, I_p), R_k^{1/2} with
@@ -51,8 +51,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from fairpca_dist import ConvergenceWarning, GroupMoments, fit_projection  # noqa: E402
-from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.datasets import outlier_groups  # noqa: E402
+from fairpca_dist.engine.datapasses import ArrayPasses  # noqa: E402
+from fairpca_dist.io.datasets import outlier_groups  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -62,11 +62,11 @@ METHODS = ("mm", "mm-robust (1 start, paper)", "mm-robust (5 starts, default)")
 P, N, R = 10, 100, 4
 
 
-MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py"]
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/engine/datapasses.py"]
 
 
 def experiment(seed: int, alpha: float, spread: float) -> dict:
-    """``fairpca_dist.datasets.outlier_groups`` (the recipe the test uses), all methods on the same draws."""
+    """``fairpca_dist.io.datasets.outlier_groups`` (the recipe the test uses), all methods on the same draws."""
     clean, dirty, labels = outlier_groups(seed, alpha, spread=spread, n_features=P, n_rows=N)
     rows = np.flatnonzero((dirty != clean).any(axis=1))  # the replaced rows
 
@@ -172,7 +172,7 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: 
     lines = ["# mm-robust vs mm under outliers (Babu et al. §5.4, Fig. 5b)", "",
              f"`.venv/bin/python benchmarks/outliers_mm_robust.py --seeds {args.seeds}` ({prov}); {seconds:.0f} s, "
              f"load average {loads[0]:.2f} → {loads[1]:.2f}. Recipe: "
-             f"`fairpca_dist.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
+             f"`fairpca_dist.io.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
              "N(0, spread²), 10 rows replaced by α·1 + N(0, I), global centring). Error (45) ∈ [0, √2 ≈ 1.41] "
              "against `mm` on the clean rows. Cells: mean ± std over the seeds. Δ = paired mm − mm-robust "
              "(positive: mm-robust better), ± 2 standard errors; 'claim' = the paper's claim (mm-robust lower "

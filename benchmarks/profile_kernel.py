@@ -37,7 +37,7 @@ import numpy as np
 from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
-from fairpca_dist.moments import GroupMoments
+from fairpca_dist.engine.moments import GroupMoments
 from provenance import commit
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -7,7 +7,7 @@ Pareto figure (Fig. 2) with the library's evaluation protocol, from one pass per
 Protocol (paper §5, spec/seeds-002-003.md §B.8 protocol 3): r = 3, 30 % train / 70 % test,
 the hyper-parameters of each method chosen by 3-fold cross-validation on the training part
 minimising ABDiff + ARE, mean over 10 splits. Here: ``compute_moments(frame, cells=HashCells(
-("id",), 10))`` (one pass: rows hashed into 10 cells), then ``fairpca_dist.evaluation.evaluate``
+("id",), 10))`` (one pass: rows hashed into 10 cells), then ``fairpca_dist.assessment.evaluation.evaluate``
 with ``center="global"`` (the paper's zero-mean M̂_a) and ``standardize=True`` (each fit z-scored
 with its training rows' mean and ddof-0 std, as the authors' code does). A split takes 3 of the
 10 cells for training; each fold is one of them.
@@ -54,8 +54,8 @@ from provenance import provenance  # noqa: E402
 from datasets_paper import DRO_DATASETS, features_of, load_dro_dataset  # noqa: E402
 
 from fairpca_dist import HashCells, compute_moments, fit_projection  # noqa: E402
-from fairpca_dist.evaluation import PAPER_GRIDS, evaluate  # noqa: E402
-from fairpca_dist.scoring import score_projection  # noqa: E402
+from fairpca_dist.assessment.evaluation import PAPER_GRIDS, evaluate  # noqa: E402
+from fairpca_dist.assessment.scoring import score_projection  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -89,7 +89,7 @@ PAPER = {
 }
 
 
-MEASURED = ["fairpca_dist/evaluation.py", "fairpca_dist/solvers/dro.py"]
+MEASURED = ["fairpca_dist/assessment/evaluation.py", "fairpca_dist/solvers/dro.py"]
 
 
 def run_dataset(name: str, n_splits: int) -> tuple[pd.DataFrame, dict]:

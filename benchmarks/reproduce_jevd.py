@@ -8,7 +8,7 @@ unnormalised, "jevd (paper's U)"), the paper's metrics (spec seeds-000-001.md §
 rows of the table, plus what the paper leaves out:
 
 * R.E. = (1/n)‖X − XUUᵀ‖_F² about the global mean (for a non-orthonormal U, or a rank-relaxed
-  map, tr Σ − ⟨Σ, 2P − P²⟩ with P = UUᵀ; :mod:`fairpca_dist.metrics`);
+  map, tr Σ − ⟨Σ, 2P − P²⟩ with P = UUᵀ; :mod:`fairpca_dist.assessment.metrics`);
 * V.E. = tr(UᵀΣU) / tr Σ, the paper's "Var(XU)/Var(X)" (bounded by 1 only for orthonormal U);
 * MMD² = ‖Uᵀ(μ_female − μ_male)‖², the linear-kernel MMD of the projected groups;
 * each group's Samadi loss and their maximum (the paper's own fairness criterion, never reported
@@ -56,7 +56,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from fairpca_dist import GroupMoments, fit_projection, metrics  # noqa: E402
+from fairpca_dist import GroupMoments, fit_projection  # noqa: E402
+
+from fairpca_dist.assessment import metrics
 from fairpca_dist.solvers.jevd import faithful_jevd, jacobi_jd, select_columns  # noqa: E402
 
 try:

@@ -74,7 +74,7 @@ LFW_TARGET_S = 5.0
 NORMALIZE = ("sum", "mean")
 
 
-MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/datapasses.py", "fairpca_dist/passes.py"]
+MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/engine/datapasses.py", "fairpca_dist/engine/passes.py"]
 
 
 def load(dataset: str) -> tuple[GroupMoments, dict]:

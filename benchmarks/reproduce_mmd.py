@@ -62,10 +62,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from sklearn.svm import SVC  # noqa: E402
 
-from fairpca_dist import metrics  # noqa: E402
-from fairpca_dist.datapasses import ArrayPasses  # noqa: E402
-from fairpca_dist.kernels import median_bandwidth  # noqa: E402
-from fairpca_dist.moments import GroupMoments  # noqa: E402
+from fairpca_dist.assessment import metrics  # noqa: E402
+from fairpca_dist.engine.datapasses import ArrayPasses  # noqa: E402
+from fairpca_dist.engine.kernels import median_bandwidth  # noqa: E402
+from fairpca_dist.engine.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers import fit_projection  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,8 +84,8 @@ EXACT_TRAIN_MAX = 10000  # exact train MMD² for every method below this many tr
 MMD_EXACT_MAX = 1000  # mmd fits on more training rows use estimator="sample" (see the docstring)
 MMD_SAMPLE_ROWS = 500  # rows per group of that sample
 FPCA_TOLERANCE = {"Adult": 1e-5}  # olfat-sdp's SCS eps where the library's 1e-7 takes up to 40 min per fit
-MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/solvers/olfat.py", "fairpca_dist/kernels.py",
-            "fairpca_dist/metrics.py", "benchmarks/datasets_mmd.py", "benchmarks/reproduce_mmd.py"]
+MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/solvers/olfat.py", "fairpca_dist/engine/kernels.py",
+            "fairpca_dist/assessment/metrics.py", "benchmarks/datasets_mmd.py", "benchmarks/reproduce_mmd.py"]
 
 # Table 1 verbatim (spec §4.5): (dataset, d, row) -> ((%VAR, sd), (%ACC, sd), (MMD², sd), (Δ_DP, sd)).
 _T = {

@@ -5,7 +5,7 @@ run on those p×p statistics (:func:`fit_projection`); :class:`FairPCA` wraps bo
 scikit-learn transformer.
 """
 
-from fairpca_dist.cells import CellMoments, HashCells
+from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.exceptions import (
     ConvergenceWarning,
     ModelWarning,
@@ -22,9 +22,9 @@ from fairpca_dist.exceptions import (
     SolverError,
     WriteError,
 )
-from fairpca_dist.model_io import load_model, save_model
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import compute_moments
+from fairpca_dist.io.model_io import load_model, save_model
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.solvers import SOLVERS, FairProjection, fit_projection
 
 __version__ = "0.1.0"
@@ -37,7 +37,7 @@ def __getattr__(name: str):  # noqa: ANN202 - module attribute hook (PEP 562)
 
         return FairPCA
     if name in ("compare", "write_comparison"):  # the report's plotting and classifier libraries
-        from fairpca_dist import comparison_report, table_comparison
+        from fairpca_dist.assessment import comparison_report, table_comparison
 
         return table_comparison.compare if name == "compare" else comparison_report.write_comparison
     raise AttributeError(f"module 'fairpca_dist' has no attribute {name!r}")

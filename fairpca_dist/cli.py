@@ -30,8 +30,8 @@ import numpy as np
 
 from fairpca_dist.exceptions import FairPCAError, InputError
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.scoring import ProjectionScores, criterion_named, own_criterion, score_projection
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.assessment.scoring import ProjectionScores, criterion_named, own_criterion, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import group_display_names
@@ -94,7 +94,7 @@ def _value(text: str) -> Any:
 
 # ----------------------------------------------------------------------------- steps
 def _ingest(args: argparse.Namespace) -> int:
-    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.io.ingest import ingest_table
 
     result = ingest_table(
         args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
@@ -195,7 +195,7 @@ def _project(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from fairpca_dist.fitting import write_table_report
-    from fairpca_dist.report import report_markdown_summary
+    from fairpca_dist.assessment.report import report_markdown_summary
 
     report, files = write_table_report(
         args.model_dir, args.table_dir, args.report_dir, target=args.target, max_components=args.max_components,
@@ -234,7 +234,7 @@ def _methods_and_options(args: argparse.Namespace, default: list[str]) -> dict[s
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from fairpca_dist.table_evaluation import evaluate_table
+    from fairpca_dist.assessment.table_evaluation import evaluate_table
 
     options = _methods_and_options(args, ["pca", "fair-eig", "dro"])
     methods = list(options)
@@ -263,7 +263,7 @@ def _ranks(text: str) -> list[int]:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from fairpca_dist.table_comparison import compare_table
+    from fairpca_dist.assessment.table_comparison import compare_table
 
     options = _methods_and_options(args, list(SOLVERS))
     print(f"fairpca compare: {len(options)} methods at r = {', '.join(map(str, args.n_components))} on "
@@ -402,7 +402,7 @@ class _HelpMethod(argparse.Action):
 
 
 def _pipeline(args: argparse.Namespace) -> int:
-    from fairpca_dist.runs import check_run
+    from fairpca_dist.io.runs import check_run
 
     started = time.perf_counter()
     print(f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
@@ -416,9 +416,9 @@ def _pipeline(args: argparse.Namespace) -> int:
     )
     check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
     checks = time.perf_counter() - started
-    from flows.pipeline import pipeline
-    from flows.runtime import api_server
-    from flows.steps import show_step_lines
+    from fairpca_dist.flows.pipeline import pipeline
+    from fairpca_dist.flows.runtime import api_server
+    from fairpca_dist.flows.steps import show_step_lines
 
     imports = time.perf_counter() - started - checks
     args.console.quiet_prefect()
@@ -426,9 +426,9 @@ def _pipeline(args: argparse.Namespace) -> int:
           show_step_lines(echo=not args.verbose) as lines):  # with -v, Prefect's console shows them
         print(f"  prefect  {server.describe()}")
         result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
-    from fairpca_dist.report import REPORT_FILE, report_markdown_summary
-    from fairpca_dist.storage import locate
-    from fairpca_dist.versions import committed
+    from fairpca_dist.assessment.report import REPORT_FILE, report_markdown_summary
+    from fairpca_dist.io.storage import locate
+    from fairpca_dist.io.versions import committed
 
     report_dir = committed(locate(result["report"]["report_dir"], _storage_options(args)))
     report = json.loads((report_dir / REPORT_FILE).read_text())
@@ -449,10 +449,10 @@ def _time_breakdown(total: float, imports: float, checks: float, server: float, 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from fairpca_dist.datasets import load_diabetes_table, write_synthetic_parquet
-    from fairpca_dist.storage import is_url, local_path
+    from fairpca_dist.io.datasets import load_diabetes_table, write_synthetic_parquet
+    from fairpca_dist.io.storage import is_url, local_path
 
-    from flows.runtime import check_configured_api
+    from fairpca_dist.flows.runtime import check_configured_api
 
     check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
     if is_url(args.runs_dir):
@@ -621,7 +621,7 @@ def _parser() -> argparse.ArgumentParser:
 
     compare = add_command(
         "compare", help="every method (over its grid) by every fairness criterion, in and out of sample",
-        description="Fit every registered method (each over its grid, fairpca_dist.comparison.COMPARE_GRIDS) and "
+        description="Fit every registered method (each over its grid, fairpca_dist.assessment.comparison.COMPARE_GRIDS) and "
                     "score each fit by every criterion; writes comparison.md/.html/.json/.csv and Pareto PNGs.",
     )
     compare.add_argument("table_dir", help="ingested table (fairpca ingest)")

@@ -13,14 +13,14 @@ import pandas as pd
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from fairpca_dist import metrics
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist.assessment import metrics
+from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import InputError, SchemaError
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import TablePasses, compute_moments, table_passes
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.passes import TablePasses, compute_moments, table_passes
 from fairpca_dist.solvers import CENTERS, SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.sources import check_finite, feature_values
+from fairpca_dist.engine.sources import check_finite, feature_values
 
 __all__ = ["FairPCA"]
 
@@ -354,7 +354,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
 
     def _input_error(self, X: Any, error: ValueError, where: str) -> InputError:
         """scikit-learn's validation error as an :class:`InputError`: a non-numeric column of a
-        DataFrame named (:func:`~fairpca_dist.sources.feature_values`), columns that differ from
+        DataFrame named (:func:`~fairpca_dist.engine.sources.feature_values`), columns that differ from
         those seen at fit listed (a :class:`SchemaError`), the rest with their message."""
         if isinstance(error, InputError):
             return error

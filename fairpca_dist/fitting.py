@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from fairpca_dist.atomic import atomic_directory, atomic_file, check_output
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output
 from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
-from fairpca_dist.ingest import SCHEMA_FILE, read_schema, table_source
-from fairpca_dist.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
+from fairpca_dist.io.ingest import SCHEMA_FILE, read_schema, table_source
+from fairpca_dist.io.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.storage import Location, StorageOptions, is_url, locate
-from fairpca_dist.versions import committed
+from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.io.versions import committed
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
-    from fairpca_dist.report import ReportFiles
+    from fairpca_dist.assessment.report import ReportFiles
 
 __all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
            "check_report_target", "moments_cache", "MOMENTS_CACHE", "load_fitted", "write_table_report", "MOMENTS_FILE"]
@@ -155,7 +155,7 @@ def fit_table(
     given. Moments are cached per file in ``cache_dir`` (default ``<table_dir>/../.moments-cache``).
     Methods that read the rows at every iteration (``mm-robust``) read the table again, where
     ``client`` says, one pass per iteration. ``model_dir`` is written as a whole
-    (:func:`~fairpca_dist.atomic.atomic_directory`: ``moments.npz``, ``model.npz`` and
+    (:func:`~fairpca_dist.io.atomic.atomic_directory`: ``moments.npz``, ``model.npz`` and
     ``model.json`` of one fit, or the previous model untouched); it is locked from the first
     pass, so a concurrent fit into it raises :class:`~fairpca_dist.exceptions.OutputBusyError`,
     and a folder holding other files than a model is refused. A moments cache that cannot be
@@ -233,19 +233,19 @@ def write_table_report(
     storage_options: StorageOptions | None = None,
 ) -> tuple[dict, ReportFiles]:
     """Build the fairness report of the model in ``model_dir`` on its ingested table and write
-    it to ``report_dir`` (:func:`~fairpca_dist.report.build_report`, then
-    :func:`~fairpca_dist.report.write_report`).
+    it to ``report_dir`` (:func:`~fairpca_dist.assessment.report.build_report`, then
+    :func:`~fairpca_dist.assessment.report.write_report`).
 
     ``report_dir`` is checked against both inputs before any work (it must not overlap them:
     :class:`~fairpca_dist.exceptions.OutputPathError`). ``announce`` receives one line saying
     what the report refits (the curves cost a fit per r) before it starts. With ``target``, a
     sample of ``sample_size`` rows feeds the downstream parity check. ``group_names`` names
-    values of the sensitive column(s) (:func:`~fairpca_dist.report.build_report`); a model
+    values of the sensitive column(s) (:func:`~fairpca_dist.assessment.report.build_report`); a model
     that did not record its sensitive column(s) (saved by an older version) takes them from
     the table's ``schema.json``. ``progress``: a bar for every pass over the rows. Returns the
-    report (a dict of JSON values) and its :class:`~fairpca_dist.report.ReportFiles`.
+    report (a dict of JSON values) and its :class:`~fairpca_dist.assessment.report.ReportFiles`.
     """
-    from fairpca_dist.report import (  # scikit-learn, matplotlib
+    from fairpca_dist.assessment.report import (  # scikit-learn, matplotlib
         REPORT_FILE, build_report, curve_length, refitted_methods, write_report)
 
     inputs = [model_dir, table_dir]
@@ -280,7 +280,7 @@ def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, c
 def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: int, client: Any = None,
                   storage_options: StorageOptions | None = None) -> pd.DataFrame:
     """A uniform sample of an ingested table's features, sensitive column(s) and ``target`` for
-    the report's downstream check (:func:`~fairpca_dist.passes.sample_rows`). The target must
+    the report's downstream check (:func:`~fairpca_dist.engine.passes.sample_rows`). The target must
     be among the columns ingest kept beside the features (``pass_through`` or ``key_columns``)."""
     schema = _schema_with_target(table_dir, target, storage_options)
     columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
@@ -293,7 +293,7 @@ def check_report_target(table_dir: str | os.PathLike[str], target: str, *, clien
     """Raise now what the report's downstream check would raise at its end: ``target`` not kept
     by ingest, missing in some rows, or not binary with >= 2 rows per class. One pass over that
     column alone."""
-    from fairpca_dist.downstream import check_binary_target  # scikit-learn: not for every fit
+    from fairpca_dist.assessment.downstream import check_binary_target  # scikit-learn: not for every fit
 
     _schema_with_target(table_dir, target, storage_options)
     counts = value_counts(table_source(table_dir, storage_options), target, dropna=False, client=client,

@@ -12,17 +12,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairpca_dist.cluster import check_scheduler
+from fairpca_dist.engine.cluster import check_scheduler
 from fairpca_dist.exceptions import GroupError, InputError, reading
-from fairpca_dist.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoments, sorted_labels
+from fairpca_dist.engine.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoments, sorted_labels
 from fairpca_dist.solvers import CENTERS, SOLVERS
-from fairpca_dist.storage import Location, StorageOptions, locate
+from fairpca_dist.io.storage import Location, StorageOptions, locate
 from fairpca_dist.wording import listed
 
 __all__ = ["check_run_parameters", "check_source_table", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS", "SAMPLE_ROWS"]
 
 RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
-"""How a report computes the RBF-kernel MMD² (:func:`fairpca_dist.report.build_report`)."""
+"""How a report computes the RBF-kernel MMD² (:func:`fairpca_dist.assessment.report.build_report`)."""
 
 RBF_EXACT_MAX_ROWS = 50_000
 """Largest table ``rbf_mmd="auto"`` evaluates on every pair of rows (N²/2 kernel values per
@@ -45,7 +45,7 @@ def check_run_parameters(
     """Raise :class:`InputError` for the first bad parameter among those given.
 
     ``dask_address`` must be a scheduler's address, and one must answer there within 10 s
-    (:func:`fairpca_dist.cluster.check_scheduler`: :class:`ServiceError` otherwise), so that
+    (:func:`fairpca_dist.engine.cluster.check_scheduler`: :class:`ServiceError` otherwise), so that
     a flow fails before its first task rather than retrying a task that cannot connect.
 
     ``source`` (a path, a URL opened with ``storage_options``, or a pattern) must name a
@@ -100,11 +100,11 @@ def check_source_table(
     read_options: dict[str, Any] | None = None,
     storage_options: StorageOptions | None = None,
 ) -> None:
-    """Raise what :func:`fairpca_dist.ingest.ingest_table`, the fit and the report would raise
+    """Raise what :func:`fairpca_dist.io.ingest.ingest_table`, the fit and the report would raise
     about ``source`` from its header and first rows, having read no more than those.
 
     From the header: an unknown file format, a missing column or a non-numeric feature
-    (:func:`fairpca_dist.sources.open_table`, given the roles ``ingest_table`` gives it;
+    (:func:`fairpca_dist.engine.sources.open_table`, given the roles ``ingest_table`` gives it;
     parameters as there; ``target``, the report's downstream label, is a ``pass_through``
     column).
 
@@ -113,12 +113,12 @@ def check_source_table(
 
     - when they are the whole source (one partition of no more rows), exactly the fit's check
       of the groups (:meth:`GroupMoments.check_groups`: ≥ 2 groups of ≥ 2 rows each, with
-      :data:`~fairpca_dist.moments.BINNING_ADVICE` for a number of many values), unless
+      :data:`~fairpca_dist.engine.moments.BINNING_ADVICE` for a number of many values), unless
       leaving out the rows ingest rejects leaves fewer than 2 groups (ingest's own refusal
       then names the bad values), and the report's check of the classes of ``target``
-      (:func:`fairpca_dist.downstream.check_binary_target`: 2 classes of ≥ 2 rows each);
+      (:func:`fairpca_dist.assessment.downstream.check_binary_target`: 2 classes of ≥ 2 rows each);
     - otherwise, what a part shows: a sensitive feature that is a number rather than a
-      category (more than :data:`~fairpca_dist.moments.MANY_GROUPS` values, most labelled
+      category (more than :data:`~fairpca_dist.engine.moments.MANY_GROUPS` values, most labelled
       rows holding a value no other of them holds; a category of any number of groups smaller
       than half the sample passes, whatever its rare groups), and, for certain, a ``target``
       of more than 2 classes.
@@ -129,7 +129,7 @@ def check_source_table(
     """
     from dask.threaded import get
 
-    from fairpca_dist.sources import map_partitions, open_table
+    from fairpca_dist.engine.sources import map_partitions, open_table
 
     labels = [target] if target else []
     table = open_table(source, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
@@ -178,7 +178,7 @@ class _Sample:
 def _first_rows(part: pd.DataFrame, partition: Any, rows: int, sensitive: list[str], target: str | None,
                 features: list[str]) -> _Sample:
     """The first ``rows`` of ``part`` as a :class:`_Sample` (whole: ``part`` has no more rows)."""
-    from fairpca_dist.sources import feature_values
+    from fairpca_dist.engine.sources import feature_values
 
     head = part.head(rows)
     return _Sample(labels=head[sensitive], target=head[target] if target else None,
@@ -221,7 +221,7 @@ def _check_sample_target(values: pd.Series, whole: bool) -> None:
     """:class:`InputError` when the classes of the target ``values`` of the kept rows of a
     sample are those the report refuses (the whole source), or show for certain that it will
     (a part: more than 2)."""
-    from fairpca_dist.downstream import check_binary_target  # scikit-learn: only with a target
+    from fairpca_dist.assessment.downstream import check_binary_target  # scikit-learn: only with a target
 
     counts = values.value_counts()  # missing labels: refused by ingest, naming the rows
     if whole or len(counts) > 2:

@@ -4,7 +4,7 @@ Each partition becomes ``part-NNNNN.parquet`` with the pass-through columns foll
 projected columns ``<prefix>0 … <prefix>{r'−1}``. Files are written to a staging folder and
 the folder is swapped into place with a ``_SUCCESS`` marker only when every partition is
 done (on an object store: a new version, committed by its pointer; see
-:mod:`fairpca_dist.atomic`): a failure leaves the previous output (or nothing), and a rerun
+:mod:`fairpca_dist.io.atomic`): a failure leaves the previous output (or nothing), and a rerun
 writes identical bytes. Dask workers write the partitions themselves, to a URL: they need no
 disk shared with the driver.
 """
@@ -23,14 +23,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.atomic import atomic_directory, input_paths
+from fairpca_dist.io.atomic import atomic_directory, input_paths
 from fairpca_dist.exceptions import SchemaError
-from fairpca_dist.ingest import table_source
-from fairpca_dist.model_io import load_model
-from fairpca_dist.passes import run_graph
+from fairpca_dist.io.ingest import table_source
+from fairpca_dist.io.model_io import load_model
+from fairpca_dist.engine.passes import run_graph
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.storage import Location, StorageOptions, as_given
-from fairpca_dist.sources import Partition, check_finite, feature_values, open_table
+from fairpca_dist.io.storage import Location, StorageOptions, as_given
+from fairpca_dist.engine.sources import Partition, check_finite, feature_values, open_table
 
 __all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
 
@@ -88,14 +88,14 @@ def project_table(
     """Project every row of ``source`` with ``model`` and write Parquet to ``out_dir``.
 
     Rows map to ((x − mean) / scale) @ components. ``model`` is a fitted projection or the
-    folder of a saved one (:func:`~fairpca_dist.model_io.load_model`); ``source`` is a table
-    (as :func:`~fairpca_dist.sources.open_table` takes it) or an ingested table's folder. It must have
+    folder of a saved one (:func:`~fairpca_dist.io.model_io.load_model`); ``source`` is a table
+    (as :func:`~fairpca_dist.engine.sources.open_table` takes it) or an ingested table's folder. It must have
     every feature the model was fitted on (by name); NaN/inf features raise
     :class:`InputError` naming the column and partition, and then nothing is written.
     ``out_dir`` is replaced atomically; it must not overlap ``source`` or the model's folder,
     and may be replaced only if it holds a previous projection (its ``_SUCCESS``)
     (:class:`~fairpca_dist.exceptions.OutputPathError` before anything is read or written).
-    ``storage_options`` open every path and URL given (:func:`fairpca_dist.storage.locate`).
+    ``storage_options`` open every path and URL given (:func:`fairpca_dist.io.storage.locate`).
     """
     inputs = input_paths(source, model)
     if not isinstance(model, FairProjection):

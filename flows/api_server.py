@@ -36,7 +36,7 @@ import prefect.server.api.server as prefect_server
 
 __all__ = ["TemporaryServer", "main", "POLL_SECONDS", "GRACE_SECONDS"]
 
-_MODULE = "flows.api_server"  # this module, also when it runs as ``__main__``
+_MODULE = "fairpca_dist.flows.api_server"  # this module, also when it runs as ``__main__``
 
 POLL_SECONDS = 0.5
 """How often the server checks that its parent is alive."""
@@ -56,7 +56,7 @@ class TemporaryServer(prefect_server.SubprocessASGIServer):
         parent = os.getpid()
 
         def popen(args: Sequence[str], **options: Any) -> subprocess.Popen[Any]:
-            # Prefect's ``python -m uvicorn ...`` becomes ``python -m flows.api_server PID -m uvicorn ...``
+            # Prefect's ``python -m uvicorn ...`` becomes ``python -m fairpca_dist.flows.api_server PID -m uvicorn ...``
             return subprocess.Popen([args[0], "-m", _MODULE, str(parent), *args[1:]], start_new_session=True,
                                     **options)
 
@@ -79,7 +79,7 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m flows.api_server PARENT_PID -m MODULE [ARGS...]``: run ``MODULE`` as
+    """``python -m fairpca_dist.flows.api_server PARENT_PID -m MODULE [ARGS...]``: run ``MODULE`` as
     ``python -m MODULE ARGS...`` would, in this process, while a thread watches that
     ``PARENT_PID`` is still its parent."""
     parent, flag, module, *arguments = sys.argv[1:] if argv is None else argv

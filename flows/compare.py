@@ -6,12 +6,12 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.atomic import check_output
-from fairpca_dist.comparison import check_comparison
-from fairpca_dist.comparison_report import COMPARISON_FILE
-from fairpca_dist.ingest import read_schema
+from fairpca_dist.io.atomic import check_output
+from fairpca_dist.assessment.comparison import check_comparison
+from fairpca_dist.assessment.comparison_report import COMPARISON_FILE
+from fairpca_dist.io.ingest import read_schema
 from fairpca_dist.params import check_run_parameters
-from flows.tasks import MethodsParameter, cell_moments_task, comparison_task
+from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, comparison_task
 
 
 @flow(name="fairpca-compare", flow_run_name="compare-r{n_components}")

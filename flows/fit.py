@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from fairpca_dist.params import check_run_parameters
-from flows.tasks import fit_task
+from fairpca_dist.flows.tasks import fit_task
 
 
 @flow(name="fairpca-fit", flow_run_name="fit-{method}-r{n_components}")

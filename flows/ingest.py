@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from fairpca_dist.params import check_run_parameters
-from flows.tasks import ingest_task
+from fairpca_dist.flows.tasks import ingest_task
 
 
 @flow(name="fairpca-ingest", flow_run_name="ingest-{table_dir}")

@@ -3,7 +3,7 @@
 Everything of run ``<run_id>`` goes under ``<runs_dir>/<run_id>/``: ``table/`` (ingested
 Parquet + schema.json), ``model/`` (moments.npz, model.npz, model.json), ``projected/``
 (Parquet + _SUCCESS) and ``report/`` (report.json/.md/.html + PNGs); a run id that names a
-previous run is refused unless ``overwrite`` (:mod:`fairpca_dist.runs`). Without
+previous run is refused unless ``overwrite`` (:mod:`fairpca_dist.io.runs`). Without
 ``dask_address`` a LocalCluster runs inside the flow's process; with it, the tasks and
 their Dask graphs run on that scheduler's workers. ``runs_dir`` and ``source`` may be URLs
 (``s3://…``): on a cluster whose workers share no disk with the driver, they must be.
@@ -21,14 +21,14 @@ from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
-from fairpca_dist.atomic import output_lock, staging_folder, swap_in
-from fairpca_dist.runs import (STEP_FOLDERS, check_run, check_run_folder, previous_run, remove_unfinished_run,
+from fairpca_dist.io.atomic import output_lock, staging_folder, swap_in
+from fairpca_dist.io.runs import (STEP_FOLDERS, check_run, check_run_folder, previous_run, remove_unfinished_run,
                                run_folder)
 from fairpca_dist.fitting import MOMENTS_CACHE
-from fairpca_dist.storage import Location, locate
-from flows.steps import log_step, step
-from flows.task_runner import QuietDaskTaskRunner
-from flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
+from fairpca_dist.io.storage import Location, locate
+from fairpca_dist.flows.steps import log_step, step
+from fairpca_dist.flows.task_runner import QuietDaskTaskRunner
+from fairpca_dist.flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
 
 
 def task_runner(dask_address: str | None) -> DaskTaskRunner:
@@ -42,7 +42,7 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
 
 def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int,
              storage_options: dict[str, Any] | None) -> Location:
-    """``<runs_dir>/<run_id>`` (:func:`fairpca_dist.runs.run_folder`); without a run id, a name no
+    """``<runs_dir>/<run_id>`` (:func:`fairpca_dist.io.runs.run_folder`); without a run id, a name no
     other run has: method, r, start time and the start of the flow-run id."""
     if not run_id:
         run_id = f"{method}-r{n_components}-{time.strftime('%Y%m%d-%H%M%S')}-{(flow_run.get_id() or 'local')[:8]}"
@@ -128,7 +128,7 @@ def pipeline(
     group_names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ingest → fit → project → report; every parameter, the run folder and the source's
-    header and first rows are checked before data are read (:func:`fairpca_dist.runs.check_run`).
+    header and first rows are checked before data are read (:func:`fairpca_dist.io.runs.check_run`).
 
     A ``run_id`` whose folder holds a previous run is refused unless ``overwrite``. With it, on
     the local disk the new run is written to a hidden sibling folder that replaces the previous
@@ -142,7 +142,7 @@ def pipeline(
     commits). ``storage_options``: options of the filesystem of URL paths (e.g. ``endpoint_url``);
     credentials come from the workers' environment, never from a flow parameter. ``group_names``:
     display names of values of the sensitive column in the report (``{"1": "female"}``; as
-    :func:`flows.report.report`)."""
+    :func:`fairpca_dist.flows.report.report`)."""
     check_run(source, sensitive_feature, runs_dir=runs_dir, run_id=run_id, features=features, exclude=exclude,
               key_columns=key_columns, target=target, method=method, n_components=n_components, center=center,
               options=options, on_bad_rows=on_bad_rows, read_options=read_options, dask_address=dask_address,

@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from fairpca_dist.params import check_run_parameters
-from flows.tasks import project_task
+from fairpca_dist.flows.tasks import project_task
 
 
 @flow(name="fairpca-project", flow_run_name="project-{out_dir}")

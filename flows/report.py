@@ -7,7 +7,7 @@ from typing import Any
 from prefect import flow
 
 from fairpca_dist.params import check_run_parameters
-from flows.tasks import report_task
+from fairpca_dist.flows.tasks import report_task
 
 
 @flow(name="fairpca-report", flow_run_name="report-{report_dir}")

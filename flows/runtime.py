@@ -8,13 +8,13 @@ with "Timed out while attempting to connect to ephemeral Prefect API server". It
 service also fails without internet access and, while the database is being created, prints
 ``database is locked`` tracebacks.
 
-Importing :mod:`flows` therefore sets, **only where the user has not set them** (in the
+Before a command starts its API server (:func:`api_server`), it therefore sets, **only where the user has not set them** (in the
 environment, a Prefect profile or ``prefect.toml``), the defaults in :data:`PREFECT_DEFAULTS`.
 Nothing else of the user's Prefect configuration is touched; with ``PREFECT_API_URL`` set,
 flows run against that server and no temporary server starts.
 
 A command starts the temporary server itself, with :func:`api_server`: it says so, times it,
-and stops it when the command ends, interrupted or not (see :mod:`flows.api_server`).
+and stops it when the command ends, interrupted or not (see :mod:`fairpca_dist.flows.api_server`).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
 
     The flows would start one on their first API call anyway (Prefect keeps one per process);
     starting it first lets a command say what it is doing and how long it took, and this one
-    (:class:`flows.api_server.TemporaryServer`) is safe from interrupts: a terminal's Ctrl-C
+    (:class:`fairpca_dist.flows.api_server.TemporaryServer`) is safe from interrupts: a terminal's Ctrl-C
     does not reach it, so the flow runs inside are marked crashed before it stops, and it
     exits by itself if this process dies. ``announce`` receives one line before a temporary
     server starts. Raises what Prefect raises when the server does not come up.
@@ -133,6 +133,7 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
     """
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
+    apply_prefect_defaults()
     settings = get_current_settings()
     if settings.api.url:
         check_api(str(settings.api.url))
@@ -141,7 +142,7 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
     from prefect.events.worker import EventsWorker
     from prefect.logging.handlers import APILogWorker
 
-    from flows.api_server import TemporaryServer
+    from fairpca_dist.flows.api_server import TemporaryServer
 
     database = Path(settings.home) / "prefect.db"
     url = settings.server.database.connection_url.get_secret_value()

@@ -20,24 +20,24 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
-from fairpca_dist.cells import CellMoments
-from fairpca_dist.cluster import connect
-from fairpca_dist.evaluation import evaluate
+from fairpca_dist.engine.cells import CellMoments
+from fairpca_dist.engine.cluster import connect
+from fairpca_dist.assessment.evaluation import evaluate
 from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, write_table_report
-from fairpca_dist.ingest import ingest_table
+from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.projection import project_table
-from fairpca_dist.report import report_markdown_summary, report_table
-from fairpca_dist.scoring import own_criterion, score_projection
-from fairpca_dist.storage import locate
-from fairpca_dist.table_comparison import compare_table
-from fairpca_dist.table_evaluation import cached_cell_moments, table_cells, write_evaluation
+from fairpca_dist.assessment.report import report_markdown_summary, report_table
+from fairpca_dist.assessment.scoring import own_criterion, score_projection
+from fairpca_dist.io.storage import locate
+from fairpca_dist.assessment.table_comparison import compare_table
+from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 
 
 MethodsParameter = dict[str, dict[str, Any] | None] | list[str] | str
 """The ``methods`` of the evaluate and compare flows, in every form the library takes that a
 flow parameter can carry: a name, names, or name → options (None or ``{}``: the defaults;
-a list of values: a grid), as in :func:`fairpca_dist.evaluation.evaluate`."""
+a list of values: a grid), as in :func:`fairpca_dist.assessment.evaluation.evaluate`."""
 
 _NETWORK_ERRNOS = frozenset({errno.ENETDOWN, errno.ENETUNREACH, errno.ENETRESET, errno.EHOSTDOWN, errno.EHOSTUNREACH})
 
@@ -94,7 +94,7 @@ _RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": 
 @contextlib.contextmanager
 def dask_client(address: str | None = None) -> Iterator[Any]:
     """Where the task's Dask graphs run: a client of the scheduler at ``address`` if given
-    (connected once for all the task's passes: :func:`fairpca_dist.cluster.connect`), else the
+    (connected once for all the task's passes: :func:`fairpca_dist.engine.cluster.connect`), else the
     client of the running DaskTaskRunner, else None (threads in this process).
 
     A task running on a Dask worker leaves the worker's thread pool while its own graphs run

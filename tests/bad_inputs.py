@@ -91,7 +91,7 @@ def text_file(path: Path, text: str) -> Path:
 def ingested(inp: Path) -> Path:
     """A good ingested table and a fitted model under ``inp`` (table/, model/)."""
     from fairpca_dist.fitting import fit_table
-    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.io.ingest import ingest_table
 
     if not (inp / "model" / "model.json").is_file():
         ingest_table(frame(), inp / "table", sensitive_feature="sex", features=FEATURES, key_columns=["id"],
@@ -122,8 +122,8 @@ def edited_model(inp: Path, edit_json: Callable[[dict], None] | None = None,
 
 def previous_projection(inp: Path, out: Path) -> None:
     """A complete earlier output in out/projected: a failed projection must leave it as it was."""
-    from fairpca_dist.model_io import load_model
-    from fairpca_dist.ingest import table_source
+    from fairpca_dist.io.model_io import load_model
+    from fairpca_dist.io.ingest import table_source
     from fairpca_dist.projection import project_table
 
     table = ingested(inp)
@@ -142,7 +142,7 @@ def good_moments() -> Any:
 
 # ----------------------------------------------------------------------------- entry points
 def ingest(source: Any, out: Path, **roles: Any) -> Any:
-    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.io.ingest import ingest_table
 
     return ingest_table(source, out / "table", **{"sensitive_feature": "sex", **roles})
 
@@ -172,15 +172,15 @@ def fit_table(inp: Path, out: Path, table: Path | None = None, **params: Any) ->
 
 
 def project(model_dir: Path, source: Any, out: Path, **params: Any) -> Any:
-    from fairpca_dist.model_io import load_model
+    from fairpca_dist.io.model_io import load_model
     from fairpca_dist.projection import project_table
 
     return project_table(load_model(model_dir), source, out / "projected", **params)
 
 
 def report(inp: Path, out: Path, sample: pd.DataFrame, target: str, moments: Any = None) -> Any:
-    from fairpca_dist.model_io import load_model
-    from fairpca_dist.report import build_report, write_report
+    from fairpca_dist.io.model_io import load_model
+    from fairpca_dist.assessment.report import build_report, write_report
 
     ingested(inp)
     built = build_report(good_moments() if moments is None else moments, load_model(inp / "model"),
@@ -201,7 +201,7 @@ def cli(*argv: Any) -> int:
 
 
 def flow_pipeline(source: Path, out: Path, **params: Any) -> Any:
-    from flows.pipeline import pipeline
+    from fairpca_dist.flows.pipeline import pipeline
 
     return pipeline(source=str(source), sensitive_feature=["sex"], runs_dir=str(out), run_id="run",
                     key_columns=["id"], **params)
@@ -265,7 +265,7 @@ def check_empty_partition(result: Any, inp: Path, out: Path) -> None:
 
 
 def check_reordered(result: Any, inp: Path, out: Path) -> None:
-    from fairpca_dist.model_io import load_model
+    from fairpca_dist.io.model_io import load_model
 
     projected = pd.read_parquet(out / "projected").sort_values("id")
     expected = load_model(inp / "model").transform(frame()[FEATURES].to_numpy())
@@ -273,7 +273,7 @@ def check_reordered(result: Any, inp: Path, out: Path) -> None:
 
 
 def check_other_version(result: Any, inp: Path, out: Path) -> None:
-    from fairpca_dist.model_io import load_model
+    from fairpca_dist.io.model_io import load_model
 
     assert json.loads((inp / "edited-model" / "model.json").read_text())["library_version"] == "0.0.1-other"
     np.testing.assert_array_equal(load_model(inp / "edited-model").components, load_model(inp / "model").components)
@@ -760,22 +760,22 @@ CASES: list[Case] = [
          InputError, r"table folder \S+no-such-table does not exist \(ingest_table, on the command line `fairpca "
                      r"ingest`, writes one\)"),
     # --- the Prefect flows
-    Case("flow-pipeline-nan-rows", "a NaN in feature 'a' of the source CSV", "flows.pipeline.pipeline", "flow",
+    Case("flow-pipeline-nan-rows", "a NaN in feature 'a' of the source CSV", "fairpca_dist.flows.pipeline.pipeline", "flow",
          lambda inp, out: flow_pipeline(csv(inp / "nan.csv",
                                             with_value(frame(), "a", 5, np.nan)), out),
          InputError, r"1 row\(s\) have bad values \(per column: 'a': 1\); a sample is in \S*run/table\.rejects\.csv",
          allowed=("run", "run/table.rejects.csv")),
     Case("flow-pipeline-text-in-one-file", "one Parquet file of three stores feature 'b' as text",
-         "flows.pipeline.pipeline", "flow",
+         "fairpca_dist.flows.pipeline.pipeline", "flow",
          lambda inp, out: flow_pipeline(_one_file_wrong(inp, lambda f: with_value(f, "b", 3, "x1").astype({"b": str})),
                                         out, features=FEATURES),
          SchemaError, r"feature column 'b' in partition 1 \(file \S*part-1\.parquet\) has 1 value\(s\) that are not "
                       r"numbers \(first: 'x1'\)",
     ),
-    Case("flow-fit-option-wrong-type", "options={'tol': 'abc'}", "flows.fit.fit", "flow",
+    Case("flow-fit-option-wrong-type", "options={'tol': 'abc'}", "fairpca_dist.flows.fit.fit", "flow",
          lambda inp, out: _fit_flow(inp, out, options={"tol": "abc"}),
          InputError, r"tol must be a positive number, got 'abc'"),
-    Case("flow-project-edited-model", "model.npz components with 2 rows for 3 features", "flows.project.project",
+    Case("flow-project-edited-model", "model.npz components with 2 rows for 3 features", "fairpca_dist.flows.project.project",
          "flow", lambda inp, out: _project_flow(inp, out),
          InputError, r"components has shape \(2, 2\), but model\.json lists 3 feature\(s\)"),
 ]
@@ -793,13 +793,13 @@ def _unicode_pipeline(inp: Path, out: Path) -> Any:
 
 
 def _fit_flow(inp: Path, out: Path, **params: Any) -> Any:
-    from flows.fit import fit
+    from fairpca_dist.flows.fit import fit
 
     return fit(table_dir=str(ingested(inp)), model_dir=str(out / "model"), cache_dir=str(inp / "cache"), **params)
 
 
 def _project_flow(inp: Path, out: Path) -> Any:
-    from flows.project import project as project_flow
+    from fairpca_dist.flows.project import project as project_flow
 
     model = edited_model(inp, edit_arrays=lambda a: a.update(components=a["components"][:2]))
     return project_flow(model_dir=str(model), table_dir=str(inp / "table"), out_dir=str(out / "projected"),

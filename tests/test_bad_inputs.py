@@ -82,8 +82,8 @@ def test_the_campaign_covers_what_the_issue_lists():
         assert case.pattern and (case.kind == "handled") == (case.error is None) == (case.check is not None), case.id
     for entry in ["ingest_table (CSV)", "ingest_table (Parquet folder)", "ingest_table (DataFrame)", "compute_moments",
                   "fit_projection", "FairPCA.fit", "FairPCA.transform", "fit_table", "project_table", "build_report",
-                  "fairpca ingest", "fairpca fit", "fairpca project", "fairpca report", "flows.pipeline.pipeline",
-                  "flows.fit.fit", "flows.project.project"]:
+                  "fairpca ingest", "fairpca fit", "fairpca project", "fairpca report", "fairpca_dist.flows.pipeline.pipeline",
+                  "fairpca_dist.flows.fit.fit", "fairpca_dist.flows.project.project"]:
         assert any(case.entry == entry or case.entry.startswith(entry) for case in CASES), entry
 
 

@@ -124,7 +124,7 @@ def test_weighted_cells_equal_weighted_direct_pass():
 
 
 def test_total_equals_the_pass_without_cells_and_reads_each_partition_once(monkeypatch):
-    from fairpca_dist import passes, sources
+    from fairpca_dist.engine import passes, sources
 
     frame = table(offset=1e8)
     monkeypatch.setattr(passes, "_active_client", lambda: None)  # this process's threads, even with a session client

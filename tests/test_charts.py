@@ -14,8 +14,8 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 
-from fairpca_dist import charts
-from fairpca_dist.storage import locate
+from fairpca_dist.assessment import charts
+from fairpca_dist.io.storage import locate
 
 RANKS = list(range(1, 11))
 GROUP_COUNTS = (2, 5, 26, 78)

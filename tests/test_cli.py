@@ -73,8 +73,8 @@ def test_bad_option_syntax(source, tmp_path, capsys):
 
 
 def test_evaluate_writes_the_protocol_and_reads_the_rows_once(source, tmp_path, capsys, monkeypatch):
-    from fairpca_dist import table_evaluation
-    from fairpca_dist.cells import CellMoments
+    from fairpca_dist.assessment import table_evaluation
+    from fairpca_dist.engine.cells import CellMoments
 
     t, out = tmp_path / "table", tmp_path / "evaluation"
     assert main(["ingest", str(source), str(t), "--sensitive-feature", "sex", "--key-columns", "id"]) == 0
@@ -251,7 +251,7 @@ def test_fit_names_the_methods_own_criterion_and_its_worst_groups_by_column(inte
     """Each method by its own criterion (not Samadi's loss for all), its value as scoring gives it,
     the worst few of the 12 groups named by column on lines of their own, then how many more."""
     from fairpca_dist.fitting import load_fitted
-    from fairpca_dist.scoring import score_projection
+    from fairpca_dist.assessment.scoring import score_projection
 
     out = _fit_output(capsys, intersectional_table, tmp_path / "m", "--method", method, "--n-components", "2",
                       *options)
@@ -289,8 +289,8 @@ def test_a_closed_output_ends_the_command_quietly():
 def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch):
     """``--group-name`` of ``fairpca pipeline`` reaches the pipeline flow's ``group_names`` (which
     hands them to the report step), as ``fairpca report --group-name`` does; no Prefect here."""
-    import flows.pipeline
-    import flows.runtime
+    import fairpca_dist.flows.pipeline
+    import fairpca_dist.flows.runtime
     from fairpca_dist.exceptions import FairPCAError
 
     given = {}
@@ -305,10 +305,10 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
         given.update(parameters)
         raise FairPCAError("stopped by the test")
 
-    monkeypatch.setattr(flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server()))
-    monkeypatch.setattr(flows.pipeline, "pipeline", pipeline)
+    monkeypatch.setattr(fairpca_dist.flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server()))
+    monkeypatch.setattr(fairpca_dist.flows.pipeline, "pipeline", pipeline)
     monkeypatch.setattr(_Console, "quiet_prefect", lambda self: None)
     assert main(["pipeline", str(source), "--sensitive-feature", "sex", "--runs-dir", str(tmp_path / "runs"),
                  "--group-name", "g0=first", "--group-name", "sex=g1=second"]) == 2
     assert given["group_names"] == {"g0": "first", "sex=g1": "second"}
-    assert "group_names" in inspect.signature(flows.pipeline._steps.fn).parameters
+    assert "group_names" in inspect.signature(fairpca_dist.flows.pipeline._steps.fn).parameters

@@ -16,12 +16,12 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import GroupMoments, HashCells, fit_projection, passes as passes_module
-from fairpca_dist.comparison import pareto_front
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist.assessment.comparison import pareto_front
+from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
-from fairpca_dist.ingest import ingest_table
-from fairpca_dist.metrics import mmd2_rbf
-from fairpca_dist.table_comparison import compare_table
+from fairpca_dist.io.ingest import ingest_table
+from fairpca_dist.assessment.metrics import mmd2_rbf
+from fairpca_dist.assessment.table_comparison import compare_table
 
 FEATURES = list("abcd")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fairpca_dist import InputError
-from fairpca_dist.datasets import synthetic_group_table, write_synthetic_parquet
+from fairpca_dist.io.datasets import synthetic_group_table, write_synthetic_parquet
 
 
 @pytest.mark.parametrize("call, message", [

@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 
 from fairpca_dist import GroupMoments, fit_projection
-from fairpca_dist.cells import CellMoments
-from fairpca_dist.comparison import compare_methods
-from fairpca_dist.comparison_report import write_comparison
-from fairpca_dist.downstream import downstream_blocks, downstream_parity
+from fairpca_dist.engine.cells import CellMoments
+from fairpca_dist.assessment.comparison import compare_methods
+from fairpca_dist.assessment.comparison_report import write_comparison
+from fairpca_dist.assessment.downstream import downstream_blocks, downstream_parity
 from fairpca_dist.exceptions import SolverError
-from fairpca_dist.rendering import markdown
+from fairpca_dist.assessment.rendering import markdown
 from fairpca_dist.solvers.result import make_projection
 
 FEATURES = list("abcd")

@@ -17,8 +17,9 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator, check_sample_weight_equivalence_on_dense_data
 
 from conftest import grouped_data
-from fairpca_dist import FairPCA, GroupError, GroupMoments, InputError, SOLVERS, SchemaError, fit_projection, metrics
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist import FairPCA, GroupError, GroupMoments, InputError, SOLVERS, SchemaError, fit_projection
+from fairpca_dist.assessment import metrics
+from fairpca_dist.engine.datapasses import ArrayPasses
 
 
 class RowGroupedFairPCA(FairPCA):

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairpca_dist.cells import CellMoments, HashCells
-from fairpca_dist.evaluation import evaluate, plan_splits
+from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.assessment.evaluation import evaluate, plan_splits
 from fairpca_dist.exceptions import ConvergenceWarning, GroupError, InputError
-from fairpca_dist.passes import compute_moments
+from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.solvers.result import make_projection
 
 FEATURES = ["f0", "f1", "f2", "f3"]

@@ -1,6 +1,6 @@
 """An independent numpy reference of the evaluation protocol, checked against ``evaluate``.
 
-``fairpca_dist.evaluation.evaluate`` runs every split, fold and grid point from per-cell
+``fairpca_dist.assessment.evaluation.evaluate`` runs every split, fold and grid point from per-cell
 moments (unions of cells). The reference here does what the protocol says literally: it
 selects ROWS with masks on each row's cell, refits on those rows (its own numpy PCA and a
 numpy "tilted" solver; DRO through ``fit_projection`` on moments built directly from the row
@@ -38,12 +38,12 @@ import pandas as pd
 import pytest
 
 from fairpca_dist import fit_projection
-from fairpca_dist.cells import CellMoments, HashCells
-from fairpca_dist.evaluation import Evaluation, evaluate, plan_splits
-from fairpca_dist.scoring import ProjectionScores
+from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.assessment.evaluation import Evaluation, evaluate, plan_splits
+from fairpca_dist.assessment.scoring import ProjectionScores
 from fairpca_dist.exceptions import ConvergenceWarning
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.passes import compute_moments
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.solvers.result import make_projection
 
 RTOL = 1e-8

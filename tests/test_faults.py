@@ -39,10 +39,10 @@ from fairpca_dist import (
     projection,
     save_model,
 )
-from fairpca_dist.atomic import atomic_directory, output_lock
+from fairpca_dist.io.atomic import atomic_directory, output_lock
 from fairpca_dist.cli import main
-from fairpca_dist.datapasses import ArrayPasses
-from fairpca_dist.passes import table_passes
+from fairpca_dist.engine.datapasses import ArrayPasses
+from fairpca_dist.engine.passes import table_passes
 from fairpca_dist.projection import project_table
 from test_moments import assert_matches_reference
 
@@ -176,8 +176,8 @@ def test_mmd_rff_fit_survives_a_worker_killed_in_a_solver_pass(table, cluster, k
 
 # ----------------------------------------------------------------------------- scheduler restart
 def test_fit_flow_rerun_on_a_new_scheduler_reads_no_rows(table, tmp_path, prefect_harness):
-    from fairpca_dist.ingest import ingest_table
-    from flows.fit import fit
+    from fairpca_dist.io.ingest import ingest_table
+    from fairpca_dist.flows.fit import fit
 
     _, x, labels, _ = table
     ingest_table(pd.DataFrame(x, columns=FEATURES).assign(group=labels), tmp_path / "table", sensitive_feature="group")
@@ -197,7 +197,7 @@ def test_fit_flow_rerun_on_a_new_scheduler_reads_no_rows(table, tmp_path, prefec
 
 
 def test_a_second_pipeline_on_the_same_run_folder_fails_naming_it(tmp_path, prefect_harness):
-    from flows.pipeline import pipeline
+    from fairpca_dist.flows.pipeline import pipeline
 
     run = tmp_path / "runs" / "nightly"
     (tmp_path / "source.csv").write_text("a,b,g\n1,2,x\n3,5,y\n2,4,x\n4,1,y\n")

@@ -82,7 +82,7 @@ def test_pipeline_on_an_existing_dask_cluster_uses_one_prefect_server(tmp_path):
     import psutil
     from distributed import Client, LocalCluster
 
-    from fairpca_dist.datasets import write_synthetic_parquet
+    from fairpca_dist.io.datasets import write_synthetic_parquet
 
     source = write_synthetic_parquet(tmp_path / "source", 20_000, rows_per_file=5_000)
 

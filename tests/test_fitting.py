@@ -14,7 +14,7 @@ import pytest
 from conftest import grouped_data
 from fairpca_dist import GroupMoments, compute_moments, load_model
 from fairpca_dist.fitting import cached_table_moments, fit_table
-from fairpca_dist.ingest import ingest_table
+from fairpca_dist.io.ingest import ingest_table
 
 
 def write_parts(folder, frame, rows_per_file, start=0):

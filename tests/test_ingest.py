@@ -10,7 +10,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import InputError, SchemaError, compute_moments
-from fairpca_dist.ingest import ingest_table, read_schema, table_source
+from fairpca_dist.io.ingest import ingest_table, read_schema, table_source
 
 
 @pytest.fixture()

@@ -14,8 +14,8 @@ import pytest
 
 from fairpca_dist import InputError, ReadError, SchemaError
 from fairpca_dist.cli import main
-from fairpca_dist.ingest import ingest_table
-from fairpca_dist.markers import TextProfile, profile_text, with_markers
+from fairpca_dist.io.ingest import ingest_table
+from fairpca_dist.io.markers import TextProfile, profile_text, with_markers
 
 ROWS = 300
 QUESTION_EARLY = [f"policeA{j}" for j in range(12)]  # a '?' in row 0: dask's sample types them as text

@@ -39,7 +39,7 @@ WAIT = 120  # bound of every wait: a command that hangs fails the test instead o
 HELD_CLI = """
 import os, sys, time
 from pathlib import Path
-from fairpca_dist import sources
+from fairpca_dist.engine import sources
 from fairpca_dist.cli import main
 
 reached, release, function = sys.argv[1], Path(sys.argv[2]), sys.argv[3]

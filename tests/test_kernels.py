@@ -12,7 +12,7 @@ import pytest
 import scipy.spatial.distance
 
 from fairpca_dist import InputError
-from fairpca_dist.kernels import (
+from fairpca_dist.engine.kernels import (
     RandomFeatures,
     backprojection,
     median_bandwidth,
@@ -263,7 +263,7 @@ def test_bad_block_size():
 
 # ================================================================== the in-memory row passes of mmd
 def test_array_passes_project_backproject_and_sum_random_features_in_row_order():
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     rng = np.random.default_rng(21)
     x = rng.normal(size=(150_000, 4)) + 1e6  # several internal blocks; a large common offset
@@ -287,7 +287,7 @@ def test_array_passes_project_backproject_and_sum_random_features_in_row_order()
 
 
 def test_array_passes_sample_is_per_group_and_deterministic():
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     rng = np.random.default_rng(22)
     labels = np.r_[np.full(500, "a"), np.full(30, "b")]

@@ -29,9 +29,9 @@ from distributed import Client, LocalCluster
 from fairpca_dist import GroupMoments, compute_moments
 from fairpca_dist.cli import main
 from fairpca_dist.exceptions import ResourceError, ServiceError
-from fairpca_dist.memory import frame_partition_size, pass_size, worker_memory
-from fairpca_dist.passes import run_graph
-from fairpca_dist.sources import map_partitions, open_table
+from fairpca_dist.engine.memory import frame_partition_size, pass_size, worker_memory
+from fairpca_dist.engine.passes import run_graph
+from fairpca_dist.engine.sources import map_partitions, open_table
 
 ROWS, P, ROW_GROUP = 1_100_000, 50, 1_048_576
 FEATURES = [f"x{j}" for j in range(P)]

@@ -8,8 +8,8 @@ import pytest
 from conftest import grouped_data
 from fairpca_dist import InputError, compute_moments, fit_projection
 from fairpca_dist.cli import main
-from fairpca_dist.datapasses import ArrayPasses
-from fairpca_dist.scoring import criterion_named
+from fairpca_dist.engine.datapasses import ArrayPasses
+from fairpca_dist.assessment.scoring import criterion_named
 from fairpca_dist.solvers import SOLVERS, option_defaults
 
 # Small budgets, so that each fit below takes a fraction of a second

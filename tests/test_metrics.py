@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import grouped_data
-from fairpca_dist import GroupMoments, fit_projection, metrics
+from fairpca_dist import GroupMoments, fit_projection
+from fairpca_dist.assessment import metrics
 from fairpca_dist.solvers.stiefel import top_eigenvectors
 
 
@@ -128,7 +129,7 @@ def _dense_rbf_mmd2(x, labels, components, sigma, weights=None):
 
 @pytest.mark.parametrize("block_rows", [7, 64, 4096])
 def test_rbf_mmd_exact_equals_the_dense_kernel_matrix(data, block_rows):
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     x, labels, weights, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups, weights=weights)
@@ -141,7 +142,7 @@ def test_rbf_mmd_exact_equals_the_dense_kernel_matrix(data, block_rows):
 def test_rbf_bandwidth_is_the_median_heuristic_on_every_row_when_the_sample_holds_them(data):
     from scipy.spatial.distance import pdist
 
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     x, labels, _, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups)
@@ -152,7 +153,7 @@ def test_rbf_bandwidth_is_the_median_heuristic_on_every_row_when_the_sample_hold
 
 
 def test_rbf_mmd_random_features_converge_to_exact(data):
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     x, labels, weights, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups, weights=weights)
@@ -166,8 +167,8 @@ def test_rbf_mmd_on_a_dask_table_equals_numpy(data):
     import dask.dataframe as dd
     import pandas as pd
 
-    from fairpca_dist.datapasses import ArrayPasses
-    from fairpca_dist.passes import table_passes
+    from fairpca_dist.engine.datapasses import ArrayPasses
+    from fairpca_dist.engine.passes import table_passes
 
     x, labels, weights, components, moments = data
     frame = pd.DataFrame(x, columns=list(moments.feature_names)).assign(group=labels)
@@ -184,7 +185,7 @@ def test_rbf_mmd_on_a_dask_table_equals_numpy(data):
 
 def test_rbf_mmd_bad_input(data):
     from fairpca_dist import GroupError, InputError
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     x, labels, _, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups)
@@ -212,7 +213,7 @@ def _literal_rff_mmd2(x, labels, weights, origin, components, sigma, n_features,
 
 
 def test_rbf_mmd_many_equals_one_call_per_projection_in_one_pass(data):
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     x, labels, weights, components, moments = data
     rng = np.random.default_rng(9)
@@ -238,8 +239,8 @@ def test_rbf_mmd_many_on_a_dask_table_is_one_pass_and_equals_numpy(data):
     import dask.dataframe as dd
     import pandas as pd
 
-    from fairpca_dist.datapasses import ArrayPasses
-    from fairpca_dist.passes import table_passes
+    from fairpca_dist.engine.datapasses import ArrayPasses
+    from fairpca_dist.engine.passes import table_passes
 
     x, labels, weights, components, moments = data
     frame = pd.DataFrame(x, columns=list(moments.feature_names)).assign(group=labels, w=weights)
@@ -256,7 +257,7 @@ def test_rbf_mmd_many_on_a_dask_table_is_one_pass_and_equals_numpy(data):
 
 def test_rbf_mmd_many_bad_input_fails_before_any_pass(data):
     from fairpca_dist import GroupError, InputError
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     x, labels, _, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups)

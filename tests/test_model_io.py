@@ -9,7 +9,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import FairPCA, InputError, load_model, save_model
-from fairpca_dist.model_io import read_fingerprint
+from fairpca_dist.io.model_io import read_fingerprint
 
 
 def test_roundtrip(tmp_path):

@@ -62,7 +62,7 @@ def test_kernel_recomputes_shifted_when_the_first_rows_mislead():
     # Rows ordered by a drifting column: the first sub-block is centred, the rest sits at 50
     # with a tiny spread, so only the check after the unshifted pass (G_jj > 100 S_jj) sees
     # the cancellation and recomputes with the group's own mean as the shift.
-    from fairpca_dist.moments import _group_statistics
+    from fairpca_dist.engine.moments import _group_statistics
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((200_000, 50)) * 0.01  # sub-blocks of 1024 rows at p = 50

@@ -20,14 +20,14 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import InputError, OutputPathError
-from fairpca_dist.atomic import atomic_directory, atomic_file, check_output, output_lock
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, output_lock
 from fairpca_dist.cli import main
 from fairpca_dist.fitting import fit_table, write_table_report
-from fairpca_dist.ingest import ingest_table
-from fairpca_dist.model_io import save_model
+from fairpca_dist.io.ingest import ingest_table
+from fairpca_dist.io.model_io import save_model
 from fairpca_dist.projection import project_table
-from fairpca_dist.table_comparison import compare_table
-from fairpca_dist.table_evaluation import evaluate_table
+from fairpca_dist.assessment.table_comparison import compare_table
+from fairpca_dist.assessment.table_evaluation import evaluate_table
 
 
 def tree_digest(root: Path) -> str:
@@ -168,9 +168,9 @@ def test_pipeline_refuses_a_run_folder_that_is_its_source(workspace, capsys):
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_flows_refuse_overlaps_before_writing(workspace):
-    from flows.ingest import ingest
-    from flows.pipeline import pipeline
-    from flows.project import project
+    from fairpca_dist.flows.ingest import ingest
+    from fairpca_dist.flows.pipeline import pipeline
+    from fairpca_dist.flows.project import project
 
     source, table, model, root = (workspace[n] for n in ("source", "table", "model", "root"))
     _refused(workspace, lambda: ingest(str(source), str(source / "table"), ["sex"]), str(source / "table"), str(source))

@@ -85,7 +85,7 @@ def test_parquet_row_groups_become_partitions(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from fairpca_dist import sources
+    from fairpca_dist.engine import sources
 
     x, labels = grouped_data(n_rows=4000, n_features=4, offset=1e8)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(group=labels)
@@ -148,7 +148,7 @@ def test_credit_moments_equal_numpy(credit_frame, offset):
 
 
 def test_large_partitions_are_read_in_slabs(monkeypatch):
-    from fairpca_dist import passes
+    from fairpca_dist.engine import passes
 
     monkeypatch.setattr(passes, "_SLAB_BYTES", 1)  # one 1024-row slab at a time
     x, labels = grouped_data(n_rows=5000, n_features=4, offset=1e8)
@@ -194,7 +194,7 @@ def test_threaded_passes_run_blas_single_threaded():
     # limits every loaded BLAS to one thread per task, and restores the caller's setting.
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from fairpca_dist.passes import run_graph
+    from fairpca_dist.engine.passes import run_graph
 
     def blas_threads() -> dict[str, int]:
         return {pool["filepath"]: pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}

@@ -9,10 +9,10 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import GroupMoments, InputError
-from fairpca_dist.cells import HashCells
-from fairpca_dist.datapasses import ArrayPasses
-from fairpca_dist.kernels import RandomFeatures
-from fairpca_dist.passes import table_passes
+from fairpca_dist.engine.cells import HashCells
+from fairpca_dist.engine.datapasses import ArrayPasses
+from fairpca_dist.engine.kernels import RandomFeatures
+from fairpca_dist.engine.passes import table_passes
 
 FEATURES = ["f0", "f1", "f2", "f3"]
 N_ROWS = 900

@@ -19,7 +19,7 @@ HIDE_FCNTL = textwrap.dedent("""
 
     sys.modules.pop("fcntl", None)
     sys.meta_path.insert(0, Hide())
-    import fairpca_dist, fairpca_dist.atomic, fairpca_dist.cli
+    import fairpca_dist, fairpca_dist.io.atomic, fairpca_dist.cli
     assert "fcntl" not in sys.modules
     print("imported")
 """)

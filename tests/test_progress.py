@@ -12,7 +12,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from fairpca_dist import GroupMoments
-from fairpca_dist.progress import threaded_progress, wait_with_progress
+from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
 
 
 def _graph(n_partitions: int) -> object:
@@ -59,8 +59,8 @@ def test_row_passes_of_a_fit_are_numbered_and_shown(monkeypatch):
     views (standardised fits) continue the count."""
     import dask.dataframe as dd
 
-    from fairpca_dist import passes as passes_module
-    from fairpca_dist.kernels import RandomFeatures
+    from fairpca_dist.engine import passes as passes_module
+    from fairpca_dist.engine.kernels import RandomFeatures
 
     frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 0.5, "g": ["x", "y"] * 20})
     moments = GroupMoments.from_arrays(frame[["a", "b"]].to_numpy(), frame["g"], feature_names=["a", "b"])

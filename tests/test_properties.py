@@ -31,8 +31,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fairpca_dist import GroupMoments, fit_projection, load_model, metrics, save_model
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist import GroupMoments, fit_projection, load_model, save_model
+
+from fairpca_dist.assessment import metrics
+from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import ConvergenceWarning, ModelWarning
 from fairpca_dist.solvers import SOLVERS
 

@@ -19,9 +19,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from conftest import CREDIT_CSV, grouped_data
-from fairpca_dist import GroupMoments, InputError, SchemaError, fit_projection, load_model, metrics, save_model
-from fairpca_dist.downstream import downstream_parity
-from fairpca_dist.report import (
+from fairpca_dist import GroupMoments, InputError, SchemaError, fit_projection, load_model, save_model
+from fairpca_dist.assessment import metrics
+from fairpca_dist.assessment.downstream import downstream_parity
+from fairpca_dist.assessment.report import (
     ARMS,
     FIGURES,
     build_report,
@@ -357,8 +358,8 @@ def test_loaded_model_with_intersectional_groups(tmp_path):
 def test_rbf_mmd_of_both_arms_over_every_row(synthetic, tmp_path, monkeypatch):
     """One σ for both arms (median heuristic at the PCA projection), every pair of rows; the
     same numbers by random features when the table is above the exact limit."""
-    from fairpca_dist import report as report_module
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.assessment import report as report_module
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     frame, moments, model, _ = synthetic
     passes = ArrayPasses(frame[FEATURES].to_numpy(), frame["group"], moments.groups)
@@ -392,7 +393,7 @@ def test_rbf_mmd_of_both_arms_over_every_row(synthetic, tmp_path, monkeypatch):
 
 
 def test_rbf_mmd_of_an_mmd_model_uses_its_sigma(synthetic):
-    from fairpca_dist.datapasses import ArrayPasses
+    from fairpca_dist.engine.datapasses import ArrayPasses
 
     frame = two_group_frame(n_rows=400, seed=1)
     moments = moments_of(frame, FEATURES, "group")
@@ -484,6 +485,6 @@ def test_a_worse_parity_from_small_groups_says_how_small(synthetic):
 @pytest.mark.parametrize("share, text", [(0.9998, "99.98"), (1.0, "100"), (1.004, "100.4"), (0.998, "99.8"),
                                          (0.99999, "99.999"), (2.3249, "232"), (0.0677, "6.77"), (0.0013, "0.13")])
 def test_a_change_reads_100_percent_only_when_exact(share, text):
-    from fairpca_dist.report import _percent
+    from fairpca_dist.assessment.report import _percent
 
     assert _percent(share) == text

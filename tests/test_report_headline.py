@@ -13,14 +13,15 @@ import pandas as pd
 import pytest
 
 from conftest import grouped_data
-from fairpca_dist import FairPCA, GroupMoments, InputError, fit_projection, load_model, metrics, save_model
+from fairpca_dist import FairPCA, GroupMoments, InputError, fit_projection, load_model, save_model
+from fairpca_dist.assessment import metrics
 from fairpca_dist.cli import main
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import GroupError
-from fairpca_dist.rendering import number
-from fairpca_dist.report import build_report, curve_length, report_markdown_summary, report_table, write_report
+from fairpca_dist.assessment.rendering import number
+from fairpca_dist.assessment.report import build_report, curve_length, report_markdown_summary, report_table, write_report
 from fairpca_dist.wording import group_display_names
-from fairpca_dist.scoring import criterion_named
+from fairpca_dist.assessment.scoring import criterion_named
 from fairpca_dist.solvers import SOLVERS
 
 FEATURES = [f"x{j}" for j in range(5)]
@@ -75,7 +76,7 @@ def shown(value: float, other: float) -> str:
 
 def direct(key: str, moments: GroupMoments, projection) -> float:
     """Criterion ``key`` of ``projection`` from its definition (module docstring of
-    :mod:`fairpca_dist.scoring`), through :mod:`fairpca_dist.metrics`."""
+    :mod:`fairpca_dist.assessment.scoring`), through :mod:`fairpca_dist.assessment.metrics`."""
     working = moments.rescaled(projection.scale)
     v, center = projection.components, projection.center
     centres = working.centers(center)
@@ -411,8 +412,8 @@ def test_the_rbf_mmd_pass_shows_a_progress_bar(data, reports, monkeypatch):
     draws a bar (one tick per arm), as the curves' refits do (one per r)."""
     import io
 
-    from fairpca_dist import report as report_module
-    from fairpca_dist.progress import progress_bar
+    from fairpca_dist.assessment import report as report_module
+    from fairpca_dist.engine.progress import progress_bar
 
     _, _, moments, passes = data
     model, _ = reports("fair-eig")

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import GroupError, compute_moments
-from fairpca_dist.cells import HashCells
+from fairpca_dist.engine.cells import HashCells
 
 
 def test_group_moments_print_as_one_short_line():

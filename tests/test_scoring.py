@@ -8,7 +8,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import GroupMoments, InputError, fit_projection
-from fairpca_dist.scoring import score_projection
+from fairpca_dist.assessment.scoring import score_projection
 
 
 @pytest.mark.parametrize("center", ["group", "global"])

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import GroupError, InputError, ReadError, SchemaError, compute_moments, fit_projection
-from fairpca_dist.sources import open_table
+from fairpca_dist.engine.sources import open_table
 
 
 @pytest.fixture()
@@ -277,7 +277,7 @@ def test_io_errors_keep_their_type_and_name_the_partition(frame):
 
 
 def test_ingest_and_projection_name_the_bad_file_and_write_nothing(parquet_folder, frame, tmp_path):
-    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.io.ingest import ingest_table
     from fairpca_dist.projection import project_table
 
     with pytest.raises(SchemaError, match=r"'age' in partition 1 \(file \S+part-1\.parquet\)"):

@@ -1,4 +1,4 @@
-"""Tables on object stores are read exactly like local ones (fairpca_dist.storage, sources).
+"""Tables on object stores are read exactly like local ones (fairpca_dist.io.storage, sources).
 
 Against the real S3 server of tests/s3_server.py (fixtures ``s3``, ``s3_bucket``) and
 fsspec's ``memory://``: the Default of Credit Card Clients table as a Parquet folder, a Parquet
@@ -22,11 +22,11 @@ import pandas as pd
 import pytest
 
 from fairpca_dist import AccessError, CellMoments, GroupMoments, HashCells, InputError, ServiceError, compute_moments
-from fairpca_dist import memory
-from fairpca_dist.atomic import atomic_directory
+from fairpca_dist.engine import memory
+from fairpca_dist.io.atomic import atomic_directory
 from fairpca_dist.params import check_run_parameters
-from fairpca_dist.sources import open_table
-from fairpca_dist.storage import local_path, locate
+from fairpca_dist.engine.sources import open_table
+from fairpca_dist.io.storage import local_path, locate
 
 AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 CELLS = "fold"

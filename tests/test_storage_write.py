@@ -1,6 +1,6 @@
 """Every writer on an object store (a real S3 server, tests/s3_server.py), against the same
 writer on the local disk: the outputs are equal, land in the bucket and nowhere else, are
-committed whole (a versioned folder and its ``_CURRENT`` pointer: fairpca_dist.versions), a
+committed whole (a versioned folder and its ``_CURRENT`` pointer: fairpca_dist.io.versions), a
 failed write leaves the previous output, two writers never mix, and each fault is one clear
 error naming the URL (never a secret), with nothing written."""
 
@@ -21,10 +21,10 @@ from conftest import grouped_data
 from fairpca_dist import fit_projection, load_model, save_model
 from fairpca_dist.exceptions import InputError, OutputBusyError, OutputPathError, ServiceError, WriteError
 from fairpca_dist.fitting import fit_table, load_fitted
-from fairpca_dist.ingest import ingest_table, read_schema
+from fairpca_dist.io.ingest import ingest_table, read_schema
 from fairpca_dist.projection import project_table
-from fairpca_dist.storage import locate
-from fairpca_dist.versions import POINTER, committed, is_version_name
+from fairpca_dist.io.storage import locate
+from fairpca_dist.io.versions import POINTER, committed, is_version_name
 
 pytestmark = pytest.mark.usefixtures("s3")
 
@@ -169,7 +169,7 @@ def test_two_writers_at_once_never_mix(s3, s3_bucket, source):
 def test_a_writer_outrun_by_another_is_refused_at_its_commit(s3, s3_bucket):
     """The store's conditional write decides: the first commit wins, the other is refused
     and its version removed; the output is the winner's, whole."""
-    from fairpca_dist.versions import versioned_directory
+    from fairpca_dist.io.versions import versioned_directory
 
     out = locate(f"{s3_bucket}/out")
     with pytest.raises(OutputBusyError, match="another run"):
@@ -188,7 +188,7 @@ def test_on_a_store_without_conditional_writes_the_pointer_is_reread_before_the_
     """memory:// (no If-Match): the same promises, by re-reading the pointer just before it is
     written; a model saved there loads equal."""
     from fairpca_dist import compute_moments
-    from fairpca_dist.versions import versioned_directory
+    from fairpca_dist.io.versions import versioned_directory
 
     out = locate(f"memory://fairpca-tests/{os.getpid()}-{threading.get_ident()}/out")
     with pytest.raises(OutputBusyError):
@@ -253,8 +253,8 @@ def test_file_urls_are_local_paths(source, tmp_path):
 
 
 def test_evaluate_and_compare_on_s3(s3, s3_bucket, source):
-    from fairpca_dist.table_comparison import compare_table
-    from fairpca_dist.table_evaluation import evaluate_table
+    from fairpca_dist.assessment.table_comparison import compare_table
+    from fairpca_dist.assessment.table_evaluation import evaluate_table
 
     remote, _ = source
     ingest_table(remote, f"{s3_bucket}/table", sensitive_feature="group", key_columns=["row_id"])

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from fairpca_dist.datapasses import DataPasses
+from fairpca_dist.engine.datapasses import DataPasses
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import dro, eigopt, jevd, kleindessner, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
@@ -39,7 +39,7 @@ class SolverSpec:
     ``passes``); ``rows_needed``, when given, decides it from the options of one fit (``mmd``
     reads rows for the RBF kernel only). Ask :meth:`reads_rows`.
 
-    ``criterion``: the key in :data:`fairpca_dist.scoring.CRITERIA` of what the method itself
+    ``criterion``: the key in :data:`fairpca_dist.assessment.scoring.CRITERIA` of what the method itself
     makes fair (its paper's definition), by which reports judge it; ``criterion_needed``, when
     given, decides it from the options of one fit (``mmd``'s kernel). Ask :meth:`criterion_of`.
 
@@ -217,8 +217,8 @@ def fit_projection(
         Smallest group the fit accepts.
     passes : DataPasses, optional
         The rows the moments came from, for methods that read them at every iteration
-        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``mmd`` with the RBF kernel); see :func:`fairpca_dist.passes.table_passes`
-        and :class:`fairpca_dist.datapasses.ArrayPasses`. It is rescaled with the moments.
+        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``mmd`` with the RBF kernel); see :func:`fairpca_dist.engine.passes.table_passes`
+        and :class:`fairpca_dist.engine.datapasses.ArrayPasses`. It is rescaled with the moments.
     **options
         Method-specific options (see each solver's docstring).
 
@@ -244,8 +244,8 @@ def fit_projection(
             )
         if name in SOLVERS and SOLVERS[name].reads_rows(options) and passes is None:
             raise InputError(
-                f"method {name!r} reads the rows at every iteration: pass passes= (fairpca_dist.passes."
-                "table_passes for a table, fairpca_dist.datapasses.ArrayPasses for arrays), or fit with "
+                f"method {name!r} reads the rows at every iteration: pass passes= (fairpca_dist.engine.passes."
+                "table_passes for a table, fairpca_dist.engine.datapasses.ArrayPasses for arrays), or fit with "
                 "FairPCA or fit_table, which build it"
             )
     n_components = _check_n_components(n_components, moments.n_features)

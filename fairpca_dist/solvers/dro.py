@@ -74,8 +74,8 @@ from typing import Any, Literal
 import numpy as np
 
 from fairpca_dist.exceptions import InputError, ModelWarning
-from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.assessment.metrics import best_rank_variance, losses_from_covariance
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.frontier import minimize_on_frontier
 from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap

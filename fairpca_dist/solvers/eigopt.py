@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.metrics import loss_rounding, losses_from_covariance
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.assessment.metrics import loss_rounding, losses_from_covariance
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection, warn_gap
 from fairpca_dist.solvers.stiefel import fix_signs, geodesic_root, top_eigenvectors

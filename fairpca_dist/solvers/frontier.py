@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.optimize
 
-from fairpca_dist.metrics import loss_rounding, losses_from_covariance
+from fairpca_dist.assessment.metrics import loss_rounding, losses_from_covariance
 from fairpca_dist.solvers.stiefel import geodesic_root, top_eigenvectors
 
 __all__ = ["FrontierResult", "minimize_on_frontier"]

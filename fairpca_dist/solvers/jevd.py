@@ -110,10 +110,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import scipy.linalg
 
-from fairpca_dist import metrics
+from fairpca_dist.assessment import metrics
 from fairpca_dist.exceptions import ConvergenceWarning
-from fairpca_dist.metrics import best_rank_variance, losses_from_covariance
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.assessment.metrics import best_rank_variance, losses_from_covariance
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, offdiagonal_energy

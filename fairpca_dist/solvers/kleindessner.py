@@ -73,7 +73,7 @@ import numpy as np
 import scipy.linalg
 
 from fairpca_dist.exceptions import InputError, ModelWarning
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors

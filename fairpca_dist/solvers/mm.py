@@ -105,7 +105,7 @@ criterion min_k h_k(V), h_k(V) = ‖VᵀY_k‖₁ (per row with ``normalize="mea
 V_t (the paper's (43) prints Tr(UᵀY_kW_k), which does not conform: E4). The surrogate is the
 one above with A_k = B_k / 2 and c_k = 0, so it reuses :func:`surrogate_step` and
 :func:`_ascend`; B_k and h_k are sums over the rows, one pass per iteration through
-:class:`~fairpca_dist.datapasses.DataPasses` (the pass at V_t gives the objective at V_t and the
+:class:`~fairpca_dist.engine.datapasses.DataPasses` (the pass at V_t gives the objective at V_t and the
 next minorizer). The paper's Algorithm 4 lists "{R_k}, λ" as inputs (E6): it needs the rows and
 has no λ. It starts from the ``mm`` solution (the paper's remark: the ℓ1 objective is
 multi-modal); centring is by ``center`` as everywhere (the paper's global mean is
@@ -124,9 +124,9 @@ from typing import Any, Literal
 import numpy as np
 import scipy.optimize
 
-from fairpca_dist.datapasses import DataPasses, L1Sums
+from fairpca_dist.engine.datapasses import DataPasses, L1Sums
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, largest_eigenvalue, polar, random_orthonormal, top_eigenvectors
@@ -1235,7 +1235,7 @@ def solve_mm_robust(
     if passes is None:
         raise InputError(
             "method 'mm-robust' reads the rows at every iteration: pass passes= (e.g. "
-            "fairpca_dist.passes.table_passes(data, moments, ...)), or fit with FairPCA or fit_table"
+            "fairpca_dist.engine.passes.table_passes(data, moments, ...)), or fit with FairPCA or fit_table"
         )
     if tuple(passes.groups) != tuple(moments.groups):
         raise InputError(f"passes are over groups {tuple(passes.groups)}, the moments over {moments.groups}")

@@ -9,7 +9,7 @@ The problem (the paper's Eq. 8, §5; Definition 8)::
 
 Σ is the pooled covariance about the global mean; f is normalised by tr Σ as in the authors'
 code (the paper's f is unnormalised: this changes the scale of ρ and of the inner tolerances ε by
-tr Σ, spec E6). h is the biased V-statistic of the chosen kernel (:mod:`fairpca_dist.kernels`).
+tr Σ, spec E6). h is the biased V-statistic of the chosen kernel (:mod:`fairpca_dist.engine.kernels`).
 With k > 2 groups every pair a < b is constrained (a documented generalisation: the paper has
 two groups); the penalty is ρ Σ_{a<b} h_ab and "feasible" means max_{a<b} h_ab ≤ τ.
 
@@ -81,9 +81,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fairpca_dist.datapasses import DataPasses
+from fairpca_dist.engine.datapasses import DataPasses
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
-from fairpca_dist.kernels import (
+from fairpca_dist.engine.kernels import (
     DEFAULT_BLOCK_ROWS,
     PRECISIONS,
     RandomFeatures,
@@ -94,7 +94,7 @@ from fairpca_dist.kernels import (
     pairwise_rff,
     rbf_blocks,
 )
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import minimize_lbfgs, qr_retraction, random_orthonormal, top_eigenvectors
@@ -115,7 +115,7 @@ def rows_needed(options: dict) -> bool:
 
 
 def criterion_key(options: dict) -> str:
-    """The criterion a fit with these options bounds (:data:`fairpca_dist.scoring.CRITERIA`):
+    """The criterion a fit with these options bounds (:data:`fairpca_dist.assessment.scoring.CRITERIA`):
     the RBF-kernel MMD² for the RBF kernel; for the linear and quadratic kernels the linear MMD²
     (the quadratic kernel's MMD² adds the second moments to that mean gap)."""
     return "rbf_mmd2" if rows_needed(options) else "mmd2_linear"
@@ -273,7 +273,7 @@ def solve(
     rff_precision : {"single", "double"}
         The random features' cos and sin in float32 (default: about a third of the time of a
         float64 pass, whose trigonometry is scalar; h moves by ~1e-8 relative, far below the
-        estimator's O(1/√D) error) or in float64 (:class:`~fairpca_dist.kernels.RandomFeatures`).
+        estimator's O(1/√D) error) or in float64 (:class:`~fairpca_dist.engine.kernels.RandomFeatures`).
     offset : float
         c of the quadratic kernel (uᵀv + c)².
     start : {"aux-mmd", "pca", "random"} or ndarray of shape (n_features, n_components)

@@ -16,7 +16,7 @@ the projected covariance gap against the kept variance. The output V holds the t
 eigenvectors of P*.
 
 Everything is a function of the group counts, means and covariances: FPCA runs on
-:class:`~fairpca_dist.moments.GroupMoments` alone.
+:class:`~fairpca_dist.engine.moments.GroupMoments` alone.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 import scipy.linalg
 
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import top_eigenvectors

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import top_eigenvectors
 

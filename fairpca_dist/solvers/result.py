@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from fairpca_dist import metrics
+from fairpca_dist.assessment import metrics
 from fairpca_dist.exceptions import ConvergenceWarning
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 
 __all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection", "with_status", "warn_gap"]
 
@@ -60,7 +60,7 @@ class FairProjection:
     group_count : ndarray of shape (n_groups,)
         Rows per group in the fitted data.
     group_loss, group_error : ndarray of shape (n_groups,)
-        loss_g and err_g at the solution (see :mod:`fairpca_dist.metrics`).
+        loss_g and err_g at the solution (see :mod:`fairpca_dist.assessment.metrics`).
     objective_history : ndarray
         One value per iteration (length 1 for closed-form solvers).
     n_iter : int

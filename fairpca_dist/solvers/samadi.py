@@ -27,7 +27,7 @@ of the best of these orthogonal projections in the map's span (:func:`_rank_r_ca
 r leading directions, largest λ̄ first; a signed mix of the fractional ones), and ``lower`` the
 certificate's lower bound on the relaxation, hence on the rank-r optimum OPT_r. When
 
-    L_r − lower ≤ tol · |L_r| + (the losses' rounding, :func:`~fairpca_dist.metrics.loss_rounding`),
+    L_r − lower ≤ tol · |L_r| + (the losses' rounding, :func:`~fairpca_dist.assessment.metrics.loss_rounding`),
 
 that projection is returned instead: lower ≤ OPT_r ≤ L_r, so it is a rank-r optimum to the
 relative tolerance tol, which is the certificate's own: samadi-mw's ``tol`` (default 1e-5),
@@ -60,8 +60,8 @@ import scipy.optimize
 from scipy.optimize import linprog
 
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
-from fairpca_dist.metrics import best_rank_variance, loss_rounding, losses_from_covariance
-from fairpca_dist.moments import Center, GroupMoments
+from fairpca_dist.assessment.metrics import best_rank_variance, loss_rounding, losses_from_covariance
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap, with_status
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
@@ -628,7 +628,7 @@ def solve_mw(
     iterates' projectors (:func:`_best_mixture`, over the current mixture's support and the
     latest 32 iterates) is a feasible point whose max loss is an upper bound. The loop stops when
     (upper − lower) ≤ tol · upper, or when the gap is below the losses' rounding
-    (:func:`~fairpca_dist.metrics.loss_rounding`: every loss zero, as at r = p).
+    (:func:`~fairpca_dist.assessment.metrics.loss_rounding`: every loss zero, as at r = p).
 
     Parameters
     ----------

@@ -28,9 +28,9 @@ from conftest import grouped_data
 from fairpca_dist import InputError, WriteError
 from fairpca_dist.cli import main
 from fairpca_dist.fitting import fit_table
-from fairpca_dist.ingest import ingest_table
-from flows.pipeline import pipeline
-from flows.project import project
+from fairpca_dist.io.ingest import ingest_table
+from fairpca_dist.flows.pipeline import pipeline
+from fairpca_dist.flows.project import project
 from test_faults import KillOnce
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -110,9 +110,9 @@ def fragile_cluster():
 
 
 def test_a_lost_worker_is_retried_and_the_flow_succeeds(work, tmp_path, fragile_cluster, monkeypatch):
-    from flows import fit as fit_flow_module
-    from flows.fit import fit
-    from flows.tasks import fit_task
+    from fairpca_dist.flows import fit as fit_flow_module
+    from fairpca_dist.flows.fit import fit
+    from fairpca_dist.flows.tasks import fit_task
 
     monkeypatch.setattr(fit_flow_module, "fit_task", fit_task.with_options(retry_delay_seconds=0))
     fit_table(work / "table", tmp_path / "reference", n_components=2, standardize=True,
@@ -168,7 +168,7 @@ def test_a_scheduler_that_does_not_answer_fails_the_flow_before_any_task(work, t
     import socket
 
     from fairpca_dist import ServiceError
-    from flows.fit import fit
+    from fairpca_dist.flows.fit import fit
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

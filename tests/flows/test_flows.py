@@ -12,10 +12,10 @@ import pytest
 
 from conftest import CREDIT_CSV, require_data
 from fairpca_dist import InputError, compute_moments, fit_projection, load_model, projection
-from fairpca_dist.ingest import table_source
-from flows import project as project_flow_module
-from flows.pipeline import pipeline
-from flows.tasks import project_task
+from fairpca_dist.io.ingest import table_source
+from fairpca_dist.flows import project as project_flow_module
+from fairpca_dist.flows.pipeline import pipeline
+from fairpca_dist.flows.tasks import project_task
 
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -74,9 +74,9 @@ def test_parameters_are_checked_before_any_data_is_read(credit_csv, tmp_path, ch
 
 
 def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, tmp_path, monkeypatch):
-    from flows.ingest import ingest
-    from flows.fit import fit
-    from flows.project import project
+    from fairpca_dist.flows.ingest import ingest
+    from fairpca_dist.flows.fit import fit
+    from fairpca_dist.flows.project import project
 
     ingest(source=str(credit_csv), table_dir=str(tmp_path / "table"), sensitive_feature=["education"],
            key_columns=["ID"], read_options={"blocksize": 600_000})
@@ -149,7 +149,7 @@ def test_a_run_failing_after_ingest_leaves_no_run_folder(credit_csv, tmp_path):
 def test_a_target_the_report_cannot_use_fails_the_run_before_the_fit(credit_csv, tmp_path, monkeypatch):
     """The report's downstream check needs a binary target; the pipeline checks it right after
     ingest (one pass over that column) instead of after the fit and the projection."""
-    from flows import tasks
+    from fairpca_dist.flows import tasks
 
     def fit_table(*args, **kwargs):
         raise InputError("the fit ran")  # an input error: not retried
@@ -171,9 +171,9 @@ def _with_raw_education(credit_csv: Path, tmp_path: Path) -> Path:
 def test_evaluate_flow_agrees_with_the_library(tmp_path):
     from conftest import grouped_data
     from fairpca_dist import HashCells
-    from fairpca_dist.evaluation import evaluate as evaluate_cells
-    from fairpca_dist.ingest import ingest_table
-    from flows.evaluate import evaluate
+    from fairpca_dist.assessment.evaluation import evaluate as evaluate_cells
+    from fairpca_dist.io.ingest import ingest_table
+    from fairpca_dist.flows.evaluate import evaluate
 
     x, labels = grouped_data(n_rows=900, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(900), sex=labels)
@@ -191,8 +191,8 @@ def test_evaluate_flow_agrees_with_the_library(tmp_path):
 
 
 def test_evaluate_flow_checks_settings_before_the_pass(tmp_path):
-    from fairpca_dist.ingest import ingest_table
-    from flows.evaluate import evaluate
+    from fairpca_dist.io.ingest import ingest_table
+    from fairpca_dist.flows.evaluate import evaluate
 
     frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 2, "id": np.arange(40), "g": [0, 1] * 20})
     ingest_table(frame, tmp_path / "table", sensitive_feature=["g"], key_columns=["id"])
@@ -203,9 +203,9 @@ def test_evaluate_flow_checks_settings_before_the_pass(tmp_path):
 
 def test_compare_flow_agrees_with_the_library(tmp_path):
     from conftest import grouped_data
-    from fairpca_dist.ingest import ingest_table
-    from fairpca_dist.table_comparison import compare_table
-    from flows.compare import compare
+    from fairpca_dist.io.ingest import ingest_table
+    from fairpca_dist.assessment.table_comparison import compare_table
+    from fairpca_dist.flows.compare import compare
 
     x, labels = grouped_data(n_rows=600, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(600), sex=labels)
@@ -221,8 +221,8 @@ def test_compare_flow_agrees_with_the_library(tmp_path):
 
 
 def test_compare_flow_checks_settings_before_the_pass(tmp_path):
-    from fairpca_dist.ingest import ingest_table
-    from flows.compare import compare
+    from fairpca_dist.io.ingest import ingest_table
+    from fairpca_dist.flows.compare import compare
 
     frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 2, "id": np.arange(40), "g": [0, 1] * 20})
     ingest_table(frame, tmp_path / "table", sensitive_feature=["g"], key_columns=["id"])

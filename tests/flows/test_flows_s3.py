@@ -13,11 +13,11 @@ import pytest
 from conftest import grouped_data
 from fairpca_dist import InputError, load_model
 from fairpca_dist.fitting import fit_table
-from fairpca_dist.ingest import ingest_table
+from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.projection import project_table
-from fairpca_dist.storage import locate
-from fairpca_dist.versions import POINTER, committed
-from flows.pipeline import pipeline
+from fairpca_dist.io.storage import locate
+from fairpca_dist.io.versions import POINTER, committed
+from fairpca_dist.flows.pipeline import pipeline
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "s3")
 

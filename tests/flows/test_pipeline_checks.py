@@ -24,7 +24,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import GroupError, InputError, SchemaError, params
-from fairpca_dist.moments import GroupMoments
+from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.cli import main
 from fairpca_dist.params import check_source_table
 
@@ -149,7 +149,7 @@ def test_the_checks_are_those_ingest_makes(source, tmp_path):
 # ----------------------------------------------------------------------------- a run id used twice
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_run_id_in_use_is_refused_and_overwrite_replaces_it_once_complete(source, tmp_path, capsys):
-    from flows.pipeline import pipeline
+    from fairpca_dist.flows.pipeline import pipeline
 
     runs = tmp_path / "runs"
     settings = {"source": str(source), "sensitive_feature": ["sex"], "features": FEATURES, "key_columns": ["id"],
@@ -182,7 +182,7 @@ def test_a_run_id_in_use_is_refused_and_overwrite_replaces_it_once_complete(sour
 
 @pytest.mark.usefixtures("prefect_harness")
 def test_the_folder_of_a_run_to_replace_may_not_hold_its_source(source, tmp_path):
-    from flows.pipeline import pipeline
+    from fairpca_dist.flows.pipeline import pipeline
 
     run = tmp_path / "runs" / "demo"
     (run / "model").mkdir(parents=True)

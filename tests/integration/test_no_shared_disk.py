@@ -14,7 +14,7 @@ driver-local path fails the test: run by a worker, its files land in that worker
 the test searches (through ``/proc/<pid>/root``, the worker's own view) for files named like
 the library's outputs; run by the driver, they land in its working folder, which must stay
 empty. The outputs must be in the bucket, committed (``_CURRENT`` + one ``v-<hex>`` folder:
-fairpca_dist.versions), and equal those of the same command on the same table on local disk.
+fairpca_dist.io.versions), and equal those of the same command on the same table on local disk.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ import pandas as pd
 import pytest
 
 from fairpca_dist import load_model
-from fairpca_dist.datasets import synthetic_group_table
+from fairpca_dist.io.datasets import synthetic_group_table
 from fairpca_dist.fitting import MOMENTS_CACHE
-from fairpca_dist.ingest import table_source
-from fairpca_dist.storage import locate
-from fairpca_dist.versions import POINTER, committed, is_version_name
+from fairpca_dist.io.ingest import table_source
+from fairpca_dist.io.storage import locate
+from fairpca_dist.io.versions import POINTER, committed, is_version_name
 from processes import Processes, executable, free_ports
 from test_first_contact import new_machine_env
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import grouped_data
 from fairpca_dist import SOLVERS, FairProjection, GroupMoments, InputError, fit_projection, load_model, save_model
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.solvers.result import STATUS_MESSAGES
 from fairpca_dist.solvers.stiefel import check_orthonormal, subspace_distance
 

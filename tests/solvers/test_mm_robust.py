@@ -14,9 +14,9 @@ import pytest
 from scipy.optimize import minimize
 
 from fairpca_dist import ConvergenceWarning, GroupMoments, InputError, compute_moments, fit_projection
-from fairpca_dist.datapasses import ArrayPasses, L1Sums, l1_block_sums
-from fairpca_dist.datasets import outlier_groups
-from fairpca_dist.passes import table_passes
+from fairpca_dist.engine.datapasses import ArrayPasses, L1Sums, l1_block_sums
+from fairpca_dist.io.datasets import outlier_groups
+from fairpca_dist.engine.passes import table_passes
 from fairpca_dist.solvers.mm import solve_mm_robust
 from fairpca_dist.solvers.stiefel import check_orthonormal, fix_signs, random_orthonormal
 
@@ -277,7 +277,7 @@ def test_parquet_passes_on_a_local_cluster_equal_numpy_per_iteration(robust_tabl
 def test_estimator_and_fit_table_read_the_rows(robust_table, tmp_path):
     from fairpca_dist import FairPCA
     from fairpca_dist.fitting import fit_table
-    from fairpca_dist.ingest import ingest_table
+    from fairpca_dist.io.ingest import ingest_table
 
     frame, _, _, reference = robust_table
     features = list(frame.columns[:6])
@@ -292,7 +292,7 @@ def test_estimator_and_fit_table_read_the_rows(robust_table, tmp_path):
 
 # ----------------------------------------------------------------------------- robustness (paper §5.4)
 def outlier_experiment(seed: int, alpha: float, spread: float = 2.0, r: int = 4) -> tuple[float, float]:
-    """Babu et al. §5.4 on :func:`~fairpca_dist.datasets.outlier_groups` (the recipe, with
+    """Babu et al. §5.4 on :func:`~fairpca_dist.io.datasets.outlier_groups` (the recipe, with
     what the paper leaves open, is there), centred by the global mean (the paper's). Returns the
     normalised subspace error (45) of mm and mm-robust on the contaminated rows against mm on
     the clean rows."""

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from fairpca_dist import GroupMoments, InputError, fit_projection
-from fairpca_dist.datapasses import ArrayPasses
+from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import ConvergenceWarning, ModelWarning
 from fairpca_dist.solvers.stiefel import check_orthonormal, subspace_distance
 
@@ -194,7 +194,7 @@ def _reference(frame, moments, **extra):
 def test_dask_frame_passes_equal_numpy(mmd_table, n_partitions, estimator):
     import dask.dataframe as dd
 
-    from fairpca_dist.passes import table_passes
+    from fairpca_dist.engine.passes import table_passes
 
     frame, _, moments = mmd_table
     extra = {"estimator": estimator, "block_rows": 128, "sample_rows": 150, "n_random_features": 200}
@@ -211,7 +211,7 @@ def test_dask_frame_passes_equal_numpy(mmd_table, n_partitions, estimator):
 def test_parquet_passes_on_a_local_cluster_equal_numpy(mmd_table):
     from distributed import Client, LocalCluster
 
-    from fairpca_dist.passes import compute_moments, table_passes
+    from fairpca_dist.engine.passes import compute_moments, table_passes
 
     frame, folder, _ = mmd_table
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
@@ -230,8 +230,8 @@ def test_parquet_passes_on_a_local_cluster_equal_numpy(mmd_table):
 def test_table_passes_evaluate_exactly_what_the_numpy_passes_do(mmd_table, n_partitions):
     import dask.dataframe as dd
 
-    from fairpca_dist.kernels import RandomFeatures
-    from fairpca_dist.passes import table_passes
+    from fairpca_dist.engine.kernels import RandomFeatures
+    from fairpca_dist.engine.passes import table_passes
 
     frame, _, moments = mmd_table
     x = frame.drop(columns="group").to_numpy()
@@ -285,7 +285,7 @@ def test_synthetic_1_rbf_sees_what_moment_kernels_cannot():
     """Paper §8.1 (spec §4.2, test 17): moment kernels see only sampling noise between the groups
     (≈ 0 on a large sample: nothing to fix, `mmd` returns PCA); the RBF MMD² is large at PCA, and
     `mmd` with the RBF kernel trades variance to bring it under τ."""
-    from fairpca_dist.kernels import median_bandwidth, moment_mmd2, pair_weights, rbf_blocks
+    from fairpca_dist.engine.kernels import median_bandwidth, moment_mmd2, pair_weights, rbf_blocks
 
     big = GroupMoments.from_arrays(*synthetic_1(20_000, seed=1))
     pca_big = fit_projection(big, 2, method="pca").components

@@ -11,7 +11,8 @@ import pytest
 from scipy.optimize import minimize
 
 from conftest import DATA_DIR, grouped_data, require_data
-from fairpca_dist import FairPCA, GroupMoments, InputError, compute_moments, fit_projection, metrics
+from fairpca_dist import FairPCA, GroupMoments, InputError, compute_moments, fit_projection
+from fairpca_dist.assessment import metrics
 from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.solvers import samadi
 from fairpca_dist.solvers.result import STATUS_MESSAGES

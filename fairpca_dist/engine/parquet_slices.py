@@ -61,7 +61,7 @@ class SlicedParquet:
     """The reader of each partition of a sliced table (``dd.from_map``'s function): a
     :class:`RowSlice` read here, any other part by dask's own Parquet reader ``read_parts``.
     ``partition_rows`` is the number of rows of each partition (what
-    :mod:`fairpca_dist.memory` sizes a pass by)."""
+    :mod:`fairpca_dist.engine.memory` sizes a pass by)."""
 
     def __init__(self, read_parts: Any, fs: Any, meta: pd.DataFrame, partition_rows: tuple[int, ...]):
         self.read_parts, self.fs, self.meta, self.partition_rows = read_parts, fs, meta, partition_rows

@@ -3,7 +3,7 @@
 The one home of scoring: the report (in sample), the evaluation protocol (each fold, split and
 grid point, out of sample) and the comparison of methods all call :func:`score_projection`.
 For a model with components V fitted on the rows of ``fitted_on`` and scored on the rows of
-``rows`` (both :class:`~fairpca_dist.moments.GroupMoments`, in the model's units ``scale``):
+``rows`` (both :class:`~fairpca_dist.engine.moments.GroupMoments`, in the model's units ``scale``):
 
 * ``group_error`` L_g = E_g ‖(I − P)(x − c_g)‖² about the centres c_g of ``model.center``
   taken from the **fitting** rows (a model is scored as it would be used; Vu et al. §5), and
@@ -22,8 +22,8 @@ direction; each registered method's own criterion is one of them
 (:attr:`fairpca_dist.solvers.SolverSpec.criterion`).
 
 Rank-relaxed maps (Samadi et al.'s r + k − 1 columns) use ⟨·, 2P − P²⟩ throughout, as
-:mod:`fairpca_dist.metrics` does. The RBF-kernel MMD² needs the rows:
-:func:`fairpca_dist.metrics.mmd2_rbf`. No dask here.
+:mod:`fairpca_dist.assessment.metrics` does. The RBF-kernel MMD² needs the rows:
+:func:`fairpca_dist.assessment.metrics.mmd2_rbf`. No dask here.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from fairpca_dist import metrics
+from fairpca_dist.assessment import metrics
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.moments import GroupMoments
+from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences
 
@@ -218,7 +218,7 @@ def own_criterion(model: FairProjection, scores: ProjectionScores) -> tuple[Crit
     """The criterion ``model``'s method makes fair (its paper's definition,
     :meth:`fairpca_dist.solvers.SolverSpec.criterion_of`) and its value in ``scores`` (the
     model's :func:`score_projection`); None for one that is measured on the rows (the RBF MMD²:
-    :func:`fairpca_dist.report.build_report` measures it over every row)."""
+    :func:`fairpca_dist.assessment.report.build_report` measures it over every row)."""
     from fairpca_dist.solvers import SOLVERS  # the registry imports the solvers; scoring needs only their names
 
     criterion = criterion_named(SOLVERS[model.method].criterion_of(model.options))

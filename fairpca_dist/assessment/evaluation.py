@@ -10,8 +10,8 @@ protocol 3), for any registered method and its hyper-parameter grid:
    part (out of sample, Table 1) and on the training part (in sample, Table 3).
 
 Metrics of a projection V (orthonormal p × r; rank-relaxed maps use ⟨·, 2P − P²⟩ as in
-:mod:`fairpca_dist.metrics`) on a set of rows, in the fitted model's units (its ``scale``),
-by :func:`fairpca_dist.scoring.score_projection` (which also scores every other criterion):
+:mod:`fairpca_dist.assessment.metrics`) on a set of rows, in the fitted model's units (its ``scale``),
+by :func:`fairpca_dist.assessment.scoring.score_projection` (which also scores every other criterion):
 
     L_g   = E_g ‖(I − VVᵀ)(x − c_g)‖²       mean reconstruction error of group g
     ARE   = Σ_g p̂_g L_g                     p̂_g the group's share of the set's rows (weights)
@@ -23,7 +23,7 @@ c_g is the centre the method was fitted about, taken from the **fitting** rows (
 score also keeps the errors about the scored rows' own group means (``group_error_within``):
 the authors' code computes its ABDiff that way (benchmarks/baselines/dro_authors.py).
 
-Every set here is a union of cells (:class:`~fairpca_dist.cells.CellMoments`), so the whole
+Every set here is a union of cells (:class:`~fairpca_dist.engine.cells.CellMoments`), so the whole
 protocol — every split, fold and grid point — runs on the driver from the statistics of one
 pass over the rows. Splits are drawn at the granularity of cells: with hash cells a random
 choice of cells is a random subset of the rows (each row in a cell independently), and
@@ -44,12 +44,12 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
-from fairpca_dist.cells import CellMoments
+from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.exceptions import GroupError, InputError
-from fairpca_dist.jsonable import jsonable
-from fairpca_dist.moments import Center, GroupMoments, label_to_json
-from fairpca_dist.progress import progress_bar
-from fairpca_dist.scoring import ProjectionScores, score_projection
+from fairpca_dist.io.jsonable import jsonable
+from fairpca_dist.engine.moments import Center, GroupMoments, label_to_json
+from fairpca_dist.engine.progress import progress_bar
+from fairpca_dist.assessment.scoring import ProjectionScores, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection, solver_options
 from fairpca_dist.solvers.checks import integer, number
 

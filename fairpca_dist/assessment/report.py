@@ -10,13 +10,13 @@ jevd the largest group loss, the mm family the smallest group variance, dro ABDi
 kleindessner the linear MMD², mmd the MMD² of its kernel, pca explained variance). The report's
 headline (``report["criterion"]``) names that criterion in words with its direction (lower or
 higher is fairer) and gives it for both arms; ``report["comparison"]`` gives every other
-criterion of :data:`fairpca_dist.scoring.CRITERIA` that was measured, side by side; a short
+criterion of :data:`fairpca_dist.assessment.scoring.CRITERIA` that was measured, side by side; a short
 reading says what improved, what it cost in explained variance, and which other fairness
 criterion got worse than PCA's. The values are read as the comparison of methods reads them:
-the moment-based ones through :meth:`fairpca_dist.scoring.ProjectionScores.value`, the RBF MMD²
+the moment-based ones through :meth:`fairpca_dist.assessment.scoring.ProjectionScores.value`, the RBF MMD²
 as the largest entry of its matrix, the downstream ones from the classifier's scores.
 
-For both arms it records, from the group moments (:func:`fairpca_dist.scoring.score_projection`, in sample):
+For both arms it records, from the group moments (:func:`fairpca_dist.assessment.scoring.score_projection`, in sample):
 
 * at the fitted n_components: per-group error err_g, loss loss_g, kept variance and
   explained-variance ratio EVR_g, the largest loss, the smallest group variance, ARE and ABDiff,
@@ -27,13 +27,13 @@ For both arms it records, from the group moments (:func:`fairpca_dist.scoring.sc
   (:data:`SLOW_TO_REFIT`, or one that reads the rows); the curves end early, said so in words,
   where the method cannot be fitted at a larger r than the model's (kleindessner with many
   groups and few features);
-* given the rows (a :class:`~fairpca_dist.datapasses.DataPasses`), the RBF-kernel MMD² matrix of
-  both arms at the fitted n_components over every row (:func:`fairpca_dist.metrics.mmd2_rbf`:
+* given the rows (a :class:`~fairpca_dist.engine.datapasses.DataPasses`), the RBF-kernel MMD² matrix of
+  both arms at the fitted n_components over every row (:func:`fairpca_dist.assessment.metrics.mmd2_rbf`:
   all pairs in kernel blocks up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows, random Fourier features
   above), one σ for both arms (the model's own for an ``mmd`` fit, else the median heuristic at
   the PCA projection), so the two are comparable; without the rows, ``mmd`` with the RBF kernel
   has its criterion "not measured", said so in words;
-* optionally, a downstream check (:func:`~fairpca_dist.downstream.downstream_parity`): accuracy and demographic parity
+* optionally, a downstream check (:func:`~fairpca_dist.assessment.downstream.downstream_parity`): accuracy and demographic parity
   of a logistic regression trained on each arm's projection of a row sample.
 
 Groups are named by their column (``sex=1``; intersectional ``sex=1 & race=2``) when the model
@@ -44,9 +44,9 @@ Every metric uses the working moments ``moments.rescaled(model.scale)``: the com
 on standardised rows when the model standardises. :func:`build_report` returns plain JSON
 values; :func:`write_report` renders them without computing anything new, so the Markdown, the
 HTML and the figures always show the numbers in ``report.json``. The steps that take time draw
-a progress bar on a terminal (:func:`fairpca_dist.progress.progress_bar`): the refits of the
+a progress bar on a terminal (:func:`fairpca_dist.engine.progress.progress_bar`): the refits of the
 curves, one tick per r, and the RBF-kernel MMD², one tick per arm (the passes over the rows draw
-their own when the :class:`~fairpca_dist.passes.TablePasses` were opened with ``progress``). No
+their own when the :class:`~fairpca_dist.engine.passes.TablePasses` were opened with ``progress``). No
 Prefect here: the flow publishes :func:`report_markdown_summary` and :func:`report_table` as
 artifacts.
 """
@@ -64,19 +64,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fairpca_dist import charts, metrics
-from fairpca_dist.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
-from fairpca_dist.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.assessment import charts, metrics
+from fairpca_dist.io.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
+from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
-from fairpca_dist.jsonable import jsonable
-from fairpca_dist.moments import GroupMoments, label_to_json
+from fairpca_dist.io.jsonable import jsonable
+from fairpca_dist.engine.moments import GroupMoments, label_to_json
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
-from fairpca_dist.progress import progress_bar
-from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
-from fairpca_dist.scoring import CRITERIA, WORSE_RTOL, Criterion, ProjectionScores, criterion_named, score_projection
+from fairpca_dist.engine.progress import progress_bar
+from fairpca_dist.assessment.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
+from fairpca_dist.assessment.scoring import CRITERIA, WORSE_RTOL, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.projection import projected_columns
-from fairpca_dist.datapasses import DataPasses
-from fairpca_dist.downstream import degenerate_mark, downstream_blocks, downstream_parity
+from fairpca_dist.engine.datapasses import DataPasses
+from fairpca_dist.assessment.downstream import degenerate_mark, downstream_blocks, downstream_parity
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names
@@ -217,7 +217,7 @@ def build_report(
         when not measured; :data:`UNCHANGED_RTOL`), ``change`` (the model's gain over PCA as a
         share of PCA's value, positive when better; None when PCA's is 0 or not measured) and,
         when not measured, ``not_measured`` (why);
-        ``comparison``: every other criterion of :data:`~fairpca_dist.scoring.CRITERIA` measured
+        ``comparison``: every other criterion of :data:`~fairpca_dist.assessment.scoring.CRITERIA` measured
         for both arms, in that order, as the same fields (downstream rows also ``degenerate``:
         arm -> why its classifier learned nothing, for the arms where it did not);
         ``at_model``: arm -> evaluation at the model's n_components;
@@ -228,8 +228,8 @@ def build_report(
         largest group loss), ``pca`` and ``fair`` (its value per r);
         ``rbf_mmd``: ``estimator``, ``sigma``, ``sigma_source``, ``n_random_features`` (rff) and
         arm -> k × k matrix, or ``{"skipped": reason}``;
-        ``downstream``: :func:`~fairpca_dist.downstream.downstream_parity` of both arms, or ``{"skipped": reason}``.
-        An evaluation is :meth:`fairpca_dist.scoring.ProjectionScores.as_dict`: ``n_components``,
+        ``downstream``: :func:`~fairpca_dist.assessment.downstream.downstream_parity` of both arms, or ``{"skipped": reason}``.
+        An evaluation is :meth:`fairpca_dist.assessment.scoring.ProjectionScores.as_dict`: ``n_components``,
         ``group_error`` (and ``_within``), ``group_variance``, ``group_loss``, ``max_loss``,
         ``min_group_variance``, ``group_explained_variance_ratio``, ``explained_variance_ratio``
         (total), ``are``, ``abdiff`` (and ``_within``), ``mmd2_linear`` (k × k) and ``converged``;
@@ -245,7 +245,7 @@ def build_report(
         Bad ``max_components``, ``rbf_mmd`` or ``group_names``; a method that is not in
         :data:`~fairpca_dist.solvers.SOLVERS` (the curves refit it), or that reads rows while
         ``passes`` is missing; ``rbf_mmd="exact"`` or ``"rff"`` without ``passes``; bad sample (see
-        :func:`~fairpca_dist.downstream.downstream_parity`).
+        :func:`~fairpca_dist.assessment.downstream.downstream_parity`).
     """
     from fairpca_dist import __version__
 
@@ -445,7 +445,7 @@ def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequ
 def _criteria(own: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
               ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The method's own criterion (the headline) and every other criterion measured for both
-    arms, in the order of :data:`~fairpca_dist.scoring.CRITERIA` (``build_report``'s Returns)."""
+    arms, in the order of :data:`~fairpca_dist.assessment.scoring.CRITERIA` (``build_report``'s Returns)."""
     rows = {criterion.key: _criterion_row(criterion, scores, rbf, downstream) for criterion in CRITERIA}
     headline = rows.pop(own)
     if headline["verdict"] is None:
@@ -467,7 +467,7 @@ def _criterion_row(criterion: Criterion, scores: dict[str, ProjectionScores], rb
 def _criterion_value(key: str, arm: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
                      ) -> float | None:
     """Criterion ``key`` of one arm, read as the comparison of methods reads it
-    (:meth:`fairpca_dist.comparison.Candidate.value`): the moment-based ones from scoring, the
+    (:meth:`fairpca_dist.assessment.comparison.Candidate.value`): the moment-based ones from scoring, the
     RBF MMD² as the largest entry of the arm's matrix (the worst pair of groups), the
     downstream ones from the arm's classifier; None when not measured or not finite."""
     if key == "rbf_mmd2":
@@ -579,7 +579,7 @@ def _group_blocks(report: dict) -> list[Block]:
 
 def _direction(better: str, fairness: bool) -> str:
     """``"lower is fairer"``, ``"higher is better"``, … of a criterion row of ``report.json``
-    (:attr:`~fairpca_dist.scoring.Criterion.direction`)."""
+    (:attr:`~fairpca_dist.assessment.scoring.Criterion.direction`)."""
     return Criterion("", "", better, fairness).direction
 
 
@@ -644,7 +644,7 @@ def _criterion_cells(row: dict, report: dict) -> list[str]:
 def _reading(report: dict) -> list[str]:
     """What improved (the own criterion), what it cost (explained variance), and which other
     fairness criterion got worse than PCA's by more than compare's tolerance
-    (:meth:`~fairpca_dist.scoring.Criterion.worse`), in plain words (as compare's reading)."""
+    (:meth:`~fairpca_dist.assessment.scoring.Criterion.worse`), in plain words (as compare's reading)."""
     own, method = report["criterion"], report["model"]["method"]
     rows = {row["key"]: row for row in report["comparison"]}
     shown = _values(own)
@@ -798,7 +798,7 @@ def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[Block]:
 
 
 def _plot(report: dict, quantity: str, ylabel: str, path: Location) -> None:
-    """Per-group ``quantity`` against r for both arms (:func:`fairpca_dist.charts.group_curves`)."""
+    """Per-group ``quantity`` against r for both arms (:func:`fairpca_dist.assessment.charts.group_curves`)."""
     curves, labels = report["curves"], _arm_labels(report)
     arms = {labels[arm]: np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
             for arm in ARMS}
@@ -818,10 +818,10 @@ def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os
     then moved into ``out_dir`` file by file (``report.json`` last), so an error leaves the
     previous report, if any, untouched; other files in ``out_dir`` are kept. The same report
     gives byte-identical JSON and Markdown. ``out_dir`` is locked while it is written
-    (:func:`~fairpca_dist.atomic.output_lock`); a full or read-only disk raises
+    (:func:`~fairpca_dist.io.atomic.output_lock`); a full or read-only disk raises
     :class:`~fairpca_dist.exceptions.WriteError` naming it. On an object store (a URL, opened
     with ``storage_options``) the report is a new version of ``out_dir``, committed whole
-    (:func:`~fairpca_dist.atomic.atomic_directory`).
+    (:func:`~fairpca_dist.io.atomic.atomic_directory`).
 
     Parameters
     ----------

@@ -1,13 +1,13 @@
 """The comparison's files: ``comparison.json`` / ``.csv`` / ``.md`` / ``.html`` and its PNGs.
 
-Rendering only (the numbers are :class:`~fairpca_dist.comparison.Comparison`'s): the
+Rendering only (the numbers are :class:`~fairpca_dist.assessment.comparison.Comparison`'s): the
 comparison's summary in words (base rate of the downstream classifier, small groups, failures);
 per rank r, a table of methods × criteria in sample and one out
 of sample with the best of each column marked ★ (a degenerate downstream classifier marked
 instead, never ★), the Pareto plots of explained variance against each fairness criterion (each
 method's grid drawn as a curve, the front as a black line), the plain-language reading, and,
 for all ranks, each method's per-group error against r. The Markdown and the HTML show the same
-blocks (:mod:`fairpca_dist.rendering`). The folder is replaced as a whole.
+blocks (:mod:`fairpca_dist.assessment.rendering`). The folder is replaced as a whole.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fairpca_dist import charts
-from fairpca_dist.atomic import atomic_directory, input_paths
-from fairpca_dist.comparison import DOWNSTREAM_KEYS, Candidate, Comparison, one_line
-from fairpca_dist.downstream import degenerate_mark
-from fairpca_dist.scoring import Criterion
-from fairpca_dist.storage import Location, StorageOptions, as_given
-from fairpca_dist.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
+from fairpca_dist.assessment import charts
+from fairpca_dist.io.atomic import atomic_directory, input_paths
+from fairpca_dist.assessment.comparison import DOWNSTREAM_KEYS, Candidate, Comparison, one_line
+from fairpca_dist.assessment.downstream import degenerate_mark
+from fairpca_dist.assessment.scoring import Criterion
+from fairpca_dist.io.storage import Location, StorageOptions, as_given
+from fairpca_dist.assessment.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
 
 __all__ = ["write_comparison", "COMPARISON_FILE", "COMPARISON_FILES"]
 

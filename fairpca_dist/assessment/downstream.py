@@ -4,8 +4,8 @@ evenly across groups, as one trained on the raw features?
 :func:`downstream_parity` trains ``StandardScaler`` + ``LogisticRegression`` on each projection of
 a row sample and scores it on a held-out part: accuracy, per-group selection rate and
 fairlearn's demographic-parity difference and ratio. :func:`downstream_blocks` renders that
-for a report. The report (:mod:`fairpca_dist.report`) and the comparison
-(:mod:`fairpca_dist.comparison`) both call it.
+for a report. The report (:mod:`fairpca_dist.assessment.report`) and the comparison
+(:mod:`fairpca_dist.assessment.comparison`) both call it.
 
 A classifier that learned nothing has perfect parity: predicting one class for every row gives
 every group the same selection rate, a DP difference of 0 and the accuracy of the majority
@@ -31,9 +31,9 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist.exceptions import InputError, SchemaError
-from fairpca_dist.jsonable import jsonable
-from fairpca_dist.moments import sorted_labels
-from fairpca_dist.rendering import Block, Paragraph, Table, number
+from fairpca_dist.io.jsonable import jsonable
+from fairpca_dist.engine.moments import sorted_labels
+from fairpca_dist.assessment.rendering import Block, Paragraph, Table, number
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names, listed, listed_counts
 

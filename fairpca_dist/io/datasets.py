@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.storage import StorageOptions, as_given, locate
+from fairpca_dist.io.storage import StorageOptions, as_given, locate
 
 __all__ = ["load_diabetes_table", "synthetic_group_table", "write_synthetic_parquet", "outlier_groups"]
 

@@ -5,7 +5,7 @@ merges the partial statistics in a tree of fan-in ``split_every`` (dask's chunk 
 aggregate pattern, with Chan's exact merge as the combine). Only (k, p, p) statistics travel
 between tasks, so memory per worker is bounded by one partition whatever the table size.
 With ``cells``, the same kernel runs on (cell, group) pair codes and the statistics stay
-per cell (:class:`~fairpca_dist.cells.CellMoments`, (n_cells, k, p, p) numbers).
+per cell (:class:`~fairpca_dist.engine.cells.CellMoments`, (n_cells, k, p, p) numbers).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ import pandas as pd
 from dask.system import CPU_COUNT
 from dask.threaded import ContextAwareThreadPoolExecutor
 
-from fairpca_dist import memory
-from fairpca_dist.blas import one_blas_thread
-from fairpca_dist.cells import CellMoments, HashCells, pair_codes
-from fairpca_dist.cluster import connect
-from fairpca_dist.datapasses import (
+from fairpca_dist.engine import memory
+from fairpca_dist.engine.blas import one_blas_thread
+from fairpca_dist.engine.cells import CellMoments, HashCells, pair_codes
+from fairpca_dist.engine.cluster import connect
+from fairpca_dist.engine.datapasses import (
     ArrayPasses,
     L1Sums,
     PassCounter,
@@ -39,11 +39,11 @@ from fairpca_dist.datapasses import (
     rff_block_sums_many,
 )
 from fairpca_dist.exceptions import GroupError, InputError
-from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection
-from fairpca_dist.moments import GroupMoments
-from fairpca_dist.progress import threaded_progress, wait_with_progress
-from fairpca_dist.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
-from fairpca_dist.storage import StorageOptions
+from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
+from fairpca_dist.engine.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
+from fairpca_dist.io.storage import StorageOptions
 
 __all__ = [
     "compute_moments",
@@ -98,7 +98,7 @@ def scheduler_context(client: Any = None) -> Iterator[Any]:
     ``client=None`` uses the active ``distributed`` client if there is one, else dask's
     threaded scheduler with BLAS limited to one thread per task (two BLAS pools on two cores
     oversubscribe: 0.64 s vs 0.39 s in spec/stack.md §4). A ``distributed.Client`` is used
-    as is; a string is a scheduler address to connect to (:func:`fairpca_dist.cluster.connect`:
+    as is; a string is a scheduler address to connect to (:func:`fairpca_dist.engine.cluster.connect`:
     a malformed or unanswered address is named in the error).
     """
     if client is None:
@@ -128,7 +128,7 @@ def _active_client() -> Any:
 def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: str = "pass") -> Any:
     """Compute a dask graph (or a list of them) where ``client`` says (see
     :func:`scheduler_context`); every pass of the library goes through here. ``progress``
-    draws a bar named ``label`` while it runs (see :mod:`fairpca_dist.progress`). If the pass
+    draws a bar named ``label`` while it runs (see :mod:`fairpca_dist.engine.progress`). If the pass
     fails or is interrupted, it returns only once no task of it runs in this process (on a
     cluster: its remaining tasks are cancelled)."""
     with scheduler_context(client) as scheduler:
@@ -181,12 +181,12 @@ def compute_moments(
     Parameters
     ----------
     data : pandas/dask DataFrame, numpy/dask array, path or URL (Parquet file/folder/glob, CSV)
-        The rows. See :func:`fairpca_dist.sources.open_table` for the column roles.
+        The rows. See :func:`fairpca_dist.engine.sources.open_table` for the column roles.
     sensitive_feature : str, list of str, or array-like
         Group column(s), or one label per row for array input.
     features, sample_weight, key_columns, exclude, feature_names, chunk_rows, read_options, storage_options
         Column selection and reading (``storage_options``: of a URL's filesystem, e.g.
-        ``s3://…``); see :func:`~fairpca_dist.sources.open_table`.
+        ``s3://…``); see :func:`~fairpca_dist.engine.sources.open_table`.
     client : None, distributed.Client or str
         ``None``: dask's threaded scheduler in this process. A client, or the address of a
         running scheduler, runs the pass on that cluster.
@@ -198,8 +198,8 @@ def compute_moments(
         Show a progress bar while the pass runs.
     cells : None, str, HashCells or array-like
         Keep the statistics per cell as well (same single pass), so that every split and fold
-        made of cells needs no further pass (:mod:`fairpca_dist.cells`): the column holding each
-        row's cell label, a :class:`~fairpca_dist.cells.HashCells` (cells from a seeded hash of
+        made of cells needs no further pass (:mod:`fairpca_dist.engine.cells`): the column holding each
+        row's cell label, a :class:`~fairpca_dist.engine.cells.HashCells` (cells from a seeded hash of
         key columns; no split column needed), or one label per row for in-memory input. A
         missing cell label or key value raises :class:`InputError` naming the column and the
         partition.
@@ -337,7 +337,7 @@ def _tree_sum(level: list[Any], split_every: int, merge_parts: Callable[..., Any
 
 # ----------------------------------------------------------------------------- solver passes
 class TablePasses:
-    """:class:`~fairpca_dist.datapasses.DataPasses` over a table with dask.
+    """:class:`~fairpca_dist.engine.datapasses.DataPasses` over a table with dask.
 
     Each request is one pass: a task per partition (read and sum fused, the partition walked
     in slabs, as the moments pass) and a tree reduction of the additive per-group sums; the
@@ -391,7 +391,7 @@ class TablePasses:
         sharing the client, scale and pass count (e.g. ``passes.restricted(split.train)``).
 
         Labels are those of the table's cells (0 … n_cells−1 for
-        :class:`~fairpca_dist.cells.HashCells`, the column's values otherwise). Which labels
+        :class:`~fairpca_dist.engine.cells.HashCells`, the column's values otherwise). Which labels
         exist is known only inside a pass, so a label no row carries is not an error: its rows
         are simply absent. A restricted view restricted again reads the intersection of both
         sets of cells. :class:`InputError` if the table was opened without cells or ``cells``
@@ -577,10 +577,10 @@ def table_passes(
     storage_options: StorageOptions | None = None,
 ) -> TablePasses:
     """The rows of ``data`` for a solver that reads them at every iteration (``mm-robust``,
-    ``mmd`` with the RBF kernel) or a metric that does (:func:`fairpca_dist.metrics.mmd2_rbf`):
+    ``mmd`` with the RBF kernel) or a metric that does (:func:`fairpca_dist.assessment.metrics.mmd2_rbf`):
     the same arguments as :func:`compute_moments` gave ``moments`` (features are the moments'),
     ``client`` for where the passes run, and ``progress`` for a bar per pass. ``cells`` (a
-    :class:`~fairpca_dist.cells.HashCells`, the column of cell labels, or one label per row for
+    :class:`~fairpca_dist.engine.cells.HashCells`, the column of cell labels, or one label per row for
     in-memory input, as for :func:`compute_moments`) opens the table with its cells, so that
     :meth:`TablePasses.restricted` can read only some of them (the rows of a train split).
 

@@ -4,22 +4,22 @@ Each paper defines fairness its own way. :func:`compare_methods` fits every regi
 each hyper-parameterised one over the grid of :data:`COMPARE_GRIDS` — at one or several ranks
 r, and scores every fit by every criterion (:data:`CRITERIA`):
 
-* **in sample**: fitted on all rows and scored on them (:func:`fairpca_dist.scoring.score_projection`):
+* **in sample**: fitted on all rows and scored on them (:func:`fairpca_dist.assessment.scoring.score_projection`):
   explained-variance ratio, the largest Samadi loss, the smallest group variance (Babu et al.),
   ABDiff and ARE (Vu et al.), the largest linear-kernel MMD² ‖Vᵀ(μ_a − μ_b)‖² over pairs;
 * **out of sample**: the same fit on the training cells of one train/test split of the per-cell
-  moments (:class:`~fairpca_dist.cells.CellMoments`), scored on the test cells — no further
+  moments (:class:`~fairpca_dist.engine.cells.CellMoments`), scored on the test cells — no further
   pass over the rows for the moment-based methods;
 * the largest **RBF-kernel MMD²** over pairs of each in-sample fit on every row, estimated by
   random Fourier features, one pass for all the fits of an r
-  (:func:`fairpca_dist.metrics.mmd2_rbf_many`, cos/sin in float32: about twice as fast, off by
+  (:func:`fairpca_dist.assessment.metrics.mmd2_rbf_many`, cos/sin in float32: about twice as fast, off by
   ~1e-7 relative against the estimate's own ~1/√D; a fixed draw of features is not rotation
   invariant, so fits spanning the same subspace in other bases differ by that noise too); σ is
   the median heuristic at that r's PCA
   projection (two passes for its row sample), and ``mmd`` fits are given the same σ, so their
   constraint and this column measure the same thing;
 * **downstream** accuracy and demographic-parity difference of a classifier trained on each
-  in-sample fit's projection of a row sample (:func:`fairpca_dist.downstream.downstream_parity`);
+  in-sample fit's projection of a row sample (:func:`fairpca_dist.assessment.downstream.downstream_parity`);
   a degenerate classifier (constant predictions, or accuracy within noise of the base rate)
   is marked, and left out of the best (★) and of the fronts of those two columns: its DP
   difference of 0 is no fairness;
@@ -36,7 +36,7 @@ named together ("dro (4 of 6 grid points)"); the Markdown's tables hold every fi
 Every method but ``mm-robust`` and ``mmd`` with the RBF kernel fits from the moments, so those
 cost nothing beyond the one pass of the cell moments. The row-reading methods run through their
 passes (restricted to the training cells for the out-of-sample fit,
-:meth:`fairpca_dist.passes.TablePasses.restricted`), and the comparison counts them. A fit that
+:meth:`fairpca_dist.engine.passes.TablePasses.restricted`), and the comparison counts them. A fit that
 fails or does not converge stays in the comparison with its status; the comparison completes.
 Solvers, σ and the random features are seeded by ``random_state``: a comparison is reproducible.
 
@@ -54,21 +54,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from fairpca_dist import metrics
-from fairpca_dist.cells import CellMoments
-from fairpca_dist.evaluation import Methods, MethodPlan, Split, fit_plan, method_plans, plan_splits
+from fairpca_dist.assessment import metrics
+from fairpca_dist.engine.cells import CellMoments
+from fairpca_dist.assessment.evaluation import Methods, MethodPlan, Split, fit_plan, method_plans, plan_splits
 from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
-from fairpca_dist.jsonable import jsonable
-from fairpca_dist.moments import Center, GroupMoments, label_to_json
-from fairpca_dist.progress import progress_bar
-from fairpca_dist.downstream import base_rate_sentence, degenerate_mark, downstream_parity, small_groups_sentence
-from fairpca_dist.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
+from fairpca_dist.io.jsonable import jsonable
+from fairpca_dist.engine.moments import Center, GroupMoments, label_to_json
+from fairpca_dist.engine.progress import progress_bar
+from fairpca_dist.assessment.downstream import base_rate_sentence, degenerate_mark, downstream_parity, small_groups_sentence
+from fairpca_dist.assessment.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
 from fairpca_dist.wording import group_display_names
 
 if TYPE_CHECKING:
-    from fairpca_dist.passes import TablePasses
+    from fairpca_dist.engine.passes import TablePasses
 
 __all__ = ["COMPARE_GRIDS", "CRITERIA", "Criterion", "Candidate", "Comparison", "check_comparison",
            "compare_methods", "one_line", "pareto_front"]
@@ -129,7 +129,7 @@ class Candidate:
     @property
     def degenerate(self) -> str | None:
         """Why this fit's downstream classifier learned nothing usable, or None
-        (:func:`fairpca_dist.downstream.downstream_parity`)."""
+        (:func:`fairpca_dist.assessment.downstream.downstream_parity`)."""
         return None if self.downstream is None else self.downstream["degenerate"]
 
     def competes(self, key: str, where: str = "in") -> bool:
@@ -165,7 +165,7 @@ class Comparison:
     passes: dict[str, int]
     seconds: float
     downstream: dict[str, Any] | None = None
-    """What :func:`~fairpca_dist.downstream.downstream_parity` found beyond each fit's scores:
+    """What :func:`~fairpca_dist.assessment.downstream.downstream_parity` found beyond each fit's scores:
     target, base rate, test rows per group, small groups, the raw features' classifier."""
 
     @property
@@ -228,7 +228,7 @@ class Comparison:
     def summary(self) -> list[str]:
         """Plain-language sentences on the whole comparison, said once whatever the number of
         ranks: the downstream base rate and the rule that makes a classifier degenerate
-        (:func:`~fairpca_dist.downstream.base_rate_sentence`), a raw-features classifier that is
+        (:func:`~fairpca_dist.assessment.downstream.base_rate_sentence`), a raw-features classifier that is
         itself degenerate, the groups with few test rows, and the fits that failed or were
         skipped, grouped by reason (each reason once, then the fits and ranks it hit)."""
         lines = []
@@ -251,7 +251,7 @@ class Comparison:
         """Plain-language sentences on the trade-offs at r (the whole comparison's facts are
         :meth:`summary`'s): for each fairness criterion, the fits on the front and what the
         fairest one costs in explained variance next to PCA; the fits that worsen a criterion
-        next to PCA (:meth:`~fairpca_dist.scoring.Criterion.worse`), grouped by what they
+        next to PCA (:meth:`~fairpca_dist.assessment.scoring.Criterion.worse`), grouped by what they
         worsen, with the range of their values; the degenerate downstream classifiers, grouped
         by kind; the fits that did not converge. A method's grid points are named together
         (:meth:`_named`)."""
@@ -426,7 +426,7 @@ def check_comparison(
     groups: Sequence[Hashable] | None = None, center: Center = "group", target: str | None = None,
 ) -> tuple[tuple[MethodPlan, ...], tuple[int, ...]]:
     """The checks that need no rows, so they fail before any pass: methods, options and grids
-    (:func:`~fairpca_dist.evaluation.method_plans` over :data:`COMPARE_GRIDS`), the ranks, the
+    (:func:`~fairpca_dist.assessment.evaluation.method_plans` over :data:`COMPARE_GRIDS`), the ranks, the
     centring, and at least two ``groups`` when they are known. Returns the plans and the ranks."""
     if groups is not None and len(groups) < 2:
         raise GroupError(f"the table has {len(groups)} group(s) {list(groups)}: a fairness comparison needs at least 2")
@@ -473,7 +473,7 @@ def compare_methods(
     n_components : int or sequence of int
         The rank(s) r to compare at.
     methods : str, callable, list of them, mapping method → options, or None
-        As in :func:`fairpca_dist.evaluation.evaluate`: in a mapping a list or tuple of values
+        As in :func:`fairpca_dist.assessment.evaluation.evaluate`: in a mapping a list or tuple of values
         is swept and anything else fixed; options not given keep :data:`COMPARE_GRIDS`.
         None: every registered method.
     passes : TablePasses, optional
@@ -482,7 +482,7 @@ def compare_methods(
         (status ``"skipped"``) and the RBF column is not measured.
     sample, target, sensitive
         A row sample with a binary ``target`` column for the downstream classifier
-        (:func:`fairpca_dist.downstream.downstream_parity`); skipped when either is None.
+        (:func:`fairpca_dist.assessment.downstream.downstream_parity`); skipped when either is None.
     train_fraction : float
         Share of the cells in the training part of the out-of-sample split (whole cells).
     center, standardize, ddof

@@ -10,9 +10,9 @@ threshold never runs a task (the pass waits forever), and one whose partitions d
 killed until the pass fails with ``KilledWorker``. Measured by ``benchmarks/bench_memory.py``
 (``benchmarks/results/bench_memory.md``).
 
-Every pass over a table's partitions builds its tasks in :mod:`fairpca_dist.sources`, which
+Every pass over a table's partitions builds its tasks in :mod:`fairpca_dist.engine.sources`, which
 :func:`mark`\\ s the graph with the size of its largest partition; :func:`check_workers`,
-called by :func:`fairpca_dist.passes.run_graph` before a pass starts on a cluster, reads it
+called by :func:`fairpca_dist.engine.passes.run_graph` before a pass starts on a cluster, reads it
 back and refuses with :class:`~fairpca_dist.exceptions.ResourceError` (the memory needed, the
 workers' limit and what to do) when a worker cannot hold it. A ``KilledWorker`` that happens
 anyway becomes :func:`killed_worker_error`.
@@ -35,7 +35,7 @@ from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
 from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 
 from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
-from fairpca_dist.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
+from fairpca_dist.engine.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
 
 __all__ = [
     "PartitionSize",
@@ -54,7 +54,7 @@ __all__ = [
 # write-back; p = 10 to 200; rounded up). Read by dask (row groups packed into a partition): the
 # row groups' column chunks as read from the file, pyarrow's decoded table, the pandas partition
 # made from it and one float64 slab, up to ≈ 5 D. Read as a slice of a larger row group
-# (fairpca_dist.parquet_slices): the decoded slice and its pandas partition, ≈ 3 D, plus a page
+# (fairpca_dist.engine.parquet_slices): the decoded slice and its pandas partition, ≈ 3 D, plus a page
 # buffer and a decompressed page per column decoded at once. Plus a little per task.
 NEED_PER_DECODED_BYTE = 5.5
 NEED_PER_SLICE_BYTE = 3.5
@@ -358,7 +358,7 @@ _FLOOR: list[int] = []  # in a worker process: the smallest resident memory _wor
 
 def _worker_memory(dask_worker: Any) -> WorkerMemory:
     """Run in each worker (``client.run``): import what a pass imports, then report."""
-    import fairpca_dist.passes  # noqa: F401 - what every pass's tasks import (sources, pandas, pyarrow, dask)
+    import fairpca_dist.engine.passes  # noqa: F401 - what every pass's tasks import (sources, pandas, pyarrow, dask)
 
     rss = psutil.Process().memory_info().rss
     _FLOOR[:] = [min(_FLOOR + [rss])]

@@ -1,5 +1,5 @@
 """Evaluate methods on an ingested Parquet table: one cached pass for the per-cell moments, the
-cross-validated protocol of :mod:`fairpca_dist.evaluation` on the driver, and its files.
+cross-validated protocol of :mod:`fairpca_dist.assessment.evaluation` on the driver, and its files.
 
 The cell moments are cached under a key made of every Parquet file's fingerprint (size and
 footer, as for the fit's moments cache), the column roles and the cell assignment: evaluating
@@ -17,14 +17,14 @@ from typing import IO, Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from fairpca_dist.atomic import atomic_directory, atomic_file, check_output, input_paths
-from fairpca_dist.cells import CellMoments, HashCells
-from fairpca_dist.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, input_paths
+from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.assessment.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
-from fairpca_dist.ingest import read_schema, table_source
-from fairpca_dist.passes import compute_moments
-from fairpca_dist.storage import Location, StorageOptions, as_given
+from fairpca_dist.io.ingest import read_schema, table_source
+from fairpca_dist.engine.passes import compute_moments
+from fairpca_dist.io.storage import Location, StorageOptions, as_given
 
 __all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation",
            "EVALUATION_FILE", "EVALUATION_FILES"]
@@ -46,7 +46,7 @@ def table_cells(table_dir: str | os.PathLike[str], *, n_cells: int = 10, cells_c
 
 def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, train_fraction: float,
                    n_folds: int) -> None:
-    """The checks of :func:`~fairpca_dist.evaluation.evaluate` that need no rows (methods, options,
+    """The checks of :func:`~fairpca_dist.assessment.evaluation.evaluate` that need no rows (methods, options,
     and for hash cells the split settings), to fail before the pass."""
     check_methods(methods)
     if isinstance(cells, HashCells):
@@ -119,7 +119,7 @@ def evaluate_table(
     progress: bool = False,
     storage_options: StorageOptions | None = None,
 ) -> Evaluation:
-    """Run :func:`~fairpca_dist.evaluation.evaluate` on an ingested table and write its files to
+    """Run :func:`~fairpca_dist.assessment.evaluation.evaluate` on an ingested table and write its files to
     ``out_dir`` (:func:`write_evaluation`). Settings are checked before the pass over the rows.
     The cell moments are cached (:func:`cached_cell_moments`). Paths may be URLs, opened with
     ``storage_options``.

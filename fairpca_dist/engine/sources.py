@@ -5,7 +5,7 @@ per row), an optional sample weight and optional key columns, held as a dask Dat
 DataFrames) or as row-aligned dask arrays (numpy and dask arrays). Schema problems (missing or misspelt columns, non-numeric features, one column used twice) raise
 :class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read (but the first
 partition of a listed feature read as text, to say what it holds: numbers with a missing-value
-marker such as ``?`` get the reader option that reads them, :mod:`fairpca_dist.markers`). Value problems
+marker such as ``?`` get the reader option that reads them, :mod:`fairpca_dist.io.markers`). Value problems
 (NaN, inf, negative weights, missing group labels) can only be seen in the rows and are
 raised while a partition is turned into the arrays the moments kernel needs (:class:`Chunk`),
 naming the column, the partition (and its file) and the count of bad values.
@@ -50,8 +50,8 @@ from dask.utils import funcname
 from fsspec.core import OpenFile
 from fsspec.utils import infer_compression
 
-from fairpca_dist import memory
-from fairpca_dist.cells import HashCells
+from fairpca_dist.engine import memory
+from fairpca_dist.engine.cells import HashCells
 from fairpca_dist.exceptions import (
     AccessError,
     FairPCAError,
@@ -64,10 +64,10 @@ from fairpca_dist.exceptions import (
     read_error,
     reading,
 )
-from fairpca_dist.markers import looks_like_a_marker, na_values_hint, profile_text, with_markers
-from fairpca_dist.parquet_slices import sliced_row_groups
-from fairpca_dist.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
-from fairpca_dist.versions import committed
+from fairpca_dist.io.markers import looks_like_a_marker, na_values_hint, profile_text, with_markers
+from fairpca_dist.engine.parquet_slices import sliced_row_groups
+from fairpca_dist.io.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
+from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed
 
 __all__ = [
@@ -84,8 +84,8 @@ __all__ = [
 
 DEFAULT_CHUNK_ROWS = 100_000
 # Parquet partitions: row groups are packed into partitions of at most this much decoded data,
-# and a larger row group is read in row slices of at most this much (fairpca_dist.parquet_slices).
-# A task needs ~5.5x its partition while it decodes, converts and accumulates (fairpca_dist.memory);
+# and a larger row group is read in row slices of at most this much (fairpca_dist.engine.parquet_slices).
+# A task needs ~5.5x its partition while it decodes, converts and accumulates (fairpca_dist.engine.memory);
 # dask's own default (one file per partition up to 512 MiB) paused and restarted 1 GB workers on
 # 125 MB files, while this default ran them at a 0.6 GB peak (benchmarks/results/bench_out_of_core.md,
 # bench_memory.md, deploy/README.md "Sizing").
@@ -192,7 +192,7 @@ class Table:
 
     ``cells`` says how rows are assigned to cells (``None``: no cells): the column holding
     the cell labels (:data:`CELL_COLUMN` for labels given per row; for arrays they are
-    ``cell_rows``, with the row chunks of ``rows``), or a :class:`~fairpca_dist.cells.HashCells`
+    ``cell_rows``, with the row chunks of ``rows``), or a :class:`~fairpca_dist.engine.cells.HashCells`
     whose key columns are resolved (feature names or :data:`SENSITIVE_COLUMN` for arrays).
     """
 
@@ -485,7 +485,7 @@ def _has_wildcards(source: Location) -> bool:
 def _first_file(source: Location) -> tuple[Location, bool]:
     """The path itself, or the first file its glob matches, checked to be readable, and
     whether it is a folder. A folder on an object store is read at its committed version when
-    it is an output of this library (:func:`fairpca_dist.versions.committed`)."""
+    it is an output of this library (:func:`fairpca_dist.io.versions.committed`)."""
     if not _has_wildcards(source):
         folder = _check_readable(source)
         return (committed(source) if folder and not source.local else source), folder
@@ -877,9 +877,9 @@ def open_table(
     data : pandas/dask DataFrame, numpy/dask array, path, URL or storage Location
         Paths may be a Parquet file, folder or glob, or a CSV file or glob (compressed or
         not), on the local disk or at any URL fsspec opens (``s3://bucket/table/``,
-        ``gs://…``, ``memory://…``; :mod:`fairpca_dist.storage`). A folder on an object store
+        ``gs://…``, ``memory://…``; :mod:`fairpca_dist.io.storage`). A folder on an object store
         that this library wrote is read at its committed version
-        (:func:`fairpca_dist.versions.committed`). A missing path or bucket, denied access, an
+        (:func:`fairpca_dist.io.versions.committed`). A missing path or bucket, denied access, an
         unreachable storage service, an unknown scheme or one whose package is not installed
         raise here, naming the path or URL (never the storage options).
     sensitive_feature : str, list of str, array-like or None
@@ -909,16 +909,16 @@ def open_table(
         rows only); a separator of several characters selects pandas' Python parser. ``format`` ("csv" or
         "parquet") names the format of a file whose name does not (e.g. UCI's ``adult.data``).
     cells : str, HashCells, array-like or None
-        How rows are assigned to cells (see :mod:`fairpca_dist.cells`): the column holding the
+        How rows are assigned to cells (see :mod:`fairpca_dist.engine.cells`): the column holding the
         cell labels (never a feature, the sensitive or the weight column), a
-        :class:`~fairpca_dist.cells.HashCells` (its key columns leave the default feature set;
+        :class:`~fairpca_dist.engine.cells.HashCells` (its key columns leave the default feature set;
         ``key_columns=()`` hashes every feature and sensitive column), or one label per row for
         in-memory input.
     storage_options : mapping, optional
         Keyword arguments of the filesystem of a URL (e.g. ``endpoint_url``, ``key``,
         ``secret`` for ``s3://``), given to Dask's readers too; credentials otherwise come from
         the filesystem's usual environment variables and files (``AWS_*``). Ignored for local
-        paths and for a :class:`~fairpca_dist.storage.Location`, which carries its own.
+        paths and for a :class:`~fairpca_dist.io.storage.Location`, which carries its own.
     """
     if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")

@@ -42,7 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fairpca_dist.exceptions import InputError, OutputBusyError, OutputPathError, reading
-from fairpca_dist.storage import Location, service_errors_named
+from fairpca_dist.io.storage import Location, service_errors_named
 
 __all__ = ["POINTER", "committed", "versioned_directory", "check_replaceable", "is_version_name"]
 
@@ -124,7 +124,7 @@ def versioned_directory(target: Location, *, marker: str) -> Iterator[Location]:
     folder removed; if another writer committed meanwhile, :class:`OutputBusyError` is raised
     and this version removed. On any error this version is removed and ``target`` is left as
     it was. The caller has checked ``target`` (:func:`check_replaceable`:
-    :func:`fairpca_dist.atomic.atomic_directory` does, with the overlap checks).
+    :func:`fairpca_dist.io.atomic.atomic_directory` does, with the overlap checks).
     """
     base = _read_pointer(target)
     version = target / f"v-{uuid.uuid4().hex[:12]}"

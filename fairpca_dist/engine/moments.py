@@ -28,7 +28,7 @@ from typing import Literal
 import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
-from fairpca_dist.storage import Location, locate
+from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.wording import differences, label_text, listed
 
 __all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json", "MANY_GROUPS",

@@ -13,8 +13,8 @@ run left next to the output (``.<name>.staging-*``, ``.<name>.previous-*``).
 
 That is the local disk. Outputs on an object store (any URL but ``file://``: no rename, no
 lock) are versioned folders committed by a conditional pointer write
-(:mod:`fairpca_dist.versions`); a single file is one object, written whole or not at all.
-Every writer here yields a :class:`~fairpca_dist.storage.Location` to write into, on either.
+(:mod:`fairpca_dist.io.versions`); a single file is one object, written whole or not at all.
+Every writer here yields a :class:`~fairpca_dist.io.storage.Location` to write into, on either.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from fairpca_dist import versions
+from fairpca_dist.io import versions
 from fairpca_dist.exceptions import FairPCAError, OutputBusyError, OutputPathError, WriteError
-from fairpca_dist.storage import (
+from fairpca_dist.io.storage import (
     Location,
     StorageOptions,
     is_url,
@@ -87,7 +87,7 @@ def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | Non
     folder where a file is, and, with ``marker``, when it is a folder holding files but not
     ``marker`` (not a previous output of the same writer). Writes nothing. URLs (``s3://…``)
     are compared as given (a glob stands for its folder); an object store's folder is
-    replaceable if its pointer commits a ``marker`` (:func:`fairpca_dist.versions.check_replaceable`).
+    replaceable if its pointer commits a ``marker`` (:func:`fairpca_dist.io.versions.check_replaceable`).
     """
     location = locate(target, storage_options)
     output = _resolved(location)
@@ -203,7 +203,7 @@ def output_lock(
     ``target``.
 
     On an object store there is no lock: this checks ``target`` and yields it; a concurrent
-    writer is refused when it commits (:mod:`fairpca_dist.versions`).
+    writer is refused when it commits (:mod:`fairpca_dist.io.versions`).
     """
     check_output(target, inputs, kind=kind, marker=marker, storage_options=storage_options)
     location = locate(target, storage_options)
@@ -322,7 +322,7 @@ def write_errors_named(target: Target) -> Iterator[None]:
     :class:`WriteError` naming ``target``, and a store that cannot be reached
     :class:`~fairpca_dist.exceptions.ServiceError`, for a writer that removes its partial
     output and leaves the previous ``target`` as it was (every writer of this module, and
-    :func:`fairpca_dist.report.write_report`). Other errors pass through unchanged."""
+    :func:`fairpca_dist.assessment.report.write_report`). Other errors pass through unchanged."""
     remote = is_url(target)
     name = str(target) if isinstance(target, Location) else os.fspath(target)
     try:
@@ -372,12 +372,12 @@ def atomic_directory(target: Target, *, inputs: Paths, marker: str,
     marker : str
         A file every complete output of this writer holds (``_SUCCESS``, ``schema.json``, …).
     storage_options : mapping, optional
-        Options of ``target``'s filesystem (:func:`fairpca_dist.storage.locate`).
+        Options of ``target``'s filesystem (:func:`fairpca_dist.io.storage.locate`).
 
     On the local disk the folder is a hidden staging sibling (same file system, so the swap
     is two renames) and ``target``'s lock (:func:`output_lock`) is held throughout. On an
     object store it is a new version of ``target``, committed by its pointer
-    (:func:`fairpca_dist.versions.versioned_directory`). On any error the partial output is
+    (:func:`fairpca_dist.io.versions.versioned_directory`). On any error the partial output is
     removed and ``target`` is left exactly as it was (or absent); a full, read-only or
     forbidden disk or store raises :class:`WriteError` naming ``target``.
     """

@@ -3,7 +3,7 @@
 
 Nothing here needs Prefect: ``fairpca pipeline`` makes these checks before it starts Prefect's
 server, so that bad input fails in seconds (:func:`check_run`); the pipeline flow
-(:mod:`flows.pipeline`) makes them again first thing, and again under the run folder's lock.
+(:mod:`fairpca_dist.flows.pipeline`) makes them again first thing, and again under the run folder's lock.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import contextlib
 import os
 from typing import Any
 
-from fairpca_dist.atomic import check_output, input_paths, output_lock
+from fairpca_dist.io.atomic import check_output, input_paths, output_lock
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import MOMENTS_CACHE
-from fairpca_dist.ingest import failed_rejects_path
+from fairpca_dist.io.ingest import failed_rejects_path
 from fairpca_dist.params import check_run_parameters, check_source_table
-from fairpca_dist.storage import Location, is_url, locate
+from fairpca_dist.io.storage import Location, is_url, locate
 from fairpca_dist.wording import listed
 
 __all__ = ["STEP_FOLDERS", "check_run", "check_run_folder", "previous_run", "remove_unfinished_run", "run_folder"]
@@ -55,7 +55,7 @@ def check_run(
     storage_options: dict[str, Any] | None = None,
     overwrite: bool = False,
 ) -> None:
-    """Every check of a pipeline run (:func:`flows.pipeline.pipeline`, same parameters) that
+    """Every check of a pipeline run (:func:`fairpca_dist.flows.pipeline.pipeline`, same parameters) that
     needs no Prefect and no cluster, in seconds: its parameters
     (:func:`~fairpca_dist.params.check_run_parameters`), its run folder when ``run_id`` names
     one (:func:`check_run_folder`) and the source's header and first rows

@@ -1,7 +1,7 @@
 """The library's charts, drawn from numbers computed before and written as PNG.
 
-Three kinds, used by the report (:mod:`fairpca_dist.report`) and the comparison
-(:mod:`fairpca_dist.comparison_report`):
+Three kinds, used by the report (:mod:`fairpca_dist.assessment.report`) and the comparison
+(:mod:`fairpca_dist.assessment.comparison_report`):
 
 * :func:`group_curves`: a per-group quantity against r, one line style per arm;
 * :func:`pareto`: explained variance against a fairness criterion, one sweep per method, the
@@ -62,7 +62,7 @@ from matplotlib.markers import MarkerStyle
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from fairpca_dist.storage import Location
+from fairpca_dist.io.storage import Location
 
 __all__ = ["ALL_NAMED", "FLAGGED_LABEL", "NAMED_GROUPS", "group_curves", "pareto", "group_panels"]
 

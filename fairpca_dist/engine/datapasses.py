@@ -1,6 +1,6 @@
 """Passes over the rows that a solver requests while it iterates (DESIGN.md, rule 2).
 
-Most methods decide the projection from :class:`~fairpca_dist.moments.GroupMoments` alone.
+Most methods decide the projection from :class:`~fairpca_dist.engine.moments.GroupMoments` alone.
 Robust ℓ1 fair PCA (``mm-robust``; Babu, Stoica & Saini §4.2, spec/seeds-002-003.md §A.5)
 cannot: its minorizer at an iterate V needs, for every group g,
 
@@ -12,7 +12,7 @@ at V_t yields the objective min_g h_g(V_t) and the minorizer of the next step).
 
 MMD-constrained fair PCA with the RBF kernel (``mmd``; Lee et al. 2022, spec seed-004.md §3)
 needs the rows at every evaluation too: the projected rows U = ZV (:meth:`DataPasses.projected`,
-for the all-pairs kernel blocks of :func:`fairpca_dist.kernels.rbf_blocks`), then Zᵀ S
+for the all-pairs kernel blocks of :func:`fairpca_dist.engine.kernels.rbf_blocks`), then Zᵀ S
 (:meth:`DataPasses.backprojected`), or the additive random-feature sums
 (:meth:`DataPasses.rff_sums`; several projections at once with :meth:`DataPasses.rff_sums_many`),
 or a fixed subsample held in memory (:meth:`DataPasses.sample`).
@@ -21,10 +21,10 @@ global mean) keeps large common offsets from rounding.
 
 This module holds what a solver may ask (:class:`DataPasses`), the arithmetic on a block of
 rows that every implementation shares (:func:`l1_block_sums`, :func:`rff_block_sums_many`; the
-kernel arithmetic is in :mod:`fairpca_dist.kernels`), its additive result (:class:`L1Sums`), the
+kernel arithmetic is in :mod:`fairpca_dist.engine.kernels`), its additive result (:class:`L1Sums`), the
 count of passes every implementation keeps (:class:`PassCounter`), and the in-memory
 implementation (:class:`ArrayPasses`).
-:class:`fairpca_dist.passes.TablePasses` runs the same arithmetic over the partitions of a
+:class:`fairpca_dist.engine.passes.TablePasses` runs the same arithmetic over the partitions of a
 table with dask. Nothing here imports dask: solvers import this module.
 """
 
@@ -40,10 +40,10 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from fairpca_dist.blas import one_blas_thread
+from fairpca_dist.engine.blas import one_blas_thread
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
-from fairpca_dist.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
-from fairpca_dist.moments import block_rows
+from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
+from fairpca_dist.engine.moments import block_rows
 
 __all__ = [
     "DataPasses",
@@ -177,7 +177,7 @@ def rff_block_sums_many(
     rows: np.ndarray, codes: np.ndarray, n_groups: int, requests: Sequence[RFFRequest],
     weights: np.ndarray | None = None, *, gradient: bool = True,
 ) -> list[RFFSums]:
-    """:func:`fairpca_dist.kernels.rff_sums` of one block of rows (solver units) for every
+    """:func:`fairpca_dist.engine.kernels.rff_sums` of one block of rows (solver units) for every
     request, in order: the per-block work of :meth:`DataPasses.rff_sums_many`."""
     return [rff_sums(rows, codes, n_groups, components, features, weights, gradient=gradient)
             for components, features in requests]
@@ -233,7 +233,7 @@ class DataPasses(Protocol):
         ...
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
-        """Per-group random-feature sums at V (:func:`fairpca_dist.kernels.rff_sums`); one pass:
+        """Per-group random-feature sums at V (:func:`fairpca_dist.engine.kernels.rff_sums`); one pass:
         the one-request :meth:`rff_sums_many`."""
         ...
 

@@ -3,7 +3,7 @@
 ``fairpca compare`` command and the Prefect flow), which also writes the report.
 
 Passes over the rows: one for the per-cell moments (cached for an ingested table), then, as
-:mod:`fairpca_dist.comparison` documents, three per rank for the RBF MMD², two for the
+:mod:`fairpca_dist.assessment.comparison` documents, three per rank for the RBF MMD², two for the
 downstream classifier's row sample, and those of the row-reading methods. Every setting that
 needs no rows is checked before the first pass.
 """
@@ -15,18 +15,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fairpca_dist.atomic import check_output
-from fairpca_dist.storage import StorageOptions
-from fairpca_dist.cells import CellMoments, HashCells
-from fairpca_dist.comparison import Comparison, check_comparison, compare_methods
-from fairpca_dist.comparison_report import COMPARISON_FILE, write_comparison
-from fairpca_dist.evaluation import Methods, plan_splits
+from fairpca_dist.io.atomic import check_output
+from fairpca_dist.io.storage import StorageOptions
+from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.assessment.comparison import Comparison, check_comparison, compare_methods
+from fairpca_dist.assessment.comparison_report import COMPARISON_FILE, write_comparison
+from fairpca_dist.assessment.evaluation import Methods, plan_splits
 from fairpca_dist.exceptions import SchemaError
-from fairpca_dist.ingest import read_schema, table_source
-from fairpca_dist.moments import Center
-from fairpca_dist.passes import compute_moments, sample_rows, table_passes
-from fairpca_dist.sources import open_table
-from fairpca_dist.table_evaluation import cached_cell_moments, cell_moments_cache_path, table_cells
+from fairpca_dist.io.ingest import read_schema, table_source
+from fairpca_dist.engine.moments import Center
+from fairpca_dist.engine.passes import compute_moments, sample_rows, table_passes
+from fairpca_dist.engine.sources import open_table
+from fairpca_dist.assessment.table_evaluation import cached_cell_moments, cell_moments_cache_path, table_cells
 from fairpca_dist.wording import listed
 
 __all__ = ["compare", "compare_table"]
@@ -56,7 +56,7 @@ def compare(
     progress: bool = False,
 ) -> Comparison:
     """Compare every method (or ``methods``) on ``data`` at ``n_components``, by every
-    criterion (:func:`fairpca_dist.comparison.compare_methods`).
+    criterion (:func:`fairpca_dist.assessment.comparison.compare_methods`).
 
     >>> comparison = compare(frame, sensitive_feature="sex", n_components=3, target="income")
     >>> comparison.table()                       # one row per method and grid point
@@ -107,7 +107,7 @@ def compare_table(
     storage_options: StorageOptions | None = None,
 ) -> Comparison:
     """Compare methods on an ingested table (column roles from its ``schema.json``) and write
-    the report into ``out_dir`` (:func:`~fairpca_dist.comparison_report.write_comparison`).
+    the report into ``out_dir`` (:func:`~fairpca_dist.assessment.comparison_report.write_comparison`).
     Every setting, the groups and the target column are checked before any pass; the cell
     moments come from the cache when the table is unchanged. Paths may be URLs, opened with
     ``storage_options``."""
@@ -140,7 +140,7 @@ def _compare_rows(data: Any, moments: CellMoments, roles: dict[str, Any], sensit
                   n_components: int | Sequence[int], methods: Methods | None, *, target: str | None,
                   moments_passes: int, client: Any, progress: bool, random_state: int,
                   storage_options: StorageOptions | None = None, **settings: Any) -> Comparison:
-    """:func:`~fairpca_dist.comparison.compare_methods` with the rows of ``data`` (opened with
+    """:func:`~fairpca_dist.assessment.comparison.compare_methods` with the rows of ``data`` (opened with
     the column ``roles`` and cells the moments came from) and, with a target, a row sample for
     the downstream classifier; the passes made before it (``moments_passes`` for the cell
     moments, 2 for the sample) are added to its count."""

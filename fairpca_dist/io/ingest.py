@@ -27,15 +27,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.atomic import atomic_directory, atomic_file, input_paths
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, input_paths
 from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
-from fairpca_dist.markers import (
+from fairpca_dist.io.markers import (
     ALL_MISSING, MOSTLY_MARKERS, TextProfile, exclude_hint, na_values_hint, profile_text, with_markers)
-from fairpca_dist.moments import label_from_json, label_to_json, sorted_labels
-from fairpca_dist.passes import run_graph
-from fairpca_dist.sources import Partition, feature_values, map_partitions, open_table
-from fairpca_dist.storage import Location, StorageOptions, as_given, locate
-from fairpca_dist.versions import committed
+from fairpca_dist.engine.moments import label_from_json, label_to_json, sorted_labels
+from fairpca_dist.engine.passes import run_graph
+from fairpca_dist.engine.sources import Partition, feature_values, map_partitions, open_table
+from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate
+from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed, listed_counts
 
 __all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "failed_rejects_path", "SCHEMA_FILE",
@@ -96,7 +96,7 @@ def _columns_named(columns: Sequence[str]) -> str:
 
 
 def _mostly_bad(bad_by_column: Mapping[str, int], total: int, features: Sequence[str]) -> list[str]:
-    """The ``features`` bad in more than :data:`~fairpca_dist.markers.MOSTLY_MARKERS` of the
+    """The ``features`` bad in more than :data:`~fairpca_dist.io.markers.MOSTLY_MARKERS` of the
     ``total`` rows, the worst first."""
     bad = [c for c in features if bad_by_column.get(c, 0) > MOSTLY_MARKERS * total]
     return sorted(bad, key=lambda c: -bad_by_column[c])
@@ -228,7 +228,7 @@ def ingest_table(
         folder opens in any Parquet reader), ``schema.json`` and, when rows were dropped,
         ``rejects.csv`` (a sample of at most 1000 rejected rows).
     sensitive_feature, features, key_columns, sample_weight, exclude
-        Column roles, as in :func:`fairpca_dist.sources.open_table`. With the default
+        Column roles, as in :func:`fairpca_dist.engine.sources.open_table`. With the default
         features (every numeric column), a column with no value in any row is left out (the
         rows are written again without it). Every column left out of the table is recorded
         in ``schema.json``'s ``dropped_columns`` with the reason ("excluded by the user",
@@ -257,7 +257,7 @@ def ingest_table(
         a disk mounted on every worker.
     storage_options : mapping, optional
         Options of the filesystems of ``source`` and ``out_dir``
-        (:func:`fairpca_dist.storage.locate`).
+        (:func:`fairpca_dist.io.storage.locate`).
     """
     if on_bad_rows not in ("fail", "drop"):
         raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")

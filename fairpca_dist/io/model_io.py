@@ -21,13 +21,13 @@ from typing import Any, TypeVar, get_args
 
 import numpy as np
 
-from fairpca_dist.atomic import atomic_directory, atomic_file, output_lock
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, output_lock
 from fairpca_dist.exceptions import InputError, reading
-from fairpca_dist.moments import Center, label_from_json, label_to_json
+from fairpca_dist.engine.moments import Center, label_from_json, label_to_json
 from fairpca_dist.solvers import SOLVERS
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.storage import Location, StorageOptions, as_given, is_url, locate
-from fairpca_dist.versions import committed
+from fairpca_dist.io.storage import Location, StorageOptions, as_given, is_url, locate
+from fairpca_dist.io.versions import committed
 
 __all__ = ["save_model", "load_model", "read_model_file", "write_model_files", "model_folder", "read_fingerprint", "MODEL_FILE", "ARRAYS_FILE",
            "MODEL_FORMAT_VERSION"]
@@ -62,7 +62,7 @@ def save_model(
     """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder.
 
     ``inputs`` (e.g. the table the model was fitted on) must not overlap ``directory``
-    (:func:`~fairpca_dist.atomic.check_output`), and ``directory`` must be new, empty or hold
+    (:func:`~fairpca_dist.io.atomic.check_output`), and ``directory`` must be new, empty or hold
     a model already (:class:`~fairpca_dist.exceptions.OutputPathError` otherwise: nothing is
     written). ``directory`` may be a URL (``s3://…``), opened with ``storage_options``.
     """
@@ -78,7 +78,7 @@ def save_model(
 
 def write_model_files(model: FairProjection, folder: Location, *, fingerprint: str | None = None) -> None:
     """``model.npz``, then ``model.json`` (the record, last) into ``folder``, each written whole
-    (:func:`~fairpca_dist.atomic.atomic_file`): what :func:`save_model` writes, for a writer
+    (:func:`~fairpca_dist.io.atomic.atomic_file`): what :func:`save_model` writes, for a writer
     that holds the folder already (:func:`fairpca_dist.fit_table`'s staging folder)."""
     from fairpca_dist import __version__
 
@@ -173,7 +173,7 @@ def load_model(directory: str | os.PathLike[str], storage_options: StorageOption
 
 def model_folder(directory: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None) -> Location:
     """Where the files of the model folder ``directory`` are: the folder, or on an object
-    store its committed version (:func:`fairpca_dist.versions.committed`)."""
+    store its committed version (:func:`fairpca_dist.io.versions.committed`)."""
     return committed(locate(directory, storage_options))
 
 
@@ -274,7 +274,7 @@ def _is_list(value: Any) -> bool:
 
 
 def _is_label(value: Any) -> bool:
-    """A group label as :func:`~fairpca_dist.moments.label_to_json` writes it (never null: a
+    """A group label as :func:`~fairpca_dist.engine.moments.label_to_json` writes it (never null: a
     row without a label belongs to no group)."""
     if isinstance(value, dict):
         parts = value.get("tuple")

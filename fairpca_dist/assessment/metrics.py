@@ -12,7 +12,7 @@ centre (:meth:`GroupMoments.covariance`), following spec/seeds-000-001.md §0.3
 
 The RBF-kernel MMD² of the projected groups (:func:`mmd2_rbf`; Lee et al. 2022, spec
 seed-004.md §1.3) has no finite statistic: it reads the rows, through a
-:class:`~fairpca_dist.datapasses.DataPasses` (all pairs in kernel blocks, or random Fourier
+:class:`~fairpca_dist.engine.datapasses.DataPasses` (all pairs in kernel blocks, or random Fourier
 features in one additive pass; :func:`mmd2_rbf_many` estimates several projections in one such
 pass), and :func:`rbf_bandwidth` gives its median-heuristic σ.
 
@@ -31,10 +31,10 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from fairpca_dist.datapasses import DataPasses
+from fairpca_dist.engine.datapasses import DataPasses
 from fairpca_dist.exceptions import GroupError, InputError
-from fairpca_dist.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, pairwise_rbf, pairwise_rff
-from fairpca_dist.moments import Center, GroupMoments, sorted_labels
+from fairpca_dist.engine.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, pairwise_rbf, pairwise_rff
+from fairpca_dist.engine.moments import Center, GroupMoments, sorted_labels
 from fairpca_dist.wording import differences
 
 __all__ = [
@@ -224,7 +224,7 @@ def rbf_bandwidth(
     moments: GroupMoments, passes: DataPasses, components: np.ndarray, *, mode: str = "code",
     max_rows_per_group: int = 2000, seed: int = 0,
 ) -> float:
-    """σ of the RBF kernel by the median heuristic (:func:`fairpca_dist.kernels.median_bandwidth`,
+    """σ of the RBF kernel by the median heuristic (:func:`fairpca_dist.engine.kernels.median_bandwidth`,
     ``mode`` "code" or "paper") on the rows projected by ``components``, from a uniform sample
     of at most ``max_rows_per_group`` rows per group (two passes; deterministic for a seed):
     what the ``mmd`` solver does at the PCA projection."""
@@ -254,7 +254,7 @@ def mmd2_rbf(
     pair of rows in kernel blocks of ``block_rows`` (O(N² r) work, O(block_rows²) memory:
     practical to N ≈ 10⁵). ``"rff"``: ``n_random_features`` random Fourier features drawn
     from ``random_state``; one additive pass, O(N), an unbiased estimate of the kernel whose
-    error shrinks as 1/√D (:func:`fairpca_dist.kernels.rff_mmd2`): exactly what
+    error shrinks as 1/√D (:func:`fairpca_dist.engine.kernels.rff_mmd2`): exactly what
     :func:`mmd2_rbf_many` gives for this projection.
     """
     components = _check_components(moments, components)
@@ -283,7 +283,7 @@ def mmd2_rbf_many(
 ) -> list[np.ndarray]:
     """The random-feature estimate of :func:`mmd2_rbf` (``estimator="rff"``) for several
     projections, one (k, k) matrix each, in order, from ONE pass over the rows
-    (:meth:`~fairpca_dist.datapasses.DataPasses.rff_sums_many`).
+    (:meth:`~fairpca_dist.engine.datapasses.DataPasses.rff_sums_many`).
 
     Features are drawn once per distinct number of columns r, in order of first appearance,
     each as ``RandomFeatures.draw(r, n_random_features, sigma, np.random.default_rng(random_state),
@@ -292,7 +292,7 @@ def mmd2_rbf_many(
     r share them, and a projection gets the same estimate whatever else is in the call (and
     from :func:`mmd2_rbf` with the same seed). A ``Generator`` is advanced by each draw, in
     that order. ``precision`` is that of the features' cos and sin
-    (:class:`~fairpca_dist.kernels.RandomFeatures`; "single" moves the estimate by ~1e-8
+    (:class:`~fairpca_dist.engine.kernels.RandomFeatures`; "single" moves the estimate by ~1e-8
     relative, far below its own O(1/√D) error, at a third of the time of "double"). Bad input
     (no projections, components of the wrong shape, σ ≤ 0, D < 1, an unknown precision) raises
     :class:`InputError` before the pass.
