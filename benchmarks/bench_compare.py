@@ -66,21 +66,21 @@ RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-import fairpca_dist.engine.passes as passes_module  # noqa: E402
+from provenance import provenance  # noqa: E402
+
 import fairpca_dist.assessment.table_comparison as table_comparison  # noqa: E402
+import fairpca_dist.engine.passes as passes_module  # noqa: E402
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
 from fairpca_dist.assessment import metrics
-from fairpca_dist.engine.cells import HashCells  # noqa: E402
 from fairpca_dist.assessment.comparison import check_comparison  # noqa: E402
 from fairpca_dist.assessment.evaluation import plan_splits  # noqa: E402
-from fairpca_dist.io.ingest import ingest_table, read_schema, table_source  # noqa: E402
-from fairpca_dist.engine.passes import sample_rows, table_passes  # noqa: E402
 from fairpca_dist.assessment.report import downstream_parity  # noqa: E402
 from fairpca_dist.assessment.scoring import score_projection  # noqa: E402
-from fairpca_dist.solvers import SOLVERS  # noqa: E402
 from fairpca_dist.assessment.table_comparison import DOWNSTREAM_SAMPLE_ROWS, compare_table  # noqa: E402
-
-from provenance import provenance  # noqa: E402
+from fairpca_dist.engine.cells import HashCells  # noqa: E402
+from fairpca_dist.engine.passes import sample_rows, table_passes  # noqa: E402
+from fairpca_dist.io.ingest import ingest_table, read_schema, table_source  # noqa: E402
+from fairpca_dist.solvers import SOLVERS  # noqa: E402
 
 CREDIT_CSV = ROOT.parent / "shared" / "data" / "pelegrina_fpca" / "default_degree.csv"
 DEFAULT_R = {"credit": [2, 3], "Adult": [2]}
@@ -154,25 +154,50 @@ def run_compare(table_dir: Path, ranks: list[int], methods: list[str] | None, ta
     started = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        comparison = compare_table(table_dir, out, n_components=ranks, methods=methods, target=target,
-                                   n_cells=N_CELLS, train_fraction=TRAIN_FRACTION, random_state=SEED,
-                                   cache_dir=cache)
+        comparison = compare_table(
+            table_dir,
+            out,
+            n_components=ranks,
+            methods=methods,
+            target=target,
+            n_cells=N_CELLS,
+            train_fraction=TRAIN_FRACTION,
+            random_state=SEED,
+            cache_dir=cache,
+        )
     wall = time.perf_counter() - started
     counted = len(PASS_LOG)
     shutil.rmtree(cache)
     shutil.rmtree(out)
     candidates = []
     for c in comparison.candidates:
-        candidates.append({
-            "key": candidate_key(c.method, c.params, c.n_components), "label": c.label, "method": c.method,
-            "n_components": c.n_components, "status": c.status, "seconds": c.seconds, "passes": c.passes,
-            "values": candidate_values(c), "_components": None if c.model is None else c.model.components,
-        })
-    return {"arm": "compare", "wall": wall, "report_seconds": sum(REPORT_SECONDS),
-            "comparison_seconds": comparison.seconds, "passes": counted, "passes_by_purpose": dict(comparison.passes),
-            "passes_reported": int(sum(comparison.passes.values())), "fits": 2 * len(comparison.candidates),
-            "candidates": candidates, "sigma": comparison.settings["sigma"],
-            "load_before": load_before, "load_after": load_avg()}
+        candidates.append(
+            {
+                "key": candidate_key(c.method, c.params, c.n_components),
+                "label": c.label,
+                "method": c.method,
+                "n_components": c.n_components,
+                "status": c.status,
+                "seconds": c.seconds,
+                "passes": c.passes,
+                "values": candidate_values(c),
+                "_components": None if c.model is None else c.model.components,
+            }
+        )
+    return {
+        "arm": "compare",
+        "wall": wall,
+        "report_seconds": sum(REPORT_SECONDS),
+        "comparison_seconds": comparison.seconds,
+        "passes": counted,
+        "passes_by_purpose": dict(comparison.passes),
+        "passes_reported": int(sum(comparison.passes.values())),
+        "fits": 2 * len(comparison.candidates),
+        "candidates": candidates,
+        "sigma": comparison.settings["sigma"],
+        "load_before": load_before,
+        "load_after": load_avg(),
+    }
 
 
 def candidate_key(method: str, params: dict, r: int) -> str:
@@ -197,8 +222,7 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
     sensitive, features = schema["sensitive_feature"], schema["features"]
     cells = HashCells(tuple(schema["key_columns"]), N_CELLS, seed=0)
     plans, ranks_ = check_comparison(methods, ranks, len(features), target=target)
-    split = plan_splits(range(N_CELLS), n_splits=1, train_fraction=TRAIN_FRACTION, n_folds=2,
-                        random_state=SEED)[0]
+    split = plan_splits(range(N_CELLS), n_splits=1, train_fraction=TRAIN_FRACTION, n_folds=2, random_state=SEED)[0]
     PASS_LOG.clear()
     load_before = load_avg()
     started = time.perf_counter()
@@ -212,8 +236,14 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
             steps[step] = steps.get(step, 0.0) + time.perf_counter() - t0
 
     # the downstream classifier's row sample, drawn once (2 passes), as compare_table draws it
-    sample = timed("downstream sample", sample_rows, source, columns=[*features, *sensitive, target],
-                   max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=SEED)
+    sample = timed(
+        "downstream sample",
+        sample_rows,
+        source,
+        columns=[*features, *sensitive, target],
+        max_rows=DOWNSTREAM_SAMPLE_ROWS,
+        seed=SEED,
+    )
     candidates = []
     n_fits = 0
     sigmas: dict[str, float] = {}
@@ -223,8 +253,14 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
         total = timed("sigma", compute_moments, source, sensitive_feature=sensitive, features=features)
         rows = table_passes(source, total, sensitive_feature=sensitive)
         pca = fit_projection(total, r, method="pca", standardize=True, random_state=SEED)
-        sigma = timed("sigma", metrics.rbf_bandwidth, total.rescaled(pca.scale), rows.rescaled(pca.scale),
-                      pca.components, seed=SEED)
+        sigma = timed(
+            "sigma",
+            metrics.rbf_bandwidth,
+            total.rescaled(pca.scale),
+            rows.rescaled(pca.scale),
+            pca.components,
+            seed=SEED,
+        )
         sigma_passes = len(PASS_LOG) - before
         sigmas[str(r)] = sigma
         for plan in plans:
@@ -233,8 +269,12 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
                 reads = SOLVERS[plan.method].reads_rows(options)
                 if reads and plan.method == "mmd":
                     options["sigma"] = sigma
-                entry: dict[str, Any] = {"key": candidate_key(plan.name, params, r), "method": plan.name,
-                                         "n_components": r, "reads_rows": reads}
+                entry: dict[str, Any] = {
+                    "key": candidate_key(plan.name, params, r),
+                    "method": plan.name,
+                    "n_components": r,
+                    "reads_rows": reads,
+                }
                 before = len(PASS_LOG)
                 t0 = time.perf_counter()
                 values: dict[str, float | None] = {}
@@ -242,13 +282,26 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
                     warnings.simplefilter("ignore")
                     try:
                         # (a) in sample: own moments pass, fit, score
-                        moments = timed("moments pass (in sample)", compute_moments, source,
-                                        sensitive_feature=sensitive, features=features)
+                        moments = timed(
+                            "moments pass (in sample)",
+                            compute_moments,
+                            source,
+                            sensitive_feature=sensitive,
+                            features=features,
+                        )
                         rows = table_passes(source, moments, sensitive_feature=sensitive, cells=cells)
                         t_fit = time.perf_counter()
-                        model = timed("fit in sample", fit_projection, moments, r, method=plan.method,
-                                      standardize=True, random_state=SEED, passes=rows if reads else None,
-                                      **options)
+                        model = timed(
+                            "fit in sample",
+                            fit_projection,
+                            moments,
+                            r,
+                            method=plan.method,
+                            standardize=True,
+                            random_state=SEED,
+                            passes=rows if reads else None,
+                            **options,
+                        )
                         scores = score_projection(model, moments)
                         entry["_components"], entry["_scale"] = model.components, model.scale
                         entry["fit_seconds"] = time.perf_counter() - t_fit
@@ -257,16 +310,29 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
                         for key in CHECKED:
                             values[f"in_{key}"] = scalar(scores, key)
                         # (b) out of sample: own per-cell moments pass, fit on the training cells
-                        by_cell = timed("cell moments pass (out of sample)", compute_moments, source,
-                                        sensitive_feature=sensitive, features=features, cells=cells,
-                                        min_group_size=1)
+                        by_cell = timed(
+                            "cell moments pass (out of sample)",
+                            compute_moments,
+                            source,
+                            sensitive_feature=sensitive,
+                            features=features,
+                            cells=cells,
+                            min_group_size=1,
+                        )
                         train = by_cell.union(split.train)
                         test = by_cell.union(split.test, min_group_size=1)
                         try:
-                            held_out = timed("fit out of sample", fit_projection, train, r, method=plan.method,
-                                             standardize=train.feature_scale(0, constant="keep"),
-                                             random_state=SEED,
-                                             passes=rows.restricted(split.train) if reads else None, **options)
+                            held_out = timed(
+                                "fit out of sample",
+                                fit_projection,
+                                train,
+                                r,
+                                method=plan.method,
+                                standardize=train.feature_scale(0, constant="keep"),
+                                random_state=SEED,
+                                passes=rows.restricted(split.train) if reads else None,
+                                **options,
+                            )
                             n_fits += 1
                             test_scores = score_projection(held_out, train, test)
                             for key in CHECKED:
@@ -274,13 +340,29 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
                         except Exception as error:  # noqa: BLE001
                             entry["test_error"] = f"{type(error).__name__}: {error}"
                         # (c) RBF MMD² by random features: its own pass
-                        matrix = timed("rbf mmd2 pass", metrics.mmd2_rbf, moments.rescaled(model.scale),
-                                       rows.rescaled(model.scale), model.components, sigma, estimator="rff",
-                                       n_random_features=1000, random_state=SEED)
+                        matrix = timed(
+                            "rbf mmd2 pass",
+                            metrics.mmd2_rbf,
+                            moments.rescaled(model.scale),
+                            rows.rescaled(model.scale),
+                            model.components,
+                            sigma,
+                            estimator="rff",
+                            n_random_features=1000,
+                            random_state=SEED,
+                        )
                         values["rbf_mmd2"] = float(np.max(matrix))
                         # (d) downstream classifier on the sample drawn once
-                        down = timed("downstream classifier", downstream_parity, sample, features=features,
-                                     sensitive=sensitive, target=target, models={"m": model}, random_state=SEED)
+                        down = timed(
+                            "downstream classifier",
+                            downstream_parity,
+                            sample,
+                            features=features,
+                            sensitive=sensitive,
+                            target=target,
+                            models={"m": model},
+                            random_state=SEED,
+                        )
                         values["accuracy"] = down["models"]["m"]["accuracy"]
                         values["dp_difference"] = down["models"]["m"]["demographic_parity_difference"]
                     except Exception as error:  # noqa: BLE001
@@ -290,9 +372,18 @@ def run_baseline(table_dir: Path, ranks: list[int], methods: list[str] | None, t
                 entry["values"] = values
                 candidates.append(entry)
     wall = time.perf_counter() - started
-    return {"arm": "baseline", "wall": wall, "passes": len(PASS_LOG), "fits": n_fits, "steps": steps,
-            "sigma_passes_per_r": sigma_passes, "candidates": candidates, "sigma": sigmas,
-            "load_before": load_before, "load_after": load_avg()}
+    return {
+        "arm": "baseline",
+        "wall": wall,
+        "passes": len(PASS_LOG),
+        "fits": n_fits,
+        "steps": steps,
+        "sigma_passes_per_r": sigma_passes,
+        "candidates": candidates,
+        "sigma": sigmas,
+        "load_before": load_before,
+        "load_after": load_avg(),
+    }
 
 
 def scalar(scores: Any, key: str) -> float:
@@ -354,23 +445,48 @@ def agreement(compare: dict, baseline: dict, table_dir: Path) -> dict:
             sigma = baseline["sigma"][str(c["n_components"])]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                value = float(np.max(metrics.mmd2_rbf(moments.rescaled(b["_scale"]), rows.rescaled(b["_scale"]),
-                                                      c["_components"], sigma, estimator="rff",
-                                                      n_random_features=1000, random_state=SEED)))
+                value = float(
+                    np.max(
+                        metrics.mmd2_rbf(
+                            moments.rescaled(b["_scale"]),
+                            rows.rescaled(b["_scale"]),
+                            c["_components"],
+                            sigma,
+                            estimator="rff",
+                            n_random_features=1000,
+                            random_state=SEED,
+                        )
+                    )
+                )
             ok = abs(value - c["values"]["rbf_mmd2"]) <= TOL * max(1.0, abs(value))
-            rechecked.append({"candidate": f"{c['label']} r={c['n_components']}", "compare": c["values"]["rbf_mmd2"],
-                              "baseline_own_basis": b["values"]["rbf_mmd2"], "baseline_on_compare_basis": value,
-                              "ok": ok})
+            rechecked.append(
+                {
+                    "candidate": f"{c['label']} r={c['n_components']}",
+                    "compare": c["values"]["rbf_mmd2"],
+                    "baseline_own_basis": b["values"]["rbf_mmd2"],
+                    "baseline_on_compare_basis": value,
+                    "ok": ok,
+                }
+            )
             if not ok:
-                bad.append(f"{c['label']} r={c['n_components']} rbf_mmd2 on the comparison's basis: "
-                           f"{c['values']['rbf_mmd2']:.10g} vs {value:.10g}")
+                bad.append(
+                    f"{c['label']} r={c['n_components']} rbf_mmd2 on the comparison's basis: "
+                    f"{c['values']['rbf_mmd2']:.10g} vs {value:.10g}"
+                )
     sigma_diff = max(abs(float(compare["sigma"][r]) - float(baseline["sigma"][r])) for r in baseline["sigma"])
     if sigma_diff > TOL:
         bad.append(f"sigma differs by {sigma_diff:.3g}")
-    return {"max_rel_diff": worst, "disagreements": bad, "missing": missing,
-            "n_candidates": len(compare["candidates"]), "max_subspace_sine": max_sine,
-            "same_subspace_other_basis": rotated, "rbf_rechecked_on_compare_basis": rechecked,
-            "sigma_max_abs_diff": sigma_diff, "ok": not bad and not missing}
+    return {
+        "max_rel_diff": worst,
+        "disagreements": bad,
+        "missing": missing,
+        "n_candidates": len(compare["candidates"]),
+        "max_subspace_sine": max_sine,
+        "same_subspace_other_basis": rotated,
+        "rbf_rechecked_on_compare_basis": rechecked,
+        "sigma_max_abs_diff": sigma_diff,
+        "ok": not bad and not missing,
+    }
 
 
 def strip(run: dict) -> dict:
@@ -395,17 +511,29 @@ def ratios(results: dict) -> list[dict]:
         runs_b = [r for r in data["runs"] if r["arm"] == "baseline"]
         if runs_c and runs_b:
             wc, wb = med([r["wall"] for r in runs_c]), med([r["wall"] for r in runs_b])
-            out.append({"area": "comparison", "case": f"`compare_table` on {name} ({runs_c[0]['fits']} fits, "
-                                                      f"{runs_c[0]['passes']} vs {runs_b[0]['passes']} passes)",
-                        "ours_seconds": wc, "baseline": "the same fits and scores one by one, each reading the data",
-                        "baseline_seconds": wb, "ratio": wc / wb})
+            out.append(
+                {
+                    "area": "comparison",
+                    "case": f"`compare_table` on {name} ({runs_c[0]['fits']} fits, "
+                    f"{runs_c[0]['passes']} vs {runs_b[0]['passes']} passes)",
+                    "ours_seconds": wc,
+                    "baseline": "the same fits and scores one by one, each reading the data",
+                    "baseline_seconds": wb,
+                    "ratio": wc / wb,
+                }
+            )
     return out
 
 
 def write_report(results: dict, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    clean = {**results, "datasets": {name: {**data, "runs": [strip(r) for r in data["runs"]]}
-                                      for name, data in results["datasets"].items()}, "ratios": ratios(results)}
+    clean = {
+        **results,
+        "datasets": {
+            name: {**data, "runs": [strip(r) for r in data["runs"]]} for name, data in results["datasets"].items()
+        },
+        "ratios": ratios(results),
+    }
     (folder / "compare.json").write_text(json.dumps(clean, indent=1, default=str) + "\n")
     lines = [
         "# `compare_table` vs the same fits one by one",
@@ -436,73 +564,117 @@ def write_report(results: dict, folder: Path) -> None:
             continue
         wc = [r["wall"] for r in runs_c]
         wc_nr = [r["wall"] - r["report_seconds"] for r in runs_c]
-        lines += ["| arm | wall s (median) | spread (min–max) | runs | passes over the rows | fits | ratio baseline/compare |",
-                  "|---|---|---|---|---|---|---|"]
-        lines.append(f"| compare (`compare_table`, with report) | {med(wc):.1f} | {spread(wc)} | {len(wc)} | "
-                     f"{runs_c[0]['passes']} | {runs_c[0]['fits']} | 1 |")
-        lines.append(f"| compare without writing the report | {med(wc_nr):.1f} | {spread(wc_nr)} | {len(wc)} | "
-                     f"{runs_c[0]['passes']} | {runs_c[0]['fits']} | – |")
+        lines += [
+            "| arm | wall s (median) | spread (min–max) | runs | passes over the rows | fits | ratio baseline/compare |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines.append(
+            f"| compare (`compare_table`, with report) | {med(wc):.1f} | {spread(wc)} | {len(wc)} | "
+            f"{runs_c[0]['passes']} | {runs_c[0]['fits']} | 1 |"
+        )
+        lines.append(
+            f"| compare without writing the report | {med(wc_nr):.1f} | {spread(wc_nr)} | {len(wc)} | "
+            f"{runs_c[0]['passes']} | {runs_c[0]['fits']} | – |"
+        )
         if runs_b:
             wb = [r["wall"] for r in runs_b]
             lines.append(
                 f"| baseline (one by one) | {med(wb):.1f} | {spread(wb)} | {len(wb)} | {runs_b[0]['passes']} | "
                 f"{runs_b[0]['fits']} | wall {med(wb) / med(wc):.1f}x (vs compare without report "
-                f"{med(wb) / med(wc_nr):.1f}x); passes {runs_b[0]['passes'] / runs_c[0]['passes']:.1f}x |")
+                f"{med(wb) / med(wc_nr):.1f}x); passes {runs_b[0]['passes'] / runs_c[0]['passes']:.1f}x |"
+            )
         lines.append("")
         c0 = runs_c[0]
-        lines += ["Comparison's own passes by purpose (`Comparison.passes`): "
-                  + ", ".join(f"{k} {v}" for k, v in c0["passes_by_purpose"].items())
-                  + f" = {c0['passes_reported']} (counted at `run_graph`: {c0['passes']}). "
-                  f"`Comparison.seconds` (compare_methods alone) "
-                  + ", ".join(f"{r['comparison_seconds']:.1f}" for r in runs_c)
-                  + " s; report writing " + ", ".join(f"{r['report_seconds']:.1f}" for r in runs_c) + " s.", ""]
+        lines += [
+            "Comparison's own passes by purpose (`Comparison.passes`): "
+            + ", ".join(f"{k} {v}" for k, v in c0["passes_by_purpose"].items())
+            + f" = {c0['passes_reported']} (counted at `run_graph`: {c0['passes']}). "
+            f"`Comparison.seconds` (compare_methods alone) "
+            + ", ".join(f"{r['comparison_seconds']:.1f}" for r in runs_c)
+            + " s; report writing "
+            + ", ".join(f"{r['report_seconds']:.1f}" for r in runs_c)
+            + " s.",
+            "",
+        ]
         if runs_b and "agreement" in data:
             b0 = runs_b[0]
             total_steps = sum(b0["steps"].values())
-            lines += ["Baseline time by step (first run): " + ", ".join(
-                f"{k} {v:.1f} s" for k, v in sorted(b0["steps"].items(), key=lambda kv: -kv[1]))
-                + f" (sum {total_steps:.1f} of {b0['wall']:.1f} s wall); σ {b0['sigma_passes_per_r']} passes per r.", ""]
+            lines += [
+                "Baseline time by step (first run): "
+                + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(b0["steps"].items(), key=lambda kv: -kv[1]))
+                + f" (sum {total_steps:.1f} of {b0['wall']:.1f} s wall); σ {b0['sigma_passes_per_r']} passes per r.",
+                "",
+            ]
             agree = data["agreement"]
-            lines += [f"**Agreement** (every candidate's values, |compare − baseline| ≤ {TOL:g} · max(1, |value|)): "
-                      + ("**yes**" if agree["ok"] else "**no**")
-                      + f" over {agree['n_candidates']} candidates (first runs); largest differences (relative "
-                      "to max(1, |value|)): " + ", ".join(f"{k} {v:.1e}" for k, v in agree["max_rel_diff"].items())
-                      + f". σ per r differs by {agree['sigma_max_abs_diff']:.1e}. In-sample subspaces: largest "
-                      f"principal-angle sine {agree['max_subspace_sine']:.1e}"
-                      + (" (runs before the orthonormality guard also counted mm-sparse's non-orthonormal maps)"
-                         if agree["max_subspace_sine"] > 0.5 else "") + ".", ""]
+            lines += [
+                f"**Agreement** (every candidate's values, |compare − baseline| ≤ {TOL:g} · max(1, |value|)): "
+                + ("**yes**" if agree["ok"] else "**no**")
+                + f" over {agree['n_candidates']} candidates (first runs); largest differences (relative "
+                "to max(1, |value|)): "
+                + ", ".join(f"{k} {v:.1e}" for k, v in agree["max_rel_diff"].items())
+                + f". σ per r differs by {agree['sigma_max_abs_diff']:.1e}. In-sample subspaces: largest "
+                f"principal-angle sine {agree['max_subspace_sine']:.1e}"
+                + (
+                    " (runs before the orthonormality guard also counted mm-sparse's non-orthonormal maps)"
+                    if agree["max_subspace_sine"] > 0.5
+                    else ""
+                )
+                + ".",
+                "",
+            ]
             if agree["same_subspace_other_basis"]:
                 rc = agree["rbf_rechecked_on_compare_basis"]
-                lines += [f"Same subspace, different basis (the arms' components differ by more than 1e-6, "
-                          f"the subspaces agree): {', '.join(agree['same_subspace_other_basis'])}. The RBF MMD² by "
-                          "random features depends on the basis, not only on the subspace (a fixed draw of "
-                          "features is not rotation invariant), so these candidates' RBF values differ by the "
-                          "estimate's noise; " + (f"{len(rc)} of them were off by more than the tolerance and "
-                          "were re-evaluated (untimed) on the comparison's basis with `metrics.mmd2_rbf`: "
-                          + ("all equal the comparison's value." if all(x["ok"] for x in rc) else "NOT all equal.")
-                          + " Own basis vs comparison: " + "; ".join(
-                              f"{x['candidate']} {x['baseline_own_basis']:.4g} vs {x['compare']:.4g}" for x in rc)
-                          if rc else "none was off by more than the tolerance."), ""]
+                lines += [
+                    f"Same subspace, different basis (the arms' components differ by more than 1e-6, "
+                    f"the subspaces agree): {', '.join(agree['same_subspace_other_basis'])}. The RBF MMD² by "
+                    "random features depends on the basis, not only on the subspace (a fixed draw of "
+                    "features is not rotation invariant), so these candidates' RBF values differ by the "
+                    "estimate's noise; "
+                    + (
+                        f"{len(rc)} of them were off by more than the tolerance and "
+                        "were re-evaluated (untimed) on the comparison's basis with `metrics.mmd2_rbf`: "
+                        + ("all equal the comparison's value." if all(x["ok"] for x in rc) else "NOT all equal.")
+                        + " Own basis vs comparison: "
+                        + "; ".join(f"{x['candidate']} {x['baseline_own_basis']:.4g} vs {x['compare']:.4g}" for x in rc)
+                        if rc
+                        else "none was off by more than the tolerance."
+                    ),
+                    "",
+                ]
             if agree["disagreements"] or agree["missing"]:
-                lines += ["Disagreements:", ""] + [f"* {d}" for d in agree["disagreements"][:40]] + \
-                         [f"* missing in baseline: {m}" for m in agree["missing"]] + [""]
+                lines += (
+                    ["Disagreements:", ""]
+                    + [f"* {d}" for d in agree["disagreements"][:40]]
+                    + [f"* missing in baseline: {m}" for m in agree["missing"]]
+                    + [""]
+                )
             # per-method split
-            lines += ["Per method (summed over grid points and r; first runs): compare's in-sample fit seconds "
-                      "(`Candidate.seconds`) and passes (`Candidate.passes`, in + out of sample); baseline's "
-                      "in-sample fit seconds, its whole per-candidate seconds (passes, both fits, scores, RBF, "
-                      "downstream) and passes.", "",
-                      "| method | candidates | compare fit s | compare passes | baseline fit s | baseline total s | baseline passes |",
-                      "|---|---|---|---|---|---|---|"]
+            lines += [
+                "Per method (summed over grid points and r; first runs): compare's in-sample fit seconds "
+                "(`Candidate.seconds`) and passes (`Candidate.passes`, in + out of sample); baseline's "
+                "in-sample fit seconds, its whole per-candidate seconds (passes, both fits, scores, RBF, "
+                "downstream) and passes.",
+                "",
+                "| method | candidates | compare fit s | compare passes | baseline fit s | baseline total s | baseline passes |",
+                "|---|---|---|---|---|---|---|",
+            ]
             methods = list(dict.fromkeys(c["method"] for c in c0["candidates"]))
             for m in methods:
                 cc = [c for c in c0["candidates"] if c["method"] == m]
                 bb = [c for c in b0["candidates"] if c["method"] == m]
-                lines.append(f"| {m} | {len(cc)} | {sum(c['seconds'] for c in cc):.2f} | {sum(c['passes'] for c in cc)} | "
-                             f"{sum(c.get('fit_seconds', 0.0) for c in bb):.2f} | {sum(c['seconds'] for c in bb):.2f} | "
-                             f"{sum(c['passes'] for c in bb)} |")
+                lines.append(
+                    f"| {m} | {len(cc)} | {sum(c['seconds'] for c in cc):.2f} | {sum(c['passes'] for c in cc)} | "
+                    f"{sum(c.get('fit_seconds', 0.0) for c in bb):.2f} | {sum(c['seconds'] for c in bb):.2f} | "
+                    f"{sum(c['passes'] for c in bb)} |"
+                )
             lines.append("")
-        lines += ["Runs (in order): " + "; ".join(
-            f"{r['arm']} {r['wall']:.1f} s (load {r['load_before']}→{r['load_after']})" for r in data["runs"]), ""]
+        lines += [
+            "Runs (in order): "
+            + "; ".join(
+                f"{r['arm']} {r['wall']:.1f} s (load {r['load_before']}→{r['load_after']})" for r in data["runs"]
+            ),
+            "",
+        ]
     if results.get("notes"):
         lines += ["## Notes", ""] + [f"* {n}" for n in results["notes"]] + [""]
     (folder / "compare.md").write_text("\n".join(lines))
@@ -513,17 +685,29 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["credit", "Adult"], choices=list(FRAMES))
     parser.add_argument("--r", type=int, nargs="+", default=None, help="ranks (default: credit 2 3, Adult 2)")
     parser.add_argument("--methods", nargs="+", default=None, help="default: every registered method")
-    parser.add_argument("--exclude", nargs="*", default=None,
-                        help="methods left out of both arms (default: olfat-sdp on Adult only)")
+    parser.add_argument(
+        "--exclude", nargs="*", default=None, help="methods left out of both arms (default: olfat-sdp on Adult only)"
+    )
     parser.add_argument("--skip-baseline", action="store_true")
-    parser.add_argument("--repeats", type=int, nargs="+", default=[2, 1],
-                        help="runs of each arm per dataset (one number per dataset, or one for all)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        nargs="+",
+        default=[2, 1],
+        help="runs of each arm per dataset (one number per dataset, or one for all)",
+    )
     parser.add_argument("--note", action="append", default=[])
     parser.add_argument("--keep", action="store_true")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep the datasets of results/compare.json; a dataset run again gets its runs appended")
-    parser.add_argument("--report-only", action="store_true",
-                        help="rewrite results/compare.md from results/compare.json (adding --note lines)")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the datasets of results/compare.json; a dataset run again gets its runs appended",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite results/compare.md from results/compare.json (adding --note lines)",
+    )
     parser.add_argument("--results", type=Path, default=RESULTS, help="where compare.{md,json} go")
     args = parser.parse_args()
     if args.report_only:
@@ -532,15 +716,23 @@ def main() -> None:
         write_report(results, args.results)
         return
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip()
     results: dict[str, Any] = {
         "command": "OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_compare.py " + " ".join(sys.argv[1:]),
         "commit": commit,
-        "provenance": provenance(["fairpca_dist/assessment/comparison.py", "fairpca_dist/assessment/table_comparison.py",
-                                  "benchmarks/bench_compare.py"]),
-        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_before": load_avg(),
-        "datasets": {}, "notes": args.note,
+        "provenance": provenance(
+            [
+                "fairpca_dist/assessment/comparison.py",
+                "fairpca_dist/assessment/table_comparison.py",
+                "benchmarks/bench_compare.py",
+            ]
+        ),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_before": load_avg(),
+        "datasets": {},
+        "notes": args.note,
     }
     if args.merge and (args.results / "compare.json").is_file():
         old = json.loads((args.results / "compare.json").read_text())
@@ -560,18 +752,30 @@ def main() -> None:
             if exclude:
                 methods = [m for m in (methods or list(SOLVERS)) if m not in exclude]
             table_dir = work / name
-            ingest_table(frame, table_dir, sensitive_feature=[roles["sensitive"]], key_columns=[roles["key"]],
-                         pass_through=[roles["target"]])
+            ingest_table(
+                frame,
+                table_dir,
+                sensitive_feature=[roles["sensitive"]],
+                key_columns=[roles["key"]],
+                pass_through=[roles["target"]],
+            )
             n_features = frame.shape[1] - 3
             data: dict[str, Any] = {
-                "description": (f"{len(frame):,} rows x {n_features} features, group `{roles['sensitive']}` "
-                                f"({frame[roles['sensitive']].value_counts().to_dict()}), target `{roles['target']}`, "
-                                f"key `{roles['key']}`; r = {ranks}; methods: "
-                                f"{'every registered method' if methods is None else ', '.join(methods)}"
-                                + (f" (left out of both arms: {', '.join(exclude)})" if exclude else "")
-                                + f"; {repeats} run(s) of each arm, alternating."),
-                "rows": len(frame), "features": n_features, "ranks": ranks, "methods": methods, "exclude": exclude,
-                "runs": []}
+                "description": (
+                    f"{len(frame):,} rows x {n_features} features, group `{roles['sensitive']}` "
+                    f"({frame[roles['sensitive']].value_counts().to_dict()}), target `{roles['target']}`, "
+                    f"key `{roles['key']}`; r = {ranks}; methods: "
+                    f"{'every registered method' if methods is None else ', '.join(methods)}"
+                    + (f" (left out of both arms: {', '.join(exclude)})" if exclude else "")
+                    + f"; {repeats} run(s) of each arm, alternating."
+                ),
+                "rows": len(frame),
+                "features": n_features,
+                "ranks": ranks,
+                "methods": methods,
+                "exclude": exclude,
+                "runs": [],
+            }
             previous = results["datasets"].get(name)
             if previous is not None:
                 if (previous["ranks"], previous["methods"]) != (ranks, methods):
@@ -580,7 +784,8 @@ def main() -> None:
                 if "agreement" in previous:
                     data["agreement"] = previous["agreement"]
                 data["description"] = data["description"].replace(
-                    f"{repeats} run(s) of each arm", f"{repeats + len(previous['runs']) // 2} run(s) of each arm")
+                    f"{repeats} run(s) of each arm", f"{repeats + len(previous['runs']) // 2} run(s) of each arm"
+                )
             results["datasets"][name] = data
             first = len(data["runs"]) // 2
             for rep in range(first, first + repeats):

@@ -35,17 +35,24 @@ from fairpca_dist.solvers import stiefel  # noqa: E402
 
 DATA = Path(os.environ.get("FAIRPCA_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 RESULTS = Path(__file__).resolve().parent / "results"
-SOLVERS = {"fair-eig": {"tol": 1e-4}, "samadi-mw": {"tol": 1e-4}, "mm": {"tol": 1e-4}, "dro": {"tol": 1e-4}, "pca": {},
-           "kleindessner": {}, "kleindessner-cov": {}}
+SOLVERS = {
+    "fair-eig": {"tol": 1e-4},
+    "samadi-mw": {"tol": 1e-4},
+    "mm": {"tol": 1e-4},
+    "dro": {"tol": 1e-4},
+    "pca": {},
+    "kleindessner": {},
+    "kleindessner-cov": {},
+}
 # the other moment-based methods, and why no choice of eigensolver brings them to ≤ 2 eigh per r
 OUTSIDE = {
     "samadi-sdp": "the Fantope SDP by a conic solver (SCS): O(p³) per iteration, thousands of iterations; the same "
-                  "SDP is solved, certified, by samadi-mw (and for two groups fair-eig)",
+    "SDP is solved, certified, by samadi-mw (and for two groups fair-eig)",
     "mm-sparse": "a (p + r)-dimensional semidefinite cone at every MM step (cvxpy + Clarabel), as the paper's "
-                 "Algorithm 3",
+    "Algorithm 3",
     "olfat-sdp": "a p × p SDP by a conic solver (Olfat & Aswani's program)",
     "jevd": "the paper's Algorithm 1: a similarity on every full p × p matrix per iteration (all p columns), "
-            "no certificate",
+    "no certificate",
     "jevd-orthogonal": "Jacobi sweeps over all p(p − 1)/2 pairs, no certificate",
 }
 
@@ -94,9 +101,14 @@ def outside(solvers_json: Path) -> list[str]:
             return f"{cell['status']} ({cell.get('reason', '')})"
         return f"{cell['eigh_equivalents']:.0f} ({cell['seconds']:.1f} s)"
 
-    lines = ["", "The other moment-based methods at p = 1764 (from [solvers.md](solvers.md), same unit, 1 BLAS "
-             "thread, cap 120 s per fit) and why they are outside the target:", "",
-             "| method | r = 2 eigh-eq | r = 10 eigh-eq | why |", "|---|---|---|---|"]
+    lines = [
+        "",
+        "The other moment-based methods at p = 1764 (from [solvers.md](solvers.md), same unit, 1 BLAS "
+        "thread, cap 120 s per fit) and why they are outside the target:",
+        "",
+        "| method | r = 2 eigh-eq | r = 10 eigh-eq | why |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {method} | {shown(method, 2)} | {shown(method, 10)} | {why} |" for method, why in OUTSIDE.items()]
     return lines
 
@@ -132,39 +144,68 @@ def main() -> None:
     stiefel.EIGENSOLVER = "auto"
     load_after = os.getloadavg()
     eigh = float(np.median(units))
-    lines = ["# Moment-based solvers near the limit: LFW p = 1764 in eigh-equivalents", "",
-             f"`OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_eig_limit.py --repeats {args.repeats}"
-             f"{' --curve' if args.curve else ''}`", "",
-             f"Load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (2 cores, other jobs running). "
-             f"Unit: one `np.linalg.eigh` of a 1764 × 1764 group covariance, median {eigh:.3f} s "
-             f"(range {min(units):.3f}–{max(units):.3f} s over the run); each solver time is divided by the "
-             "median of the two units measured around it. \"dense\" = LAPACK for every top-r "
-             "eigenproblem (the eigensolver before issue 16, with today's root finder); \"auto\" = block "
-             "Lanczos (`stiefel.krylov_top_eigenpairs`) with warm starts. Solver times are best of "
-             f"{args.repeats} `fit_projection` calls, including `GroupMoments.covariance` (3 copies of the "
-             "two p × p covariances per fit) and the result's losses/errors.", "",
-             "| method | r | dense s | dense eigh-eq | auto s | auto eigh-eq | speed-up | rel. gap (dense / auto) | status |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Moment-based solvers near the limit: LFW p = 1764 in eigh-equivalents",
+        "",
+        f"`OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/bench_eig_limit.py --repeats {args.repeats}"
+        f"{' --curve' if args.curve else ''}`",
+        "",
+        f"Load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (2 cores, other jobs running). "
+        f"Unit: one `np.linalg.eigh` of a 1764 × 1764 group covariance, median {eigh:.3f} s "
+        f"(range {min(units):.3f}–{max(units):.3f} s over the run); each solver time is divided by the "
+        'median of the two units measured around it. "dense" = LAPACK for every top-r '
+        'eigenproblem (the eigensolver before issue 16, with today\'s root finder); "auto" = block '
+        "Lanczos (`stiefel.krylov_top_eigenpairs`) with warm starts. Solver times are best of "
+        f"{args.repeats} `fit_projection` calls, including `GroupMoments.covariance` (3 copies of the "
+        "two p × p covariances per fit) and the result's losses/errors.",
+        "",
+        "| method | r | dense s | dense eigh-eq | auto s | auto eigh-eq | speed-up | rel. gap (dense / auto) | status |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for row in rows:
         (ds, dg, dst), (a_s, ag, ast) = row["dense"], row["auto"]
-        lines.append(f"| {row['method']} | {row['r']} | {ds:.3f} | {ds / row['unit']:.2f} | {a_s:.3f} | "
-                     f"{a_s / row['unit']:.2f} | {ds / a_s:.1f}× | {dg:.1e} / {ag:.1e} | {dst} / {ast} |")
+        lines.append(
+            f"| {row['method']} | {row['r']} | {ds:.3f} | {ds / row['unit']:.2f} | {a_s:.3f} | "
+            f"{a_s / row['unit']:.2f} | {ds / a_s:.1f}× | {dg:.1e} / {ag:.1e} | {dst} / {ast} |"
+        )
     if curves:
-        lines += ["", "fair-eig, r = 1..20 at tol 1e-4 (20 `fit_projection` calls):", "",
-                  "| eigensolver | total s | eigh-eq total | eigh-eq per r | worst rel. gap |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "fair-eig, r = 1..20 at tol 1e-4 (20 `fit_projection` calls):",
+            "",
+            "| eigensolver | total s | eigh-eq total | eigh-eq per r | worst rel. gap |",
+            "|---|---|---|---|---|",
+        ]
         for mode, (seconds, worst) in curves.items():
             lines.append(f"| {mode} | {seconds:.2f} | {seconds / eigh:.1f} | {seconds / eigh / 20:.2f} | {worst:.1e} |")
-    ratios = [{"area": "solvers near the eigensolver limit", "case": f"{row['method']} r = {row['r']}, LFW p = 1764, tol 1e-4",
-               "ours_seconds": row["auto"][0], "baseline": "one `np.linalg.eigh` at p = 1764 (target ≤ 2 per r)",
-               "baseline_seconds": row["unit"], "ratio": row["auto"][0] / row["unit"]} for row in rows]
-    ratios += [{"area": "solvers near the eigensolver limit", "case": f"fair-eig r = 1..20 curve, {mode} (target < 20 s)",
-                "ours_seconds": seconds, "baseline": "20 × one `np.linalg.eigh`", "baseline_seconds": 20 * eigh,
-                "ratio": seconds / (20 * eigh)} for mode, (seconds, _) in curves.items()]
+    ratios = [
+        {
+            "area": "solvers near the eigensolver limit",
+            "case": f"{row['method']} r = {row['r']}, LFW p = 1764, tol 1e-4",
+            "ours_seconds": row["auto"][0],
+            "baseline": "one `np.linalg.eigh` at p = 1764 (target ≤ 2 per r)",
+            "baseline_seconds": row["unit"],
+            "ratio": row["auto"][0] / row["unit"],
+        }
+        for row in rows
+    ]
+    ratios += [
+        {
+            "area": "solvers near the eigensolver limit",
+            "case": f"fair-eig r = 1..20 curve, {mode} (target < 20 s)",
+            "ours_seconds": seconds,
+            "baseline": "20 × one `np.linalg.eigh`",
+            "baseline_seconds": 20 * eigh,
+            "ratio": seconds / (20 * eigh),
+        }
+        for mode, (seconds, _) in curves.items()
+    ]
     lines += outside(args.results / "solvers.json")
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "eig_limit.md").write_text("\n".join(lines) + "\n")
-    (args.results / "eig_limit.json").write_text(json.dumps({"rows": rows, "eigh_seconds": eigh, "ratios": ratios},
-                                                            indent=2, default=str) + "\n")
+    (args.results / "eig_limit.json").write_text(
+        json.dumps({"rows": rows, "eigh_seconds": eigh, "ratios": ratios}, indent=2, default=str) + "\n"
+    )
     print("\n".join(lines))
 
 

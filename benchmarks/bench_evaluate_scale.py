@@ -38,9 +38,10 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
+
 from fairpca_dist import HashCells, compute_moments
-from fairpca_dist.io.datasets import write_synthetic_parquet
 from fairpca_dist.assessment.evaluation import evaluate
+from fairpca_dist.io.datasets import write_synthetic_parquet
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -74,8 +75,9 @@ def main() -> None:
     write_seconds = None
     if not (args.reuse and table.is_dir()):
         shutil.rmtree(table, ignore_errors=True)
-        _, write_seconds = timed(lambda: write_synthetic_parquet(table, args.rows, n_features=20,
-                                                                 rows_per_file=args.rows_per_file))
+        _, write_seconds = timed(
+            lambda: write_synthetic_parquet(table, args.rows, n_features=20, rows_per_file=args.rows_per_file)
+        )
     cells_spec = HashCells(("row_id",), n_cells=10, seed=0)
     plain_times, cell_times = [], []
     with warnings.catch_warnings():
@@ -83,32 +85,55 @@ def main() -> None:
         cluster = LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB", dashboard_address=None)
     with cluster, Client(cluster) as client:
         for _ in range(args.repeats):
-            moments, seconds = timed(lambda: compute_moments(str(table), sensitive_feature="group",
-                                                             features=FEATURES, client=client))
+            moments, seconds = timed(
+                lambda: compute_moments(str(table), sensitive_feature="group", features=FEATURES, client=client)
+            )
             plain_times.append(seconds)
-            cells, seconds = timed(lambda: compute_moments(str(table), sensitive_feature="group", features=FEATURES,
-                                                           cells=cells_spec, client=client))
+            cells, seconds = timed(
+                lambda: compute_moments(
+                    str(table), sensitive_feature="group", features=FEATURES, cells=cells_spec, client=client
+                )
+            )
             cell_times.append(seconds)
     total = cells.total()
-    agree = bool(np.allclose(total.scatter, moments.scatter, rtol=1e-9, atol=0)
-                 and np.allclose(total.mean, moments.mean, rtol=1e-12) and (total.count == moments.count).all())
+    agree = bool(
+        np.allclose(total.scatter, moments.scatter, rtol=1e-9, atol=0)
+        and np.allclose(total.mean, moments.mean, rtol=1e-12)
+        and (total.count == moments.count).all()
+    )
     away = table.with_name(table.name + ".moved-away")
     os.replace(table, away)  # the protocol must not need the rows
     try:
         with threadpool_limits(1), warnings.catch_warnings(record=True):
             warnings.simplefilter("always")
-            evaluation = evaluate(cells, 3, METHODS, n_splits=10, train_fraction=0.3, n_folds=3, center="global",
-                                  standardize=True, random_state=0)
+            evaluation = evaluate(
+                cells,
+                3,
+                METHODS,
+                n_splits=10,
+                train_fraction=0.3,
+                n_folds=3,
+                center="global",
+                standardize=True,
+                random_state=0,
+            )
     finally:
         os.replace(away, table)
     fits = sum(r.fits for r in evaluation.results)
     plain, with_cells = statistics.median(plain_times), statistics.median(cell_times)
     result = {
-        "rows": args.rows, "features": len(FEATURES), "write_seconds": write_seconds,
-        "plain_pass_seconds": plain_times, "cells_pass_seconds": cell_times, "ratio": with_cells / plain,
-        "cells_total_equals_plain_pass": agree, "protocol_seconds": evaluation.seconds, "fits": fits,
+        "rows": args.rows,
+        "features": len(FEATURES),
+        "write_seconds": write_seconds,
+        "plain_pass_seconds": plain_times,
+        "cells_pass_seconds": cell_times,
+        "ratio": with_cells / plain,
+        "cells_total_equals_plain_pass": agree,
+        "protocol_seconds": evaluation.seconds,
+        "fits": fits,
         "summary": json.loads(evaluation.summary().to_json(orient="index")),
-        "load_average_start": load_start, "load_average_end": os.getloadavg()[0],
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg()[0],
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "evaluate_scale.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -124,13 +149,13 @@ def main() -> None:
         "| pass | seconds: median [min–max] of " + str(args.repeats) + " |",
         "|---|---|",
         f"| moments (`compute_moments`) | {spread(plain_times)} |",
-        f"| moments per cell (`cells=HashCells((\"row_id\",), 10)`) | {spread(cell_times)} |",
+        f'| moments per cell (`cells=HashCells(("row_id",), 10)`) | {spread(cell_times)} |',
         "",
         f"The cells pass costs **{with_cells / plain:.2f}x** a plain moments pass (median over median); the cells' "
         f"total equals the plain pass's moments: **{'yes' if agree else 'NO'}**.",
         "",
         f"Then the table was moved away and the whole protocol ran on the driver (1 BLAS thread): 10 splits of 3 "
-        f"training / 7 test cells, 3-fold CV of dro's 18-point grid, r = 3, `center=\"global\"`, "
+        f'training / 7 test cells, 3-fold CV of dro\'s 18-point grid, r = 3, `center="global"`, '
         f"`standardize=True`: **{fits} fits in {evaluation.seconds:.1f} s, no row read** — the protocol costs the "
         "one pass above.",
         "",

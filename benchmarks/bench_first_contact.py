@@ -32,15 +32,26 @@ def run_demo(home: Path, runs: Path) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(home)
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "fairpca_dist.cli", "demo", "--runs-dir", str(runs)],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "fairpca_dist.cli", "demo", "--runs-dir", str(runs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"demo failed:\n{done.stdout}\n{done.stderr}")
     line = next(line for line in done.stdout.splitlines() if line.startswith("finished in"))
-    parts = {name.strip(): float(value) for name, value in re.findall(r"([A-Za-z ]+) ([\d.]+) s", line.split(":", 1)[1])}
-    return {"wall": wall, "inside": float(re.match(r"finished in ([\d.]+) s", line)[1]), "parts": parts,
-            "stderr_bytes": len(done.stderr)}
+    parts = {
+        name.strip(): float(value) for name, value in re.findall(r"([A-Za-z ]+) ([\d.]+) s", line.split(":", 1)[1])
+    }
+    return {
+        "wall": wall,
+        "inside": float(re.match(r"finished in ([\d.]+) s", line)[1]),
+        "parts": parts,
+        "stderr_bytes": len(done.stderr),
+    }
 
 
 def summary(runs: list[dict[str, object]]) -> dict[str, float]:
@@ -62,10 +73,13 @@ def main() -> None:
             results["later"].append(run_demo(home, Path(scratch) / "runs"))
             print(f"later run {i + 1}: {results['later'][-1]['wall']:.1f} s", flush=True)
     RESULTS.mkdir(exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent
+    ).stdout.strip()
     load = os.getloadavg()[0]
-    (RESULTS / "first_contact.json").write_text(json.dumps({"commit": commit, "load": load, **results}, indent=2) + "\n")
+    (RESULTS / "first_contact.json").write_text(
+        json.dumps({"commit": commit, "load": load, **results}, indent=2) + "\n"
+    )
     names = list(results["first"][0]["parts"])
     lines = [
         "# First contact: `fairpca demo` on a new machine",
@@ -82,10 +96,17 @@ def main() -> None:
         s = summary(results[kind])
         verdict = "PASS" if s["max"] <= TARGETS[kind] else "FAIL"
         stderr = max(r["stderr_bytes"] for r in results[kind])
-        lines.append(f"| {kind} | {s['median']:.1f} s ({s['min']:.1f}–{s['max']:.1f}) | ≤ {TARGETS[kind]:.0f} s: {verdict} | {stderr} |")
-    lines += ["", "Where the time goes (the demo's own breakdown, median seconds; the rest of the wall time is "
-              "interpreter start, importing the CLI and writing the demo table, and process exit):", "",
-              "| run | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
+        lines.append(
+            f"| {kind} | {s['median']:.1f} s ({s['min']:.1f}–{s['max']:.1f}) | ≤ {TARGETS[kind]:.0f} s: {verdict} | {stderr} |"
+        )
+    lines += [
+        "",
+        "Where the time goes (the demo's own breakdown, median seconds; the rest of the wall time is "
+        "interpreter start, importing the CLI and writing the demo table, and process exit):",
+        "",
+        "| run | " + " | ".join(names) + " |",
+        "| --- |" + " --- |" * len(names),
+    ]
     for kind in ("first", "later"):
         medians = [statistics.median(r["parts"][name] for r in results[kind]) for name in names]
         lines.append(f"| {kind} | " + " | ".join(f"{m:.1f}" for m in medians) + " |")

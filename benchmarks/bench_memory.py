@@ -50,11 +50,15 @@ from provenance import provenance  # noqa: E402 - light: the workers this script
 
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch" / "bench_memory"
 MEASURED = ["fairpca_dist/engine/memory.py", "fairpca_dist/engine/parquet_slices.py", "fairpca_dist/engine/sources.py"]
-FLOOR_STEPS = (("distributed worker, bare", ()), ("+ numpy", ("numpy",)), ("+ pandas", ("pandas",)),
-               ("+ pyarrow.parquet", ("pyarrow.parquet",)), ("+ dask.dataframe", ("dask.dataframe",)),
-               ("+ fairpca_dist.engine.passes (what a pass's tasks import)", ("fairpca_dist.engine.passes",)))
-GRID = ((10, 131_072), (10, 1_048_576), (50, 16_384), (50, 131_072), (50, 1_048_576), (200, 16_384),
-        (200, 131_072))
+FLOOR_STEPS = (
+    ("distributed worker, bare", ()),
+    ("+ numpy", ("numpy",)),
+    ("+ pandas", ("pandas",)),
+    ("+ pyarrow.parquet", ("pyarrow.parquet",)),
+    ("+ dask.dataframe", ("dask.dataframe",)),
+    ("+ fairpca_dist.engine.passes (what a pass's tasks import)", ("fairpca_dist.engine.passes",)),
+)
+GRID = ((10, 131_072), (10, 1_048_576), (50, 16_384), (50, 131_072), (50, 1_048_576), (200, 16_384), (200, 131_072))
 QUICK_GRID = ((50, 131_072), (50, 1_048_576))
 ACCEPTANCE_ROWS, ACCEPTANCE_P, SMALL_GROUPS = 1_100_000, 50, 65_536
 
@@ -91,8 +95,9 @@ def peak() -> int:
 def cluster(n_workers: int, memory_limit: str | int):
     from distributed import Client, LocalCluster
 
-    local = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                         dashboard_address=None)
+    local = LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=None
+    )
     return local, Client(local)
 
 
@@ -152,25 +157,46 @@ def measure_partitions(grid, scratch: Path) -> list[dict]:
             with local, client:
                 floor = next(iter(client.run(imported, ("fairpca_dist.engine.passes",)).values()))
                 passes = {}
-                moments_peak, seconds, moments = worker_peak(client, lambda: compute_moments(
-                    str(path), sensitive_feature="group", client=client, read_options=read_options))
+                moments_peak, seconds, moments = worker_peak(
+                    client,
+                    lambda: compute_moments(
+                        str(path), sensitive_feature="group", client=client, read_options=read_options
+                    ),
+                )
                 passes["moments"] = (moments_peak, seconds)
                 if read_options is None:
                     model = fit_projection(moments, 2, method="pca")
                     out = scratch / "out"
-                    passes["ingest"] = worker_peak(client, lambda: ingest_table(
-                        str(path), out / "ingested", sensitive_feature="group", client=client))[:2]
-                    passes["write-back"] = worker_peak(client, lambda: project_table(
-                        model, str(path), out / "projected", client=client))[:2]
+                    passes["ingest"] = worker_peak(
+                        client,
+                        lambda: ingest_table(str(path), out / "ingested", sensitive_feature="group", client=client),
+                    )[:2]
+                    passes["write-back"] = worker_peak(
+                        client, lambda: project_table(model, str(path), out / "projected", client=client)
+                    )[:2]
                     shutil.rmtree(out, ignore_errors=True)
             for name, (measured, seconds) in passes.items():
-                rows_out.append({"p": p, "row_group_rows": group_rows, "reading": mode, "pass": name,
-                                 "partitions": n_partitions, "partition_rows": size.rows,
-                                 "decoded_bytes": size.decoded_bytes, "estimate": size.need(),
-                                 "peak_above_floor": measured, "floor": floor, "seconds": seconds})
-                print(f"p={p} row groups of {group_rows:,} ({mode}), {name}: partition "
-                      f"{size.decoded_bytes / 2**20:.0f} MiB decoded, peak {measured / 2**20:.0f} MiB above the floor, "
-                      f"estimate {size.need() / 2**20:.0f} MiB", flush=True)
+                rows_out.append(
+                    {
+                        "p": p,
+                        "row_group_rows": group_rows,
+                        "reading": mode,
+                        "pass": name,
+                        "partitions": n_partitions,
+                        "partition_rows": size.rows,
+                        "decoded_bytes": size.decoded_bytes,
+                        "estimate": size.need(),
+                        "peak_above_floor": measured,
+                        "floor": floor,
+                        "seconds": seconds,
+                    }
+                )
+                print(
+                    f"p={p} row groups of {group_rows:,} ({mode}), {name}: partition "
+                    f"{size.decoded_bytes / 2**20:.0f} MiB decoded, peak {measured / 2**20:.0f} MiB above the floor, "
+                    f"estimate {size.need() / 2**20:.0f} MiB",
+                    flush=True,
+                )
         path.unlink()
     return rows_out
 
@@ -206,17 +232,28 @@ def measure_acceptance(scratch: Path, repeats: int) -> dict:
                 peaks[name].append(max(client.run(peak).values()))
         events = paused_or_restarted(client)
     a, b = results["sliced"], results["small"]
-    agreement = float(max(np.abs(a.scatter - b.scatter).max() / np.abs(b.scatter).max(),
-                          np.abs(a.mean - b.mean).max() / np.abs(b.mean).max()))
-    return {"rows": ACCEPTANCE_ROWS, "p": ACCEPTANCE_P, "times": times, "peaks": peaks, "events": events,
-            "counts_equal": bool((a.count == b.count).all()), "max_rel_diff": agreement,
-            "partitions": {"sliced": partition_size(big, None)[0], "small": partition_size(small, None)[0]}}
+    agreement = float(
+        max(
+            np.abs(a.scatter - b.scatter).max() / np.abs(b.scatter).max(),
+            np.abs(a.mean - b.mean).max() / np.abs(b.mean).max(),
+        )
+    )
+    return {
+        "rows": ACCEPTANCE_ROWS,
+        "p": ACCEPTANCE_P,
+        "times": times,
+        "peaks": peaks,
+        "events": events,
+        "counts_equal": bool((a.count == b.count).all()),
+        "max_rel_diff": agreement,
+        "partitions": {"sliced": partition_size(big, None)[0], "small": partition_size(small, None)[0]},
+    }
 
 
 def measure_check(scratch: Path) -> dict:
     from fairpca_dist import compute_moments
-    from fairpca_dist.exceptions import ResourceError
     from fairpca_dist.engine.memory import worker_memory
+    from fairpca_dist.exceptions import ResourceError
 
     path = scratch / "groups_1048576.parquet"
     _, size = partition_size(path, None)
@@ -233,8 +270,12 @@ def measure_check(scratch: Path) -> dict:
                 outcome = "finished"
             except ResourceError as error:
                 outcome = f"refused: {error}"
-            outcomes[limit] = {"outcome": outcome, "seconds": time.perf_counter() - started,
-                               "peak": max(client.run(peak).values()), "events": paused_or_restarted(client)}
+            outcomes[limit] = {
+                "outcome": outcome,
+                "seconds": time.perf_counter() - started,
+                "peak": max(client.run(peak).values()),
+                "events": paused_or_restarted(client),
+            }
     return {"required": required, "need": size.need(), "outcomes": outcomes}
 
 
@@ -258,16 +299,27 @@ def main() -> None:
         check = measure_check(SCRATCH)
     finally:
         shutil.rmtree(SCRATCH, ignore_errors=True)
-    result = {"command": " ".join(["benchmarks/bench_memory.py", *sys.argv[1:]]), "provenance": measured,
-              "load_average": [load, os.getloadavg()[0]], "floor": floor, "partitions": partitions,
-              "acceptance": acceptance, "check": check}
+    result = {
+        "command": " ".join(["benchmarks/bench_memory.py", *sys.argv[1:]]),
+        "provenance": measured,
+        "load_average": [load, os.getloadavg()[0]],
+        "floor": floor,
+        "partitions": partitions,
+        "acceptance": acceptance,
+        "check": check,
+    }
     sliced, small = (sorted(acceptance["times"][k])[len(acceptance["times"][k]) // 2] for k in ("sliced", "small"))
-    result["ratios"] = [{
-        "area": "moments pass",
-        "case": f"1,048,576-row groups read in slices, {ACCEPTANCE_ROWS:,} x {ACCEPTANCE_P} Parquet, 2 workers of 1 GB "
-                "(median)",
-        "ours_seconds": sliced, "baseline": f"the same rows in {SMALL_GROUPS:,}-row groups", "baseline_seconds": small,
-        "ratio": sliced / small}]
+    result["ratios"] = [
+        {
+            "area": "moments pass",
+            "case": f"1,048,576-row groups read in slices, {ACCEPTANCE_ROWS:,} x {ACCEPTANCE_P} Parquet, 2 workers of 1 GB "
+            "(median)",
+            "ours_seconds": sliced,
+            "baseline": f"the same rows in {SMALL_GROUPS:,}-row groups",
+            "baseline_seconds": small,
+            "ratio": sliced / small,
+        }
+    ]
     write_results(result, args.results)
 
 
@@ -298,9 +350,12 @@ def write_results(r: dict, results: Path) -> None:
         "| p | rows per row group | reading | pass | partitions | largest partition: rows, decoded MiB | "
         "peak above floor MiB | estimate MiB | peak / estimate | s |",
         "|---|---|---|---|---|---|---|---|---|---|",
-        *(f"| {x['p']} | {x['row_group_rows']:,} | {x['reading']} | {x['pass']} | {x['partitions']} | "
-          f"{x['partition_rows']:,}, {mib(x['decoded_bytes'])} | {mib(x['peak_above_floor'])} | {mib(x['estimate'])} | "
-          f"{x['peak_above_floor'] / x['estimate']:.2f} | {x['seconds']:.1f} |" for x in r["partitions"]),
+        *(
+            f"| {x['p']} | {x['row_group_rows']:,} | {x['reading']} | {x['pass']} | {x['partitions']} | "
+            f"{x['partition_rows']:,}, {mib(x['decoded_bytes'])} | {mib(x['peak_above_floor'])} | {mib(x['estimate'])} | "
+            f"{x['peak_above_floor'] / x['estimate']:.2f} | {x['seconds']:.1f} |"
+            for x in r["partitions"]
+        ),
         "",
         f"## {a['rows']:,} x {a['p']} in 1,048,576-row groups on 2 workers of 1 GB",
         "",
@@ -316,7 +371,8 @@ def write_results(r: dict, results: Path) -> None:
         f"{', '.join(mib(p) for p in a['peaks']['small'])} |",
         "",
         f"Ratio of medians: **{r['ratios'][0]['ratio']:.2f}**. Worker pauses or restarts: "
-        + ("; ".join(a["events"][:4]) if a["events"] else "none") + ".",
+        + ("; ".join(a["events"][:4]) if a["events"] else "none")
+        + ".",
         "",
         "## The check before a pass",
         "",
@@ -325,8 +381,11 @@ def write_results(r: dict, results: Path) -> None:
         "",
         "| memory limit | outcome | s | worker peak MiB | pauses or restarts |",
         "|---|---|---|---|---|",
-        *(f"| {int(limit) / 1e6:.0f} MB | {o['outcome'][:300]} | {o['seconds']:.1f} | {mib(o['peak'])} | "
-          f"{len(o['events'])} |" for limit, o in c["outcomes"].items()),
+        *(
+            f"| {int(limit) / 1e6:.0f} MB | {o['outcome'][:300]} | {o['seconds']:.1f} | {mib(o['peak'])} | "
+            f"{len(o['events'])} |"
+            for limit, o in c["outcomes"].items()
+        ),
     ]
     (results / "bench_memory.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

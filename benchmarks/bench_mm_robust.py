@@ -51,9 +51,10 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
+
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
-from fairpca_dist.io.datasets import write_synthetic_parquet
 from fairpca_dist.engine.passes import table_passes
+from fairpca_dist.io.datasets import write_synthetic_parquet
 from fairpca_dist.solvers.stiefel import random_orthonormal
 
 HERE = Path(__file__).resolve().parent
@@ -81,8 +82,12 @@ MEASURED = ["fairpca_dist/solvers/mm.py", "fairpca_dist/engine/datapasses.py", "
 
 
 def stats(values: list[float]) -> dict:
-    return {"all": values, "median": float(np.median(values)), "min": float(np.min(values)),
-            "max": float(np.max(values))}
+    return {
+        "all": values,
+        "median": float(np.median(values)),
+        "min": float(np.min(values)),
+        "max": float(np.max(values)),
+    }
 
 
 MAX_ITER = 200
@@ -96,26 +101,46 @@ def fit_robust(moments, passes_factory, r: int, accelerate: bool, seed: int, row
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = fit_projection(moments, r, method="mm-robust", passes=passes, n_restarts=1, max_iter=MAX_ITER,
-                               accelerate=accelerate, random_state=seed)
+        model = fit_projection(
+            moments,
+            r,
+            method="mm-robust",
+            passes=passes,
+            n_restarts=1,
+            max_iter=MAX_ITER,
+            accelerate=accelerate,
+            random_state=seed,
+        )
     total = time.perf_counter() - started
     made = int(model.certificate["passes"])
     in_passes = float(np.sum(log))
     history = np.asarray(model.objective_history, dtype=float)
     return {
         "label": "accelerated (default)" if accelerate else "plain (Algorithm 4)",
-        "accelerate": accelerate, "n_restarts": 1, "max_iter": MAX_ITER, "tol": float(model.options["tol"]),
-        "seconds": total, "passes": made, "passes_timed": len(log), "n_iter": int(model.n_iter),
+        "accelerate": accelerate,
+        "n_restarts": 1,
+        "max_iter": MAX_ITER,
+        "tol": float(model.options["tol"]),
+        "seconds": total,
+        "passes": made,
+        "passes_timed": len(log),
+        "n_iter": int(model.n_iter),
         # every iteration makes one pass (+1 for the start); an accelerated step whose trial is rejected one more
         "rejected_steps": made - 1 - int(model.n_iter),
-        "status": str(model.status), "converged": bool(model.converged),
-        "objective_start": float(model.certificate["start_value"]), "objective_final": float(history[-1]),
-        "seconds_per_pass": total / made, "pass_seconds": stats(log), "seconds_in_passes": in_passes,
-        "driver_seconds": total - in_passes, "driver_share": (total - in_passes) / total,
+        "status": str(model.status),
+        "converged": bool(model.converged),
+        "objective_start": float(model.certificate["start_value"]),
+        "objective_final": float(history[-1]),
+        "seconds_per_pass": total / made,
+        "pass_seconds": stats(log),
+        "seconds_in_passes": in_passes,
+        "driver_seconds": total - in_passes,
+        "driver_share": (total - in_passes) / total,
         "rows_per_s": rows * made / total,
         "ratio_per_pass_to_moments": total / made / moments_s,
         "ratio_median_pass_to_moments": float(np.median(log)) / moments_s,
-        "load_average_at_start": load, "load_average_at_end": os.getloadavg()[0],
+        "load_average_at_start": load,
+        "load_average_at_end": os.getloadavg()[0],
         "warnings": [f"{w.category.__name__}: {w.message}" for w in caught],
         "last_relative_changes": [float(x) for x in np.diff(history)[-5:] / history[-1]],
         "objective_history": [float(x) for x in history],
@@ -130,8 +155,11 @@ def main() -> None:
     parser.add_argument("--r", type=int, default=5, help="n_components")
     parser.add_argument("--repeats", type=int, default=3, help="timed moments passes and single l1 passes")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--skip-plain", action="store_true",
-                        help="skip the slow plain fit (accelerate=False); run only the default (accelerated) one")
+    parser.add_argument(
+        "--skip-plain",
+        action="store_true",
+        help="skip the slow plain fit (accelerate=False); run only the default (accelerated) one",
+    )
     parser.add_argument("--name", default="mm_robust_scale", help="<results>/<name>.{md,json}")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the Parquet table in scratch/")
@@ -140,9 +168,16 @@ def main() -> None:
     n, d = args.rows, args.features
     require_free_disk(SCRATCH, max(5e9, 3 * n * (d + 2) * 8), f"{n:,} x {d}")
     folder = SCRATCH / "mm_robust_parquet"
-    result: dict = {"command": " ".join(["benchmarks/bench_mm_robust.py", *sys.argv[1:]]), "provenance": provenance(MEASURED),
-                    "rows": n, "features": d, "r": args.r, "rows_per_file": args.rows_per_file,
-                    "free_disk_gb_before": shutil.disk_usage(SCRATCH).free / 1e9, "load_average_start": os.getloadavg()[0]}
+    result: dict = {
+        "command": " ".join(["benchmarks/bench_mm_robust.py", *sys.argv[1:]]),
+        "provenance": provenance(MEASURED),
+        "rows": n,
+        "features": d,
+        "r": args.r,
+        "rows_per_file": args.rows_per_file,
+        "free_disk_gb_before": shutil.disk_usage(SCRATCH).free / 1e9,
+        "load_average_start": os.getloadavg()[0],
+    }
     files = sorted(folder.glob("part-*.parquet")) if args.reuse and folder.exists() else []
     started = time.perf_counter()
     if not files or sum(pq.ParquetFile(f).metadata.num_rows for f in files) != n:
@@ -159,8 +194,10 @@ def main() -> None:
 
     features = [f"f{j}" for j in range(d)]
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB", dashboard_address=None) as cluster, \
-                Client(cluster) as client:
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="2GB", dashboard_address=None) as cluster,
+            Client(cluster) as client,
+        ):
             moments_times, moments = [], None
             for i in range(args.repeats):
                 t0 = time.perf_counter()
@@ -189,29 +226,44 @@ def main() -> None:
             result["ratio_single_l1_to_moments"] = result["single_l1_pass_seconds"]["median"] / moments_s
 
             fits = []
-            for accelerate in ([True] if args.skip_plain else [False, True]):
+            for accelerate in [True] if args.skip_plain else [False, True]:
                 print(f"mm-robust accelerate={accelerate} (n_restarts=1, max_iter={MAX_ITER}) ...", flush=True)
                 fits.append(fit_robust(moments, factory, args.r, accelerate, args.seed, n, moments_s))
                 f = fits[-1]
-                print(f"  {f['seconds']:.1f} s, {f['passes']} passes ({f['n_iter']} iterations, "
-                      f"{f['rejected_steps']} rejected), {f['status']}, objective {f['objective_final']:.8g}, "
-                      f"{f['seconds_per_pass']:.2f} s/pass, "
-                      f"median pass / moments {f['ratio_median_pass_to_moments']:.2f}",
-                      flush=True)
+                print(
+                    f"  {f['seconds']:.1f} s, {f['passes']} passes ({f['n_iter']} iterations, "
+                    f"{f['rejected_steps']} rejected), {f['status']}, objective {f['objective_final']:.8g}, "
+                    f"{f['seconds_per_pass']:.2f} s/pass, "
+                    f"median pass / moments {f['ratio_median_pass_to_moments']:.2f}",
+                    flush=True,
+                )
             result["fits"] = fits
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
     result["load_average_end"] = os.getloadavg()[0]
     m = result["moments_pass_seconds"]["median"]
-    result["ratios"] = [{"area": "row-reading passes", "case": f"mm-robust ℓ1 pass, {n:,} x {d} Parquet, r = {args.r}",
-                         "ours_seconds": result["single_l1_pass_seconds"]["median"],
-                         "baseline": "one `compute_moments` pass of the table", "baseline_seconds": m,
-                         "ratio": result["ratio_single_l1_to_moments"]}]
-    result["ratios"] += [{"area": "row-reading passes", "case": f"mm-robust fit ({'accelerated' if f['accelerate'] else 'plain'}), "
-                                                               f"{f['passes']} passes",
-                          "ours_seconds": f["seconds"], "baseline": "one `compute_moments` pass of the table",
-                          "baseline_seconds": m, "ratio": f["seconds"] / m} for f in result.get("fits", [])]
+    result["ratios"] = [
+        {
+            "area": "row-reading passes",
+            "case": f"mm-robust ℓ1 pass, {n:,} x {d} Parquet, r = {args.r}",
+            "ours_seconds": result["single_l1_pass_seconds"]["median"],
+            "baseline": "one `compute_moments` pass of the table",
+            "baseline_seconds": m,
+            "ratio": result["ratio_single_l1_to_moments"],
+        }
+    ]
+    result["ratios"] += [
+        {
+            "area": "row-reading passes",
+            "case": f"mm-robust fit ({'accelerated' if f['accelerate'] else 'plain'}), {f['passes']} passes",
+            "ours_seconds": f["seconds"],
+            "baseline": "one `compute_moments` pass of the table",
+            "baseline_seconds": m,
+            "ratio": f["seconds"] / m,
+        }
+        for f in result.get("fits", [])
+    ]
     write(result, args.results, args.name)
 
 
@@ -223,18 +275,20 @@ def write(r: dict, results: Path, name: str) -> None:
     fmt = lambda x: f"{x['median']:.2f} [{x['min']:.2f}–{x['max']:.2f}]"  # noqa: E731
     tol = fits[0]["tol"] if fits else float("nan")
     lines = [
-        "# mm-robust at scale: one pass over the rows per iteration, plain vs accelerated MM", "",
+        "# mm-robust at scale: one pass over the rows per iteration, plain vs accelerated MM",
+        "",
         f"`.venv/bin/python {r['command']}` ({r['provenance']}). Table: {r['rows']:,} rows x {r['features']} float64 "
         f"features + row_id + group (write_synthetic_parquet, groups {r['group_counts']}), {r['files']} files, "
         f"{r['disk_gb']:.2f} GB on disk, written in {r['write_seconds']:.0f} s. LocalCluster(n_workers=2, "
         "threads_per_worker=1, memory_limit='2GB'); page cache warm for every pass. "
         f"Load average {r['load_average_start']:.2f} at the start, {r['load_average_end']:.2f} at the end "
         f"(2 shared cores). r = {r['r']}; both fits n_restarts=1 from the `mm` start (the paper's), "
-        f"max_iter {MAX_ITER}, tol {tol:g} (library default), center=\"group\", normalize=\"mean\"; plain = "
+        f'max_iter {MAX_ITER}, tol {tol:g} (library default), center="group", normalize="mean"; plain = '
         "`accelerate=False` (the paper's Algorithm 4), accelerated = `accelerate=True` (the library default: "
         "over-relaxed steps, an accepted step one pass, a rejected one two). Times: median [min–max]; "
-        "\"median pass / moments\" is the median time of one `l1_sums` pass over the median moments pass; "
-        "\"driver\" is the fit's wall time outside the passes (the mm start, surrogate steps, graph building).", "",
+        '"median pass / moments" is the median time of one `l1_sums` pass over the median moments pass; '
+        '"driver" is the fit\'s wall time outside the passes (the mm start, surrogate steps, graph building).',
+        "",
         "| what | wall s | passes | status | final ℓ1 objective | s per pass | M rows/s | median pass / moments "
         "| driver share |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -249,7 +303,8 @@ def write(r: dict, results: Path, name: str) -> None:
             + (f", {f['rejected_steps']} rejected steps" if f["accelerate"] else "")
             + f") | {f['status']} | {f['objective_final']:.8g} | {f['seconds_per_pass']:.2f} (passes alone "
             f"{fmt(f['pass_seconds'])}) | {f['rows_per_s'] / 1e6:.2f} | {f['ratio_median_pass_to_moments']:.2f} | "
-            f"{100 * f['driver_share']:.2f} % |")
+            f"{100 * f['driver_share']:.2f} % |"
+        )
     lines += [""]
     for f in fits:
         lines.append(
@@ -257,29 +312,44 @@ def write(r: dict, results: Path, name: str) -> None:
             f"{f['driver_seconds']:.1f} s on the driver; ℓ1 objective {f['objective_start']:.8g} at the mm start → "
             f"{f['objective_final']:.8g}; status {f['status']!r}, last relative changes per iteration "
             + ", ".join(f"{c:.1e}" for c in f["last_relative_changes"])
-            + (f"; warnings: {'; '.join(f['warnings'])}" if f["warnings"] else "") + ".")
+            + (f"; warnings: {'; '.join(f['warnings'])}" if f["warnings"] else "")
+            + "."
+        )
     ratios = [r["ratio_single_l1_to_moments"]] + [f["ratio_median_pass_to_moments"] for f in fits]
     holds = max(ratios) <= EXPECTED_RATIO
-    lines += ["", "**A pass ≈ one moments pass?** Expectation: one mm-robust pass costs about one moments pass "
-              "(ratio ≈ 1): both read every row once and do O(p·r) (ℓ1) or O(p²) (moments) work per row. "
-              f"Measured: {', '.join(f'{x:.2f}' for x in ratios)} (single pass"
-              + "".join(f", {f['label']}" for f in fits) + "). "
-              + (f"Holds (every ratio ≤ {EXPECTED_RATIO})." if holds else
-                 f"Does not hold at the {EXPECTED_RATIO} threshold: a pass costs up to {max(ratios):.2f} moments "
-                 "passes.")]
+    lines += [
+        "",
+        "**A pass ≈ one moments pass?** Expectation: one mm-robust pass costs about one moments pass "
+        "(ratio ≈ 1): both read every row once and do O(p·r) (ℓ1) or O(p²) (moments) work per row. "
+        f"Measured: {', '.join(f'{x:.2f}' for x in ratios)} (single pass"
+        + "".join(f", {f['label']}" for f in fits)
+        + "). "
+        + (
+            f"Holds (every ratio ≤ {EXPECTED_RATIO})."
+            if holds
+            else f"Does not hold at the {EXPECTED_RATIO} threshold: a pass costs up to {max(ratios):.2f} moments "
+            "passes."
+        ),
+    ]
     plain = next((f for f in fits if not f["accelerate"]), None)
     fast = next((f for f in fits if f["accelerate"]), None)
     if plain and fast:
         rel = (fast["objective_final"] - plain["objective_final"]) / abs(plain["objective_final"])
         reach = next((i + 1 for i, v in enumerate(plain["objective_history"]) if v >= fast["objective_final"]), None)
-        lines += ["", f"**Plain vs accelerated.** Passes {plain['passes']} → {fast['passes']} "
-                      f"({fast['passes'] / plain['passes']:.2f}x), wall time {plain['seconds']:.0f} s → "
-                      f"{fast['seconds']:.0f} s ({plain['seconds'] / fast['seconds']:.1f}x faster); "
-                      f"final ℓ1 objective {plain['objective_final']:.8g} (plain, {plain['status']}) vs "
-                      f"{fast['objective_final']:.8g} (accelerated, {fast['status']}): relative difference {rel:+.1e} "
-                      f"({'accelerated higher' if rel > 0 else 'plain higher' if rel < 0 else 'equal'}). "
-                      + (f"Plain reached the accelerated final value after {reach} passes." if reach else
-                         f"Plain never reached the accelerated final value within its {plain['passes']} passes.")]
+        lines += [
+            "",
+            f"**Plain vs accelerated.** Passes {plain['passes']} → {fast['passes']} "
+            f"({fast['passes'] / plain['passes']:.2f}x), wall time {plain['seconds']:.0f} s → "
+            f"{fast['seconds']:.0f} s ({plain['seconds'] / fast['seconds']:.1f}x faster); "
+            f"final ℓ1 objective {plain['objective_final']:.8g} (plain, {plain['status']}) vs "
+            f"{fast['objective_final']:.8g} (accelerated, {fast['status']}): relative difference {rel:+.1e} "
+            f"({'accelerated higher' if rel > 0 else 'plain higher' if rel < 0 else 'equal'}). "
+            + (
+                f"Plain reached the accelerated final value after {reach} passes."
+                if reach
+                else f"Plain never reached the accelerated final value within its {plain['passes']} passes."
+            ),
+        ]
     (results / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

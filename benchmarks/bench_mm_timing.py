@@ -44,8 +44,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import pstats
 import os
+import pstats
 import sys
 import time
 from pathlib import Path
@@ -57,10 +57,11 @@ import pandas as pd  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fantope_sdr import solve_fantope_sdr  # noqa: E402
 from provenance import provenance  # noqa: E402
+
 from fairpca_dist import GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.solvers.mm import group_matrices  # noqa: E402
-from fantope_sdr import solve_fantope_sdr  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -68,9 +69,16 @@ RESULTS = HERE / "results"
 N_ROWS = 1000
 # Paper Table 1: (n, r, K) -> (subgradient s, "Proposed Method" s); hardware and inner solver unstated.
 PAPER = {
-    (30, 2, 2): (1.2, 2.2), (30, 4, 2): (1.8, 5.8), (30, 8, 2): (2.6, 16.7), (30, 16, 2): (4.2, 48.2),
-    (25, 5, 5): (3.1, 20.2), (50, 5, 5): (75.6, 118.3), (100, 5, 5): (450.2, 740.6),
-    (40, 2, 2): (15.1, 48.6), (40, 2, 4): (16.7, 54.9), (40, 2, 8): (20.3, 60.5),
+    (30, 2, 2): (1.2, 2.2),
+    (30, 4, 2): (1.8, 5.8),
+    (30, 8, 2): (2.6, 16.7),
+    (30, 16, 2): (4.2, 48.2),
+    (25, 5, 5): (3.1, 20.2),
+    (50, 5, 5): (75.6, 118.3),
+    (100, 5, 5): (450.2, 740.6),
+    (40, 2, 2): (15.1, 48.6),
+    (40, 2, 4): (16.7, 54.9),
+    (40, 2, 8): (20.3, 60.5),
 }
 TARGET = (100, 5, 5)
 TARGET_RATIO = 100.0
@@ -99,8 +107,9 @@ def measure(n: int, r: int, k: int, repeats: int, seed: int) -> dict:
     for _ in range(repeats):
         for label, options in [("mm", {}), ("mm_1start", {"n_restarts": 1}), ("mm_plain", {"accelerate": False})]:
             started = time.perf_counter()
-            result = fit_projection(moments, r, method="mm", center="global", normalize="sum",
-                                    random_state=seed, **options)
+            result = fit_projection(
+                moments, r, method="mm", center="global", normalize="sum", random_state=seed, **options
+            )
             times.setdefault(label, []).append(time.perf_counter() - started)
             info[f"{label}_value"] = float(result.objective_history[-1])
             info[f"{label}_bound"] = float(result.certificate["upper_bound"])
@@ -111,8 +120,14 @@ def measure(n: int, r: int, k: int, repeats: int, seed: int) -> dict:
             out = solve_fantope_sdr(matrices, r, solver=solver, eps=eps)
             times.setdefault(label, []).append(out["seconds"])
             times.setdefault(f"{label}_solver", []).append(out["solver_seconds"])
-            info.update({f"{label}_value": out["value"], f"{label}_rank": out["rank"], f"{label}_status": out["status"],
-                         f"{label}_solver": solver + ("" if eps is None else f" eps={eps:g}")})
+            info.update(
+                {
+                    f"{label}_value": out["value"],
+                    f"{label}_rank": out["rank"],
+                    f"{label}_status": out["status"],
+                    f"{label}_solver": solver + ("" if eps is None else f" eps={eps:g}"),
+                }
+            )
         started = time.perf_counter()
         samadi = fit_projection(moments, r, method="samadi-sdp", center="global")
         times.setdefault("samadi", []).append(time.perf_counter() - started)
@@ -127,8 +142,13 @@ def measure(n: int, r: int, k: int, repeats: int, seed: int) -> dict:
         out = solve_fantope_sdr(matrices, r, solver="CLARABEL")
         info.update({"clarabel_s": out["seconds"], "clarabel_value": out["value"]})
     ratios = np.array(times["sdr"]) / np.array(times["mm"])  # within-round ratios
-    info.update({"ratio_sdr_mm_median": float(np.median(ratios)), "ratio_sdr_mm_min": float(ratios.min()),
-                 "ratio_sdr_mm_max": float(ratios.max())})
+    info.update(
+        {
+            "ratio_sdr_mm_median": float(np.median(ratios)),
+            "ratio_sdr_mm_min": float(ratios.min()),
+            "ratio_sdr_mm_max": float(ratios.max()),
+        }
+    )
     reference = "sdr_acc" if "sdr_acc_value" in info else "sdr"
     info["sdr_reference"] = info[f"{reference}_solver"]
     info["sdr_reference_value"] = info[f"{reference}_value"]
@@ -165,10 +185,17 @@ def profile_mm(n: int, r: int, k: int, seed: int) -> str:
                 calls[label] = calls.get(label, 0) + ncalls
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("cumulative").print_stats(14)
-    top = "\n".join(line for line in buffer.getvalue().splitlines()
-                    if line.strip() and not line.startswith(("   Ordered", "   List")))
-    lines = [f"### Profile: one default `mm` fit at (n, r, K) = ({n}, {r}, {k}) (cProfile, {total:.3f} s wall)", "",
-             "| piece | calls | cumulative s | share |", "|---|---|---|---|"]
+    top = "\n".join(
+        line
+        for line in buffer.getvalue().splitlines()
+        if line.strip() and not line.startswith(("   Ordered", "   List"))
+    )
+    lines = [
+        f"### Profile: one default `mm` fit at (n, r, K) = ({n}, {r}, {k}) (cProfile, {total:.3f} s wall)",
+        "",
+        "| piece | calls | cumulative s | share |",
+        "|---|---|---|---|",
+    ]
     for label, seconds in sorted(found.items(), key=lambda item: -item[1]):
         lines.append(f"| {label} | {calls[label]} | {seconds:.3f} | {seconds / total:.0%} |")
     return "\n".join([*lines, "", "```", top[:5000], "```"])
@@ -179,62 +206,88 @@ def stats_items(profiler: cProfile.Profile):
 
 
 def spread(row: pd.Series, label: str, spec: str = ".3g") -> str:
-    return (f"{format(row[f'{label}_s_median'], spec)} [{format(row[f'{label}_s_min'], spec)}–"
-            f"{format(row[f'{label}_s_max'], spec)}]")
+    return (
+        f"{format(row[f'{label}_s_median'], spec)} [{format(row[f'{label}_s_min'], spec)}–"
+        f"{format(row[f'{label}_s_max'], spec)}]"
+    )
 
 
 def write(table: pd.DataFrame, args: argparse.Namespace, prov: str, loads: tuple[float, float], profile: str) -> None:
     RESULTS.mkdir(exist_ok=True)
     table.to_csv(RESULTS / "mm_timing.csv", index=False, float_format="%.8g")
-    lines = ["# FPCA by MM vs the SDR: Babu et al. Table 1 sizes", "",
-             f"`.venv/bin/python benchmarks/bench_mm_timing.py --repeats {args.repeats} --blas-threads {args.blas_threads}` ({prov}); load average "
-             f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {args.blas_threads} BLAS thread(s) "
-             f"(threadpoolctl). N = {N_ROWS} rows, N/K per class, y = B_k e with B_k "
-             "(the paper's R_k^{1/2}) i.i.d. N(0, 1) entries; `center=\"global\", normalize=\"sum\"`. Seconds: median "
-             f"[min–max] of {args.repeats} interleaved rounds. SDR/mm: median [min–max] of the within-round ratios "
-             "(SDR at Clarabel below n = 50, SCS eps 1e-4 from 50). Paper: Table 1 (its hardware and inner solver "
-             "are not stated; shown as context, not as a comparison of machines).", "",
-             "Columns: `mm` (defaults: over-relaxed steps, certified by its own dual weights), `mm` with one start "
-             "(`n_restarts=1`), `mm` with the paper's plain steps (`accelerate=False`).", "",
-             "| (n, r, K) | mm s | mm 1 start s | mm plain steps s | SDR cvxpy s (solver) | SDR/mm | SCS eps 1e-6 s | "
-             "samadi-sdp s | paper: proposed / subgradient s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# FPCA by MM vs the SDR: Babu et al. Table 1 sizes",
+        "",
+        f"`.venv/bin/python benchmarks/bench_mm_timing.py --repeats {args.repeats} --blas-threads {args.blas_threads}` ({prov}); load average "
+        f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {args.blas_threads} BLAS thread(s) "
+        f"(threadpoolctl). N = {N_ROWS} rows, N/K per class, y = B_k e with B_k "
+        '(the paper\'s R_k^{1/2}) i.i.d. N(0, 1) entries; `center="global", normalize="sum"`. Seconds: median '
+        f"[min–max] of {args.repeats} interleaved rounds. SDR/mm: median [min–max] of the within-round ratios "
+        "(SDR at Clarabel below n = 50, SCS eps 1e-4 from 50). Paper: Table 1 (its hardware and inner solver "
+        "are not stated; shown as context, not as a comparison of machines).",
+        "",
+        "Columns: `mm` (defaults: over-relaxed steps, certified by its own dual weights), `mm` with one start "
+        "(`n_restarts=1`), `mm` with the paper's plain steps (`accelerate=False`).",
+        "",
+        "| (n, r, K) | mm s | mm 1 start s | mm plain steps s | SDR cvxpy s (solver) | SDR/mm | SCS eps 1e-6 s | "
+        "samadi-sdp s | paper: proposed / subgradient s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, row in table.iterrows():
         key = f"({int(row['n'])}, {int(row['r'])}, {int(row['K'])})"
-        one = spread(row, "mm_1start") if "mm_1start_s_median" in row and pd.notna(row["mm_1start_s_median"]) else "= mm"
+        one = (
+            spread(row, "mm_1start") if "mm_1start_s_median" in row and pd.notna(row["mm_1start_s_median"]) else "= mm"
+        )
         acc = spread(row, "sdr_acc") if "sdr_acc_s_median" in row and pd.notna(row["sdr_acc_s_median"]) else "–"
-        lines.append(f"| {key} | {spread(row, 'mm', '.3f')} | {one} | {spread(row, 'mm_plain', '.3f')} | "
-                     f"{spread(row, 'sdr')} ({row['sdr_solver']}) | "
-                     f"{row['ratio_sdr_mm_median']:.2g} [{row['ratio_sdr_mm_min']:.2g}–{row['ratio_sdr_mm_max']:.2g}] | "
-                     f"{acc} | {spread(row, 'samadi')} | {row['paper_proposed_s']:g} / {row['paper_subgradient_s']:g} |")
-    lines += ["", "Values (mm's default run; SDR = the accurate solve: Clarabel, or SCS eps 1e-6):", "",
-              "| (n, r, K) | mm value | SDR value | (SDR − mm)/SDR | mm ≤ SDR (+1e-5 rel.) | mm ≤ own cutting-plane bound | "
-              "rank P* (r) | mm iterations, restarts run | mm 1 start value |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {key} | {spread(row, 'mm', '.3f')} | {one} | {spread(row, 'mm_plain', '.3f')} | "
+            f"{spread(row, 'sdr')} ({row['sdr_solver']}) | "
+            f"{row['ratio_sdr_mm_median']:.2g} [{row['ratio_sdr_mm_min']:.2g}–{row['ratio_sdr_mm_max']:.2g}] | "
+            f"{acc} | {spread(row, 'samadi')} | {row['paper_proposed_s']:g} / {row['paper_subgradient_s']:g} |"
+        )
+    lines += [
+        "",
+        "Values (mm's default run; SDR = the accurate solve: Clarabel, or SCS eps 1e-6):",
+        "",
+        "| (n, r, K) | mm value | SDR value | (SDR − mm)/SDR | mm ≤ SDR (+1e-5 rel.) | mm ≤ own cutting-plane bound | "
+        "rank P* (r) | mm iterations, restarts run | mm 1 start value |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, row in table.iterrows():
         key = f"({int(row['n'])}, {int(row['r'])}, {int(row['K'])})"
         reference = "sdr_acc" if pd.notna(row.get("sdr_acc_value", np.nan)) else "sdr"
         one = f"{row['mm_1start_value']:.8g}" if pd.notna(row.get("mm_1start_value", np.nan)) else "= mm"
-        lines.append(f"| {key} | {row['mm_value']:.8g} | {row['sdr_reference_value']:.8g} | "
-                     f"{row['mm_rel_gap_to_sdr']:.1e} | {'yes' if row['mm_le_sdr'] else 'NO'} | "
-                     f"{'yes' if row['mm_le_own_bound'] else 'NO'} | {int(row[f'{reference}_rank'])} ({int(row['r'])}) | "
-                     f"{int(row['mm_iters'])}, {int(row['mm_restarts_run'])} | {one} |")
+        lines.append(
+            f"| {key} | {row['mm_value']:.8g} | {row['sdr_reference_value']:.8g} | "
+            f"{row['mm_rel_gap_to_sdr']:.1e} | {'yes' if row['mm_le_sdr'] else 'NO'} | "
+            f"{'yes' if row['mm_le_own_bound'] else 'NO'} | {int(row[f'{reference}_rank'])} ({int(row['r'])}) | "
+            f"{int(row['mm_iters'])}, {int(row['mm_restarts_run'])} | {one} |"
+        )
     target = table[(table["n"] == TARGET[0]) & (table["r"] == TARGET[1]) & (table["K"] == TARGET[2])]
     if len(target):
         row = target.iloc[0]
         verdict = "PASS" if row["ratio_sdr_mm_median"] >= TARGET_RATIO else "FAIL"
-        lines += ["", f"**Target: mm ≥ {TARGET_RATIO:g}× faster than the SDR solve at {TARGET}: {verdict}** — "
-                      f"SDR ({row['sdr_solver']}) {spread(row, 'sdr')} s vs mm {spread(row, 'mm', '.4f')} s: "
-                      f"{row['ratio_sdr_mm_median']:.2g}× median within-round ratio "
-                      f"[{row['ratio_sdr_mm_min']:.2g}–{row['ratio_sdr_mm_max']:.2g}]; against SCS at eps 1e-6: "
-                      f"{row['sdr_acc_s_median'] / row['mm_s_median']:.2g}× (ratio of medians)."]
+        lines += [
+            "",
+            f"**Target: mm ≥ {TARGET_RATIO:g}× faster than the SDR solve at {TARGET}: {verdict}** — "
+            f"SDR ({row['sdr_solver']}) {spread(row, 'sdr')} s vs mm {spread(row, 'mm', '.4f')} s: "
+            f"{row['ratio_sdr_mm_median']:.2g}× median within-round ratio "
+            f"[{row['ratio_sdr_mm_min']:.2g}–{row['ratio_sdr_mm_max']:.2g}]; against SCS at eps 1e-6: "
+            f"{row['sdr_acc_s_median'] / row['mm_s_median']:.2g}× (ratio of medians).",
+        ]
         if pd.notna(row.get("clarabel_s", np.nan)):
             verdict = "PASS" if row["clarabel_s"] / row["mm_s_median"] >= TARGET_RATIO else "FAIL"
-            lines += ["", f"**Against cvxpy with Clarabel (interior point like the paper's CVX; cvxpy's default here is SCS; one "
-                          f"solve, {row['clarabel_s']:.1f} s, value {row['clarabel_value']:.8g}): "
-                          f"{row['clarabel_s'] / row['mm_s_median']:.3g}× — {verdict}.**"]
-    lines += ["", f"mm value ≤ SDR value (+1e-5 rel.) at every size: {'yes' if table['mm_le_sdr'].all() else 'NO'}; "
-                  f"≤ its own certified bound: {'yes' if table['mm_le_own_bound'].all() else 'NO'}."]
+            lines += [
+                "",
+                f"**Against cvxpy with Clarabel (interior point like the paper's CVX; cvxpy's default here is SCS; one "
+                f"solve, {row['clarabel_s']:.1f} s, value {row['clarabel_value']:.8g}): "
+                f"{row['clarabel_s'] / row['mm_s_median']:.3g}× — {verdict}.**",
+            ]
+    lines += [
+        "",
+        f"mm value ≤ SDR value (+1e-5 rel.) at every size: {'yes' if table['mm_le_sdr'].all() else 'NO'}; "
+        f"≤ its own certified bound: {'yes' if table['mm_le_own_bound'].all() else 'NO'}.",
+    ]
     if profile:
         lines += ["", profile]
     (RESULTS / "mm_timing.md").write_text("\n".join(lines) + "\n")
@@ -246,8 +299,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sizes", nargs="*", default=None, help="n,r,K triples (default: Table 1)")
-    parser.add_argument("--blas-threads", type=int, default=1,
-                        help="BLAS threads for everything timed (1: robust to other processes on this 2-core VM)")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads for everything timed (1: robust to other processes on this 2-core VM)",
+    )
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes else list(PAPER)
     prov = provenance(MEASURED)
@@ -257,9 +314,12 @@ def main() -> None:
         with threadpool_limits(limits=args.blas_threads, user_api="blas"):
             info = measure(n, r, k, args.repeats, args.seed)
         rows.append(info)
-        print(f"({n},{r},{k}): mm {info['mm_s_median']:.4f} s, SDR {info['sdr_s_median']:.3f} s "
-              f"({info['sdr_solver']}), ratio {info['ratio_sdr_mm_median']:.0f}, samadi {info['samadi_s_median']:.3f} s; "
-              f"mm {info['mm_value']:.8g} vs SDR {info['sdr_reference_value']:.8g}", flush=True)
+        print(
+            f"({n},{r},{k}): mm {info['mm_s_median']:.4f} s, SDR {info['sdr_s_median']:.3f} s "
+            f"({info['sdr_solver']}), ratio {info['ratio_sdr_mm_median']:.0f}, samadi {info['samadi_s_median']:.3f} s; "
+            f"mm {info['mm_value']:.8g} vs SDR {info['sdr_reference_value']:.8g}",
+            flush=True,
+        )
     load_end = os.getloadavg()[0]
     profile = ""
     if TARGET in sizes:

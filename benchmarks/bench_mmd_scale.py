@@ -81,14 +81,18 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
 from fairpca_dist import fit_projection  # noqa: E402
+from fairpca_dist.assessment.metrics import mmd2_rbf  # noqa: E402
 from fairpca_dist.engine.datapasses import ArrayPasses  # noqa: E402
 from fairpca_dist.engine.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth  # noqa: E402
-from fairpca_dist.assessment.metrics import mmd2_rbf  # noqa: E402
 from fairpca_dist.engine.moments import GroupMoments  # noqa: E402
 from fairpca_dist.solvers.stiefel import random_orthonormal, top_eigenvectors  # noqa: E402
 
-MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/engine/kernels.py", "fairpca_dist/engine/datapasses.py",
-            "fairpca_dist/engine/passes.py"]
+MEASURED = [
+    "fairpca_dist/solvers/mmd.py",
+    "fairpca_dist/engine/kernels.py",
+    "fairpca_dist/engine/datapasses.py",
+    "fairpca_dist/engine/passes.py",
+]
 TARGET_RATIO = 2.0
 PRECISIONS = ("double", "single")  # RandomFeatures(precision=...): cos/sin in float64 or float32
 TAU = 1e-3
@@ -100,8 +104,14 @@ def stats(values) -> dict:
     values = [float(v) for v in values]
     if not values:
         return {"n": 0, "median": float("nan"), "min": float("nan"), "max": float("nan"), "sum": 0.0}
-    return {"n": len(values), "median": float(np.median(values)), "min": float(np.min(values)),
-            "max": float(np.max(values)), "sum": float(np.sum(values)), "all": values if len(values) <= 12 else None}
+    return {
+        "n": len(values),
+        "median": float(np.median(values)),
+        "min": float(np.min(values)),
+        "max": float(np.max(values)),
+        "sum": float(np.sum(values)),
+        "all": values if len(values) <= 12 else None,
+    }
 
 
 def fmt(s: dict, digits: int = 2) -> str:
@@ -179,14 +189,24 @@ def run_case(case: dict, timeout: float | None = None) -> dict:
     before, started = load(), time.perf_counter()
     print(f"  case {json.dumps({k: v for k, v in case.items() if k != 'components'})} ...", flush=True)
     try:
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--case", json.dumps(case)],
-                              capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--case", json.dumps(case)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         return {"case": case, "error": f"timeout after {timeout} s", "load_before": before, "load_after": load()}
     out = next((line[7:] for line in reversed(done.stdout.splitlines()) if line.startswith("RESULT ")), None)
     if out is None:
-        return {"case": case, "error": (done.stderr or done.stdout)[-3000:], "load_before": before,
-                "load_after": load()}
+        return {
+            "case": case,
+            "error": (done.stderr or done.stdout)[-3000:],
+            "load_before": before,
+            "load_after": load(),
+        }
     result = json.loads(out)
     result.update(case=case, load_before=before, load_after=load(), process_seconds=time.perf_counter() - started)
     print("    " + summary(result), flush=True)
@@ -243,14 +263,24 @@ def case_fit(case: dict) -> dict:
     deadline = case.get("deadline_s")
     timed = TimedPasses(passes, deadline=None if deadline is None else time.perf_counter() + deadline)
     started = time.perf_counter()
-    out: dict = {"rows": int(x.shape[0]), "features": int(x.shape[1]),
-                 "group_counts": {str(g): int(c) for g, c in zip(moments.groups, moments.count)},
-                 "rss_after_data_mb": rss_data}
+    out: dict = {
+        "rows": int(x.shape[0]),
+        "features": int(x.shape[1]),
+        "group_counts": {str(g): int(c) for g, c in zip(moments.groups, moments.count)},
+        "rss_after_data_mb": rss_data,
+    }
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            model = fit_projection(moments, case["d"], method="mmd", standardize=False, passes=timed,
-                                   random_state=case.get("seed", 0), **options)
+            model = fit_projection(
+                moments,
+                case["d"],
+                method="mmd",
+                standardize=False,
+                passes=timed,
+                random_state=case.get("seed", 0),
+                **options,
+            )
         except Deadline:
             model = None
     out["seconds"] = time.perf_counter() - started
@@ -271,11 +301,18 @@ def case_fit(case: dict) -> dict:
         out["n_evaluations"] = len(log["evaluation"])
         return out
     cert = model.certificate
-    out.update(status=str(model.status), n_evaluations=int(cert["n_evaluations"]), n_iter=int(model.n_iter),
-               explained_variance=float(cert["explained_variance"]), mmd2_estimator=float(cert["mmd2"]),
-               sigma=float(cert["sigma"]), null_bias_floor=float(cert["null_bias_floor"]), rho=float(cert["rho"]),
-               inner_steps=[int(i) for i in model.details["log"]["inner"]],
-               mmd2_per_outer=[float(v) for v in model.details["log"]["mmd2"]])
+    out.update(
+        status=str(model.status),
+        n_evaluations=int(cert["n_evaluations"]),
+        n_iter=int(model.n_iter),
+        explained_variance=float(cert["explained_variance"]),
+        mmd2_estimator=float(cert["mmd2"]),
+        sigma=float(cert["sigma"]),
+        null_bias_floor=float(cert["null_bias_floor"]),
+        rho=float(cert["rho"]),
+        inner_steps=[int(i) for i in model.details["log"]["inner"]],
+        mmd2_per_outer=[float(v) for v in model.details["log"]["mmd2"]],
+    )
     components = np.asarray(model.components, dtype=np.float64)
     if components.shape[0] != x.shape[1]:
         components = components.T
@@ -300,16 +337,25 @@ def case_exact_eval(case: dict) -> dict:
     sampled = passes.sample(2000, 0)
     sigma = median_bandwidth(sampled.projected(pca, moments.global_mean)[0])
     timed = TimedPasses(passes)
-    evaluate = _exact_constraint(timed, moments.global_mean, [(0, 1)], sigma, case.get("block_rows", DEFAULT_BLOCK_ROWS))
+    evaluate = _exact_constraint(
+        timed, moments.global_mean, [(0, 1)], sigma, case.get("block_rows", DEFAULT_BLOCK_ROWS)
+    )
     rng = np.random.default_rng(1)
     values = []
     for _ in range(case["repeats"] if case["n"] < 100_000 else 1):  # N ≥ 100k: one run (~1-8 min each)
         values.append(float(evaluate(random_orthonormal(rng, x.shape[1], case["d"]))[0][0]))
     log = timed.log
     blocks = [e - a - b for e, a, b in zip(log["evaluation"], log["projected"], log["backprojected"])]
-    return {"rows": int(x.shape[0]), "evaluation": stats(log["evaluation"]), "projected": stats(log["projected"]),
-            "backprojected": stats(log["backprojected"]), "blocks": stats(blocks), "sigma": sigma,
-            "peak_rss_mb": peak_rss_mb(), "values": values}
+    return {
+        "rows": int(x.shape[0]),
+        "evaluation": stats(log["evaluation"]),
+        "projected": stats(log["projected"]),
+        "backprojected": stats(log["backprojected"]),
+        "blocks": stats(blocks),
+        "sigma": sigma,
+        "peak_rss_mb": peak_rss_mb(),
+        "values": values,
+    }
 
 
 def case_rff_profile(case: dict) -> dict:
@@ -340,17 +386,20 @@ def case_rff_profile(case: dict) -> dict:
         single = RandomFeatures(f.frequencies, f.phases, "single")
         steps = {}
         sums_double, steps["library rff_sums (per group, blocks of kernels.rff_block_rows(D) rows)"] = best(
-            lambda: rff_sums(z, codes, k, v, f))
+            lambda: rff_sums(z, codes, k, v, f)
+        )
         sums_single, steps["library rff_sums, precision='single'"] = best(lambda: rff_sums(z, codes, k, v, single))
         # the steps of one evaluation on the whole slab (the library runs them block by block)
         u = z @ v
-        angle, steps["angle = [zV, 1][Ω; β]"] = best(lambda: np.hstack([u, np.ones((n, 1))])
-                                                     @ np.vstack([f.frequencies, f.phases]))
+        angle, steps["angle = [zV, 1][Ω; β]"] = best(
+            lambda: np.hstack([u, np.ones((n, 1))]) @ np.vstack([f.frequencies, f.phases])
+        )
         cos, steps["cos(angle), float64"] = best(lambda: np.cos(angle))
         sin, steps["sin(angle), float64"] = best(lambda: np.sin(angle))
         turns = angle / (2 * np.pi)
         reduced, steps["range reduction to float32 (turns − rint(turns))·2π"] = best(
-            lambda: (turns - np.rint(turns)).astype(np.float32) * np.float32(2 * np.pi))
+            lambda: (turns - np.rint(turns)).astype(np.float32) * np.float32(2 * np.pi)
+        )
         _, steps["cos+sin, float32"] = best(lambda: (np.cos(reduced), np.sin(reduced)))
         groups = [codes == g for g in range(k)]
         _, steps["Σ_g z_gᵀ sin_g (one p × D GEMM per group)"] = best(lambda: [z[m].T @ sin[m] for m in groups])
@@ -365,8 +414,10 @@ def case_rff_profile(case: dict) -> dict:
 
         h_lib, g_lib = pairwise_rff(sums_double, [(0, 1)], f)
         h_one, g_one = pairwise_rff(sums_single, [(0, 1)], single)
-        accuracy = {"relative_error_h": float(abs(h_one[0] - h_lib[0]) / abs(h_lib[0])),
-                    "relative_error_gradient": float(np.linalg.norm(g_one - g_lib) / np.linalg.norm(g_lib))}
+        accuracy = {
+            "relative_error_h": float(abs(h_one[0] - h_lib[0]) / abs(h_lib[0])),
+            "relative_error_gradient": float(np.linalg.norm(g_one - g_lib) / np.linalg.norm(g_lib)),
+        }
         out["by_D"][str(D)] = {"steps": steps, "variants": variants, "accuracy": accuracy}
     return out
 
@@ -380,8 +431,11 @@ def case_rff_error(case: dict) -> dict:
     _, pca = top_eigenvectors(moments.total_covariance(), d)
     sigma = case.get("sigma") or median_bandwidth(passes.sample(2000, 0).projected(pca, moments.global_mean)[0])
     rng = np.random.default_rng(7)
-    projections = {"pca": pca, "random 1": random_orthonormal(rng, x.shape[1], d),
-                   "random 2": random_orthonormal(rng, x.shape[1], d)}
+    projections = {
+        "pca": pca,
+        "random 1": random_orthonormal(rng, x.shape[1], d),
+        "random 2": random_orthonormal(rng, x.shape[1], d),
+    }
     if case.get("components") is not None:
         projections["table rff fit"] = np.asarray(case["components"])
     rows = []
@@ -393,14 +447,27 @@ def case_rff_error(case: dict) -> dict:
             estimates = []
             t0 = time.perf_counter()
             for seed in range(case["seeds"]):
-                estimates.append(float(mmd2_rbf(moments, passes, v, sigma, estimator="rff", n_random_features=D,
-                                                random_state=seed)[0, 1]))
+                estimates.append(
+                    float(
+                        mmd2_rbf(moments, passes, v, sigma, estimator="rff", n_random_features=D, random_state=seed)[
+                            0, 1
+                        ]
+                    )
+                )
             e = np.asarray(estimates)
-            rows.append({"projection": name, "D": D, "exact": exact, "exact_seconds": exact_s,
-                         "rff_mean": float(e.mean()), "rff_sd": float(e.std(ddof=1)),
-                         "rms_error": float(np.sqrt(np.mean((e - exact) ** 2))),
-                         "rms_relative_error": float(np.sqrt(np.mean((e - exact) ** 2)) / exact),
-                         "seconds_per_estimate": (time.perf_counter() - t0) / case["seeds"]})
+            rows.append(
+                {
+                    "projection": name,
+                    "D": D,
+                    "exact": exact,
+                    "exact_seconds": exact_s,
+                    "rff_mean": float(e.mean()),
+                    "rff_sd": float(e.std(ddof=1)),
+                    "rms_error": float(np.sqrt(np.mean((e - exact) ** 2))),
+                    "rms_relative_error": float(np.sqrt(np.mean((e - exact) ** 2)) / exact),
+                    "seconds_per_estimate": (time.perf_counter() - t0) / case["seeds"],
+                }
+            )
     return {"rows": int(x.shape[0]), "sigma": float(sigma), "errors": rows, "peak_rss_mb": peak_rss_mb()}
 
 
@@ -419,8 +486,10 @@ def adult_cases(args) -> list[dict]:
         *({**base, "d": 2, "estimator": "rff", "D": D} for D in args.adult_rff_d),
     ]
     if 10 in args.adult_d:
-        cases += [{**base, "d": 10, "estimator": "rff", "D": 100},
-                  {**base, "d": 10, "estimator": "exact", **small_cap, "deadline_s": args.adult_exact_deadline}]
+        cases += [
+            {**base, "d": 10, "estimator": "rff", "D": 100},
+            {**base, "d": 10, "estimator": "exact", **small_cap, "deadline_s": args.adult_exact_deadline},
+        ]
     cases += [{**base, "d": 2, "estimator": "rff", "D": D} for D in args.adult_extra]
     return cases
 
@@ -446,13 +515,13 @@ def _chunk_read(chunk, repeat: int) -> float:
 
 def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
     """The table steps that need the Parquet table and the cluster: passes and fit."""
+    from disk import require_free_disk
     from distributed import Client, LocalCluster
 
-    from disk import require_free_disk
     from fairpca_dist import compute_moments
-    from fairpca_dist.io.datasets import write_synthetic_parquet
     from fairpca_dist.engine.kernels import pairwise_rff
     from fairpca_dist.engine.passes import run_graph, table_passes
+    from fairpca_dist.io.datasets import write_synthetic_parquet
 
     n, p = args.rows, args.features
     timed_passes = "passes" in steps
@@ -471,8 +540,12 @@ def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
     out.update(files=len(files), disk_gb=sum(f.stat().st_size for f in files) / 1e9)
     features = [f"f{j}" for j in range(p)]
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             out["worker_memory_limit"] = args.worker_memory
             times, read_times, moments = [], [], None
             out["load_before_moments"] = load()
@@ -480,7 +553,9 @@ def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
             if not timed_passes:  # a later run (--table-steps fit,...): the moments once, for the fit
                 moments = compute_moments(str(folder), sensitive_feature="group", features=features, client=client)
                 passes = table_passes(str(folder), moments, sensitive_feature="group", client=client)
-            for i in range(args.repeats if timed_passes else 0):  # interleaved with read-only passes: no repeated graph back to back
+            for i in range(
+                args.repeats if timed_passes else 0
+            ):  # interleaved with read-only passes: no repeated graph back to back
                 t0 = time.perf_counter()
                 moments = compute_moments(str(folder), sensitive_feature="group", features=features, client=client)
                 times.append(time.perf_counter() - t0)
@@ -519,13 +594,19 @@ def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
                     (h_d, g_d), (h_s, g_s) = (pairwise_rff(sums[q], [(0, 1)], both[q]) for q in PRECISIONS)
                     errors_h.append(float(abs(h_s[0] - h_d[0]) / abs(h_d[0])))
                     errors_g.append(float(np.linalg.norm(g_s - g_d) / np.linalg.norm(g_d)))
-                row = out["rff_pass"][str(D)] = {"load_before": before, "load_after": load(),
-                                                 "single_relative_error_h": max(errors_h),
-                                                 "single_relative_error_gradient": max(errors_g)}
+                row = out["rff_pass"][str(D)] = {
+                    "load_before": before,
+                    "load_after": load(),
+                    "single_relative_error_h": max(errors_h),
+                    "single_relative_error_gradient": max(errors_g),
+                }
                 for precision in PRECISIONS:
                     s = stats(times[precision])
-                    row[precision] = {"seconds": s, "ratio": s["median"] / base,
-                                      "meets_target": s["median"] / base <= TARGET_RATIO}
+                    row[precision] = {
+                        "seconds": s,
+                        "ratio": s["median"] / base,
+                        "meets_target": s["median"] / base <= TARGET_RATIO,
+                    }
                     print(f"rff_sums D={D} {precision}: {fmt(s)} s, ratio {s['median'] / base:.2f}", flush=True)
                 write(result, args)
             if "fit" in steps:
@@ -548,13 +629,26 @@ def part_table(args, result: dict) -> None:
     if "passes" in steps or "fit" in steps:
         table_on_cluster(args, result, out, steps)
     if "profile" in steps:
-        out["profile"] = run_case({"kind": "rff_profile", "p": p, "Ds": args.profile_d or args.rff_d}, timeout=args.case_timeout)
+        out["profile"] = run_case(
+            {"kind": "rff_profile", "p": p, "Ds": args.profile_d or args.rff_d}, timeout=args.case_timeout
+        )
         write(result, args)
     if "error" in steps:
         components = out.get("fit", {}).get("components")
-        out["rff_error"] = run_case({"kind": "rff_error", "data": "synthetic", "n": args.error_rows, "p": p, "d": 2,
-                                     "Ds": args.error_d, "seeds": args.error_seeds, "components": components,
-                                     "sigma": out.get("fit", {}).get("sigma")}, timeout=args.case_timeout)
+        out["rff_error"] = run_case(
+            {
+                "kind": "rff_error",
+                "data": "synthetic",
+                "n": args.error_rows,
+                "p": p,
+                "d": 2,
+                "Ds": args.error_d,
+                "seeds": args.error_seeds,
+                "components": components,
+                "sigma": out.get("fit", {}).get("sigma"),
+            },
+            timeout=args.case_timeout,
+        )
         write(result, args)
 
 
@@ -570,21 +664,34 @@ def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) ->
     log = {"projected": [], "backprojected": [], "rff_sums": [], "evaluation": []}
     timed = TimedPasses(passes, log, deadline=time.perf_counter() + args.table_fit_deadline)
     fit = {"D": D, "max_iter": args.table_max_iter, "max_inner": args.table_max_inner, "load_before": load()}
-    print(f"table mmd fit rff D={D} max_iter={args.table_max_iter} max_inner={args.table_max_inner} ...",
-          flush=True)
+    print(f"table mmd fit rff D={D} max_iter={args.table_max_iter} max_inner={args.table_max_inner} ...", flush=True)
     t0 = time.perf_counter()
     model = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            model = fit_projection(moments, 2, method="mmd", standardize=False, passes=timed, tau=TAU,
-                                   estimator="rff", n_random_features=D, max_iter=args.table_max_iter,
-                                   max_inner=args.table_max_inner, random_state=0)
+            model = fit_projection(
+                moments,
+                2,
+                method="mmd",
+                standardize=False,
+                passes=timed,
+                tau=TAU,
+                estimator="rff",
+                n_random_features=D,
+                max_iter=args.table_max_iter,
+                max_inner=args.table_max_inner,
+                random_state=0,
+            )
         except Deadline:
             pass
-    fit.update(seconds=time.perf_counter() - t0, load_after=load(), evaluation=stats(log["evaluation"]),
-               seconds_in_evaluations=float(np.sum(log["evaluation"])),
-               warnings=sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught}))
+    fit.update(
+        seconds=time.perf_counter() - t0,
+        load_after=load(),
+        evaluation=stats(log["evaluation"]),
+        seconds_in_evaluations=float(np.sum(log["evaluation"])),
+        warnings=sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught}),
+    )
     fit["driver_seconds"] = fit["seconds"] - fit["seconds_in_evaluations"]
     fit["ratio_eval_to_moments"] = fit["evaluation"]["median"] / base
     if model is None:
@@ -594,23 +701,33 @@ def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) ->
         components = np.asarray(model.components, dtype=np.float64)
         if components.shape[0] != p:
             components = components.T
-        fit.update(status=str(model.status), n_evaluations=int(cert["n_evaluations"]), n_iter=int(model.n_iter),
-                   explained_variance=float(cert["explained_variance"]), mmd2_rff=float(cert["mmd2"]),
-                   sigma=float(cert["sigma"]), null_bias_floor=float(cert["null_bias_floor"]),
-                   inner_steps=[int(i) for i in model.details["log"]["inner"]],
-                   mmd2_per_outer=[float(x) for x in model.details["log"]["mmd2"]],
-                   components=components.tolist())
+        fit.update(
+            status=str(model.status),
+            n_evaluations=int(cert["n_evaluations"]),
+            n_iter=int(model.n_iter),
+            explained_variance=float(cert["explained_variance"]),
+            mmd2_rff=float(cert["mmd2"]),
+            sigma=float(cert["sigma"]),
+            null_bias_floor=float(cert["null_bias_floor"]),
+            inner_steps=[int(i) for i in model.details["log"]["inner"]],
+            mmd2_per_outer=[float(x) for x in model.details["log"]["mmd2"]],
+            components=components.tolist(),
+        )
         t0 = time.perf_counter()
         sample = passes.sample(args.check_rows, 1)
         smom = GroupMoments.from_codes(sample.x, sample.codes, moments.groups, feature_names=features)
         # the metric takes the full table's origin: the kernel is translation invariant
         fit["mmd2_exact_on_sample"] = float(mmd2_rbf(smom, sample, components, cert["sigma"])[0, 1])
-        fit["mmd2_exact_pca_on_sample"] = float(mmd2_rbf(
-            smom, sample, top_eigenvectors(moments.total_covariance(), 2)[1], cert["sigma"])[0, 1])
+        fit["mmd2_exact_pca_on_sample"] = float(
+            mmd2_rbf(smom, sample, top_eigenvectors(moments.total_covariance(), 2)[1], cert["sigma"])[0, 1]
+        )
         fit["check_seconds"] = time.perf_counter() - t0
     out["fit"] = fit
-    print(f"  {fit['seconds']:.0f} s, {fit['n_evaluations']} evaluations, {fit['status']}, "
-          f"eval {fmt(fit['evaluation'])} s", flush=True)
+    print(
+        f"  {fit['seconds']:.0f} s, {fit['n_evaluations']} evaluations, {fit['status']}, "
+        f"eval {fmt(fit['evaluation'])} s",
+        flush=True,
+    )
     write(result, args)
 
 
@@ -619,8 +736,12 @@ def part_exact(args, result: dict) -> None:
     p = args.features
     out["evals"] = []
     for n in args.exact_n:
-        out["evals"].append(run_case({"kind": "exact_eval", "data": "synthetic", "n": n, "p": p, "d": 2,
-                                      "repeats": args.repeats}, timeout=args.case_timeout))
+        out["evals"].append(
+            run_case(
+                {"kind": "exact_eval", "data": "synthetic", "n": n, "p": p, "d": 2, "repeats": args.repeats},
+                timeout=args.case_timeout,
+            )
+        )
         write(result, args)
     ok = [e for e in out["evals"] if "evaluation" in e]
     ns = np.array([e["rows"] for e in ok], dtype=float)
@@ -630,18 +751,35 @@ def part_exact(args, result: dict) -> None:
     out["fit_relative_residuals"] = [float((a * n**2 - t) / t) for n, t in zip(ns, ts)]
     # how many evaluations a fit needs: a 'sample' fit (exact kernel, 2,500 rows per group)
     probe_n = args.exact_probe_n
-    probe = run_case({"kind": "fit", "data": "synthetic", "n": probe_n, "p": p, "d": 2, "estimator": "sample",
-                      "sample_rows": 2500, "exact_metric": False, **({"max_iter": 1, "max_inner": 3} if args.smoke else {})},
-                     timeout=args.case_timeout)
+    probe = run_case(
+        {
+            "kind": "fit",
+            "data": "synthetic",
+            "n": probe_n,
+            "p": p,
+            "d": 2,
+            "estimator": "sample",
+            "sample_rows": 2500,
+            "exact_metric": False,
+            **({"max_iter": 1, "max_inner": 3} if args.smoke else {}),
+        },
+        timeout=args.case_timeout,
+    )
     out["probe"] = probe
     evaluations = max(int(probe.get("n_evaluations", 0)), 1)
     n_star = int(np.sqrt(args.exact_budget / (evaluations * a)))
     n_star = max(1000, (n_star // 1000) * 1000)
-    out["predicted"] = {"evaluations": evaluations, "n": n_star,
-                        "seconds": evaluations * a * n_star**2}
+    out["predicted"] = {"evaluations": evaluations, "n": n_star, "seconds": evaluations * a * n_star**2}
     print(f"exact fit: {evaluations} evaluations predicted, largest N in {args.exact_budget} s ≈ {n_star}", flush=True)
-    case = {"kind": "fit", "data": "synthetic", "n": n_star, "p": p, "d": 2, "estimator": "exact",
-            "deadline_s": 1.5 * args.exact_budget}
+    case = {
+        "kind": "fit",
+        "data": "synthetic",
+        "n": n_star,
+        "p": p,
+        "d": 2,
+        "estimator": "exact",
+        "deadline_s": 1.5 * args.exact_budget,
+    }
     if args.smoke:
         case.update(max_iter=1, max_inner=3)
     out["fit"] = run_case(case, timeout=args.case_timeout)
@@ -654,9 +792,20 @@ def part_blocks(args, result: dict) -> None:
     out = result.setdefault("blocks", {"evals": []})
     for d in (2, 10):
         for b in args.block_sizes:
-            out["evals"].append(run_case({"kind": "exact_eval", "data": "synthetic", "n": args.blocks_n,
-                                          "p": args.features, "d": d, "repeats": args.repeats, "block_rows": b},
-                                         timeout=args.case_timeout))
+            out["evals"].append(
+                run_case(
+                    {
+                        "kind": "exact_eval",
+                        "data": "synthetic",
+                        "n": args.blocks_n,
+                        "p": args.features,
+                        "d": d,
+                        "repeats": args.repeats,
+                        "block_rows": b,
+                    },
+                    timeout=args.case_timeout,
+                )
+            )
             write(result, args)
 
 
@@ -665,11 +814,19 @@ def _ratios(t: dict) -> list[dict]:
     """One rff evaluation pass / one moments pass of the same table, per D and precision (run_all.py)."""
     if "moments_pass_seconds" not in t:
         return []
-    return [{"area": "row-reading passes", "case": f"mmd rff evaluation pass, D = {D}, {precision}, "
-                                                  f"{t['rows']:,} x {t['features']} Parquet (target ≤ {TARGET_RATIO:g})",
-             "ours_seconds": r[precision]["seconds"]["median"], "baseline": "one `compute_moments` pass of the table",
-             "baseline_seconds": t["moments_pass_seconds"]["median"], "ratio": r[precision]["ratio"]}
-            for D, r in t.get("rff_pass", {}).items() for precision in PRECISIONS]
+    return [
+        {
+            "area": "row-reading passes",
+            "case": f"mmd rff evaluation pass, D = {D}, {precision}, "
+            f"{t['rows']:,} x {t['features']} Parquet (target ≤ {TARGET_RATIO:g})",
+            "ours_seconds": r[precision]["seconds"]["median"],
+            "baseline": "one `compute_moments` pass of the table",
+            "baseline_seconds": t["moments_pass_seconds"]["median"],
+            "ratio": r[precision]["ratio"],
+        }
+        for D, r in t.get("rff_pass", {}).items()
+        for precision in PRECISIONS
+    ]
 
 
 def write(result: dict, args) -> None:
@@ -677,12 +834,16 @@ def write(result: dict, args) -> None:
     result["load_now"] = load()
     result["ratios"] = _ratios(result.get("table") or {})
     (args.results / f"{args.name}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    lines = ["# mmd at scale: exact RBF kernel blocks vs random Fourier features", "",
-             f"`.venv/bin/python {result['command']}` ({result['provenance']}). 2 cores shared "
-             "with other work: load average (1 min) recorded before/after every case. "
-             "In-memory cases in a subprocess each, 1 BLAS thread; peak memory = the subprocess's ru_maxrss "
-             "(data included; `rss data` = after loading the data). Times: median [min–max] over the repeats "
-             f"or over every evaluation of a fit. τ = {TAU:g} throughout; `random_state=0`.", ""]
+    lines = [
+        "# mmd at scale: exact RBF kernel blocks vs random Fourier features",
+        "",
+        f"`.venv/bin/python {result['command']}` ({result['provenance']}). 2 cores shared "
+        "with other work: load average (1 min) recorded before/after every case. "
+        "In-memory cases in a subprocess each, 1 BLAS thread; peak memory = the subprocess's ru_maxrss "
+        "(data included; `rss data` = after loading the data). Times: median [min–max] over the repeats "
+        f"or over every evaluation of a fit. τ = {TAU:g} throughout; `random_state=0`.",
+        "",
+    ]
     lines += [f"Note: {note}" for note in result.get("notes", [])] + ([""] if result.get("notes") else [])
     lines += _adult_md(result.get("adult"))
     lines += _table_md(result.get("table"))
@@ -697,23 +858,29 @@ def _fit_row(f: dict) -> str:
         return f"| {c.get('d')} | {c.get('estimator')} D={c.get('D', '')} | library | {f['error'][:300]} |" + " |" * 9
     cap = "library" if c.get("max_iter") is None else f"max_iter {c['max_iter']}, max_inner {c['max_inner']}"
     est = c["estimator"] + (f" D={c['D']}" if c["estimator"] == "rff" else "")
-    return (f"| {c['d']} | {est} | {cap} | {f['seconds']:.1f} | {f['n_evaluations']} | {fmt(f['evaluation'], 3)} | "
-            f"{f['seconds_in_evaluations'] / max(f['seconds'], 1e-9):.0%} | {f['peak_rss_mb']:.0f} ({f['rss_after_data_mb']:.0f}) | "
-            f"{f.get('explained_variance', float('nan')):.4f} | {f.get('mmd2_estimator', float('nan')):.3g} | "
-            f"{f.get('mmd2_exact', float('nan')):.3g} | {f['status']} | {f['load_before']:.2f}→{f['load_after']:.2f} |")
+    return (
+        f"| {c['d']} | {est} | {cap} | {f['seconds']:.1f} | {f['n_evaluations']} | {fmt(f['evaluation'], 3)} | "
+        f"{f['seconds_in_evaluations'] / max(f['seconds'], 1e-9):.0%} | {f['peak_rss_mb']:.0f} ({f['rss_after_data_mb']:.0f}) | "
+        f"{f.get('explained_variance', float('nan')):.4f} | {f.get('mmd2_estimator', float('nan')):.3g} | "
+        f"{f.get('mmd2_exact', float('nan')):.3g} | {f['status']} | {f['load_before']:.2f}→{f['load_after']:.2f} |"
+    )
 
 
 def _adult_md(a: dict | None) -> list[str]:
     if not a:
         return []
-    lines = ["## 1. Full Adult (45,222 rows x 97, sex; in memory, `ArrayPasses`)", "",
-             "Each row is one fit. \"evals\": constraint evaluations (`certificate['n_evaluations']`); \"s/eval\": every "
-             "evaluation timed (exact = projected pass + kernel blocks + backprojected pass); \"in evals\": share of the "
-             "wall time spent in evaluations; \"MMD² est\": the fit's own estimate at its solution; \"MMD² exact\": "
-             "`metrics.mmd2_rbf(..., estimator='exact')` at the fit's σ.", "",
-             "| d | estimator | cap | wall s | evals | s/eval | in evals | peak MB (rss data) | expl. var | MMD² est | "
-             "MMD² exact | status | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## 1. Full Adult (45,222 rows x 97, sex; in memory, `ArrayPasses`)",
+        "",
+        'Each row is one fit. "evals": constraint evaluations (`certificate[\'n_evaluations\']`); "s/eval": every '
+        'evaluation timed (exact = projected pass + kernel blocks + backprojected pass); "in evals": share of the '
+        'wall time spent in evaluations; "MMD² est": the fit\'s own estimate at its solution; "MMD² exact": '
+        "`metrics.mmd2_rbf(..., estimator='exact')` at the fit's σ.",
+        "",
+        "| d | estimator | cap | wall s | evals | s/eval | in evals | peak MB (rss data) | expl. var | MMD² est | "
+        "MMD² exact | status | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     lines += [_fit_row(f) for f in a["fits"]]
     lines.append("")
     for f in a["fits"]:
@@ -722,12 +889,17 @@ def _adult_md(a: dict | None) -> list[str]:
         c = f["case"]
         extra = ""
         if c["estimator"] == "exact" and "blocks" in f:
-            extra = (f" exact split per evaluation: projected {fmt(f['projected'], 3)} s, blocks {fmt(f['blocks'], 3)} s, "
-                     f"backprojected {fmt(f['backprojected'], 3)} s.")
-        lines.append(f"- d={c['d']} {c['estimator']} {c.get('D', '')} (cap {c.get('max_iter')}/{c.get('max_inner')}): "
-                     f"σ {f.get('sigma', float('nan')):.4g}, null-bias floor {f.get('null_bias_floor', float('nan')):.2g}, "
-                     f"inner steps per outer {f.get('inner_steps')}, exact metric {f.get('mmd2_exact_seconds', float('nan')):.1f} s."
-                     + extra + (f" Warnings: {'; '.join(f['warnings'])}" if f.get("warnings") else ""))
+            extra = (
+                f" exact split per evaluation: projected {fmt(f['projected'], 3)} s, blocks {fmt(f['blocks'], 3)} s, "
+                f"backprojected {fmt(f['backprojected'], 3)} s."
+            )
+        lines.append(
+            f"- d={c['d']} {c['estimator']} {c.get('D', '')} (cap {c.get('max_iter')}/{c.get('max_inner')}): "
+            f"σ {f.get('sigma', float('nan')):.4g}, null-bias floor {f.get('null_bias_floor', float('nan')):.2g}, "
+            f"inner steps per outer {f.get('inner_steps')}, exact metric {f.get('mmd2_exact_seconds', float('nan')):.1f} s."
+            + extra
+            + (f" Warnings: {'; '.join(f['warnings'])}" if f.get("warnings") else "")
+        )
     proj = a.get("projection")
     if proj:
         lines += ["", proj]
@@ -738,112 +910,168 @@ def _table_md(t: dict | None) -> list[str]:
     if not t or "moments_pass_seconds" not in t:
         return []
     base = t["moments_pass_seconds"]["median"]
-    lines = [f"## 2. {t['rows']:,}-row x {t['features']} synthetic Parquet table, LocalCluster(2 x 1 thread)", "",
-             f"{t['files']} files, {t['disk_gb']:.2f} GB, written in {t['write_seconds']:.0f} s; groups "
-             f"{t['group_counts']}. Load {t['load_start']:.2f} at the start, {t.get('load_end', float('nan')):.2f} "
-             f"after the cluster part. Target: one rff evaluation ≤ {TARGET_RATIO:g} x one moments pass.", "",
-             "| pass | s | M rows/s | / moments pass | meets ≤ 2x | load |", "|---|---|---|---|---|---|",
-             f"| `compute_moments` | {fmt(t['moments_pass_seconds'])} | {t['rows'] / base / 1e6:.2f} | 1 | | |",
-             f"| read only (slabs → float64, summed) | {fmt(t['read_pass_seconds'])} | "
-             f"{t['rows'] / t['read_pass_seconds']['median'] / 1e6:.2f} | {t['read_ratio']:.2f} | | |"]
+    lines = [
+        f"## 2. {t['rows']:,}-row x {t['features']} synthetic Parquet table, LocalCluster(2 x 1 thread)",
+        "",
+        f"{t['files']} files, {t['disk_gb']:.2f} GB, written in {t['write_seconds']:.0f} s; groups "
+        f"{t['group_counts']}. Load {t['load_start']:.2f} at the start, {t.get('load_end', float('nan')):.2f} "
+        f"after the cluster part. Target: one rff evaluation ≤ {TARGET_RATIO:g} x one moments pass.",
+        "",
+        "| pass | s | M rows/s | / moments pass | meets ≤ 2x | load |",
+        "|---|---|---|---|---|---|",
+        f"| `compute_moments` | {fmt(t['moments_pass_seconds'])} | {t['rows'] / base / 1e6:.2f} | 1 | | |",
+        f"| read only (slabs → float64, summed) | {fmt(t['read_pass_seconds'])} | "
+        f"{t['rows'] / t['read_pass_seconds']['median'] / 1e6:.2f} | {t['read_ratio']:.2f} | | |",
+    ]
     for D, r in t.get("rff_pass", {}).items():
         for precision in PRECISIONS:
             q = r[precision]
-            lines.append(f"| `TablePasses.rff_sums` D={D}, d=2, precision={precision!r} | {fmt(q['seconds'])} | "
-                         f"{t['rows'] / q['seconds']['median'] / 1e6:.2f} | {q['ratio']:.2f} | "
-                         f"{'yes' if q['meets_target'] else 'no'} | {r['load_before']:.2f}→{r['load_after']:.2f} |")
+            lines.append(
+                f"| `TablePasses.rff_sums` D={D}, d=2, precision={precision!r} | {fmt(q['seconds'])} | "
+                f"{t['rows'] / q['seconds']['median'] / 1e6:.2f} | {q['ratio']:.2f} | "
+                f"{'yes' if q['meets_target'] else 'no'} | {r['load_before']:.2f}→{r['load_after']:.2f} |"
+            )
     met = [(int(D), q) for D, r in t.get("rff_pass", {}).items() for q in PRECISIONS if r[q]["meets_target"]]
-    lines += ["", "Meets ≤ 2x: " + (", ".join(f"D={D} {q}" for D, q in met) + f"; largest D: {max(D for D, _ in met)}"
-                                    if met else "none") + ". Single vs double at the same V (every repeat, largest): "
-              "relative error of h / of its gradient " + ", ".join(
-                  f"D={D} {r['single_relative_error_h']:.1e} / {r['single_relative_error_gradient']:.1e}"
-                  for D, r in t.get("rff_pass", {}).items()) + ".",
-              "", f"Workers: memory_limit {t.get('worker_memory_limit')} each; peak RSS per worker (MB): "
-                  f"{t.get('worker_peak_rss_mb')}."]
+    lines += [
+        "",
+        "Meets ≤ 2x: "
+        + (", ".join(f"D={D} {q}" for D, q in met) + f"; largest D: {max(D for D, _ in met)}" if met else "none")
+        + ". Single vs double at the same V (every repeat, largest): "
+        "relative error of h / of its gradient "
+        + ", ".join(
+            f"D={D} {r['single_relative_error_h']:.1e} / {r['single_relative_error_gradient']:.1e}"
+            for D, r in t.get("rff_pass", {}).items()
+        )
+        + ".",
+        "",
+        f"Workers: memory_limit {t.get('worker_memory_limit')} each; peak RSS per worker (MB): "
+        f"{t.get('worker_peak_rss_mb')}.",
+    ]
     f = t.get("fit")
     if f:
-        lines += ["", f"**Full fit on the table**{EARLIER if f.get('earlier_run') else ''} (rff D={f['D']}, d=2, τ={TAU:g}, max_iter {f['max_iter']}, max_inner "
-                      f"{f['max_inner']}): {f['seconds']:.0f} s, {f['n_evaluations']} evaluations, {fmt(f['evaluation'])} s "
-                      f"per evaluation ({f['ratio_eval_to_moments']:.2f} x the moments pass), driver "
-                      f"{f['driver_seconds']:.0f} s (σ sample, start, L-BFGS), status {f['status']}, explained variance "
-                      f"{f.get('explained_variance', float('nan')):.4f}, rff MMD² {f.get('mmd2_rff', float('nan')):.3g}, exact "
-                      f"MMD² on a {t.get('check_rows_per_group', '')} stratified sample {f.get('mmd2_exact_on_sample', float('nan')):.3g} "
-                      f"(PCA: {f.get('mmd2_exact_pca_on_sample', float('nan')):.3g}), null-bias floor "
-                      f"{f.get('null_bias_floor', float('nan')):.2g}; inner steps per outer iteration {f.get('inner_steps')}; "
-                      f"MMD² per outer {', '.join(f'{x:.3g}' for x in f.get('mmd2_per_outer', []))}; load "
-                      f"{f['load_before']:.2f}→{f['load_after']:.2f}."
-                      + (f" Warnings: {'; '.join(f['warnings'])}" if f.get("warnings") else "")]
+        lines += [
+            "",
+            f"**Full fit on the table**{EARLIER if f.get('earlier_run') else ''} (rff D={f['D']}, d=2, τ={TAU:g}, max_iter {f['max_iter']}, max_inner "
+            f"{f['max_inner']}): {f['seconds']:.0f} s, {f['n_evaluations']} evaluations, {fmt(f['evaluation'])} s "
+            f"per evaluation ({f['ratio_eval_to_moments']:.2f} x the moments pass), driver "
+            f"{f['driver_seconds']:.0f} s (σ sample, start, L-BFGS), status {f['status']}, explained variance "
+            f"{f.get('explained_variance', float('nan')):.4f}, rff MMD² {f.get('mmd2_rff', float('nan')):.3g}, exact "
+            f"MMD² on a {t.get('check_rows_per_group', '')} stratified sample {f.get('mmd2_exact_on_sample', float('nan')):.3g} "
+            f"(PCA: {f.get('mmd2_exact_pca_on_sample', float('nan')):.3g}), null-bias floor "
+            f"{f.get('null_bias_floor', float('nan')):.2g}; inner steps per outer iteration {f.get('inner_steps')}; "
+            f"MMD² per outer {', '.join(f'{x:.3g}' for x in f.get('mmd2_per_outer', []))}; load "
+            f"{f['load_before']:.2f}→{f['load_after']:.2f}."
+            + (f" Warnings: {'; '.join(f['warnings'])}" if f.get("warnings") else ""),
+        ]
     prof = t.get("profile")
     if prof and "by_D" in prof:
-        lines += ["", f"**Where an rff evaluation goes**{EARLIER if prof.get('earlier_run') else ''} (one slab of {prof['rows']:,} rows x {prof['features']}, 1 thread, "
-                      "best of 3, 1 run at D ≥ 1000; the pass runs this on every slab):", "",
-                  "| step | " + " | ".join(f"D={D} s" for D in prof["by_D"]) + " |",
-                  "|---|" + "---|" * len(prof["by_D"])]
+        lines += [
+            "",
+            f"**Where an rff evaluation goes**{EARLIER if prof.get('earlier_run') else ''} (one slab of {prof['rows']:,} rows x {prof['features']}, 1 thread, "
+            "best of 3, 1 run at D ≥ 1000; the pass runs this on every slab):",
+            "",
+            "| step | " + " | ".join(f"D={D} s" for D in prof["by_D"]) + " |",
+            "|---|" + "---|" * len(prof["by_D"]),
+        ]
         first = next(iter(prof["by_D"].values()))
         for key in first["steps"]:
             lines.append(f"| {key} | " + " | ".join(f"{v['steps'][key]:.3f}" for v in prof["by_D"].values()) + " |")
         for key in first["variants"]:
-            lines.append(f"| variant: {key} | " + " | ".join(f"{v['variants'][key]:.3f}" if key in v["variants"] else "–"
-                                                            for v in prof["by_D"].values()) + " |")
-        lines.append(f"| {prof['accuracy_of']}: relative error of h / of the gradient | " + " | ".join(
-            f"{v['accuracy']['relative_error_h']:.1e} / {v['accuracy']['relative_error_gradient']:.1e}"
-            for v in prof["by_D"].values()) + " |")
+            lines.append(
+                f"| variant: {key} | "
+                + " | ".join(
+                    f"{v['variants'][key]:.3f}" if key in v["variants"] else "–" for v in prof["by_D"].values()
+                )
+                + " |"
+            )
+        lines.append(
+            f"| {prof['accuracy_of']}: relative error of h / of the gradient | "
+            + " | ".join(
+                f"{v['accuracy']['relative_error_h']:.1e} / {v['accuracy']['relative_error_gradient']:.1e}"
+                for v in prof["by_D"].values()
+            )
+            + " |"
+        )
     err = t.get("rff_error")
     if err and "errors" in err:
-        lines += ["", f"**RFF error vs D**{EARLIER if err.get('earlier_run') else ''} ({err['rows']:,} in-memory rows of the same generator, σ {err['sigma']:.4g}; "
-                      f"{err['case']['seeds']} feature seeds per D): RMS error of the rff MMD² against exact.", "",
-                  "| projection | exact MMD² | D | rff mean ± sd | RMS error | RMS rel. error | s per estimate |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"**RFF error vs D**{EARLIER if err.get('earlier_run') else ''} ({err['rows']:,} in-memory rows of the same generator, σ {err['sigma']:.4g}; "
+            f"{err['case']['seeds']} feature seeds per D): RMS error of the rff MMD² against exact.",
+            "",
+            "| projection | exact MMD² | D | rff mean ± sd | RMS error | RMS rel. error | s per estimate |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in err["errors"]:
-            lines.append(f"| {r['projection']} | {r['exact']:.4g} | {r['D']} | {r['rff_mean']:.4g} ± {r['rff_sd']:.2g} | "
-                         f"{r['rms_error']:.2g} | {r['rms_relative_error']:.2g} | {r['seconds_per_estimate']:.2f} |")
+            lines.append(
+                f"| {r['projection']} | {r['exact']:.4g} | {r['D']} | {r['rff_mean']:.4g} ± {r['rff_sd']:.2g} | "
+                f"{r['rms_error']:.2g} | {r['rms_relative_error']:.2g} | {r['seconds_per_estimate']:.2f} |"
+            )
     return lines + [""]
 
 
 def _blocks_md(b: dict | None) -> list[str]:
     if not b or not b.get("evals"):
         return []
-    lines = [f"## 4. Kernel-block size of the exact evaluation (`block_rows`, default {DEFAULT_BLOCK_ROWS})", "",
-             "| N | d | block_rows | s per evaluation | blocks | peak MB | load |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"## 4. Kernel-block size of the exact evaluation (`block_rows`, default {DEFAULT_BLOCK_ROWS})",
+        "",
+        "| N | d | block_rows | s per evaluation | blocks | peak MB | load |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in b["evals"]:
         c = r["case"]
         if "evaluation" not in r:
             lines.append(f"| {c['n']} | {c['d']} | {c['block_rows']} | error | | | |")
             continue
-        lines.append(f"| {r['rows']:,} | {c['d']} | {c['block_rows']} | {fmt(r['evaluation'], 3)} | {fmt(r['blocks'], 3)} | "
-                     f"{r['peak_rss_mb']:.0f} | {r['load_before']:.2f}→{r['load_after']:.2f} |")
+        lines.append(
+            f"| {r['rows']:,} | {c['d']} | {c['block_rows']} | {fmt(r['evaluation'], 3)} | {fmt(r['blocks'], 3)} | "
+            f"{r['peak_rss_mb']:.0f} | {r['load_before']:.2f}→{r['load_after']:.2f} |"
+        )
     return lines + [""]
 
 
 def _exact_md(e: dict | None) -> list[str]:
     if not e or "evals" not in e:
         return []
-    lines = ["## 3. Exact evaluation vs N (synthetic, p = 20, d = 2, in memory)", "",
-             "| N | s per evaluation | projected | blocks | backprojected | a·N² | peak MB | load |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "## 3. Exact evaluation vs N (synthetic, p = 20, d = 2, in memory)",
+        "",
+        "| N | s per evaluation | projected | blocks | backprojected | a·N² | peak MB | load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     a = e.get("fit_a", float("nan"))
     for r in e["evals"]:
         if "evaluation" not in r:
             lines.append(f"| {r['case']['n']} | error | | | | | | |")
             continue
-        lines.append(f"| {r['rows']:,} | {fmt(r['evaluation'], 3)} | {fmt(r['projected'], 4)} | {fmt(r['blocks'], 3)} | "
-                     f"{fmt(r['backprojected'], 4)} | {a * r['rows']**2:.3g} | {r['peak_rss_mb']:.0f} | "
-                     f"{r['load_before']:.2f}→{r['load_after']:.2f} |")
-    lines += ["", f"Fit t = a·N² with a = {a:.3g} s (relative residuals "
-                  f"{', '.join(f'{x:+.2f}' for x in e.get('fit_relative_residuals', []))}); "
-                  f"{1 / a / 1e6 if a == a else float('nan'):.0f} M row pairs/s counting all N² ordered pairs."]
+        lines.append(
+            f"| {r['rows']:,} | {fmt(r['evaluation'], 3)} | {fmt(r['projected'], 4)} | {fmt(r['blocks'], 3)} | "
+            f"{fmt(r['backprojected'], 4)} | {a * r['rows'] ** 2:.3g} | {r['peak_rss_mb']:.0f} | "
+            f"{r['load_before']:.2f}→{r['load_after']:.2f} |"
+        )
+    lines += [
+        "",
+        f"Fit t = a·N² with a = {a:.3g} s (relative residuals "
+        f"{', '.join(f'{x:+.2f}' for x in e.get('fit_relative_residuals', []))}); "
+        f"{1 / a / 1e6 if a == a else float('nan'):.0f} M row pairs/s counting all N² ordered pairs.",
+    ]
     pr = e.get("probe")
     pred = e.get("predicted")
     if pr and pred:
-        lines.append(f"Evaluations per fit from a full `estimator='sample'` fit (2,500 rows per group of "
-                     f"{pr.get('rows', 0):,}): {pr.get('n_evaluations')} ({pr.get('status')}, {pr.get('seconds', 0):.0f} s). "
-                     f"Largest N predicted to finish in the budget: **{pred['n']:,}** ({pred['seconds']:.0f} s predicted).")
+        lines.append(
+            f"Evaluations per fit from a full `estimator='sample'` fit (2,500 rows per group of "
+            f"{pr.get('rows', 0):,}): {pr.get('n_evaluations')} ({pr.get('status')}, {pr.get('seconds', 0):.0f} s). "
+            f"Largest N predicted to finish in the budget: **{pred['n']:,}** ({pred['seconds']:.0f} s predicted)."
+        )
     f = e.get("fit")
     if f and "seconds" in f:
-        lines.append(f"Exact fit at N = {f['rows']:,}: {f['seconds']:.0f} s, {f['n_evaluations']} evaluations, "
-                     f"{fmt(f['evaluation'], 3)} s per evaluation, status {f['status']}, explained variance "
-                     f"{f.get('explained_variance', float('nan')):.4f}, exact MMD² {f.get('mmd2_exact', float('nan')):.3g}, "
-                     f"peak {f['peak_rss_mb']:.0f} MB, load {f['load_before']:.2f}→{f['load_after']:.2f}.")
+        lines.append(
+            f"Exact fit at N = {f['rows']:,}: {f['seconds']:.0f} s, {f['n_evaluations']} evaluations, "
+            f"{fmt(f['evaluation'], 3)} s per evaluation, status {f['status']}, explained variance "
+            f"{f.get('explained_variance', float('nan')):.4f}, exact MMD² {f.get('mmd2_exact', float('nan')):.3g}, "
+            f"peak {f['peak_rss_mb']:.0f} MB, load {f['load_before']:.2f}→{f['load_after']:.2f}."
+        )
     elif f:
         lines.append(f"Exact fit: {f.get('error')}")
     return lines + [""]
@@ -870,9 +1098,12 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=20)
     parser.add_argument("--rows-per-file", type=int, default=500_000)
     parser.add_argument("--table-fit-d", type=int, default=100)
-    parser.add_argument("--table-steps", default="passes,fit,profile,error",
-                        help="any of passes (timed passes), fit, profile, error; the steps not run keep the "
-                             "results of an earlier run (--merge / --combine), marked as such")
+    parser.add_argument(
+        "--table-steps",
+        default="passes,fit,profile,error",
+        help="any of passes (timed passes), fit, profile, error; the steps not run keep the "
+        "results of an earlier run (--merge / --combine), marked as such",
+    )
     parser.add_argument("--profile-d", type=ints, default=[], help="D of the slab profile (default --rff-d)")
     parser.add_argument("--big-d-repeats", type=int, default=1, help="timed table passes at D >= 1000")
     parser.add_argument("--worker-memory", default="8GB", help="LocalCluster memory_limit per worker")
@@ -914,8 +1145,14 @@ def main() -> None:
     command = " ".join(["benchmarks/bench_mmd_scale.py", *sys.argv[1:]])
     previous = args.results / f"{args.name}.json"
     result: dict = json.loads(previous.read_text()) if args.merge and previous.exists() else {}
-    result.setdefault("runs", []).append({"command": command, "provenance": provenance(MEASURED), "load_start": load(),
-                                          "args": {k: str(v) for k, v in vars(args).items()}})
+    result.setdefault("runs", []).append(
+        {
+            "command": command,
+            "provenance": provenance(MEASURED),
+            "load_start": load(),
+            "args": {k: str(v) for k, v in vars(args).items()},
+        }
+    )
     result["command"] = " + ".join(r["command"] for r in result["runs"])
     result["provenance"] = "; ".join(dict.fromkeys(r["provenance"] for r in result["runs"]))
     for other in args.combine:
@@ -939,11 +1176,15 @@ def main() -> None:
                 if "passes" not in steps:
                     result["table"] = earlier
                 else:
-                    result["table"] = {key: {**earlier[key], "earlier_run": True} for key, step in
-                                       (("fit", "fit"), ("profile", "profile"), ("rff_error", "error"))
-                                       if step not in steps and isinstance(earlier.get(key), dict)}
+                    result["table"] = {
+                        key: {**earlier[key], "earlier_run": True}
+                        for key, step in (("fit", "fit"), ("profile", "profile"), ("rff_error", "error"))
+                        if step not in steps and isinstance(earlier.get(key), dict)
+                    }
             try:
-                {"adult": part_adult, "table": part_table, "exact": part_exact, "blocks": part_blocks}[part](args, result)
+                {"adult": part_adult, "table": part_table, "exact": part_exact, "blocks": part_blocks}[part](
+                    args, result
+                )
             except Exception as error:  # keep the other parts' results
                 import traceback
 
@@ -965,16 +1206,21 @@ def project_exact(result: dict) -> None:
     text = []
     for d in sorted({f["case"]["d"] for f in fits}):
         exact = next((f for f in fits if f["case"]["d"] == d and f["case"]["estimator"] == "exact"), None)
-        rff = [f for f in fits if f["case"]["d"] == d and f["case"]["estimator"] == "rff"
-               and f["case"].get("max_iter") is None]
+        rff = [
+            f
+            for f in fits
+            if f["case"]["d"] == d and f["case"]["estimator"] == "rff" and f["case"].get("max_iter") is None
+        ]
         if exact and rff and exact["evaluation"]["n"]:
             ref = max(rff, key=lambda f: f["case"]["D"])
             seconds = ref["n_evaluations"] * exact["evaluation"]["median"]
             quiet = ref["n_evaluations"] * exact["evaluation"]["min"]
-            text.append(f"d={d}: an uncapped exact fit ≈ {ref['n_evaluations']} evaluations (as the uncapped rff "
-                        f"D={ref['case']['D']} fit) x {exact['evaluation']['median']:.2f} s (median exact evaluation "
-                        f"of the capped fit) = {seconds / 3600:.1f} h; with its fastest evaluation "
-                        f"({exact['evaluation']['min']:.2f} s, least contention) {quiet / 3600:.1f} h.")
+            text.append(
+                f"d={d}: an uncapped exact fit ≈ {ref['n_evaluations']} evaluations (as the uncapped rff "
+                f"D={ref['case']['D']} fit) x {exact['evaluation']['median']:.2f} s (median exact evaluation "
+                f"of the capped fit) = {seconds / 3600:.1f} h; with its fastest evaluation "
+                f"({exact['evaluation']['min']:.2f} s, least contention) {quiet / 3600:.1f} h."
+            )
     if text:
         result["adult"]["projection"] = "**Projected uncapped exact fit.** " + " ".join(text)
 

@@ -60,11 +60,11 @@ import dask.array as da
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from provenance import commit
 from threadpoolctl import threadpool_limits
 
 import fairpca_dist
 from fairpca_dist import compute_moments
-from provenance import commit
 
 HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
@@ -200,8 +200,12 @@ def main() -> None:
         ("(c)", "ours: compute_moments(dask array), threads", 1, ours_dask),
         ("(c1)", "ours: compute_moments(dask array + 1e6 offset, shifted), threads", 1, ours_offset),
         ("(d)", "ours: compute_moments(numpy array), threads", 1, ours_numpy),
-        ("(e0)", f"pyarrow read_table of the Parquet folder ({disk / 1e6:.0f} MB)", 2,
-         lambda: pq.read_table(parquet_dir)),
+        (
+            "(e0)",
+            f"pyarrow read_table of the Parquet folder ({disk / 1e6:.0f} MB)",
+            2,
+            lambda: pq.read_table(parquet_dir),
+        ),
         ("(e)", "ours: compute_moments(Parquet folder, 20 files), threads", 1, ours_parquet),
         ("(f)", "dask-ml PCA(5, full).fit(dask array), threads", 1, dask_ml_pca),
         ("(f)", "dask-ml PCA(5, full).fit(dask array), threads", 2, dask_ml_pca),
@@ -226,10 +230,21 @@ def main() -> None:
                 round_best[i].append(min(seconds))
             print(f"  {case} {method} [BLAS {threads}]: {' '.join(f'{t:.3f}' for t in seconds)} s", flush=True)
             del out
-    rows = [dict(case=case, method=method, blas=threads, best_s=min(t), median_s=statistics.median(t),
-                 gb_s=nbytes / 1e9 / min(t), rows_s=n / min(t), rel_err=err,
-                 times=" ".join(f"{x:.3f}" for x in t), round_best=rb)
-            for (case, method, threads, _), t, rb, err in zip(cases, times, round_best, errors)]
+    rows = [
+        dict(
+            case=case,
+            method=method,
+            blas=threads,
+            best_s=min(t),
+            median_s=statistics.median(t),
+            gb_s=nbytes / 1e9 / min(t),
+            rows_s=n / min(t),
+            rel_err=err,
+            times=" ".join(f"{x:.3f}" for x in t),
+            round_best=rb,
+        )
+        for (case, method, threads, _), t, rb, err in zip(cases, times, round_best, errors)
+    ]
 
     def matching(case: str, needle: str = "", blas: int | None = None) -> list[dict]:
         return [r for r in rows if r["case"] == case and needle in r["method"] and (blas is None or r["blas"] == blas)]
@@ -253,10 +268,20 @@ def main() -> None:
 
     t_dask_ml, t_ipca = best("(f)", "dask-ml"), best("(f)", "Incremental")
     targets = [  # (target, best / best, median / median, median of per-round ratios, required)
-        ("(c) throughput / (a) 2 threads", limit / t_c, median("(a)", blas=2) / median("(c)"),
-         paired("(a)", "", 2, "(c)"), 0.6),
-        ("dask-ml PCA time / (c) time", t_dask_ml / t_c, median("(f)", "dask-ml") / median("(c)"),
-         paired("(f)", "dask-ml", 1, "(c)"), 5.0),
+        (
+            "(c) throughput / (a) 2 threads",
+            limit / t_c,
+            median("(a)", blas=2) / median("(c)"),
+            paired("(a)", "", 2, "(c)"),
+            0.6,
+        ),
+        (
+            "dask-ml PCA time / (c) time",
+            t_dask_ml / t_c,
+            median("(f)", "dask-ml") / median("(c)"),
+            paired("(f)", "dask-ml", 1, "(c)"),
+            5.0,
+        ),
     ]
     extra = [
         ("IncrementalPCA time / (c) time", t_ipca / t_c),
@@ -266,16 +291,26 @@ def main() -> None:
         ("(b) mask loop 2 thr time / (c) time", best("(b)", blas=2) / t_c),
     ]
     ratios = [  # time of ours / time of the baseline, in the same run (best times)
-        {"area": "moments pass", "case": f"{label}, {n:,} x {d}", "ours_seconds": best(case),
-         "baseline": baseline, "baseline_seconds": other, "ratio": best(case) / other}
+        {
+            "area": "moments pass",
+            "case": f"{label}, {n:,} x {d}",
+            "ours_seconds": best(case),
+            "baseline": baseline,
+            "baseline_seconds": other,
+            "ratio": best(case) / other,
+        }
         for label, case, baseline, other in [
             ("`compute_moments` (dask array)", "(c)", "numpy `X.T @ X`, ungrouped, 2 BLAS threads", limit),
             ("`compute_moments` (numpy array)", "(d)", "numpy `X.T @ X`, ungrouped, 2 BLAS threads", limit),
             ("`compute_moments` (dask array)", "(c)", "numpy per-group mask loop, 2 BLAS threads", best("(b)", blas=2)),
             ("`compute_moments` (dask array)", "(c)", "dask-ml `PCA(5, full)`", t_dask_ml),
             ("`compute_moments` (dask array)", "(c)", "scikit-learn `IncrementalPCA(5)`", t_ipca),
-            ("`compute_moments` (Parquet folder)", "(e)", "pyarrow `read_table` of the folder (no arithmetic)",
-             best("(e0)")),
+            (
+                "`compute_moments` (Parquet folder)",
+                "(e)",
+                "pyarrow `read_table` of the folder (no arithmetic)",
+                best("(e0)"),
+            ),
         ]
     ]
     write_results(rows, targets, extra, args, disk, ratios)
@@ -325,10 +360,15 @@ def write_results(rows, targets, extra, args, disk, ratios) -> None:
         "| target | measured (best times) | from median times | median of per-round ratios | required | pass (best times) |",
         "|---|---|---|---|---|---|",
     ]
-    lines += [f"| {name} | {value:.2f} | {from_medians:.2f} | {per_round:.2f} | >= {need} | "
-              f"{'PASS' if value >= need else 'FAIL'} |"
-              for name, value, from_medians, per_round, need in targets]
-    lines += ["", "Other time ratios (> 1: ours faster): " + "; ".join(f"{name} = {value:.1f}" for name, value in extra) + "."]
+    lines += [
+        f"| {name} | {value:.2f} | {from_medians:.2f} | {per_round:.2f} | >= {need} | "
+        f"{'PASS' if value >= need else 'FAIL'} |"
+        for name, value, from_medians, per_round, need in targets
+    ]
+    lines += [
+        "",
+        "Other time ratios (> 1: ours faster): " + "; ".join(f"{name} = {value:.1f}" for name, value in extra) + ".",
+    ]
     (results / "bench_moments.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -56,6 +56,7 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
 from provenance import commit  # noqa: E402
+
 from fairpca_dist import compute_moments  # noqa: E402
 from fairpca_dist.engine.sources import open_table  # noqa: E402
 
@@ -170,9 +171,13 @@ def agreement(moments, ref: dict) -> dict:
     mean_err = max(rel(moments.mean[i], ref[g][1]) for i, g in enumerate(moments.groups))
     scatter_err = max(rel(moments.scatter[i], ref[g][2]) for i, g in enumerate(moments.groups))
     same_groups = sorted(moments.groups) == sorted(ref)
-    return dict(groups_equal=same_groups, counts_equal=counts_equal, mean_rel_err=mean_err,
-                scatter_rel_err=scatter_err,
-                ok=same_groups and counts_equal and max(mean_err, scatter_err) <= 1e-10)
+    return dict(
+        groups_equal=same_groups,
+        counts_equal=counts_equal,
+        mean_rel_err=mean_err,
+        scatter_rel_err=scatter_err,
+        ok=same_groups and counts_equal and max(mean_err, scatter_err) <= 1e-10,
+    )
 
 
 def log_lines(client) -> list[str]:
@@ -184,8 +189,7 @@ def log_lines(client) -> list[str]:
     return [line for line in found if LOG_PATTERN.search(line)]
 
 
-def run_pass(client, path: Path, label: str, read_options: dict | None,
-             timeout: float) -> tuple[object, dict]:
+def run_pass(client, path: Path, label: str, read_options: dict | None, timeout: float) -> tuple[object, dict]:
     before = client.run(os.getpid)
     idle_rss = client.run(lambda: psutil.Process().memory_info().rss)
     sampler = RssSampler()
@@ -194,8 +198,9 @@ def run_pass(client, path: Path, label: str, read_options: dict | None,
 
     def target() -> None:
         try:
-            box["moments"] = compute_moments(str(path), sensitive_feature="group", client=client,
-                                             read_options=read_options)
+            box["moments"] = compute_moments(
+                str(path), sensitive_feature="group", client=client, read_options=read_options
+            )
         except Exception as exc:  # a failed pass is a result too (e.g. KilledWorker)
             box["error"] = f"{type(exc).__name__}: {exc}"
 
@@ -209,11 +214,18 @@ def run_pass(client, path: Path, label: str, read_options: dict | None,
     moments, error = box.get("moments"), box.get("error")
     sampler.stop()
     after = client.run(os.getpid)
-    info = dict(pass_=label, seconds=seconds, error=error, workers_before=before, workers_after=after,
-                restarted=before != after or bool(sampler.dead) or len(sampler.peak) > len(before),
-                worker_pids_seen=len(sampler.peak), worker_pids_died=sorted(sampler.dead),
-                idle_rss_mb=sorted(rss / 1e6 for rss in idle_rss.values()),
-                peak_rss_mb={pid: rss / 1e6 for pid, rss in sampler.peak.items()})
+    info = dict(
+        pass_=label,
+        seconds=seconds,
+        error=error,
+        workers_before=before,
+        workers_after=after,
+        restarted=before != after or bool(sampler.dead) or len(sampler.peak) > len(before),
+        worker_pids_seen=len(sampler.peak),
+        worker_pids_died=sorted(sampler.dead),
+        idle_rss_mb=sorted(rss / 1e6 for rss in idle_rss.values()),
+        peak_rss_mb={pid: rss / 1e6 for pid, rss in sampler.peak.items()},
+    )
     return moments, info
 
 
@@ -223,8 +235,12 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=50)
     parser.add_argument("--rows-per-file", type=int, default=250_000)
     parser.add_argument("--row-group-rows", type=int, default=50_000, help="rows per Parquet row group")
-    parser.add_argument("--read-options", type=json.loads, default=None,
-                        help='JSON passed as compute_moments(read_options=...), e.g. \'{"split_row_groups": true}\'')
+    parser.add_argument(
+        "--read-options",
+        type=json.loads,
+        default=None,
+        help="JSON passed as compute_moments(read_options=...), e.g. '{\"split_row_groups\": true}'",
+    )
     parser.add_argument("--timeout", type=float, default=900, help="seconds before a pass counts as hung")
     parser.add_argument("--name", default="bench_out_of_core", help="<results>/<name>.{md,json}")
     parser.add_argument("--results", type=Path, default=RESULTS)
@@ -251,8 +267,10 @@ def main() -> None:
 
     partitions = open_table(str(folder), sensitive_feature="group", read_options=args.read_options).n_partitions
     passes, results = [], []
-    with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GB",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GB", dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
         for label in ("cold", "warm"):
             if passes and passes[-1]["error"]:
                 client.restart()  # forget the erred tasks: the next pass has the same keys
@@ -262,13 +280,20 @@ def main() -> None:
             cached = psutil.virtual_memory().cached
             print(f"{label} pass (page cache {cached / 1e9:.1f} GB) ...", end=" ", flush=True)
             moments, info = run_pass(client, folder, label, args.read_options, args.timeout)
-            info.update(rows_s=n / info["seconds"], gb_s=feature_bytes / 1e9 / info["seconds"],
-                        file_mb_s=disk / 1e6 / info["seconds"], page_cache_gb_at_start=cached / 1e9)
+            info.update(
+                rows_s=n / info["seconds"],
+                gb_s=feature_bytes / 1e9 / info["seconds"],
+                file_mb_s=disk / 1e6 / info["seconds"],
+                page_cache_gb_at_start=cached / 1e9,
+            )
             passes.append(info)
             results.append(moments)
-            print(f"{info['seconds']:.1f} s, {info['gb_s']:.3f} GB/s, peak RSS "
-                  f"{', '.join(f'{v:.0f}' for v in info['peak_rss_mb'].values())} MB, "
-                  f"restarted: {info['restarted']}, error: {info['error']}", flush=True)
+            print(
+                f"{info['seconds']:.1f} s, {info['gb_s']:.3f} GB/s, peak RSS "
+                f"{', '.join(f'{v:.0f}' for v in info['peak_rss_mb'].values())} MB, "
+                f"restarted: {info['restarted']}, error: {info['error']}",
+                flush=True,
+            )
             if (info["error"] or "").startswith("Hung"):
                 break  # the cluster is stuck (e.g. a worker paused for good): stop here
         logs = log_lines(client)
@@ -280,22 +305,41 @@ def main() -> None:
         info["agreement"] = agreement(moments, ref) if moments is not None else None
     print(f"{ref_seconds:.1f} s; {[p['agreement'] for p in passes]}")
 
-    result = dict(command=" ".join(["benchmarks/bench_out_of_core.py", *sys.argv[1:]]), commit=measured,
-                  rows=n, cols=d, files=len(files), rows_per_file=args.rows_per_file,
-                  row_group_rows=args.row_group_rows, read_options=args.read_options,
-                  partitions=partitions, feature_gb=feature_bytes / 1e9, disk_gb=disk / 1e9,
-                  write_seconds=write_seconds, passes=passes,
-                  pause_events=sum("Pausing worker" in line for line in logs),
-                  restart_events=sum(bool(re.search(r"restart|kill|terminat", line, re.I)) for line in logs),
-                  memory_log_lines=logs, driver_rss_mb=driver_rss / 1e6,
-                  reference_seconds=ref_seconds, reference_gb_s=feature_bytes / 1e9 / ref_seconds,
-                  load_average_end=os.getloadavg()[0])
-    result["ratios"] = [{"area": "moments pass", "case": f"`compute_moments` out of core ({info['pass_']} page cache), "
-                                                       f"{n:,} x {d} Parquet, 2 workers of 1 GB",
-                         "ours_seconds": info["seconds"],
-                         "baseline": "pyarrow + numpy file by file, one process, 2 BLAS threads (in-memory per file)",
-                         "baseline_seconds": ref_seconds, "ratio": info["seconds"] / ref_seconds}
-                        for info in passes if not info["error"]]
+    result = dict(
+        command=" ".join(["benchmarks/bench_out_of_core.py", *sys.argv[1:]]),
+        commit=measured,
+        rows=n,
+        cols=d,
+        files=len(files),
+        rows_per_file=args.rows_per_file,
+        row_group_rows=args.row_group_rows,
+        read_options=args.read_options,
+        partitions=partitions,
+        feature_gb=feature_bytes / 1e9,
+        disk_gb=disk / 1e9,
+        write_seconds=write_seconds,
+        passes=passes,
+        pause_events=sum("Pausing worker" in line for line in logs),
+        restart_events=sum(bool(re.search(r"restart|kill|terminat", line, re.I)) for line in logs),
+        memory_log_lines=logs,
+        driver_rss_mb=driver_rss / 1e6,
+        reference_seconds=ref_seconds,
+        reference_gb_s=feature_bytes / 1e9 / ref_seconds,
+        load_average_end=os.getloadavg()[0],
+    )
+    result["ratios"] = [
+        {
+            "area": "moments pass",
+            "case": f"`compute_moments` out of core ({info['pass_']} page cache), "
+            f"{n:,} x {d} Parquet, 2 workers of 1 GB",
+            "ours_seconds": info["seconds"],
+            "baseline": "pyarrow + numpy file by file, one process, 2 BLAS threads (in-memory per file)",
+            "baseline_seconds": ref_seconds,
+            "ratio": info["seconds"] / ref_seconds,
+        }
+        for info in passes
+        if not info["error"]
+    ]
     write_results(result, args.results, args.name)
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
@@ -320,17 +364,26 @@ def write_results(r: dict, results: Path, name: str) -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     for p in r["passes"]:
-        rss = (" / ".join(f"{v:.0f}" for v in p["idle_rss_mb"]) + " -> "
-               + " / ".join(f"{v:.0f}" for v in p["peak_rss_mb"].values()))
+        rss = (
+            " / ".join(f"{v:.0f}" for v in p["idle_rss_mb"])
+            + " -> "
+            + " / ".join(f"{v:.0f}" for v in p["peak_rss_mb"].values())
+        )
         a = p["agreement"]
-        restarted = (f"YES ({p['worker_pids_seen']} worker pids, {len(p['worker_pids_died'])} died)"
-                     if p["restarted"] else "no")
-        agree = (f"FAILED: {p['error'][:160]}" if a is None else
-                 f"{'PASS' if a['ok'] else 'FAIL'} ({a['mean_rel_err']:.1e} / {a['scatter_rel_err']:.1e}, "
-                 f"counts {'equal' if a['counts_equal'] else 'DIFFER'})")
-        lines.append(f"| {p['pass_']} (page cache {p['page_cache_gb_at_start']:.1f} GB at start) | "
-                     f"{p['seconds']:.1f} | {p['rows_s'] / 1e6:.3f} | {p['gb_s']:.3f} | "
-                     f"{p['file_mb_s']:.0f} | {rss} | {restarted} | {agree} |")
+        restarted = (
+            f"YES ({p['worker_pids_seen']} worker pids, {len(p['worker_pids_died'])} died)" if p["restarted"] else "no"
+        )
+        agree = (
+            f"FAILED: {p['error'][:160]}"
+            if a is None
+            else f"{'PASS' if a['ok'] else 'FAIL'} ({a['mean_rel_err']:.1e} / {a['scatter_rel_err']:.1e}, "
+            f"counts {'equal' if a['counts_equal'] else 'DIFFER'})"
+        )
+        lines.append(
+            f"| {p['pass_']} (page cache {p['page_cache_gb_at_start']:.1f} GB at start) | "
+            f"{p['seconds']:.1f} | {p['rows_s'] / 1e6:.3f} | {p['gb_s']:.3f} | "
+            f"{p['file_mb_s']:.0f} | {rss} | {restarted} | {agree} |"
+        )
     lines += [
         f"| reference: pyarrow + numpy in this process, 2 BLAS threads, file by file | "
         f"{r['reference_seconds']:.1f} | {r['rows'] / r['reference_seconds'] / 1e6:.3f} | "
@@ -341,8 +394,11 @@ def write_results(r: dict, results: Path, name: str) -> None:
         + (":" if r["memory_log_lines"] else "."),
     ]
     lines += [f"    {line[:240]}" for line in r["memory_log_lines"][:8]]
-    lines += ["", f"Driver process (client + scheduler) RSS at the end: {r['driver_rss_mb']:.0f} MB. "
-              "Required agreement: 1e-10 relative, counts equal."]
+    lines += [
+        "",
+        f"Driver process (client + scheduler) RSS at the end: {r['driver_rss_mb']:.0f} MB. "
+        "Required agreement: 1e-10 relative, counts equal.",
+    ]
     (results / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -54,7 +54,12 @@ from disk import require_free_disk  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
-MEASURED = ["fairpca_dist/io/ingest.py", "fairpca_dist/engine/passes.py", "fairpca_dist/projection.py", "flows/pipeline.py"]
+MEASURED = [
+    "fairpca_dist/io/ingest.py",
+    "fairpca_dist/engine/passes.py",
+    "fairpca_dist/projection.py",
+    "flows/pipeline.py",
+]
 BREAKDOWN = re.compile(r"finished in ([\d.]+) s: (.*)")
 
 
@@ -110,8 +115,10 @@ class Sampler(threading.Thread):
     def stop(self) -> tuple[dict[str, float], dict[str, int]]:
         self._stop_event.set()
         self.join()
-        io = {key: sum(self.io_last[pid][i] - self.io_first[pid][i] for pid in self.io_last)
-              for i, key in enumerate(("read_chars", "read_bytes", "write_bytes"))}
+        io = {
+            key: sum(self.io_last[pid][i] - self.io_first[pid][i] for pid in self.io_last)
+            for i, key in enumerate(("read_chars", "read_bytes", "write_bytes"))
+        }
         return {role: rss / 1e6 for role, rss in self.peak.items()}, io
 
 
@@ -143,7 +150,8 @@ def dask_projection(client, table: Path, model, out: Path) -> None:
     shutil.rmtree(out, ignore_errors=True)
     frame = dd.read_parquet(str(table), columns=features)
     frame.map_partitions(project, meta=meta).to_parquet(  # part-NNNNN: the files read back in row order
-        str(out), write_index=False, compute=True, name_function=lambda i: f"part-{i:05d}.parquet")
+        str(out), write_index=False, compute=True, name_function=lambda i: f"part-{i:05d}.parquet"
+    )
 
 
 def same_projection(ours: Path, theirs: Path, names: list[str]) -> float:
@@ -156,9 +164,23 @@ def same_projection(ours: Path, theirs: Path, names: list[str]) -> float:
 
 def run_pipeline(source: Path, runs: Path, address: str, workers: list[int], method: str, r: int) -> dict:
     env = {**os.environ, "PREFECT_HOME": tempfile.mkdtemp(prefix="prefect-home-")}
-    command = [str(ROOT / ".venv/bin/fairpca"), "pipeline", str(source), "--sensitive-feature", "group",
-               "--runs-dir", str(runs), "--run-id", "bench", "--method", method, "--n-components", str(r),
-               "--dask-address", address]
+    command = [
+        str(ROOT / ".venv/bin/fairpca"),
+        "pipeline",
+        str(source),
+        "--sensitive-feature",
+        "group",
+        "--runs-dir",
+        str(runs),
+        "--run-id",
+        "bench",
+        "--method",
+        method,
+        "--n-components",
+        str(r),
+        "--dask-address",
+        address,
+    ]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     sampler = Sampler(process.pid)
@@ -174,9 +196,16 @@ def run_pipeline(source: Path, runs: Path, address: str, workers: list[int], met
     for part in match.group(2).split(", ") if match else []:
         name, value, _ = part.rsplit(" ", 2)
         steps[name] = float(value)
-    return {"seconds": seconds, "reported_seconds": float(match.group(1)) if match else None, "steps": steps,
-            "peak_rss_mb": peaks, "workers_io": io, "worker_processes": len(sampler.worker_pids),
-            "initial_workers": len(workers), "stderr_lines": len([line for line in stderr.splitlines() if line.strip()])}
+    return {
+        "seconds": seconds,
+        "reported_seconds": float(match.group(1)) if match else None,
+        "steps": steps,
+        "peak_rss_mb": peaks,
+        "workers_io": io,
+        "worker_processes": len(sampler.worker_pids),
+        "initial_workers": len(workers),
+        "stderr_lines": len([line for line in stderr.splitlines() if line.strip()]),
+    }
 
 
 def main() -> None:
@@ -184,8 +213,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=20_000_000)
     parser.add_argument("--cols", type=int, default=50)
     parser.add_argument("--rows-per-file", type=int, default=250_000)
-    parser.add_argument("--worker-memory", default="2GB",
-                        help="per worker; the pipeline's Prefect tasks run in the workers, ~0.35 GB of imports")
+    parser.add_argument(
+        "--worker-memory",
+        default="2GB",
+        help="per worker; the pipeline's Prefect tasks run in the workers, ~0.35 GB of imports",
+    )
     parser.add_argument("--method", default="samadi-mw", help="the table has 4 groups")
     parser.add_argument("--r", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved write-back runs")
@@ -206,14 +238,24 @@ def main() -> None:
     table_bytes = args.rows * (args.cols + 1) * 8
     require_free_disk(scratch, 5.5 * table_bytes, "the source, the ingested table, its projection and two copies")
     shutil.rmtree(scratch, ignore_errors=True)
-    out: dict = {"command": " ".join(["benchmarks/bench_pipeline.py", *sys.argv[1:]]), "provenance": provenance(MEASURED),
-                 "rows": args.rows, "cols": args.cols, "worker_memory": args.worker_memory, "load_start": load()}
+    out: dict = {
+        "command": " ".join(["benchmarks/bench_pipeline.py", *sys.argv[1:]]),
+        "provenance": provenance(MEASURED),
+        "rows": args.rows,
+        "cols": args.cols,
+        "worker_memory": args.worker_memory,
+        "load_start": load(),
+    }
     print(f"writing {args.rows:,} x {args.cols} ...", flush=True)
     files, out["write_seconds"] = timed(lambda: write_table(source, args.rows, args.rows_per_file, 50_000, args.cols))
     out["source_gb"] = sum(f.stat().st_size for f in files) / 1e9
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory,
-                          dashboard_address=":0") as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=":0"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             workers = sorted(client.run(os.getpid).values())
             _, out["dask_copy_seconds"] = timed(lambda: dask_copy(client, source, scratch / "copy"))
             print(f"plain dask copy: {out['dask_copy_seconds']:.1f} s", flush=True)
@@ -225,7 +267,9 @@ def main() -> None:
             names = [f"fairpca{j}" for j in range(model.components.shape[1])]
             times: dict[str, list[float]] = {"ours": [], "dask": []}
             for _ in range(args.repeats):
-                times["ours"].append(timed(lambda: project_table(model, str(table), scratch / "ours", client=client))[1])
+                times["ours"].append(
+                    timed(lambda: project_table(model, str(table), scratch / "ours", client=client))[1]
+                )
                 times["dask"].append(timed(lambda: dask_projection(client, table, model, scratch / "dask"))[1])
             out["writeback"] = {key: sorted(value) for key, value in times.items()}
             out["writeback_max_relative_difference"] = same_projection(scratch / "ours", scratch / "dask", names)
@@ -236,12 +280,22 @@ def main() -> None:
     p = out["pipeline"]
     ours, dask = np.median(out["writeback"]["ours"]), np.median(out["writeback"]["dask"])
     out["ratios"] = [
-        {"area": "pipeline", "case": f"`fairpca pipeline` end to end, {args.rows:,} x {args.cols}",
-         "ours_seconds": p["seconds"], "baseline": "plain dask read_parquet → to_parquet of the source",
-         "baseline_seconds": out["dask_copy_seconds"], "ratio": p["seconds"] / out["dask_copy_seconds"]},
-        {"area": "write-back", "case": f"`project_table`, {args.rows:,} rows, r = {args.r}", "ours_seconds": float(ours),
-         "baseline": "dask read_parquet → map_partitions → to_parquet", "baseline_seconds": float(dask),
-         "ratio": float(ours / dask)},
+        {
+            "area": "pipeline",
+            "case": f"`fairpca pipeline` end to end, {args.rows:,} x {args.cols}",
+            "ours_seconds": p["seconds"],
+            "baseline": "plain dask read_parquet → to_parquet of the source",
+            "baseline_seconds": out["dask_copy_seconds"],
+            "ratio": p["seconds"] / out["dask_copy_seconds"],
+        },
+        {
+            "area": "write-back",
+            "case": f"`project_table`, {args.rows:,} rows, r = {args.r}",
+            "ours_seconds": float(ours),
+            "baseline": "dask read_parquet → map_partitions → to_parquet",
+            "baseline_seconds": float(dask),
+            "ratio": float(ours / dask),
+        },
     ]
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{args.name}.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
@@ -255,31 +309,44 @@ def markdown(out: dict, args) -> str:
     steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in p["steps"].items())
     ours, dask = out["writeback"]["ours"], out["writeback"]["dask"]
     spread = lambda xs: f"{np.median(xs):.2f} [{min(xs):.2f}–{max(xs):.2f}]"  # noqa: E731
-    return "\n".join([
-        "# The pipeline end to end, out of core, and projection write-back", "",
-        f"`{out['command']}` ({out['provenance']}). Load {out['load_start']:.2f} at the start, {out['load_end']:.2f} at the "
-        f"end (2 shared cores). Source: {out['rows']:,} rows x {out['cols']} float64 features + group, "
-        f"{out['source_gb']:.2f} GB of Parquet, written in {out['write_seconds']:.0f} s and evicted from the page cache. "
-        f"`LocalCluster(2 workers x 1 thread, memory_limit={out['worker_memory']})`.", "",
-        "| | s | M rows/s | ratio |", "|---|---|---|---|",
-        f"| plain dask `read_parquet(source).to_parquet(copy)` (baseline) | {out['dask_copy_seconds']:.1f} | "
-        f"{out['rows'] / out['dask_copy_seconds'] / 1e6:.2f} | 1 |",
-        f"| `fairpca pipeline` ({args.method}, r = {args.r}: ingest, fit, project, report) | {p['seconds']:.1f} | "
-        f"{out['rows'] / p['seconds'] / 1e6:.2f} | {p['seconds'] / out['dask_copy_seconds']:.2f} |", "",
-        f"Where the pipeline's time went (its own breakdown): {steps}.", "",
-        "Peak RSS (MB): " + ", ".join(f"{role} {mb:.0f}" for role, mb in p["peak_rss_mb"].items())
-        + f" ({p['worker_processes']} worker processes seen for {p['initial_workers']} workers: "
-        f"more means restarts). Workers read {io['read_chars'] / 1e9:.2f} GB ({io['read_bytes'] / 1e9:.2f} GB from disk) and wrote "
-        f"{io['write_bytes'] / 1e9:.2f} GB = {io['read_chars'] / (out['source_gb'] * 1e9):.1f} x / "
-        f"{io['write_bytes'] / (out['source_gb'] * 1e9):.1f} x the source's size. Lines on stderr: {p['stderr_lines']}.", "",
-        f"**Write-back** of the ingested table with the pipeline's model ({args.repeats} runs each, interleaved, "
-        "median [min–max] s):", "",
-        "| | s | ratio |", "|---|---|---|",
-        f"| dask `read_parquet(features).map_partitions(project).to_parquet` (baseline) | {spread(dask)} | 1 |",
-        f"| `fairpca_dist.project_table` (validated, staged, atomic swap, `_SUCCESS`) | {spread(ours)} | "
-        f"{np.median(ours) / np.median(dask):.2f} |", "",
-        f"Outputs agree to {out['writeback_max_relative_difference']:.1e} (max relative difference).", "",
-    ])
+    return "\n".join(
+        [
+            "# The pipeline end to end, out of core, and projection write-back",
+            "",
+            f"`{out['command']}` ({out['provenance']}). Load {out['load_start']:.2f} at the start, {out['load_end']:.2f} at the "
+            f"end (2 shared cores). Source: {out['rows']:,} rows x {out['cols']} float64 features + group, "
+            f"{out['source_gb']:.2f} GB of Parquet, written in {out['write_seconds']:.0f} s and evicted from the page cache. "
+            f"`LocalCluster(2 workers x 1 thread, memory_limit={out['worker_memory']})`.",
+            "",
+            "| | s | M rows/s | ratio |",
+            "|---|---|---|---|",
+            f"| plain dask `read_parquet(source).to_parquet(copy)` (baseline) | {out['dask_copy_seconds']:.1f} | "
+            f"{out['rows'] / out['dask_copy_seconds'] / 1e6:.2f} | 1 |",
+            f"| `fairpca pipeline` ({args.method}, r = {args.r}: ingest, fit, project, report) | {p['seconds']:.1f} | "
+            f"{out['rows'] / p['seconds'] / 1e6:.2f} | {p['seconds'] / out['dask_copy_seconds']:.2f} |",
+            "",
+            f"Where the pipeline's time went (its own breakdown): {steps}.",
+            "",
+            "Peak RSS (MB): "
+            + ", ".join(f"{role} {mb:.0f}" for role, mb in p["peak_rss_mb"].items())
+            + f" ({p['worker_processes']} worker processes seen for {p['initial_workers']} workers: "
+            f"more means restarts). Workers read {io['read_chars'] / 1e9:.2f} GB ({io['read_bytes'] / 1e9:.2f} GB from disk) and wrote "
+            f"{io['write_bytes'] / 1e9:.2f} GB = {io['read_chars'] / (out['source_gb'] * 1e9):.1f} x / "
+            f"{io['write_bytes'] / (out['source_gb'] * 1e9):.1f} x the source's size. Lines on stderr: {p['stderr_lines']}.",
+            "",
+            f"**Write-back** of the ingested table with the pipeline's model ({args.repeats} runs each, interleaved, "
+            "median [min–max] s):",
+            "",
+            "| | s | ratio |",
+            "|---|---|---|",
+            f"| dask `read_parquet(features).map_partitions(project).to_parquet` (baseline) | {spread(dask)} | 1 |",
+            f"| `fairpca_dist.project_table` (validated, staged, atomic swap, `_SUCCESS`) | {spread(ours)} | "
+            f"{np.median(ours) / np.median(dask):.2f} |",
+            "",
+            f"Outputs agree to {out['writeback_max_relative_difference']:.1e} (max relative difference).",
+            "",
+        ]
+    )
 
 
 if __name__ == "__main__":

@@ -66,12 +66,17 @@ def main() -> None:
     table["sdp / fair-eig"] = table["samadi-sdp s"] / table["fair-eig s"]
     RESULTS.mkdir(exist_ok=True)
     table.to_csv(RESULTS / "samadi_timing.csv", index=False, float_format="%.6g")
-    lines = ["# Samadi solvers: time per fit vs number of features", "",
-             f"`.venv/bin/python benchmarks/bench_samadi_timing.py --r {args.r}`: LFW pixels subsets, two groups, "
-             f"r = {args.r}, tol 1e-6 for the iterative solvers, best of 3 (1 run for the SDP above p = 100 and "
-             f"for p = 1764). SDP skipped above p = {args.sdp_max_p}.", "",
-             "| p | fair-eig s | samadi-mw s | samadi-sdp s | mw / fair-eig | sdp / fair-eig | max loss (fair-eig / mw / sdp) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Samadi solvers: time per fit vs number of features",
+        "",
+        f"`.venv/bin/python benchmarks/bench_samadi_timing.py --r {args.r}`: LFW pixels subsets, two groups, "
+        f"r = {args.r}, tol 1e-6 for the iterative solvers, best of 3 (1 run for the SDP above p = 100 and "
+        f"for p = 1764). SDP skipped above p = {args.sdp_max_p}.",
+        "",
+        "| p | fair-eig s | samadi-mw s | samadi-sdp s | mw / fair-eig | sdp / fair-eig | max loss (fair-eig / mw / sdp) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+
     def cell(value: float, spec: str) -> str:
         return "–" if np.isnan(value) else format(value, spec)
 
@@ -80,7 +85,8 @@ def main() -> None:
             f"| {int(row['p'])} | {row['fair-eig s']:.3f} | {row['samadi-mw s']:.3f} | "
             f"{cell(row['samadi-sdp s'], '.2f')} | {row['mw / fair-eig']:.1f} | {cell(row['sdp / fair-eig'], '.0f')} | "
             f"{row['fair-eig max loss']:.6f} / {row['samadi-mw max loss']:.6f} / "
-            f"{cell(row['samadi-sdp max loss'], '.6f')} |")
+            f"{cell(row['samadi-sdp max loss'], '.6f')} |"
+        )
     (RESULTS / "samadi_timing.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -108,7 +108,7 @@ def time_in_memory(x: np.ndarray, groups: np.ndarray, rounds: int) -> dict:
     moments, gram = ours_fn(), base_fn()
     ours, base = [], []
     for k in range(rounds):
-        for which in (("ours", "base") if k % 2 == 0 else ("base", "ours")):
+        for which in ("ours", "base") if k % 2 == 0 else ("base", "ours"):
             time.sleep(PAUSE)
             started = time.perf_counter()
             if which == "ours":
@@ -123,11 +123,23 @@ def time_in_memory(x: np.ndarray, groups: np.ndarray, rounds: int) -> dict:
 def summarise(ours: list[float], base: list[float], n: int, p: int, error: float | None, load_before: float) -> dict:
     o, b = float(np.median(ours)), float(np.median(base))
     within = float(np.median([a / c for a, c in zip(ours, base)]))
-    return {"rows": n, "features": p, "ours_times": ours, "baseline_times": base, "ours_seconds": o,
-            "baseline_seconds": b, "ratio": o / b, "ratio_within_rounds": within,
-            "ours_rows_per_s": n / o, "baseline_rows_per_s": n / b, "ours_gb_per_s": 8 * n * p / o / 1e9,
-            "baseline_gb_per_s": 8 * n * p / b / 1e9, "rel_err_vs_baseline": error,
-            "load_before": load_before, "load_after": os.getloadavg()[0]}
+    return {
+        "rows": n,
+        "features": p,
+        "ours_times": ours,
+        "baseline_times": base,
+        "ours_seconds": o,
+        "baseline_seconds": b,
+        "ratio": o / b,
+        "ratio_within_rounds": within,
+        "ours_rows_per_s": n / o,
+        "baseline_rows_per_s": n / b,
+        "ours_gb_per_s": 8 * n * p / o / 1e9,
+        "baseline_gb_per_s": 8 * n * p / b / 1e9,
+        "rel_err_vs_baseline": error,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+    }
 
 
 def out_of_core(n: int, keep: bool) -> dict:
@@ -139,8 +151,9 @@ def out_of_core(n: int, keep: bool) -> dict:
     SCRATCH.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(SCRATCH).free
     if free < need:
-        message = (f"skipped: {free / 1e9:.1f} GB free under {SCRATCH}, need {need / 1e9:.1f} GB "
-                   f"for {n:,} x {p} as Parquet")
+        message = (
+            f"skipped: {free / 1e9:.1f} GB free under {SCRATCH}, need {need / 1e9:.1f} GB for {n:,} x {p} as Parquet"
+        )
         print(message, flush=True)
         return {"rows": n, "features": p, "skipped": message}
     load_before = os.getloadavg()[0]
@@ -157,8 +170,10 @@ def out_of_core(n: int, keep: bool) -> dict:
 
     ours, base, moments, gram = [], [], None, None
     try:
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GB",
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=1, memory_limit="1GB", dashboard_address=None) as cluster,
+            Client(cluster) as client,
+        ):
             for k in range(2):
                 time.sleep(PAUSE)
                 started = time.perf_counter()
@@ -181,8 +196,13 @@ def out_of_core(n: int, keep: bool) -> dict:
             shutil.rmtree(folder, ignore_errors=True)
     out = summarise(ours, base, n, p, rel(pooled_gram(moments), gram), load_before)
     out["ratio_within_rounds"] = None  # the passes and the baseline reads are not interleaved
-    out.update(out_of_core=True, files=len(files), disk_gb=disk / 1e9, write_seconds=write_seconds,
-               cluster="LocalCluster(n_workers=2, threads_per_worker=1, memory_limit='1GB')")
+    out.update(
+        out_of_core=True,
+        files=len(files),
+        disk_gb=disk / 1e9,
+        write_seconds=write_seconds,
+        cluster="LocalCluster(n_workers=2, threads_per_worker=1, memory_limit='1GB')",
+    )
     return out
 
 
@@ -196,8 +216,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the Parquet folder in scratch/")
     parser.add_argument("--results", type=Path, default=HERE / "results")
-    parser.add_argument("--render", type=Path, default=None,
-                        help="only rewrite scaling.md and the PNGs in --results from this scaling.json")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        help="only rewrite scaling.md and the PNGs in --results from this scaling.json",
+    )
     args = parser.parse_args()
     if args.render:
         result = json.loads(args.render.read_text())
@@ -210,8 +234,15 @@ def main() -> None:
     custom = any(v is not None for v in (args.rows, args.features, args.ooc_rows, args.rounds))
     mode = ("quick" if args.quick else "full") + (" with overrides" if custom else "")
     command = "benchmarks/bench_scaling.py" + "".join(f" {a}" for a in sys.argv[1:])
-    prov = provenance(["benchmarks/bench_scaling.py", "fairpca_dist/engine/passes.py", "fairpca_dist/engine/moments.py",
-                       "fairpca_dist/engine/sources.py", "fairpca_dist/io/datasets.py"])
+    prov = provenance(
+        [
+            "benchmarks/bench_scaling.py",
+            "fairpca_dist/engine/passes.py",
+            "fairpca_dist/engine/moments.py",
+            "fairpca_dist/engine/sources.py",
+            "fairpca_dist/io/datasets.py",
+        ]
+    )
     load_start = os.getloadavg()
     started = time.perf_counter()
 
@@ -232,15 +263,31 @@ def main() -> None:
         print(line(by_features[-1]), flush=True)
         del x, groups
 
-    result = {"command": command, "provenance": prov, "mode": mode, "rounds": rounds, "baseline": BASELINE,
-              "ooc_baseline": OOC_BASELINE,
-              "load_average_start": load_start, "load_average_end": os.getloadavg(),
-              "wall_seconds": time.perf_counter() - started, "by_rows": by_rows, "by_features": by_features}
+    result = {
+        "command": command,
+        "provenance": prov,
+        "mode": mode,
+        "rounds": rounds,
+        "baseline": BASELINE,
+        "ooc_baseline": OOC_BASELINE,
+        "load_average_start": load_start,
+        "load_average_end": os.getloadavg(),
+        "wall_seconds": time.perf_counter() - started,
+        "by_rows": by_rows,
+        "by_features": by_features,
+    }
     result["ratios"] = [
-        {"area": "moments scaling", "case": case_name(c), "ours_seconds": c["ours_seconds"],
-         "baseline": OOC_BASELINE if c.get("out_of_core") else BASELINE,
-         "baseline_seconds": c["baseline_seconds"], "ratio": c["ratio"]}
-        for c in by_rows + by_features if "skipped" not in c]
+        {
+            "area": "moments scaling",
+            "case": case_name(c),
+            "ours_seconds": c["ours_seconds"],
+            "baseline": OOC_BASELINE if c.get("out_of_core") else BASELINE,
+            "baseline_seconds": c["baseline_seconds"],
+            "ratio": c["ratio"],
+        }
+        for c in by_rows + by_features
+        if "skipped" not in c
+    ]
     write_outputs(result, args.results)
 
 
@@ -257,23 +304,31 @@ def rows_text(n: int) -> str:
 
 def line(c: dict) -> str:
     within = c["ratio_within_rounds"]
-    return (f"{case_name(c):>45}: ours {c['ours_seconds']:.4f} s ({c['ours_rows_per_s'] / 1e6:.2f} M rows/s), "
-            f"baseline {c['baseline_seconds']:.4f} s, ratio {c['ratio']:.2f} (within rounds "
-            f"{'–' if within is None else format(within, '.2f')}), rel err {c['rel_err_vs_baseline']:.1e}, "
-            f"load {c['load_after']:.2f}")
+    return (
+        f"{case_name(c):>45}: ours {c['ours_seconds']:.4f} s ({c['ours_rows_per_s'] / 1e6:.2f} M rows/s), "
+        f"baseline {c['baseline_seconds']:.4f} s, ratio {c['ratio']:.2f} (within rounds "
+        f"{'–' if within is None else format(within, '.2f')}), rel err {c['rel_err_vs_baseline']:.1e}, "
+        f"load {c['load_after']:.2f}"
+    )
 
 
 def table(cases: list[dict]) -> list[str]:
-    out = ["| rows | p | where | ours s (median [min–max]) | ours M rows/s | ours GB/s | baseline s "
-           "(median [min–max]) | baseline GB/s | ours / baseline (medians; within rounds; best times) | rel. err | "
-           "load before → after |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| rows | p | where | ours s (median [min–max]) | ours M rows/s | ours GB/s | baseline s "
+        "(median [min–max]) | baseline GB/s | ours / baseline (medians; within rounds; best times) | rel. err | "
+        "load before → after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in cases:
         if "skipped" in c:
             out.append(f"| {rows_text(c['rows'])} | {c['features']} | Parquet | {c['skipped']} | | | | | | | |")
             continue
-        where = (f"Parquet ({c['files']} files, {c['disk_gb']:.1f} GB), LocalCluster 2 x 1 thread, 1 GB each; "
-                 "baseline streamed" if c.get("out_of_core") else "in memory")
+        where = (
+            f"Parquet ({c['files']} files, {c['disk_gb']:.1f} GB), LocalCluster 2 x 1 thread, 1 GB each; "
+            "baseline streamed"
+            if c.get("out_of_core")
+            else "in memory"
+        )
         o, b = c["ours_times"], c["baseline_times"]
         out.append(
             f"| {rows_text(c['rows'])} | {c['features']} | {where} | "
@@ -283,17 +338,28 @@ def table(cases: list[dict]) -> list[str]:
             f"{'– (not interleaved)' if c.get('out_of_core') else format(c['ratio_within_rounds'], '.2f')}; "
             f"{min(o) / min(b):.2f} | "
             f"{c['rel_err_vs_baseline']:.1e} | {c['load_before']:.2f} → "
-            f"{c['load_after']:.2f} |")
+            f"{c['load_after']:.2f} |"
+        )
     return out
 
 
 def write_outputs(r: dict, folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "scaling.json").write_text(json.dumps(r, indent=1) + "\n")
-    plot([c for c in r["by_rows"] if "skipped" not in c], "rows", "rows (n), p = 10",
-         "compute_moments against rows", folder / "moments_vs_rows.png")
-    plot(r["by_features"], "features", f"features (p), {r['by_features'][0]['rows']:,} rows" if r["by_features"]
-         else "features", "compute_moments against features", folder / "moments_vs_features.png")
+    plot(
+        [c for c in r["by_rows"] if "skipped" not in c],
+        "rows",
+        "rows (n), p = 10",
+        "compute_moments against rows",
+        folder / "moments_vs_rows.png",
+    )
+    plot(
+        r["by_features"],
+        "features",
+        f"features (p), {r['by_features'][0]['rows']:,} rows" if r["by_features"] else "features",
+        "compute_moments against features",
+        folder / "moments_vs_features.png",
+    )
     la, lb = r["load_average_start"], r["load_average_end"]
     lines = [
         "# Moments pass scaling: compute_moments against rows and features, numpy X.T @ X beside",
@@ -340,19 +406,42 @@ def plot(cases: list[dict], key: str, xlabel: str, title: str, path: Path) -> No
             continue
         xs = [c[key] for c in part]
         for times, median, colour, style, label in (
-                ("ours_times", "ours_seconds", "C0", "-", f"ours, {suffix}"),
-                ("baseline_times", "baseline_seconds", "C1", "--",
-                 f"baseline, {'streamed file by file' if ooc else 'X.T @ X'}")):
+            ("ours_times", "ours_seconds", "C0", "-", f"ours, {suffix}"),
+            (
+                "baseline_times",
+                "baseline_seconds",
+                "C1",
+                "--",
+                f"baseline, {'streamed file by file' if ooc else 'X.T @ X'}",
+            ),
+        ):
             ys = np.array([c[median] for c in part])
             spread = np.array([[y - min(c[times]), max(c[times]) - y] for c, y in zip(part, ys)]).T
             ax.errorbar(xs, ys, yerr=spread, marker=marker, color=colour, ls=style, capsize=3, label=label)
         for c in part:
-            ax.annotate(f"{c['ours_rows_per_s'] / 1e6:.2g} M rows/s", (c[key], c["ours_seconds"]),
-                        textcoords="offset points", xytext=(4, 6), fontsize=7, color="C0")
-            ax.annotate(f"{c['baseline_rows_per_s'] / 1e6:.2g}", (c[key], c["baseline_seconds"]),
-                        textcoords="offset points", xytext=(4, -10), fontsize=6, color="C1")
-    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="wall time, s (median, bars: min–max)",
-           title=f"{title} (labels: M rows/s, ours / baseline)")
+            ax.annotate(
+                f"{c['ours_rows_per_s'] / 1e6:.2g} M rows/s",
+                (c[key], c["ours_seconds"]),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize=7,
+                color="C0",
+            )
+            ax.annotate(
+                f"{c['baseline_rows_per_s'] / 1e6:.2g}",
+                (c[key], c["baseline_seconds"]),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize=6,
+                color="C1",
+            )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel=xlabel,
+        ylabel="wall time, s (median, bars: min–max)",
+        title=f"{title} (labels: M rows/s, ours / baseline)",
+    )
     ax.margins(x=0.12, y=0.12)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)

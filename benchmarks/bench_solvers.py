@@ -87,6 +87,7 @@ STARTUP_TIMEOUT = 120.0  # seconds for a new worker to import and load LFW
 
 # ----------------------------------------------------------------------------- worker side
 
+
 def _lfw() -> tuple[np.ndarray, np.ndarray]:
     images = np.load(DATA / "lfw_samadi" / "lfw_images_49x36.npz")["images"].astype(np.float64) / 255.0
     labels = np.where(np.loadtxt(DATA / "lfw_samadi" / "sex.txt").astype(int) == 1, "male", "female")
@@ -111,8 +112,9 @@ class Problem:
         x = images if p == images.shape[1] else images[:, columns_for(p, images.shape[1])]
         self.moments = GroupMoments.from_arrays(x, labels)
         rng = np.random.default_rng(0)
-        rows = np.concatenate([rng.choice(np.flatnonzero(labels == g), sample_rows, replace=False)
-                               for g in self.moments.groups])
+        rows = np.concatenate(
+            [rng.choice(np.flatnonzero(labels == g), sample_rows, replace=False) for g in self.moments.groups]
+        )
         self.sample = GroupMoments.from_arrays(x[rows], labels[rows])
         self.passes = ArrayPasses(x[rows], labels[rows], self.sample.groups)
         self.matrix = np.ascontiguousarray(self.moments.covariance("group")[0])
@@ -144,8 +146,14 @@ def serve(conn, methods: list[str], sample_rows: int, memory_gb: float) -> None:
         options = dict(EXTRA_OPTIONS.get(method, {}))
         reads_rows = SOLVERS[method].reads_rows(options)
         try:
-            fit_projection(warm.sample if reads_rows else warm.moments, 2, method=method, random_state=0,
-                           **options, **({"passes": warm.passes} if reads_rows else {}))
+            fit_projection(
+                warm.sample if reads_rows else warm.moments,
+                2,
+                method=method,
+                random_state=0,
+                **options,
+                **({"passes": warm.passes} if reads_rows else {}),
+            )
         except Exception:  # the timed fit will report it
             pass
     problems: dict[int, Problem] = {}
@@ -179,23 +187,37 @@ def serve(conn, methods: list[str], sample_rows: int, memory_gb: float) -> None:
             after = eigh_unit(problem.matrix)
             last_unit[p] = after
             scores = score_projection(result, fitted_on, problem.moments)
-            cert = {k: (float(v) if isinstance(v, (int, float, np.floating, np.integer)) else str(v))
-                    for k, v in result.certificate.items()}
+            cert = {
+                k: (float(v) if isinstance(v, (int, float, np.floating, np.integer)) else str(v))
+                for k, v in result.certificate.items()
+            }
             gap = None
             if "lower_bound" in cert and "upper_bound" in cert:
                 upper, lower = cert["upper_bound"], cert["lower_bound"]
                 gap = (upper - lower) / max(abs(upper), 1e-300)
-            conn.send(("done", {
-                "times": times, "seconds": float(np.median(times)),
-                "units": [before, after], "unit_seconds": float(np.median([before["seconds"], after["seconds"]])),
-                "status": result.status, "converged": bool(result.converged), "n_iter": int(result.n_iter),
-                "output_rank": int(result.components.shape[1]),
-                "fitted_on": f"sample of {sample_rows} rows per group" if reads_rows else "all rows",
-                "explained_variance_ratio": scores.explained_variance_ratio, "max_loss": scores.max_loss,
-                "max_group_error": float(scores.group_error_within.max()),
-                "min_group_variance": scores.min_group_variance, "certificate": cert, "certificate_gap": gap,
-                "options": {k: v for k, v in options.items() if k != "passes"},
-            }))
+            conn.send(
+                (
+                    "done",
+                    {
+                        "times": times,
+                        "seconds": float(np.median(times)),
+                        "units": [before, after],
+                        "unit_seconds": float(np.median([before["seconds"], after["seconds"]])),
+                        "status": result.status,
+                        "converged": bool(result.converged),
+                        "n_iter": int(result.n_iter),
+                        "output_rank": int(result.components.shape[1]),
+                        "fitted_on": f"sample of {sample_rows} rows per group" if reads_rows else "all rows",
+                        "explained_variance_ratio": scores.explained_variance_ratio,
+                        "max_loss": scores.max_loss,
+                        "max_group_error": float(scores.group_error_within.max()),
+                        "min_group_variance": scores.min_group_variance,
+                        "certificate": cert,
+                        "certificate_gap": gap,
+                        "options": {k: v for k, v in options.items() if k != "passes"},
+                    },
+                )
+            )
         except MemoryError:
             conn.send(("error", f"MemoryError (address space capped at {memory_gb:g} GB)"))
         except Exception as exc:  # a failing fit is a result too
@@ -203,6 +225,7 @@ def serve(conn, methods: list[str], sample_rows: int, memory_gb: float) -> None:
 
 
 # ----------------------------------------------------------------------------- parent side
+
 
 class Worker:
     """The fitting process; killed on a timeout and started again for the next cell."""
@@ -289,15 +312,26 @@ def main() -> None:
     parser.add_argument("--sample-rows", type=int, default=1000, help="rows per group for the row-reading methods")
     parser.add_argument("--memory-gb", type=float, default=8.0, help="address-space cap of the worker (0: none)")
     parser.add_argument("--results", type=Path, default=HERE / "results")
-    parser.add_argument("--render", type=Path, default=None,
-                        help="only rewrite solvers.md and the PNG in --results from this solvers.json")
+    parser.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        help="only rewrite solvers.md and the PNG in --results from this solvers.json",
+    )
     args = parser.parse_args()
     if args.render:
         result = json.loads(args.render.read_text())
         args.results.mkdir(parents=True, exist_ok=True)
         units = {int(p): v for p, v in result["eigh_units"].items()}
-        plot(result["cells"], result["sizes"], result["ranks"], result["methods"], units, result["cap_seconds"],
-             args.results / "solver_time_vs_p.png")
+        plot(
+            result["cells"],
+            result["sizes"],
+            result["ranks"],
+            result["methods"],
+            units,
+            result["cap_seconds"],
+            args.results / "solver_time_vs_p.png",
+        )
         write_markdown(result, args.results / "solvers.md")
         return
     sizes = args.sizes or list(QUICK_SIZES if args.quick else SIZES)
@@ -309,9 +343,18 @@ def main() -> None:
     methods = args.methods or list(SOLVERS)
     custom = any(v is not None for v in (args.sizes, args.methods, args.repeats, args.cap)) or args.ranks != list(RANKS)
     command = "benchmarks/bench_solvers.py" + "".join(f" {a}" for a in sys.argv[1:])
-    prov = provenance(["benchmarks/bench_solvers.py", "fairpca_dist/assessment/scoring.py", "fairpca_dist/solvers/__init__.py",
-                       *sorted(f"fairpca_dist/solvers/{f.name}" for f in (HERE.parent / "fairpca_dist" / "solvers")
-                               .glob("*.py") if f.name != "__init__.py")])
+    prov = provenance(
+        [
+            "benchmarks/bench_solvers.py",
+            "fairpca_dist/assessment/scoring.py",
+            "fairpca_dist/solvers/__init__.py",
+            *sorted(
+                f"fairpca_dist/solvers/{f.name}"
+                for f in (HERE.parent / "fairpca_dist" / "solvers").glob("*.py")
+                if f.name != "__init__.py"
+            ),
+        ]
+    )
     load_start = os.getloadavg()
     started = time.perf_counter()
     worker = Worker(methods, args.sample_rows, args.memory_gb)
@@ -354,18 +397,38 @@ def main() -> None:
         if "seconds" in cell:
             cell["eigh_equivalents"] = cell["seconds"] / cell["unit_seconds"]
             cell["vs_pca"] = cell["seconds"] / pca[(cell["p"], cell["r"])] if (cell["p"], cell["r"]) in pca else None
-    ratios = [{"area": "solvers", "case": f"{c['method']} p={c['p']} r={c['r']}", "ours_seconds": c["seconds"],
-               "baseline": "one eigh at p", "baseline_seconds": c["unit_seconds"], "ratio": c["eigh_equivalents"]}
-              for c in cells if "seconds" in c]
+    ratios = [
+        {
+            "area": "solvers",
+            "case": f"{c['method']} p={c['p']} r={c['r']}",
+            "ours_seconds": c["seconds"],
+            "baseline": "one eigh at p",
+            "baseline_seconds": c["unit_seconds"],
+            "ratio": c["eigh_equivalents"],
+        }
+        for c in cells
+        if "seconds" in c
+    ]
     units = {p: [u["seconds"] for c in cells if c["p"] == p and "units" in c for u in c["units"]] for p in sizes}
     result = {
-        "command": command, "provenance": prov,
+        "command": command,
+        "provenance": prov,
         "mode": ("quick" if args.quick else "full") + (" with overrides" if custom else ""),
-        "sizes": sizes, "ranks": args.ranks, "methods": methods, "repeats": repeats, "cap_seconds": cap,
-        "sample_rows_per_group": args.sample_rows, "extra_options": EXTRA_OPTIONS, "worker_starts": worker.starts,
-        "load_average_start": load_start, "load_average_end": load_end,
-        "load_1min_during": [c["load_1min"] for c in cells], "wall_seconds": total,
-        "eigh_units": {str(p): v for p, v in units.items()}, "cells": cells, "ratios": ratios,
+        "sizes": sizes,
+        "ranks": args.ranks,
+        "methods": methods,
+        "repeats": repeats,
+        "cap_seconds": cap,
+        "sample_rows_per_group": args.sample_rows,
+        "extra_options": EXTRA_OPTIONS,
+        "worker_starts": worker.starts,
+        "load_average_start": load_start,
+        "load_average_end": load_end,
+        "load_1min_during": [c["load_1min"] for c in cells],
+        "wall_seconds": total,
+        "eigh_units": {str(p): v for p, v in units.items()},
+        "cells": cells,
+        "ratios": ratios,
     }
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "solvers.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
@@ -377,9 +440,11 @@ def main() -> None:
 def summary_line(c: dict) -> str:
     if "seconds" not in c:
         return f"{c['method']:>17} p={c['p']:<5} r={c['r']:<3} {c['status']}: {c.get('reason', '')}"
-    return (f"{c['method']:>17} p={c['p']:<5} r={c['r']:<3} {c['seconds']:9.4f} s  "
-            f"{c['seconds'] / c['unit_seconds']:9.2f} eigh  {c['status']:<12} evr {c['explained_variance_ratio']:.4f} "
-            f"max loss {c['max_loss']:.3e}  load {c['load_1min']:.2f}")
+    return (
+        f"{c['method']:>17} p={c['p']:<5} r={c['r']:<3} {c['seconds']:9.4f} s  "
+        f"{c['seconds'] / c['unit_seconds']:9.2f} eigh  {c['status']:<12} evr {c['explained_variance_ratio']:.4f} "
+        f"max loss {c['max_loss']:.3e}  load {c['load_1min']:.2f}"
+    )
 
 
 def fmt(value: float | None, spec: str) -> str:
@@ -403,7 +468,7 @@ def write_markdown(r: dict, path: Path) -> None:
         "",
         "Data: LFW (13,232 faces, pixels / 255, female 2,962 / male 10,270); p < 1764 = the p pixels at evenly "
         "spaced positions of the 49 x 36 image (as bench_samadi_timing.py). Methods: every key of `SOLVERS` with "
-        f"its defaults, `center=\"group\"`, `random_state=0`; extra options {r['extra_options']}. "
+        f'its defaults, `center="group"`, `random_state=0`; extra options {r["extra_options"]}. '
         f"`mm-robust` and `mmd` (RBF kernel, exact estimator) read rows: they fit on a sample of "
         f"{r['sample_rows_per_group']} rows per group (seed 0) through `ArrayPasses`; every other method on the "
         "moments of all rows. Every fit is scored by `scoring.score_projection` on all rows.",
@@ -411,18 +476,22 @@ def write_markdown(r: dict, path: Path) -> None:
         f"Time: median of {r['repeats']} `fit_projection` calls (one when a fit takes > {NO_REPEAT_ABOVE:g} s) in one "
         f"worker process on 1 BLAS thread, cap {r['cap_seconds']:g} s per fit. Baseline in the same process: one "
         "`np.linalg.eigh` of the female group's p × p covariance, measured before and after every cell; "
-        "\"eigh-eq\" = fit time / the median of those two. \"× pca\" = fit time / the pca fit at the same (p, r). "
+        '"eigh-eq" = fit time / the median of those two. "× pca" = fit time / the pca fit at the same (p, r). '
         "Unit over the run per p (median, range): "
-        + "; ".join(f"p = {p}: {fmt(np.median(v) if v else None, '.2e')} s"
-                    + (f" ({min(v):.2e}–{max(v):.2e})" if v else "")
-                    for p, v in ((int(k), v) for k, v in r["eigh_units"].items()))
+        + "; ".join(
+            f"p = {p}: {fmt(np.median(v) if v else None, '.2e')} s" + (f" ({min(v):.2e}–{max(v):.2e})" if v else "")
+            for p, v in ((int(k), v) for k, v in r["eigh_units"].items())
+        )
         + ".",
         "",
     ]
     for rank in ranks:
-        lines += [f"## r = {rank}: fit time in eigh-equivalents (seconds)", "",
-                  "| method | " + " | ".join(f"p = {p}" for p in sizes) + " |",
-                  "|---|" + "---|" * len(sizes)]
+        lines += [
+            f"## r = {rank}: fit time in eigh-equivalents (seconds)",
+            "",
+            "| method | " + " | ".join(f"p = {p}" for p in sizes) + " |",
+            "|---|" + "---|" * len(sizes),
+        ]
         for method in methods:
             row = []
             for p in sizes:
@@ -452,24 +521,30 @@ def write_markdown(r: dict, path: Path) -> None:
     for c in cells:
         head = f"| {c['method']} | {c['p']} | {c['r']} |"
         if "seconds" not in c:
-            lines.append(f"{head} {c['status']}: {c.get('reason', '')} | – | – | – | – | – | – | – | "
-                         f"{c['status']} | – | – |")
+            lines.append(
+                f"{head} {c['status']}: {c.get('reason', '')} | – | – | – | – | – | – | – | {c['status']} | – | – |"
+            )
             continue
         t = c["times"]
         lines.append(
             f"{head} {c['seconds']:.4g} [{min(t):.4g}–{max(t):.4g}], {len(t)} | {c['eigh_equivalents']:.3g} | "
             f"{fmt(c['vs_pca'], '.3g')} | {c['explained_variance_ratio']:.4f} | {c['max_loss']:.3e} | "
             f"{c['max_group_error']:.4g} | {c['min_group_variance']:.4g} | {fmt(c['certificate_gap'], '.1e')} | "
-            f"{c['status']} | {c['output_rank']} | {c['fitted_on']} |")
-    lines += ["", "Plot: `solver_time_vs_p.png` (log-log, one line per method, the eigh baseline dashed; "
-              "a cross at the cap marks a timeout). JSON: every cell with its timings, units, certificate and "
-              "load, and the flat `ratios` list (ratio = fit time / one eigh at p)."]
+            f"{c['status']} | {c['output_rank']} | {c['fitted_on']} |"
+        )
+    lines += [
+        "",
+        "Plot: `solver_time_vs_p.png` (log-log, one line per method, the eigh baseline dashed; "
+        "a cross at the cap marks a timeout). JSON: every cell with its timings, units, certificate and "
+        "load, and the flat `ratios` list (ratio = fit time / one eigh at p).",
+    ]
     path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
-def plot(cells: list[dict], sizes: list[int], ranks: list[int], methods: list[str], units: dict,
-         cap: float, path: Path) -> None:
+def plot(
+    cells: list[dict], sizes: list[int], ranks: list[int], methods: list[str], units: dict, cap: float, path: Path
+) -> None:
     import matplotlib
     import matplotlib.ticker
 
@@ -481,15 +556,24 @@ def plot(cells: list[dict], sizes: list[int], ranks: list[int], methods: list[st
     markers = "osD^v<>ph*XP8d"
     for ax, rank in zip(axes[0], ranks):
         for k, method in enumerate(methods):
-            done = sorted((c["p"], c["seconds"]) for c in cells
-                          if c["method"] == method and c["r"] == rank and "seconds" in c)
+            done = sorted(
+                (c["p"], c["seconds"]) for c in cells if c["method"] == method and c["r"] == rank and "seconds" in c
+            )
             style = dict(color=colours[k], marker=markers[k % len(markers)])
             if done:
                 ax.plot(*zip(*done), label=method, lw=1.3, ms=5, **style)
             timeouts = [c["p"] for c in cells if c["method"] == method and c["r"] == rank and c["status"] == "timeout"]
             if timeouts:
-                ax.plot(timeouts, [cap] * len(timeouts), ls="none", marker="x", ms=9, mew=2, color=colours[k],
-                        label=None if done else f"{method} (timeout)")
+                ax.plot(
+                    timeouts,
+                    [cap] * len(timeouts),
+                    ls="none",
+                    marker="x",
+                    ms=9,
+                    mew=2,
+                    color=colours[k],
+                    label=None if done else f"{method} (timeout)",
+                )
         baseline = [(p, float(np.median(v))) for p, v in units.items() if v]
         if baseline:
             ax.plot(*zip(*sorted(baseline)), "k--", lw=2, label="one eigh (baseline)")

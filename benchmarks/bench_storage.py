@@ -74,8 +74,14 @@ from s3_server import start_server  # noqa: E402
 
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 TINY_ROWS = 10_000
-MEASURED = ["fairpca_dist/io/storage.py", "fairpca_dist/io/versions.py", "fairpca_dist/io/atomic.py", "fairpca_dist/engine/sources.py",
-            "fairpca_dist/engine/passes.py", "fairpca_dist/projection.py"]
+MEASURED = [
+    "fairpca_dist/io/storage.py",
+    "fairpca_dist/io/versions.py",
+    "fairpca_dist/io/atomic.py",
+    "fairpca_dist/engine/sources.py",
+    "fairpca_dist/engine/passes.py",
+    "fairpca_dist/projection.py",
+]
 
 
 def load() -> float:
@@ -117,8 +123,9 @@ def projection_difference(ours: pd.DataFrame, theirs: pd.DataFrame, names: list[
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
-def rounds(cases: dict[str, Callable[[], object]], repeats: int, label: str,
-           after_round: Callable[[], None] = lambda: None) -> dict[str, dict[str, list[float]]]:
+def rounds(
+    cases: dict[str, Callable[[], object]], repeats: int, label: str, after_round: Callable[[], None] = lambda: None
+) -> dict[str, dict[str, list[float]]]:
     """One untimed round, then ``repeats`` rounds of every case, the order rotating by one per
     round; per case the seconds and the load average at the end of each timing.
     ``after_round`` runs untimed after each round."""
@@ -128,20 +135,23 @@ def rounds(cases: dict[str, Callable[[], object]], repeats: int, label: str,
     after_round()
     times: dict[str, dict[str, list[float]]] = {name: {"seconds": [], "load": []} for name in names}
     for round_ in range(repeats):
-        order = names[round_ % len(names):] + names[:round_ % len(names)]
+        order = names[round_ % len(names) :] + names[: round_ % len(names)]
         for name in order:
             _, seconds, load_now = timed(cases[name])
             times[name]["seconds"].append(seconds)
             times[name]["load"].append(load_now)
         after_round()
-        print(f"  {label} round {round_ + 1}: " + ", ".join(f"{n} {times[n]['seconds'][-1]:.2f} s" for n in names),
-              flush=True)
+        print(
+            f"  {label} round {round_ + 1}: " + ", ".join(f"{n} {times[n]['seconds'][-1]:.2f} s" for n in names),
+            flush=True,
+        )
     return times
 
 
 def s3_share(times: dict[str, dict[str, list[float]]], ours: str, baseline: str) -> float:
     """What reading or writing the bucket instead of the disk adds to ours (median s3 − median
     local) over what it adds to the baseline."""
+
     def extra(case: str) -> float:
         return float(np.median(times[f"{case} s3"]["seconds"]) - np.median(times[f"{case} local"]["seconds"]))
 
@@ -152,9 +162,14 @@ def ratio(times: dict[str, dict[str, list[float]]], ours: str, baseline: str) ->
     """Median of ours over median of the baseline, and the spread of the within-round ratios."""
     a, b = np.array(times[ours]["seconds"]), np.array(times[baseline]["seconds"])
     within = a / b
-    return {"ours_seconds": float(np.median(a)), "baseline_seconds": float(np.median(b)),
-            "ratio": float(np.median(a) / np.median(b)), "within_round_median": float(np.median(within)),
-            "within_round_min": float(within.min()), "within_round_max": float(within.max())}
+    return {
+        "ours_seconds": float(np.median(a)),
+        "baseline_seconds": float(np.median(b)),
+        "ratio": float(np.median(a) / np.median(b)),
+        "within_round_median": float(np.median(within)),
+        "within_round_min": float(within.min()),
+        "within_round_max": float(within.max()),
+    }
 
 
 def main() -> None:
@@ -177,9 +192,16 @@ def main() -> None:
     scratch = SCRATCH / "storage"
     table_bytes = args.rows * (args.cols + 1) * 8
     require_free_disk(scratch, 3 * table_bytes, "the table and two local projections")
-    out: dict = {"command": " ".join(["benchmarks/bench_storage.py", *sys.argv[1:]]), "provenance": provenance(MEASURED),
-                 "rows": args.rows, "cols": args.cols, "r": args.r, "repeats": args.repeats,
-                 "worker_memory": args.worker_memory, "load_start": load()}
+    out: dict = {
+        "command": " ".join(["benchmarks/bench_storage.py", *sys.argv[1:]]),
+        "provenance": provenance(MEASURED),
+        "rows": args.rows,
+        "cols": args.cols,
+        "r": args.r,
+        "repeats": args.repeats,
+        "worker_memory": args.worker_memory,
+        "load_start": load(),
+    }
     server = start_server()
     os.environ.update(server.env)  # before the cluster starts: its workers inherit them
     try:
@@ -197,8 +219,12 @@ def main() -> None:
         _, out["upload_seconds"], _ = timed(lambda: fs.put([str(f) for f in files], f"{s3_table}/"))
         out["table_gb"] = sum(f.stat().st_size for f in files) / 1e9
         out["files"] = len(files)
-        with LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory,
-                          dashboard_address=":0") as cluster, Client(cluster) as client:
+        with (
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=":0"
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             moments_calls = {
                 "ours s3": lambda: compute_moments(s3_table, sensitive_feature="group", client=client),
                 "ours local": lambda: compute_moments(str(local_table), sensitive_feature="group", client=client),
@@ -233,8 +259,9 @@ def main() -> None:
                 "dask copy s3": lambda: dask_copy(s3_table, fresh("copy")),
                 # bench_pipeline's: the same arithmetic; its rmtree of a fresh URL has nothing to remove
                 "dask projection s3": lambda: dask_projection(client, s3_table, model, fresh("dask-projected")),
-                "dask projection local": lambda: dask_projection(client, local_table, model,
-                                                                 fresh("dask-projected", str(scratch))),
+                "dask projection local": lambda: dask_projection(
+                    client, local_table, model, fresh("dask-projected", str(scratch))
+                ),
             }
             print("write-back:", flush=True)
             out["writeback"] = rounds(write_calls, args.repeats, "write-back", after_round=remove_copies)
@@ -254,12 +281,19 @@ def main() -> None:
             tiny = f"s3://{bucket}/tiny"
             fs.put([str(f) for f in tiny_files], f"{tiny}/")
             print("fixed cost:", flush=True)
-            out["fixed"] = rounds({
-                "ours moments": lambda: compute_moments(tiny, sensitive_feature="group", client=client),
-                "dask read": lambda: dask_read(tiny),
-                "ours write-back": lambda: project_table(model, tiny, f"s3://{bucket}/tiny-projected", client=client),
-                "dask projection": lambda: dask_projection(client, tiny, model, fresh("tiny-dask-projected")),
-            }, args.repeats, "fixed cost", after_round=remove_copies)
+            out["fixed"] = rounds(
+                {
+                    "ours moments": lambda: compute_moments(tiny, sensitive_feature="group", client=client),
+                    "dask read": lambda: dask_read(tiny),
+                    "ours write-back": lambda: project_table(
+                        model, tiny, f"s3://{bucket}/tiny-projected", client=client
+                    ),
+                    "dask projection": lambda: dask_projection(client, tiny, model, fresh("tiny-dask-projected")),
+                },
+                args.repeats,
+                "fixed cost",
+                after_round=remove_copies,
+            )
     finally:
         server.stop()
         if not args.keep:
@@ -268,23 +302,37 @@ def main() -> None:
     m, w = out["moments"], out["writeback"]
     size = f"{args.rows:,} x {args.cols}"
     out["ratios"] = [
-        {"area": "object storage", "case": f"`compute_moments` of an s3:// table, {size}",
-         "baseline": "dask `read_parquet(s3://…).map_partitions(len)`", **ratio(m, "ours s3", "dask s3")},
-        {"area": "object storage", "case": f"`project_table` s3:// → s3://, {size}, r = {args.r}",
-         "baseline": "dask `read_parquet(s3://…).to_parquet(s3://…)` copy", **ratio(w, "ours s3", "dask copy s3")},
-        {"area": "object storage", "case": f"`project_table` s3:// → s3://, {size}, r = {args.r}",
-         "baseline": "dask `read_parquet → map_partitions(project) → to_parquet`, s3://",
-         **ratio(w, "ours s3", "dask projection s3")},
+        {
+            "area": "object storage",
+            "case": f"`compute_moments` of an s3:// table, {size}",
+            "baseline": "dask `read_parquet(s3://…).map_partitions(len)`",
+            **ratio(m, "ours s3", "dask s3"),
+        },
+        {
+            "area": "object storage",
+            "case": f"`project_table` s3:// → s3://, {size}, r = {args.r}",
+            "baseline": "dask `read_parquet(s3://…).to_parquet(s3://…)` copy",
+            **ratio(w, "ours s3", "dask copy s3"),
+        },
+        {
+            "area": "object storage",
+            "case": f"`project_table` s3:// → s3://, {size}, r = {args.r}",
+            "baseline": "dask `read_parquet → map_partitions(project) → to_parquet`, s3://",
+            **ratio(w, "ours s3", "dask projection s3"),
+        },
     ]
-    out["context"] = {"moments s3 / local (ours)": ratio(m, "ours s3", "ours local"),
-                      "moments s3 / local (dask)": ratio(m, "dask s3", "dask local"),
-                      "moments ours / dask (local)": ratio(m, "ours local", "dask local"),
-                      "write-back s3 / local (ours)": ratio(w, "ours s3", "ours local"),
-                      "write-back s3 / local (dask projection)": ratio(w, "dask projection s3",
-                                                                       "dask projection local"),
-                      "write-back ours / dask projection (local)": ratio(w, "ours local", "dask projection local")}
-    out["s3_share"] = {"moments pass": s3_share(m, "ours", "dask"),
-                       "write-back": s3_share(w, "ours", "dask projection")}
+    out["context"] = {
+        "moments s3 / local (ours)": ratio(m, "ours s3", "ours local"),
+        "moments s3 / local (dask)": ratio(m, "dask s3", "dask local"),
+        "moments ours / dask (local)": ratio(m, "ours local", "dask local"),
+        "write-back s3 / local (ours)": ratio(w, "ours s3", "ours local"),
+        "write-back s3 / local (dask projection)": ratio(w, "dask projection s3", "dask projection local"),
+        "write-back ours / dask projection (local)": ratio(w, "ours local", "dask projection local"),
+    }
+    out["s3_share"] = {
+        "moments pass": s3_share(m, "ours", "dask"),
+        "write-back": s3_share(w, "ours", "dask projection"),
+    }
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{args.name}.json").write_text(json.dumps(out, indent=2, default=float) + "\n")
     (args.results / f"{args.name}.md").write_text(markdown(out))
@@ -294,22 +342,28 @@ def main() -> None:
 def fixed_cost(times: dict[str, dict[str, list[float]]]) -> list[str]:
     """The lines on the calls over a one-file table: what each call costs whatever the table's size."""
     med = {name: float(np.median(t["seconds"])) for name, t in times.items()}
-    return [f"Cost per call that does not grow with the table (one file of {TINY_ROWS:,} rows in the bucket, medians): "
-            f"`compute_moments` {med['ours moments']:.2f} s vs dask's read {med['dask read']:.2f} s "
-            f"(+{med['ours moments'] - med['dask read']:.2f} s: listing, planning, the pointer probe); `project_table` "
-            f"{med['ours write-back']:.2f} s vs dask's projection {med['dask projection']:.2f} s "
-            f"(+{med['ours write-back'] - med['dask projection']:.2f} s: the output checks, the marker, the conditional "
-            "pointer write, the previous version's removal). These are requests answered on loopback here; on a "
-            "remote store each waits for its round trip.", ""]
+    return [
+        f"Cost per call that does not grow with the table (one file of {TINY_ROWS:,} rows in the bucket, medians): "
+        f"`compute_moments` {med['ours moments']:.2f} s vs dask's read {med['dask read']:.2f} s "
+        f"(+{med['ours moments'] - med['dask read']:.2f} s: listing, planning, the pointer probe); `project_table` "
+        f"{med['ours write-back']:.2f} s vs dask's projection {med['dask projection']:.2f} s "
+        f"(+{med['ours write-back'] - med['dask projection']:.2f} s: the output checks, the marker, the conditional "
+        "pointer write, the previous version's removal). These are requests answered on loopback here; on a "
+        "remote store each waits for its round trip.",
+        "",
+    ]
 
 
 def gap(times: dict[str, dict[str, list[float]]], ours: str, baseline: str, what: str) -> str:
     """How much of ours' extra time over ``baseline`` in the bucket is there on the disk too."""
+
     def median(case: str) -> float:
         return float(np.median(times[case]["seconds"]))
 
-    return (f"ours takes {median(f'{ours} s3') - median(f'{baseline} s3'):+.2f} s over {what} in the bucket and "
-            f"{median(f'{ours} local') - median(f'{baseline} local'):+.2f} s on the disk")
+    return (
+        f"ours takes {median(f'{ours} s3') - median(f'{baseline} s3'):+.2f} s over {what} in the bucket and "
+        f"{median(f'{ours} local') - median(f'{baseline} local'):+.2f} s on the disk"
+    )
 
 
 def markdown(out: dict) -> str:
@@ -321,53 +375,88 @@ def markdown(out: dict) -> str:
         rows = ["| | s, median [min–max] | load during | / baseline |", "|---|---|---|---|"]
         for name, label in labels.items():
             t = times[name]
-            rows.append(f"| {label} | {spread(t['seconds'])} | {min(t['load']):.1f}–{max(t['load']):.1f} | "
-                        f"{np.median(t['seconds']) / base:.2f} |")
+            rows.append(
+                f"| {label} | {spread(t['seconds'])} | {min(t['load']):.1f}–{max(t['load']):.1f} | "
+                f"{np.median(t['seconds']) / base:.2f} |"
+            )
         return rows
 
     gb = out["table_gb"]
     lines = [
-        "# Object storage: the moments pass and the write-back on S3, against local disk and plain dask", "",
+        "# Object storage: the moments pass and the write-back on S3, against local disk and plain dask",
+        "",
         f"`{out['command']}` ({out['provenance']}). Load {out['load_start']:.2f} at the start, {out['load_end']:.2f} "
         f"at the end (2 shared cores). Table: {out['rows']:,} rows x {out['cols']} float64 features + group, "
         f"{gb:.2f} GB of Parquet in {out['files']} files, on local disk and in a bucket of a moto S3 server on "
         f"loopback (authentication on; uploaded in {out['upload_seconds']:.0f} s). `LocalCluster(2 workers x 1 "
         f"thread, memory_limit={out['worker_memory']})`. One untimed round, then {out['repeats']} rounds of every "
-        "case, the order rotating.", "",
-        "## Moments pass", "",
-        *table(out["moments"], "dask s3", {
-            "dask s3": "dask `read_parquet(s3://…).map_partitions(len)`: full read of the bucket (baseline)",
-            "ours s3": "`compute_moments(s3://…)`",
-            "dask local": "dask `read_parquet(local).map_partitions(len)`",
-            "ours local": "`compute_moments(local)`"}), "",
-        f"Moments from the bucket vs from the disk: largest relative difference {out['moments_s3_vs_local']:.1e}.", "",
-        "## Write-back", "",
-        *table(out["writeback"], "dask copy s3", {
-            "dask copy s3": "dask `read_parquet(s3://…).to_parquet(s3://…)`: copy of the whole table in the bucket "
-                            "(baseline)",
-            "dask projection s3": "dask `read_parquet(features).map_partitions(project).to_parquet(s3://…)`: the "
-                                  "same columns as ours",
-            "ours s3": f"`project_table` s3:// → s3:// (r = {out['r']}; a new version, its pointer, the previous "
-                       "version removed)",
-            "ours local": "`project_table` local → local (staging, rename, flock)",
-            "dask projection local": "dask projection local → local"}), "",
+        "case, the order rotating.",
+        "",
+        "## Moments pass",
+        "",
+        *table(
+            out["moments"],
+            "dask s3",
+            {
+                "dask s3": "dask `read_parquet(s3://…).map_partitions(len)`: full read of the bucket (baseline)",
+                "ours s3": "`compute_moments(s3://…)`",
+                "dask local": "dask `read_parquet(local).map_partitions(len)`",
+                "ours local": "`compute_moments(local)`",
+            },
+        ),
+        "",
+        f"Moments from the bucket vs from the disk: largest relative difference {out['moments_s3_vs_local']:.1e}.",
+        "",
+        "## Write-back",
+        "",
+        *table(
+            out["writeback"],
+            "dask copy s3",
+            {
+                "dask copy s3": "dask `read_parquet(s3://…).to_parquet(s3://…)`: copy of the whole table in the bucket "
+                "(baseline)",
+                "dask projection s3": "dask `read_parquet(features).map_partitions(project).to_parquet(s3://…)`: the "
+                "same columns as ours",
+                "ours s3": f"`project_table` s3:// → s3:// (r = {out['r']}; a new version, its pointer, the previous "
+                "version removed)",
+                "ours local": "`project_table` local → local (staging, rename, flock)",
+                "dask projection local": "dask projection local → local",
+            },
+        ),
+        "",
         f"Our projections from the bucket and from the disk agree to {out['writeback_s3_vs_local']:.1e}, ours and "
         f"dask's to {out['writeback_ours_vs_dask']:.1e} (max relative difference); the committed s3:// output holds "
-        f"{out['s3_output_objects']} objects.", "",
-        "## Ratios (target: ≤ 1.10 against dask's own S3 reading and writing)", "",
-        "| ours | baseline | ratio of medians | within-round ratios, median [min–max] |", "|---|---|---|---|",
-        *(f"| {r['case']} | {r['baseline']} | **{r['ratio']:.2f}** | {r['within_round_median']:.2f} "
-          f"[{r['within_round_min']:.2f}–{r['within_round_max']:.2f}] |" for r in out["ratios"]),
-        *(f"| context: {name} | | {r['ratio']:.2f} | {r['within_round_median']:.2f} [{r['within_round_min']:.2f}–"
-          f"{r['within_round_max']:.2f}] |" for name, r in out["context"].items()), "",
+        f"{out['s3_output_objects']} objects.",
+        "",
+        "## Ratios (target: ≤ 1.10 against dask's own S3 reading and writing)",
+        "",
+        "| ours | baseline | ratio of medians | within-round ratios, median [min–max] |",
+        "|---|---|---|---|",
+        *(
+            f"| {r['case']} | {r['baseline']} | **{r['ratio']:.2f}** | {r['within_round_median']:.2f} "
+            f"[{r['within_round_min']:.2f}–{r['within_round_max']:.2f}] |"
+            for r in out["ratios"]
+        ),
+        *(
+            f"| context: {name} | | {r['ratio']:.2f} | {r['within_round_median']:.2f} [{r['within_round_min']:.2f}–"
+            f"{r['within_round_max']:.2f}] |"
+            for name, r in out["context"].items()
+        ),
+        "",
         *fixed_cost(out["fixed"]),
         "What the bucket adds over the disk (median s3 − median local), ours over the baseline's: moments pass "
         f"{out['s3_share']['moments pass']:.2f} (vs dask's full read), write-back {out['s3_share']['write-back']:.2f} "
         "(vs dask's projection); 1 means the same extra cost as dask's. The ratios above also hold the library's "
         "own work (the moments arithmetic, validation, the commit), which it does on either storage: "
-        + "; ".join(gap(times, ours, baseline, what) for times, ours, baseline, what in (
-            (out["moments"], "ours", "dask", "dask's read"),
-            (out["writeback"], "ours", "dask projection", "dask's projection"))) + ".", "",
+        + "; ".join(
+            gap(times, ours, baseline, what)
+            for times, ours, baseline, what in (
+                (out["moments"], "ours", "dask", "dask's read"),
+                (out["writeback"], "ours", "dask projection", "dask's projection"),
+            )
+        )
+        + ".",
+        "",
     ]
     return "\n".join(lines)
 

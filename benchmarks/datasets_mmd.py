@@ -86,27 +86,70 @@ def load_compas() -> LoadedDataset:
         & (df.c_charge_degree != "O")
         & (df.score_text != "N/A")
     ]
-    keep = ["sex", "age", "age_cat", "race", "juv_fel_count", "juv_misd_count", "juv_other_count",
-            "priors_count", "c_charge_degree", "c_charge_desc", "two_year_recid"]
+    keep = [
+        "sex",
+        "age",
+        "age_cat",
+        "race",
+        "juv_fel_count",
+        "juv_misd_count",
+        "juv_other_count",
+        "priors_count",
+        "c_charge_degree",
+        "c_charge_desc",
+        "two_year_recid",
+    ]
     # AIF360 keeps c_charge_desc until after dropna (it is in categorical_features), so rows
     # without a charge description are dropped although the column itself is not used.
     df = df[keep].dropna()
     return _standard_dataset(
-        df, label_name="two_year_recid", favorable=[0], protected="race",
-        privileged=["Caucasian"], categorical=["age_cat", "c_charge_degree"],
-        keep=keep, drop=["sex", "c_charge_desc"],
+        df,
+        label_name="two_year_recid",
+        favorable=[0],
+        protected="race",
+        privileged=["Caucasian"],
+        categorical=["age_cat", "c_charge_degree"],
+        keep=keep,
+        drop=["sex", "c_charge_desc"],
     )
 
 
 GERMAN_COLUMNS = [
-    "status", "month", "credit_history", "purpose", "credit_amount", "savings", "employment",
-    "investment_as_income_percentage", "personal_status", "other_debtors", "residence_since",
-    "property", "age", "installment_plans", "housing", "number_of_credits", "skill_level",
-    "people_liable_for", "telephone", "foreign_worker", "credit",
+    "status",
+    "month",
+    "credit_history",
+    "purpose",
+    "credit_amount",
+    "savings",
+    "employment",
+    "investment_as_income_percentage",
+    "personal_status",
+    "other_debtors",
+    "residence_since",
+    "property",
+    "age",
+    "installment_plans",
+    "housing",
+    "number_of_credits",
+    "skill_level",
+    "people_liable_for",
+    "telephone",
+    "foreign_worker",
+    "credit",
 ]
 GERMAN_CATEGORICAL = [
-    "status", "credit_history", "purpose", "savings", "employment", "other_debtors", "property",
-    "installment_plans", "housing", "skill_level", "telephone", "foreign_worker",
+    "status",
+    "credit_history",
+    "purpose",
+    "savings",
+    "employment",
+    "other_debtors",
+    "property",
+    "installment_plans",
+    "housing",
+    "skill_level",
+    "telephone",
+    "foreign_worker",
 ]
 
 
@@ -118,16 +161,33 @@ def load_german() -> LoadedDataset:
     sex_map = {"A91": "male", "A93": "male", "A94": "male", "A92": "female", "A95": "female"}
     df["sex"] = df["personal_status"].replace(sex_map)
     return _standard_dataset(
-        df, label_name="credit", favorable=[1], protected="age",
-        privileged=lambda x: x >= 25, categorical=GERMAN_CATEGORICAL,
-        keep=None, drop=["sex", "personal_status"],
+        df,
+        label_name="credit",
+        favorable=[1],
+        protected="age",
+        privileged=lambda x: x >= 25,
+        categorical=GERMAN_CATEGORICAL,
+        keep=None,
+        drop=["sex", "personal_status"],
     )
 
 
 ADULT_COLUMNS = [
-    "age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-    "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week",
-    "native-country", "income-per-year",
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education-num",
+    "marital-status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital-gain",
+    "capital-loss",
+    "hours-per-week",
+    "native-country",
+    "income-per-year",
 ]
 ADULT_CATEGORICAL = ["workclass", "education", "marital-status", "occupation", "relationship", "native-country"]
 
@@ -135,14 +195,19 @@ ADULT_CATEGORICAL = ["workclass", "education", "marital-status", "occupation", "
 def load_adult() -> LoadedDataset:
     """AIF360 ``AdultDataset`` (sex, Male privileged; fnlwgt and race dropped): 45,222 × 97."""
     parts = [
-        pd.read_csv(DATA / "adult" / name, header=None, names=ADULT_COLUMNS, skipinitialspace=True,
-                    na_values=["?"])
+        pd.read_csv(DATA / "adult" / name, header=None, names=ADULT_COLUMNS, skipinitialspace=True, na_values=["?"])
         for name in ("adult.data", "adult.test")
     ]
     df = pd.concat(parts, ignore_index=True)
     return _standard_dataset(
-        df, label_name="income-per-year", favorable=[">50K", ">50K."], protected="sex",
-        privileged=["Male"], categorical=ADULT_CATEGORICAL, keep=None, drop=["fnlwgt", "race"],
+        df,
+        label_name="income-per-year",
+        favorable=[">50K", ">50K."],
+        protected="sex",
+        privileged=["Male"],
+        categorical=ADULT_CATEGORICAL,
+        keep=None,
+        drop=["fnlwgt", "race"],
     )
 
 
@@ -151,5 +216,7 @@ LOADERS = {"COMPAS": load_compas, "German": load_german, "Adult": load_adult}
 if __name__ == "__main__":
     for name, loader in LOADERS.items():
         x, y, a, names = loader()
-        print(f"{name}: {x.shape[0]} rows x {x.shape[1]} features; label=1: {y.sum()}, "
-              f"protected=1: {a.sum()}; first features {names[:6]}")
+        print(
+            f"{name}: {x.shape[0]} rows x {x.shape[1]} features; label=1: {y.sum()}, "
+            f"protected=1: {a.sum()}; first features {names[:6]}"
+        )

@@ -47,8 +47,14 @@ DRO_DATASETS: dict[str, str | None] = {
 _DROPPED = {"Steel_Data.csv": ["perimX", "perimY"], "SkillCraft_Data.csv": ["TotalHours"]}
 
 CREDIT_FEATURES = [
-    "LIMIT_BAL", "SEX", "MARRIAGE", "AGE", "PAY_0", *(f"PAY_{i}" for i in range(2, 7)),
-    *(f"BILL_AMT{i}" for i in range(1, 7)), *(f"PAY_AMT{i}" for i in range(1, 7)),
+    "LIMIT_BAL",
+    "SEX",
+    "MARRIAGE",
+    "AGE",
+    "PAY_0",
+    *(f"PAY_{i}" for i in range(2, 7)),
+    *(f"BILL_AMT{i}" for i in range(1, 7)),
+    *(f"PAY_AMT{i}" for i in range(1, 7)),
 ]
 
 

@@ -12,5 +12,7 @@ def require_free_disk(folder: Path, need: float, what: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(folder).free
     if free < need:
-        sys.exit(f"refusing to run: {free / 1e9:.1f} GB free under {folder}, need {need / 1e9:.1f} GB "
-                 f"for {what} (use a smaller --rows)")
+        sys.exit(
+            f"refusing to run: {free / 1e9:.1f} GB free under {folder}, need {need / 1e9:.1f} GB "
+            f"for {what} (use a smaller --rows)"
+        )

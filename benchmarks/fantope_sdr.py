@@ -31,6 +31,10 @@ def solve_fantope_sdr(matrices: np.ndarray, r: int, *, solver: str = "CLARABEL",
     problem.solve(solver=solver, **({} if eps is None else {"eps_abs": eps, "eps_rel": eps}))
     seconds = time.perf_counter() - started
     eig = np.linalg.eigvalsh((proj.value + proj.value.T) / 2.0)
-    return {"value": float(problem.value) * rho, "seconds": seconds,
-            "solver_seconds": float(problem.solver_stats.solve_time or np.nan),
-            "rank": int(np.sum(eig > 1e-4)), "status": problem.status}
+    return {
+        "value": float(problem.value) * rho,
+        "seconds": seconds,
+        "solver_seconds": float(problem.solver_stats.solve_time or np.nan),
+        "rank": int(np.sum(eig > 1e-4)),
+        "status": problem.status,
+    }

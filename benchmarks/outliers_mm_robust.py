@@ -49,11 +49,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 from fairpca_dist import ConvergenceWarning, GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.engine.datapasses import ArrayPasses  # noqa: E402
 from fairpca_dist.io.datasets import outlier_groups  # noqa: E402
-from provenance import provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -73,8 +73,7 @@ def experiment(seed: int, alpha: float, spread: float) -> dict:
     def fit(x: np.ndarray, method: str, **options) -> object:
         moments = GroupMoments.from_arrays(x, labels)
         passes = ArrayPasses(x, labels, moments.groups) if method == "mm-robust" else None
-        return fit_projection(moments, R, method=method, center="global", random_state=seed, passes=passes,
-                              **options)
+        return fit_projection(moments, R, method=method, center="global", random_state=seed, passes=passes, **options)
 
     truth = fit(clean, "mm").components
     projector = truth @ truth.T
@@ -91,15 +90,20 @@ def experiment(seed: int, alpha: float, spread: float) -> dict:
         return float(np.linalg.norm(v @ v.T - reference @ reference.T) / np.sqrt(R))
 
     return {
-        "seed": seed, "alpha": alpha, "spread": spread,
+        "seed": seed,
+        "alpha": alpha,
+        "spread": spread,
         "mm": error(fit(dirty, "mm").components),
         METHODS[1]: error(one.components),
         METHODS[2]: error(five.components),
         "mm-robust (5 starts) on clean rows": error(five_clean),
-        "self 1 start": moved(one.components, one_clean), "self 5 starts": moved(five.components, five_clean),
-        "l1 value 1 start": float(one.objective_history[-1]), "l1 value 5 starts": float(five.objective_history[-1]),
+        "self 1 start": moved(one.components, one_clean),
+        "self 5 starts": moved(five.components, five_clean),
+        "l1 value 1 start": float(one.objective_history[-1]),
+        "l1 value 5 starts": float(five.objective_history[-1]),
         "best restart (5 starts)": int(five.certificate["best_restart"]),
-        "passes 1 start": int(one.certificate["passes"]), "passes 5 starts": int(five.certificate["passes"]),
+        "passes 1 start": int(one.certificate["passes"]),
+        "passes 5 starts": int(five.certificate["passes"]),
         "outlier rows in group 0": int(np.sum(rows < N // 2)),
     }
 
@@ -142,10 +146,11 @@ def plot(table: pd.DataFrame, spreads: list[float]) -> None:
     fig, axes = plt.subplots(2, len(spreads), figsize=(3.6 * len(spreads), 7.2), sharey=True, squeeze=False)
     summary = table.groupby(["spread", "alpha"])
     rows = [
-        ("paper's error (45) vs mm on clean rows",
-         [(m, m) for m in (*METHODS, "mm-robust (5 starts) on clean rows")]),
-        ("error (45) vs the same method on clean rows",
-         [("mm", "mm"), ("self 1 start", METHODS[1]), ("self 5 starts", METHODS[2])]),
+        ("paper's error (45) vs mm on clean rows", [(m, m) for m in (*METHODS, "mm-robust (5 starts) on clean rows")]),
+        (
+            "error (45) vs the same method on clean rows",
+            [("mm", "mm"), ("self 1 start", METHODS[1]), ("self 5 starts", METHODS[2])],
+        ),
     ]
     for row, (ylabel, series) in enumerate(rows):
         for ax, spread in zip(axes[row], spreads):
@@ -154,33 +159,41 @@ def plot(table: pd.DataFrame, spreads: list[float]) -> None:
                 if "clean" in column:
                     ax.plot(stats.index, stats["mean"], style, color="grey", linewidth=1, label=label)
                 else:
-                    ax.errorbar(stats.index, stats["mean"], yerr=stats["std"], fmt=style, capsize=3, markersize=4,
-                                label=label)
+                    ax.errorbar(
+                        stats.index, stats["mean"], yerr=stats["std"], fmt=style, capsize=3, markersize=4, label=label
+                    )
             ax.set_title(f"spread = {spread:.3g}", fontsize=9)
             ax.set_xlabel("outlier mean α")
             ax.axhline(np.sqrt(2), color="k", linewidth=0.5)
         axes[row, 0].set_ylabel(f"{ylabel}\nmean ± std", fontsize=8)
         axes[row, 0].legend(fontsize=6)
-    fig.suptitle(f"Babu et al. §5.4: p = {P}, N = {N}, K = 2, r = {R}, 10 % outliers α·1 + N(0, I); "
-                 f"{table['seed'].nunique()} seeds", fontsize=9)
+    fig.suptitle(
+        f"Babu et al. §5.4: p = {P}, N = {N}, K = 2, r = {R}, 10 % outliers α·1 + N(0, I); "
+        f"{table['seed'].nunique()} seeds",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(RESULTS / "mm_robust_outliers.png", dpi=110)
     plt.close(fig)
 
 
 def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: float, loads) -> None:
-    lines = ["# mm-robust vs mm under outliers (Babu et al. §5.4, Fig. 5b)", "",
-             f"`.venv/bin/python benchmarks/outliers_mm_robust.py --seeds {args.seeds}` ({prov}); {seconds:.0f} s, "
-             f"load average {loads[0]:.2f} → {loads[1]:.2f}. Recipe: "
-             f"`fairpca_dist.io.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
-             "N(0, spread²), 10 rows replaced by α·1 + N(0, I), global centring). Error (45) ∈ [0, √2 ≈ 1.41] "
-             "against `mm` on the clean rows. Cells: mean ± std over the seeds. Δ = paired mm − mm-robust "
-             "(positive: mm-robust better), ± 2 standard errors; 'claim' = the paper's claim (mm-robust lower "
-             "error) holds / no difference / REVERSED at 2 SE. Figure: `mm_robust_outliers.png`; every run: "
-             "`mm_robust_outliers.csv`.", "",
-             "| spread | α | mm | mm-robust 1 start (paper) | Δ, better share, claim | mm-robust 5 starts (default) | "
-             "Δ, better share, claim | 5 starts: best run not the mm start | mm-robust on clean rows (floor) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# mm-robust vs mm under outliers (Babu et al. §5.4, Fig. 5b)",
+        "",
+        f"`.venv/bin/python benchmarks/outliers_mm_robust.py --seeds {args.seeds}` ({prov}); {seconds:.0f} s, "
+        f"load average {loads[0]:.2f} → {loads[1]:.2f}. Recipe: "
+        f"`fairpca_dist.io.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
+        "N(0, spread²), 10 rows replaced by α·1 + N(0, I), global centring). Error (45) ∈ [0, √2 ≈ 1.41] "
+        "against `mm` on the clean rows. Cells: mean ± std over the seeds. Δ = paired mm − mm-robust "
+        "(positive: mm-robust better), ± 2 standard errors; 'claim' = the paper's claim (mm-robust lower "
+        "error) holds / no difference / REVERSED at 2 SE. Figure: `mm_robust_outliers.png`; every run: "
+        "`mm_robust_outliers.csv`.",
+        "",
+        "| spread | α | mm | mm-robust 1 start (paper) | Δ, better share, claim | mm-robust 5 starts (default) | "
+        "Δ, better share, claim | 5 starts: best run not the mm start | mm-robust on clean rows (floor) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for _, s in summary.iterrows():
         cell = lambda m: f"{s[f'{m} mean']:.3f} ± {s[f'{m} std']:.3f}"  # noqa: E731
         lines.append(
@@ -188,32 +201,47 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: 
             f"{s['diff1 mean']:+.3f} ± {s['diff1 2se']:.3f}, {s['robust1 better share']:.0%}, {s['claim1']} | "
             f"{cell(METHODS[2])} | {s['diff5 mean']:+.3f} ± {s['diff5 2se']:.3f}, {s['robust5 better share']:.0%}, "
             f"{s['claim5']} | {s['5 starts beat the mm start (share)']:.0%} | "
-            f"{cell('mm-robust (5 starts) on clean rows')} |")
-    lines += ["", "The paper's error (45) measures every method against *FPCA on the clean rows*, so it also charges "
-                  "mm-robust for maximising a different criterion (last column: its error with no outliers at all). "
-                  "The robustness question proper — does a method's own answer move less under outliers? — is "
-                  "answered by each method's distance to *its own* answer on the clean rows (same formula (45)): "
-                  "for mm that is the mm column above; for mm-robust:", "",
-              "| spread | α | mm vs mm clean | mm-robust 1 start vs itself clean | Δ, claim | "
-              "mm-robust 5 starts vs itself clean | Δ, claim |", "|---|---|---|---|---|---|---|"]
+            f"{cell('mm-robust (5 starts) on clean rows')} |"
+        )
+    lines += [
+        "",
+        "The paper's error (45) measures every method against *FPCA on the clean rows*, so it also charges "
+        "mm-robust for maximising a different criterion (last column: its error with no outliers at all). "
+        "The robustness question proper — does a method's own answer move less under outliers? — is "
+        "answered by each method's distance to *its own* answer on the clean rows (same formula (45)): "
+        "for mm that is the mm column above; for mm-robust:",
+        "",
+        "| spread | α | mm vs mm clean | mm-robust 1 start vs itself clean | Δ, claim | "
+        "mm-robust 5 starts vs itself clean | Δ, claim |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for _, s in summary.iterrows():
         cell = lambda m: f"{s[f'{m} mean']:.3f} ± {s[f'{m} std']:.3f}"  # noqa: E731
-        lines.append(f"| {s['spread']:.3g} | {s['alpha']:g} | {cell('mm')} | {cell('self 1 start')} | "
-                     f"{s['selfdiff1 mean']:+.3f} ± {s['selfdiff1 2se']:.3f}, {s['selfclaim1']} | "
-                     f"{cell('self 5 starts')} | {s['selfdiff5 mean']:+.3f} ± {s['selfdiff5 2se']:.3f}, "
-                     f"{s['selfclaim5']} |")
+        lines.append(
+            f"| {s['spread']:.3g} | {s['alpha']:g} | {cell('mm')} | {cell('self 1 start')} | "
+            f"{s['selfdiff1 mean']:+.3f} ± {s['selfdiff1 2se']:.3f}, {s['selfclaim1']} | "
+            f"{cell('self 5 starts')} | {s['selfdiff5 mean']:+.3f} ± {s['selfdiff5 2se']:.3f}, "
+            f"{s['selfclaim5']} |"
+        )
     counts = {short: summary[f"claim{short}"].value_counts().to_dict() for short in ("1", "5")}
     self_counts = {short: summary[f"selfclaim{short}"].value_counts().to_dict() for short in ("1", "5")}
-    lines += ["", f"Claim verdicts over the {len(summary)} (spread, α) cells, paper's error (45) vs clean FPCA: "
-                  f"1 start {counts['1']}; 5 starts {counts['5']}. Against each method's own clean answer: "
-                  f"1 start {self_counts['1']}; 5 starts {self_counts['5']}.", ""]
+    lines += [
+        "",
+        f"Claim verdicts over the {len(summary)} (spread, α) cells, paper's error (45) vs clean FPCA: "
+        f"1 start {counts['1']}; 5 starts {counts['5']}. Against each method's own clean answer: "
+        f"1 start {self_counts['1']}; 5 starts {self_counts['5']}.",
+        "",
+    ]
     for short, name in (("1", "1 start (paper)"), ("5", "5 starts (default)")):
         holds = summary[summary[f"claim{short}"] == "holds"]
         rev = summary[summary[f"claim{short}"] == "REVERSED"]
-        lines.append(f"- mm-robust {name}: holds in " + (", ".join(
-            f"(spread {a:.3g}, α {b:g})" for a, b in zip(holds["spread"], holds["alpha"])) or "no cell")
-            + "; reversed in " + (", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(rev["spread"], rev["alpha"]))
-                                   or "no cell") + ".")
+        lines.append(
+            f"- mm-robust {name}: holds in "
+            + (", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(holds["spread"], holds["alpha"])) or "no cell")
+            + "; reversed in "
+            + (", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(rev["spread"], rev["alpha"])) or "no cell")
+            + "."
+        )
     (RESULTS / "mm_robust_outliers.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -234,9 +262,11 @@ def main() -> None:
             for alpha in args.alphas:
                 for seed in range(args.seeds):
                     rows.append(experiment(seed, alpha, spread))
-                part = pd.DataFrame(rows[-args.seeds:])
-                print(f"spread {spread:.3g} alpha {alpha:g}: " + ", ".join(
-                    f"{m} {part[m].mean():.3f}" for m in METHODS), flush=True)
+                part = pd.DataFrame(rows[-args.seeds :])
+                print(
+                    f"spread {spread:.3g} alpha {alpha:g}: " + ", ".join(f"{m} {part[m].mean():.3f}" for m in METHODS),
+                    flush=True,
+                )
     table = pd.DataFrame(rows)
     table.to_csv(RESULTS / "mm_robust_outliers.csv", index=False, float_format="%.8g")
     summary = summarise(table)

@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from provenance import commit
 from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
 from fairpca_dist.engine.moments import GroupMoments
-from provenance import commit
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARES = (0.50, 0.30, 0.15, 0.05)
@@ -91,20 +91,32 @@ def main() -> None:
 
     rows = [
         ("from_codes, C-ordered chunk", lambda: GroupMoments.from_codes(x, codes, groups)),
-        ("from_codes, F-ordered chunk (as from DataFrame.to_numpy)",
-         lambda: GroupMoments.from_codes(xf, codes, groups)),
+        (
+            "from_codes, F-ordered chunk (as from DataFrame.to_numpy)",
+            lambda: GroupMoments.from_codes(xf, codes, groups),
+        ),
         ("label sort: argsort(stable) + bincount", lambda: (np.argsort(codes, kind="stable"), np.bincount(codes))),
-        (f"gather: np.take(x_C, idx, axis=0), {len(blocks)} blocks of <= 1024 rows",
-         lambda: each(lambda b: np.take(x, b, axis=0), blocks)),
-        ("gather: np.take(x_F, idx, axis=0), first 10 blocks only",
-         lambda: each(lambda b: np.take(xf, b, axis=0), blocks[:10])),
+        (
+            f"gather: np.take(x_C, idx, axis=0), {len(blocks)} blocks of <= 1024 rows",
+            lambda: each(lambda b: np.take(x, b, axis=0), blocks),
+        ),
+        (
+            "gather: np.take(x_F, idx, axis=0), first 10 blocks only",
+            lambda: each(lambda b: np.take(xf, b, axis=0), blocks[:10]),
+        ),
         ("gather: x_F[idx] (fancy indexing), all blocks", lambda: each(lambda b: xf[b], blocks)),
-        ("gather: np.take(x_C, ..., out=reused buffer), all blocks",
-         lambda: each(lambda b: np.take(x, b, axis=0, out=buf[: len(b)]), blocks)),
-        ("in-place shift + column sums of the (pre-gathered) blocks",
-         lambda: [(np.subtract(blk, zero, out=blk), blk.sum(axis=0)) for blk in gathered]),
-        ("dsyrk into one p x p accumulator, per (pre-gathered) block",
-         lambda: [dsyrk(1.0, blk.T, beta=1.0, c=gram, trans=0, lower=0, overwrite_c=1) for blk in gathered]),
+        (
+            "gather: np.take(x_C, ..., out=reused buffer), all blocks",
+            lambda: each(lambda b: np.take(x, b, axis=0, out=buf[: len(b)]), blocks),
+        ),
+        (
+            "in-place shift + column sums of the (pre-gathered) blocks",
+            lambda: [(np.subtract(blk, zero, out=blk), blk.sum(axis=0)) for blk in gathered],
+        ),
+        (
+            "dsyrk into one p x p accumulator, per (pre-gathered) block",
+            lambda: [dsyrk(1.0, blk.T, beta=1.0, c=gram, trans=0, lower=0, overwrite_c=1) for blk in gathered],
+        ),
         ("blk.T @ blk per (pre-gathered) block", lambda: each(lambda blk: blk.T @ blk, gathered)),
         ("reference: ungrouped x.T @ x on the chunk", lambda: x.T @ x),
         ("reference: mask loop xg = x[mask]; xg.T @ xg", lambda: each(lambda m: (lambda xg: xg.T @ xg)(x[m]), masks)),
@@ -122,10 +134,12 @@ def main() -> None:
         parts = [(big[i : i + n], big_codes[i : i + n]) for i in range(0, 20 * n, n)]
         scaling = []
         with ThreadPoolExecutor(2) as pool:
-            for name, fn in (("from_codes", lambda c: GroupMoments.from_codes(c[0], c[1], groups)),
-                             ("ungrouped X.T @ X", lambda c: c[0].T @ c[0]),
-                             ("scipy dsyrk over 1024-row blocks", lambda c: syrk_blocks(c[0], scipy_syrk)),
-                             ("numpy blk.T @ blk over 1024-row blocks", lambda c: syrk_blocks(c[0], numpy_syrk))):
+            for name, fn in (
+                ("from_codes", lambda c: GroupMoments.from_codes(c[0], c[1], groups)),
+                ("ungrouped X.T @ X", lambda c: c[0].T @ c[0]),
+                ("scipy dsyrk over 1024-row blocks", lambda c: syrk_blocks(c[0], scipy_syrk)),
+                ("numpy blk.T @ blk over 1024-row blocks", lambda c: syrk_blocks(c[0], numpy_syrk)),
+            ):
                 serial = best_ms(lambda: each(fn, parts), 3)
                 threads = best_ms(lambda: list(pool.map(fn, parts)), 3)
                 scaling.append((name, serial, threads))

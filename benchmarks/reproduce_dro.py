@@ -50,8 +50,8 @@ import pandas as pd  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from provenance import provenance  # noqa: E402
 from datasets_paper import DRO_DATASETS, features_of, load_dro_dataset  # noqa: E402
+from provenance import provenance  # noqa: E402
 
 from fairpca_dist import HashCells, compute_moments, fit_projection  # noqa: E402
 from fairpca_dist.assessment.evaluation import PAPER_GRIDS, evaluate  # noqa: E402
@@ -69,22 +69,36 @@ N_COMPONENTS = 3
 #: ABDiff, FairPCA ARE), spec/seeds-002-003.md §B.8.
 PAPER = {
     "test": {
-        "Default Credit": (0.9483, 10.3995, 1.4401, 10.4439), "Biodeg": (23.0066, 33.8571, 27.5159, 34.6184),
-        "E. Coli": (1.1500, 1.7210, 1.5280, 2.4799), "Energy": (0.0125, 0.2238, 0.0138, 0.2225),
-        "German Credit": (2.0588, 43.9032, 1.3670, 44.0064), "Image": (0.7522, 6.0199, 1.6129, 10.2616),
-        "Letter": (0.1712, 7.4176, 1.2489, 7.4470), "Magic": (1.8314, 3.9094, 2.9405, 3.3815),
-        "Parkinsons": (0.3273, 5.0597, 0.8678, 4.9044), "SkillCraft": (0.7669, 8.2828, 0.7771, 8.2494),
-        "Statlog": (0.0838, 3.0998, 0.3356, 7.9734), "Steel": (1.1472, 12.5944, 1.2208, 12.3096),
-        "Taiwan Credit": (0.5523, 10.9845, 0.5710, 10.9415), "Wine Quality": (0.6359, 4.2801, 0.3046, 6.0936),
+        "Default Credit": (0.9483, 10.3995, 1.4401, 10.4439),
+        "Biodeg": (23.0066, 33.8571, 27.5159, 34.6184),
+        "E. Coli": (1.1500, 1.7210, 1.5280, 2.4799),
+        "Energy": (0.0125, 0.2238, 0.0138, 0.2225),
+        "German Credit": (2.0588, 43.9032, 1.3670, 44.0064),
+        "Image": (0.7522, 6.0199, 1.6129, 10.2616),
+        "Letter": (0.1712, 7.4176, 1.2489, 7.4470),
+        "Magic": (1.8314, 3.9094, 2.9405, 3.3815),
+        "Parkinsons": (0.3273, 5.0597, 0.8678, 4.9044),
+        "SkillCraft": (0.7669, 8.2828, 0.7771, 8.2494),
+        "Statlog": (0.0838, 3.0998, 0.3356, 7.9734),
+        "Steel": (1.1472, 12.5944, 1.2208, 12.3096),
+        "Taiwan Credit": (0.5523, 10.9845, 0.5710, 10.9415),
+        "Wine Quality": (0.6359, 4.2801, 0.3046, 6.0936),
     },
     "train": {
-        "Default Credit": (0.9457, 9.9072, 1.5821, 9.9049), "Biodeg": (9.4093, 23.1555, 14.2587, 23.8227),
-        "E. Coli": (0.5678, 1.4804, 0.9191, 2.0840), "Energy": (0.0094, 0.2295, 0.0153, 0.2273),
-        "German Credit": (1.6265, 40.1512, 2.9824, 40.3393), "Image": (0.1320, 5.0924, 0.7941, 9.0437),
-        "Letter": (0.1121, 7.4088, 1.2560, 7.4375), "Magic": (1.7405, 3.8766, 2.8679, 3.3500),
-        "Parkinsons": (0.1238, 5.0471, 0.6702, 4.8760), "SkillCraft": (0.4231, 8.1569, 0.5576, 8.1096),
-        "Statlog": (0.1972, 3.0588, 0.3315, 7.9980), "Steel": (0.6943, 11.0396, 1.8015, 10.7653),
-        "Taiwan Credit": (1.1516, 10.5136, 1.3362, 10.4478), "Wine Quality": (0.1125, 4.1491, 0.1705, 5.8999),
+        "Default Credit": (0.9457, 9.9072, 1.5821, 9.9049),
+        "Biodeg": (9.4093, 23.1555, 14.2587, 23.8227),
+        "E. Coli": (0.5678, 1.4804, 0.9191, 2.0840),
+        "Energy": (0.0094, 0.2295, 0.0153, 0.2273),
+        "German Credit": (1.6265, 40.1512, 2.9824, 40.3393),
+        "Image": (0.1320, 5.0924, 0.7941, 9.0437),
+        "Letter": (0.1121, 7.4088, 1.2560, 7.4375),
+        "Magic": (1.7405, 3.8766, 2.8679, 3.3500),
+        "Parkinsons": (0.1238, 5.0471, 0.6702, 4.8760),
+        "SkillCraft": (0.4231, 8.1569, 0.5576, 8.1096),
+        "Statlog": (0.1972, 3.0588, 0.3315, 7.9980),
+        "Steel": (0.6943, 11.0396, 1.8015, 10.7653),
+        "Taiwan Credit": (1.1516, 10.5136, 1.3362, 10.4478),
+        "Wine Quality": (0.1125, 4.1491, 0.1705, 5.8999),
     },
 }
 
@@ -96,20 +110,36 @@ def run_dataset(name: str, n_splits: int) -> tuple[pd.DataFrame, dict]:
     """One pass for the cell moments, then the whole protocol on the driver."""
     frame = load_dro_dataset(name)
     started = time.perf_counter()
-    cells = compute_moments(frame, sensitive_feature="s", features=features_of(frame),
-                            cells=HashCells(("id",), n_cells=10, seed=0))
+    cells = compute_moments(
+        frame, sensitive_feature="s", features=features_of(frame), cells=HashCells(("id",), n_cells=10, seed=0)
+    )
     pass_seconds = time.perf_counter() - started
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         methods = {m: {**PAPER_GRIDS[m], **DRO_PAPER} if m == "dro" else None for m in METHODS}
-        evaluation = evaluate(cells, N_COMPONENTS, methods, n_splits=n_splits,
-                              train_fraction=0.3, n_folds=3, center="global", standardize=True, random_state=0)
+        evaluation = evaluate(
+            cells,
+            N_COMPONENTS,
+            methods,
+            n_splits=n_splits,
+            train_fraction=0.3,
+            n_folds=3,
+            center="global",
+            standardize=True,
+            random_state=0,
+        )
     table = evaluation.table()
     table.insert(0, "dataset", name)
-    info = {"rows": len(frame), "features": len(features_of(frame)), "pass_seconds": pass_seconds,
-            "seconds": evaluation.seconds, "fits": int(table["fits"].sum()),
-            "per_method_seconds": table.groupby("method")["seconds"].sum().to_dict(),
-            "warnings": len(caught), "dro_params": table[table["method"] == "dro"]["params"].value_counts().to_dict()}
+    info = {
+        "rows": len(frame),
+        "features": len(features_of(frame)),
+        "pass_seconds": pass_seconds,
+        "seconds": evaluation.seconds,
+        "fits": int(table["fits"].sum()),
+        "per_method_seconds": table.groupby("method")["seconds"].sum().to_dict(),
+        "warnings": len(caught),
+        "dro_params": table[table["method"] == "dro"]["params"].value_counts().to_dict(),
+    }
     return table, info
 
 
@@ -121,9 +151,11 @@ def _mean(table: pd.DataFrame, name: str, method: str, column: str) -> float:
 def results_table(table: pd.DataFrame, names: list[str], side: str) -> list[str]:
     """The paper's layout: ours (dro, samadi-mw, fair-eig, pca, mm) beside the paper's RFPCA and
     FairPCA; bold = our lowest per dataset and criterion among the fair methods and PCA."""
-    head = ("| dataset | dro ABDiff | dro ABDiff (own means) | dro ARE | samadi-mw ABDiff | samadi-mw ARE | "
-            "fair-eig ABDiff | fair-eig ARE | pca ABDiff | pca ARE | mm ABDiff | mm ARE | "
-            "paper RFPCA ABDiff | paper RFPCA ARE | paper FairPCA ABDiff | paper FairPCA ARE |")
+    head = (
+        "| dataset | dro ABDiff | dro ABDiff (own means) | dro ARE | samadi-mw ABDiff | samadi-mw ARE | "
+        "fair-eig ABDiff | fair-eig ARE | pca ABDiff | pca ARE | mm ABDiff | mm ARE | "
+        "paper RFPCA ABDiff | paper RFPCA ARE | paper FairPCA ABDiff | paper FairPCA ARE |"
+    )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name in names:
         values = {m: (_mean(table, name, m, f"{side}_abdiff"), _mean(table, name, m, f"{side}_are")) for m in METHODS}
@@ -135,9 +167,21 @@ def results_table(table: pd.DataFrame, names: list[str], side: str) -> list[str]
 
         own = _mean(table, name, "dro", f"{side}_abdiff_within")
         paper = PAPER[side][name]
-        row = [name, cell("dro", 0), f"{own:.4f}", cell("dro", 1), cell("samadi-mw", 0), cell("samadi-mw", 1),
-               cell("fair-eig", 0), cell("fair-eig", 1), cell("pca", 0), cell("pca", 1), cell("mm", 0), cell("mm", 1),
-               *(f"{v:.4f}" for v in paper)]
+        row = [
+            name,
+            cell("dro", 0),
+            f"{own:.4f}",
+            cell("dro", 1),
+            cell("samadi-mw", 0),
+            cell("samadi-mw", 1),
+            cell("fair-eig", 0),
+            cell("fair-eig", 1),
+            cell("pca", 0),
+            cell("pca", 1),
+            cell("mm", 0),
+            cell("mm", 1),
+            *(f"{v:.4f}" for v in paper),
+        ]
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -162,7 +206,8 @@ def comparison(table: pd.DataFrame, names: list[str]) -> list[str]:
             f"convention) vs the paper's, median {np.median(gap):+.1%} [quartiles {np.percentile(gap, 25):+.1%} … "
             f"{np.percentile(gap, 75):+.1%}]. dro's ABDiff is below samadi-mw's on {count('dro', 'samadi-mw')} of "
             f"{len(shared)} (paper: RFPCA below FairPCA on {paper_wins}), below PCA's on {count('dro', 'pca')}, and "
-            f"the lowest of our five methods on {lowest}.")
+            f"the lowest of our five methods on {lowest}."
+        )
     return lines
 
 
@@ -178,11 +223,20 @@ def pareto(runs: int) -> pd.DataFrame:
         for seed in range(runs):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                model = fit_projection(moments, N_COMPONENTS, method=method, center="global", standardize=True,
-                                       random_state=seed, **params)
+                model = fit_projection(
+                    moments, N_COMPONENTS, method=method, center="global", standardize=True, random_state=seed, **params
+                )
             score = score_projection(model, moments, moments)
-            rows.append({"method": method, **params, "seed": seed, "abdiff": score.abdiff, "are": score.are,
-                         "abdiff_own_means": score.abdiff_within})
+            rows.append(
+                {
+                    "method": method,
+                    **params,
+                    "seed": seed,
+                    "abdiff": score.abdiff,
+                    "are": score.are,
+                    "abdiff_own_means": score.abdiff_within,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -192,12 +246,15 @@ def plot_pareto(points: pd.DataFrame, path: Path) -> None:
     dro = mean[mean["method"] == "dro"]
     for i, alpha in enumerate(sorted(dro["alpha"].unique())):
         part = dro[dro["alpha"] == alpha].sort_values("lam")
-        axes.plot(part["are"], part["abdiff"], "o-", color=f"C{i}", markersize=4, label=f"dro α = {alpha:g} (λ 0 → 2.5)")
+        axes.plot(
+            part["are"], part["abdiff"], "o-", color=f"C{i}", markersize=4, label=f"dro α = {alpha:g} (λ 0 → 2.5)"
+        )
     for j, method in enumerate(m for m in METHODS if m != "dro"):
         row = mean[mean["method"] == method].iloc[0]
         hollow = {"markersize": 15, "markerfacecolor": "none"} if method == "samadi-mw" else {"markersize": 9}
-        axes.plot(row["are"], row["abdiff"], "*^sD"[j], color="black" if j == 0 else f"C{3 + j}", label=method,
-                  **hollow)  # samadi-mw and fair-eig reach the same optimum: the hollow marker shows both
+        axes.plot(
+            row["are"], row["abdiff"], "*^sD"[j], color="black" if j == 0 else f"C{3 + j}", label=method, **hollow
+        )  # samadi-mw and fair-eig reach the same optimum: the hollow marker shows both
     axes.set_xlabel("ARE (average reconstruction error)")
     axes.set_ylabel("ABDiff (|L_0 − L_1|)")
     axes.set_title("Default Credit, r = 3: ABDiff vs ARE over the grid (paper Fig. 2)")
@@ -221,8 +278,11 @@ def main() -> None:
             table, info = run_dataset(name, args.splits)
             tables.append(table)
             infos[name] = info
-            print(f"{name}: {info['rows']} rows x {info['features']}, pass {info['pass_seconds']:.2f} s, "
-                  f"{info['fits']} fits in {info['seconds']:.1f} s", flush=True)
+            print(
+                f"{name}: {info['rows']} rows x {info['features']}, pass {info['pass_seconds']:.2f} s, "
+                f"{info['fits']} fits in {info['seconds']:.1f} s",
+                flush=True,
+            )
         points = pareto(args.pareto_runs)
     table = pd.concat(tables, ignore_index=True)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -232,8 +292,9 @@ def main() -> None:
     write_markdown(table, infos, points, args, load_start)
 
 
-def write_markdown(table: pd.DataFrame, infos: dict, points: pd.DataFrame, args: argparse.Namespace,
-                   load_start: float) -> None:
+def write_markdown(
+    table: pd.DataFrame, infos: dict, points: pd.DataFrame, args: argparse.Namespace, load_start: float
+) -> None:
     names = list(infos)
     total = sum(i["seconds"] for i in infos.values())
     lines = [
@@ -243,9 +304,9 @@ def write_markdown(table: pd.DataFrame, infos: dict, points: pd.DataFrame, args:
         f"--blas-threads {args.blas_threads}` ({provenance(MEASURED)}); load average {load_start:.2f} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end.",
         "",
-        f"r = {N_COMPONENTS}; rows hashed into 10 cells (`HashCells((\"id\",), 10)`, one pass per dataset); "
+        f'r = {N_COMPONENTS}; rows hashed into 10 cells (`HashCells(("id",), 10)`, one pass per dataset); '
         f"{args.splits} splits of 3 training / 7 test cells; 3-fold CV (one cell per fold) of dro's 18-point grid "
-        "minimising ABDiff + ARE; `center=\"global\"`, `standardize=True` (per fit, training statistics, ddof 0). "
+        'minimising ABDiff + ARE; `center="global"`, `standardize=True` (per fit, training statistics, ddof 0). '
         "Mean over splits. **Bold**: lowest of our five methods.",
         "",
         "## Out of sample (paper Table 1)",
@@ -262,7 +323,7 @@ def write_markdown(table: pd.DataFrame, infos: dict, points: pd.DataFrame, args:
         "- Why the numbers are not the paper's: (1) splits are unions of 10 hash cells of the row number, "
         "not the authors' per-group stratified row splits with their seeds; each CV fold is one cell (10 % of "
         "the rows) where theirs is a third of the training rows, so the CV choice is noisier; (2) our ABDiff is "
-        "taken about the centre the model uses (the training mean, `center=\"global\"`), which includes each "
+        'taken about the centre the model uses (the training mean, `center="global"`), which includes each '
         "group's mean offset; the authors' code computes it about each group's own mean: the `own means` "
         "column is that number; ARE is the same convention as theirs (training mean and scale); (3) our "
         "samadi-mw is Samadi et al.'s min-max *loss* optimum, certified and LP-rounded (fair-eig gives the same "
@@ -287,9 +348,11 @@ def write_markdown(table: pd.DataFrame, infos: dict, points: pd.DataFrame, args:
     for name, info in infos.items():
         other = sum(v for m, v in info["per_method_seconds"].items() if m != "dro")
         chosen = ", ".join(f"{p}: {n}" for p, n in info["dro_params"].items())
-        lines.append(f"| {name} | {info['rows']} | {info['features']} | {info['pass_seconds']:.2f} | "
-                     f"{info['seconds']:.1f} | {info['fits']} | {info['per_method_seconds']['dro']:.1f} | "
-                     f"{other:.2f} | {chosen} |")
+        lines.append(
+            f"| {name} | {info['rows']} | {info['features']} | {info['pass_seconds']:.2f} | "
+            f"{info['seconds']:.1f} | {info['fits']} | {info['per_method_seconds']['dro']:.1f} | "
+            f"{other:.2f} | {chosen} |"
+        )
     mean = points.groupby(["method", "alpha", "lam"], dropna=False, sort=False)[["abdiff", "are"]].mean()
     lines += [
         "",
@@ -299,8 +362,11 @@ def write_markdown(table: pd.DataFrame, infos: dict, points: pd.DataFrame, args:
         "",
         "| method | α | λ | ABDiff | ARE |",
         "|---|---|---|---|---|",
-        *(f"| {m} | {'' if pd.isna(a) else f'{a:g}'} | {'' if pd.isna(lam) else f'{lam:g}'} | {row['abdiff']:.4f} | "
-          f"{row['are']:.4f} |" for (m, a, lam), row in mean.iterrows()),
+        *(
+            f"| {m} | {'' if pd.isna(a) else f'{a:g}'} | {'' if pd.isna(lam) else f'{lam:g}'} | {row['abdiff']:.4f} | "
+            f"{row['are']:.4f} |"
+            for (m, a, lam), row in mean.iterrows()
+        ),
     ]
     (RESULTS / "dro_table1.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 

@@ -56,13 +56,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
+from fantope_sdr import solve_fantope_sdr  # noqa: E402
+from provenance import provenance  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from fairpca_dist import GroupMoments, fit_projection  # noqa: E402
 from fairpca_dist.solvers.mm import group_matrices  # noqa: E402
-from fantope_sdr import solve_fantope_sdr  # noqa: E402
-from provenance import provenance  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -96,8 +95,9 @@ def working_matrices(moments: GroupMoments, preprocessing: dict, normalize: str)
     return group_matrices(working, "global", normalize)
 
 
-def paper_algorithm1(matrices: np.ndarray, r: int, bound: float, seed: int = 0, max_iter: int = 300,
-                     stop_gap: float = 1e-8) -> np.ndarray:
+def paper_algorithm1(
+    matrices: np.ndarray, r: int, bound: float, seed: int = 0, max_iter: int = 300, stop_gap: float = 1e-8
+) -> np.ndarray:
     """The paper's Algorithm 1 for two groups, written here independently of the library, from a
     random orthonormal start (the paper's): A_k = R_kU, c_k = −tr(UᵀA_k); μ* = argmin over
     m ∈ [0, 1] of 2‖mA_1 + (1 − m)A_2‖_* + m c_1 + (1 − m) c_2 (convex; bounded Brent, the paper's
@@ -115,10 +115,13 @@ def paper_algorithm1(matrices: np.ndarray, r: int, bound: float, seed: int = 0, 
         c = -np.einsum("pr,kpr->k", u, a)
 
         def dual(m: float) -> float:
-            return 2.0 * float(np.linalg.svd(m * a[0] + (1 - m) * a[1], compute_uv=False).sum()) + m * c[0] + (1 - m) * c[1]
+            return (
+                2.0 * float(np.linalg.svd(m * a[0] + (1 - m) * a[1], compute_uv=False).sum())
+                + m * c[0]
+                + (1 - m) * c[1]
+            )
 
-        m = scipy.optimize.minimize_scalar(dual, bounds=(0.0, 1.0), method="bounded",
-                                           options={"xatol": 1e-12}).x
+        m = scipy.optimize.minimize_scalar(dual, bounds=(0.0, 1.0), method="bounded", options={"xatol": 1e-12}).x
         left, _, right = np.linalg.svd(m * a[0] + (1 - m) * a[1], full_matrices=False)
         u = left @ right
         history.append(float(np.einsum("pr,kpq,qr->k", u, scaled, u).min()))
@@ -140,8 +143,9 @@ def run(dataset: str, repeats: int, max_r: int, threads: int) -> tuple[pd.DataFr
             for _ in range(repeats):
                 with threadpool_limits(limits=threads, user_api="blas"):
                     started = time.perf_counter()
-                    result = fit_projection(moments, r, method="mm", center="global", normalize=normalize,
-                                            random_state=0, **preprocessing)
+                    result = fit_projection(
+                        moments, r, method="mm", center="global", normalize=normalize, random_state=0, **preprocessing
+                    )
                     seconds.append(time.perf_counter() - started)
             assert result is not None
             cert = result.certificate
@@ -151,14 +155,22 @@ def run(dataset: str, repeats: int, max_r: int, threads: int) -> tuple[pd.DataFr
             v = pca_basis[:, :r]
             pca_value = float(np.einsum("pr,kpq,qr->k", v, matrices, v).min())
             row = {
-                "dataset": dataset, "normalize": normalize, "r": r, "value": value,
-                "sdr_upper_bound": cert["upper_bound"], "sdr_lower": cert["sdr_lower"],
+                "dataset": dataset,
+                "normalize": normalize,
+                "r": r,
+                "value": value,
+                "sdr_upper_bound": cert["upper_bound"],
+                "sdr_lower": cert["sdr_lower"],
                 "relative_gap": (cert["upper_bound"] - value) / abs(cert["upper_bound"]),
-                "n_iter": result.n_iter, "converged": bool(result.converged),
-                "restarts_run": cert.get("restarts_run", np.nan), "inner_gap": cert.get("inner_gap", np.nan),
+                "n_iter": result.n_iter,
+                "converged": bool(result.converged),
+                "restarts_run": cert.get("restarts_run", np.nan),
+                "inner_gap": cert.get("inner_gap", np.nan),
                 "group_values": "; ".join(f"{g}: {x:.8g}" for g, x in zip(result.group_labels, groups)),
-                "pca_value": pca_value, "seconds_median": float(np.median(seconds)),
-                "seconds_min": float(np.min(seconds)), "seconds_max": float(np.max(seconds)),
+                "pca_value": pca_value,
+                "seconds_median": float(np.median(seconds)),
+                "seconds_min": float(np.min(seconds)),
+                "seconds_max": float(np.max(seconds)),
                 "seconds_all": " ".join(f"{s:.3f}" for s in seconds),
             }
             if dataset == "credit":
@@ -176,14 +188,23 @@ def run(dataset: str, repeats: int, max_r: int, threads: int) -> tuple[pd.DataFr
             row["paper_alg1_iters_to_1e-5"] = int(np.argmax(gaps <= 1e-5)) if (gaps <= 1e-5).any() else -1
             row["paper_alg1_final_gap"] = float(gaps[-1])
             histories[("paper", normalize, r)] = trace
-            print(f"{dataset} {normalize} r={r}: value {value:.8g}, bound {cert['upper_bound']:.8g}, "
-                  f"gap {row['relative_gap']:.1e}, {result.n_iter} it, {row['seconds_median']:.2f} s "
-                  f"[{row['seconds_all']}]", flush=True)
+            print(
+                f"{dataset} {normalize} r={r}: value {value:.8g}, bound {cert['upper_bound']:.8g}, "
+                f"gap {row['relative_gap']:.1e}, {result.n_iter} it, {row['seconds_median']:.2f} s "
+                f"[{row['seconds_all']}]",
+                flush=True,
+            )
     table = pd.DataFrame(rows)
     # Does the normalisation change the answer? (Not when one group's own top-r subspace is optimal.)
-    distance = {r: float(np.linalg.norm(components[("sum", r)] @ components[("sum", r)].T
-                                        - components[("mean", r)] @ components[("mean", r)].T, 2))
-                for r in range(1, max_r + 1)}
+    distance = {
+        r: float(
+            np.linalg.norm(
+                components[("sum", r)] @ components[("sum", r)].T - components[("mean", r)] @ components[("mean", r)].T,
+                2,
+            )
+        )
+        for r in range(1, max_r + 1)
+    }
     table["subspace_distance_sum_vs_mean"] = table["r"].map(distance)
     return table, histories
 
@@ -199,22 +220,30 @@ def blas_check(dataset: str, r: int, normalize: str, repeats: int) -> str:
         for threads in (1, 2):
             with threadpool_limits(limits=threads, user_api="blas"):
                 started = time.perf_counter()
-                fit_projection(moments, r, method="mm", center="global", normalize=normalize, random_state=0,
-                               **preprocessing)
+                fit_projection(
+                    moments, r, method="mm", center="global", normalize=normalize, random_state=0, **preprocessing
+                )
                 fits[threads].append(time.perf_counter() - started)
                 started = time.perf_counter()
                 np.linalg.eigvalsh(matrix)
                 eig[threads].append(time.perf_counter() - started)
     fmt = lambda v: f"{np.median(v):.2f} [{min(v):.2f}–{max(v):.2f}] (all: {' '.join(f'{x:.2f}' for x in v)})"  # noqa: E731
-    return "\n".join([
-        f"### BLAS threads: one fit (r = {r}, normalize = \"{normalize}\") and one `eigvalsh` of a "
-        f"{matrix.shape[0]} × {matrix.shape[0]} R_k, 1 vs 2 OpenBLAS threads, {repeats} interleaved rounds "
-        f"(load average now {os.getloadavg()[0]:.2f})", "",
-        "| BLAS threads | fit s, median [min–max] | eigvalsh s |", "|---|---|---|",
-        f"| 1 | {fmt(fits[1])} | {fmt(eig[1])} |", f"| 2 | {fmt(fits[2])} | {fmt(eig[2])} |", "",
-        "2 threads are faster while the VM's other core is idle; when another process keeps it busy, 2-thread "
-        "OpenBLAS LAPACK calls become erratic (measured while writing this script: one 1764 × 1764 `eigvalsh` "
-        "3–26 s at 2 threads vs 1.2 s at 1 thread), so the timings above use the thread count in the header."])
+    return "\n".join(
+        [
+            f'### BLAS threads: one fit (r = {r}, normalize = "{normalize}") and one `eigvalsh` of a '
+            f"{matrix.shape[0]} × {matrix.shape[0]} R_k, 1 vs 2 OpenBLAS threads, {repeats} interleaved rounds "
+            f"(load average now {os.getloadavg()[0]:.2f})",
+            "",
+            "| BLAS threads | fit s, median [min–max] | eigvalsh s |",
+            "|---|---|---|",
+            f"| 1 | {fmt(fits[1])} | {fmt(eig[1])} |",
+            f"| 2 | {fmt(fits[2])} | {fmt(eig[2])} |",
+            "",
+            "2 threads are faster while the VM's other core is idle; when another process keeps it busy, 2-thread "
+            "OpenBLAS LAPACK calls become erratic (measured while writing this script: one 1764 × 1764 `eigvalsh` "
+            "3–26 s at 2 threads vs 1.2 s at 1 thread), so the timings above use the thread count in the header.",
+        ]
+    )
 
 
 def profile_fit(dataset: str, r: int, normalize: str, threads: int) -> str:
@@ -224,8 +253,7 @@ def profile_fit(dataset: str, r: int, normalize: str, threads: int) -> str:
     with threadpool_limits(limits=threads, user_api="blas"):
         started = time.perf_counter()
         profiler.enable()
-        fit_projection(moments, r, method="mm", center="global", normalize=normalize, random_state=0,
-                       **preprocessing)
+        fit_projection(moments, r, method="mm", center="global", normalize=normalize, random_state=0, **preprocessing)
         profiler.disable()
         total = time.perf_counter() - started
     stats = pstats.Stats(profiler)
@@ -234,7 +262,7 @@ def profile_fit(dataset: str, r: int, normalize: str, threads: int) -> str:
         ("solvers/mm.py", "sdr_bound"): "`sdr_bound`: SDR certificate (cutting planes, a top-r eigensolve per step)",
         ("solvers/mm.py", "_restarts"): "`_restarts`/`_ascend`: the MM iterations themselves",
         ("solvers/result.py", "make_projection"): "`make_projection`: diagnostics (per-group losses need "
-                                                   "every group's best rank-r variance)",
+        "every group's best rank-r variance)",
         ("solvers/mm.py", "group_matrices"): "`group_matrices`: R_k from the moments",
         ("moments.py", "rescaled"): "`GroupMoments.rescaled`",
     }
@@ -243,19 +271,34 @@ def profile_fit(dataset: str, r: int, normalize: str, threads: int) -> str:
         for (suffix, function), label in pieces.items():
             if filename.endswith(suffix) and name == function:
                 found[label] = found.get(label, 0.0) + cumulative
-    eig = sum(ct for (f, _, n), (_, _, tt, ct, _) in stats.stats.items()  # type: ignore[attr-defined]
-              if n in ("eigvalsh", "eigh") and ("linalg" in f))
+    eig = sum(
+        ct
+        for (f, _, n), (_, _, tt, ct, _) in stats.stats.items()  # type: ignore[attr-defined]
+        if n in ("eigvalsh", "eigh") and ("linalg" in f)
+    )
     buffer = io.StringIO()
     pstats.Stats(profiler, stream=buffer).sort_stats("cumulative").print_stats(18)
-    top = "\n".join(line for line in buffer.getvalue().splitlines()
-                    if line.strip() and not line.startswith(("   Ordered", "   List")))
-    lines = [f"### Profile: one LFW fit, r = {r}, normalize = \"{normalize}\", {threads} BLAS thread(s) "
-             f"(cProfile, {total:.2f} s wall)", "",
-             "| piece | cumulative s | share |", "|---|---|---|"]
+    top = "\n".join(
+        line
+        for line in buffer.getvalue().splitlines()
+        if line.strip() and not line.startswith(("   Ordered", "   List"))
+    )
+    lines = [
+        f'### Profile: one LFW fit, r = {r}, normalize = "{normalize}", {threads} BLAS thread(s) '
+        f"(cProfile, {total:.2f} s wall)",
+        "",
+        "| piece | cumulative s | share |",
+        "|---|---|---|",
+    ]
     for label, seconds in sorted(found.items(), key=lambda item: -item[1]):
         lines.append(f"| {label} | {seconds:.2f} | {seconds / total:.0%} |")
-    lines += [f"| all numpy/scipy symmetric eigensolvers (`eigvalsh`, `eigh`) together | {eig:.2f} | "
-              f"{eig / total:.0%} |", "", "```", top[:6000], "```"]
+    lines += [
+        f"| all numpy/scipy symmetric eigensolvers (`eigvalsh`, `eigh`) together | {eig:.2f} | {eig / total:.0%} |",
+        "",
+        "```",
+        top[:6000],
+        "```",
+    ]
     return "\n".join(lines)
 
 
@@ -267,8 +310,10 @@ def plot_iterations(table: pd.DataFrame, histories: dict, dataset: str) -> None:
                 continue
             color = f"C{index}"
             bound = float(table[(table["normalize"] == normalize) & (table["r"] == r)]["sdr_upper_bound"].iloc[0])
-            for key, style, label in [(("paper", normalize, r), "-", f"r = {r}: paper's Alg. 1, random start"),
-                                      ((normalize, r), "o", f"r = {r}: library mm (its own start)")]:
+            for key, style, label in [
+                (("paper", normalize, r), "-", f"r = {r}: paper's Alg. 1, random start"),
+                ((normalize, r), "o", f"r = {r}: library mm (its own start)"),
+            ]:
                 history = histories[key]
                 steps = np.arange(len(history))
                 axes[0, column].plot(steps, history / bound, style, color=color, markersize=4, label=label)
@@ -276,7 +321,7 @@ def plot_iterations(table: pd.DataFrame, histories: dict, dataset: str) -> None:
                 axes[1, column].semilogy(steps, gap, style, color=color, markersize=4)
         axes[0, column].axhline(1.0, color="k", linestyle="--", linewidth=1, label="SDR bound")
         axes[0, column].set_ylabel("f(U_t) / SDR bound")
-        axes[0, column].set_title(f"{dataset}, normalize=\"{normalize}\"")
+        axes[0, column].set_title(f'{dataset}, normalize="{normalize}"')
         axes[1, column].axhline(1e-5, color="grey", linestyle=":", linewidth=1)
         axes[1, column].set_ylabel("(SDR − f(U_t)) / SDR  (floored at 1e-12)")
         axes[1, column].set_xlabel("MM iteration t")
@@ -299,13 +344,14 @@ def plot_vs_sdr(table: pd.DataFrame, dataset: str) -> None:
         ax.plot(part["r"], part["pca_value"], "s:", markersize=3, color="C2", label="PCA (pooled)")
         ax.set_xlabel("r")
         ax.set_ylabel("min_k tr(UᵀR_kU)")
-        ax.set_title(f"normalize=\"{normalize}\"")
+        ax.set_title(f'normalize="{normalize}"')
         ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         ax.legend(fontsize=7)
     for normalize, style in zip(NORMALIZE, ["o-", "s-"]):
         part = table[table["normalize"] == normalize]
-        axes[2].semilogy(part["r"], np.maximum(part["relative_gap"], 1e-12), style, markersize=4,
-                         label=f"normalize=\"{normalize}\"")
+        axes[2].semilogy(
+            part["r"], np.maximum(part["relative_gap"], 1e-12), style, markersize=4, label=f'normalize="{normalize}"'
+        )
     axes[2].set_xlabel("r")
     axes[2].set_ylabel("(SDR − f) / SDR")
     axes[2].set_title("relative gap to the SDR bound")
@@ -317,63 +363,94 @@ def plot_vs_sdr(table: pd.DataFrame, dataset: str) -> None:
     plt.close(fig)
 
 
-def summary(table: pd.DataFrame, dataset: str, repeats: int, prov: str, loads: tuple, profile: str,
-            threads: int) -> str:
+def summary(
+    table: pd.DataFrame, dataset: str, repeats: int, prov: str, loads: tuple, profile: str, threads: int
+) -> str:
     p = {"credit": 21, "lfw": 1764}[dataset]
-    lines = [f"# Babu et al. FPCA (mm) reproduction: {dataset}", "",
-             f"`.venv/bin/python benchmarks/reproduce_mm.py --dataset {dataset} --repeats {repeats} "
-             f"--blas-threads {threads}` "
-             f"({prov}); load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end "
-             f"(2 shared cores; every fit under threadpoolctl with {threads} BLAS thread(s); "
-             "times are wall times of `fit_projection`, "
-             f"{repeats} calls per r, median [min–max]). p = {p}, 2 groups, `center=\"global\"`, "
-             "`method=\"mm\"` defaults (tol 1e-5, its own start rule, `random_state=0`). "
-             f"Figures: `mm_{dataset}_iterations.png` (objective vs iteration), `mm_{dataset}_vs_sdr.png` "
-             f"(final objective vs SDR bound); every number: `mm_{dataset}.csv`.", ""]
+    lines = [
+        f"# Babu et al. FPCA (mm) reproduction: {dataset}",
+        "",
+        f"`.venv/bin/python benchmarks/reproduce_mm.py --dataset {dataset} --repeats {repeats} "
+        f"--blas-threads {threads}` "
+        f"({prov}); load average {loads[0]:.2f} at the start, {loads[1]:.2f} at the end "
+        f"(2 shared cores; every fit under threadpoolctl with {threads} BLAS thread(s); "
+        "times are wall times of `fit_projection`, "
+        f'{repeats} calls per r, median [min–max]). p = {p}, 2 groups, `center="global"`, '
+        '`method="mm"` defaults (tol 1e-5, its own start rule, `random_state=0`). '
+        f"Figures: `mm_{dataset}_iterations.png` (objective vs iteration), `mm_{dataset}_vs_sdr.png` "
+        f"(final objective vs SDR bound); every number: `mm_{dataset}.csv`.",
+        "",
+    ]
     for normalize in NORMALIZE:
         part = table[table["normalize"] == normalize]
         head = "| r | mm value | SDR bound | rel. gap | "
         if dataset == "credit":
             head += "SDR cvxpy/Clarabel | "
-        head += "f_k per group | PCA min-group | iters | seconds | paper Alg. 1 (random start): iters to 1e-5, final gap |"
-        lines += [f"## normalize=\"{normalize}\"" + (" (paper)" if normalize == "sum" else " (library default)"), "",
-                  head, "|" + "---|" * (head.count("|") - 1)]
+        head += (
+            "f_k per group | PCA min-group | iters | seconds | paper Alg. 1 (random start): iters to 1e-5, final gap |"
+        )
+        lines += [
+            f'## normalize="{normalize}"' + (" (paper)" if normalize == "sum" else " (library default)"),
+            "",
+            head,
+            "|" + "---|" * (head.count("|") - 1),
+        ]
         for _, row in part.iterrows():
-            cells = [str(int(row["r"])), f"{row['value']:.8g}", f"{row['sdr_upper_bound']:.8g}",
-                     f"{row['relative_gap']:.1e}"]
+            cells = [
+                str(int(row["r"])),
+                f"{row['value']:.8g}",
+                f"{row['sdr_upper_bound']:.8g}",
+                f"{row['relative_gap']:.1e}",
+            ]
             if dataset == "credit":
                 cells.append(f"{row['sdr_cvxpy']:.8g}")
-            cells += [row["group_values"], f"{row['pca_value']:.6g}", f"{int(row['n_iter'])}" + ("" if row["converged"] else " (max_iter)"),
-                      f"{row['seconds_median']:.3f} [{row['seconds_min']:.3f}–{row['seconds_max']:.3f}]",
-                      f"{int(row['paper_alg1_iters_to_1e-5']) if row['paper_alg1_iters_to_1e-5'] >= 0 else 'not in ' + str(int(row['paper_alg1_iters']))}, "
-                      f"{row['paper_alg1_final_gap']:.0e}"]
+            cells += [
+                row["group_values"],
+                f"{row['pca_value']:.6g}",
+                f"{int(row['n_iter'])}" + ("" if row["converged"] else " (max_iter)"),
+                f"{row['seconds_median']:.3f} [{row['seconds_min']:.3f}–{row['seconds_max']:.3f}]",
+                f"{int(row['paper_alg1_iters_to_1e-5']) if row['paper_alg1_iters_to_1e-5'] >= 0 else 'not in ' + str(int(row['paper_alg1_iters']))}, "
+                f"{row['paper_alg1_final_gap']:.0e}",
+            ]
             lines.append("| " + " | ".join(cells) + " |")
-        lines += ["", f"Largest relative gap to the SDR bound: {part['relative_gap'].max():.1e} "
-                      f"(r = {int(part.loc[part['relative_gap'].idxmax(), 'r'])}); all converged: "
-                      f"{bool(part['converged'].all())}; iterations {int(part['n_iter'].min())}–"
-                      f"{int(part['n_iter'].max())}; time per r median {part['seconds_median'].median():.3f} s, "
-                      f"max {part['seconds_median'].max():.3f} s.",
-                  f"The paper's Algorithm 1 (reimplemented in this script, random start, seed 0) reached 1e-5 of the "
-                  f"bound in {int(part['paper_alg1_iters_to_1e-5'].clip(lower=0).median())} iterations (median over r; "
-                  f"max {int(part['paper_alg1_iters_to_1e-5'].max())}; not within "
-                  f"{int(part['paper_alg1_iters'].max())} iterations for {int((part['paper_alg1_iters_to_1e-5'] < 0).sum())} r); "
-                  f"its final value vs the library's: max relative difference "
-                  f"{((part['paper_alg1_final_value'] - part['value']).abs() / part['value']).max():.1e}."]
+        lines += [
+            "",
+            f"Largest relative gap to the SDR bound: {part['relative_gap'].max():.1e} "
+            f"(r = {int(part.loc[part['relative_gap'].idxmax(), 'r'])}); all converged: "
+            f"{bool(part['converged'].all())}; iterations {int(part['n_iter'].min())}–"
+            f"{int(part['n_iter'].max())}; time per r median {part['seconds_median'].median():.3f} s, "
+            f"max {part['seconds_median'].max():.3f} s.",
+            f"The paper's Algorithm 1 (reimplemented in this script, random start, seed 0) reached 1e-5 of the "
+            f"bound in {int(part['paper_alg1_iters_to_1e-5'].clip(lower=0).median())} iterations (median over r; "
+            f"max {int(part['paper_alg1_iters_to_1e-5'].max())}; not within "
+            f"{int(part['paper_alg1_iters'].max())} iterations for {int((part['paper_alg1_iters_to_1e-5'] < 0).sum())} r); "
+            f"its final value vs the library's: max relative difference "
+            f"{((part['paper_alg1_final_value'] - part['value']).abs() / part['value']).max():.1e}.",
+        ]
         if dataset == "credit":
             diff = ((part["sdr_cvxpy"] - part["sdr_upper_bound"]).abs() / part["sdr_upper_bound"]).max()
             above = (part["value"] > part["sdr_cvxpy"] * (1 + 1e-6)).sum()
-            lines.append(f"Independent SDR (cvxpy + Clarabel) vs the library's cutting-plane bound: max relative "
-                         f"difference {diff:.1e}; mm values above the cvxpy SDR value (+1e-6 rel.): {above}.")
+            lines.append(
+                f"Independent SDR (cvxpy + Clarabel) vs the library's cutting-plane bound: max relative "
+                f"difference {diff:.1e}; mm values above the cvxpy SDR value (+1e-6 rel.): {above}."
+            )
         lines.append("")
     distance = table.groupby("r")["subspace_distance_sum_vs_mean"].first()
-    lines += [f"Subspace distance ‖P_sum − P_mean‖₂ between the two normalizations' solutions: max "
-              f"{distance.max():.1e} over r (r = {int(distance.idxmax())}); per r: "
-              + ", ".join(f"{r}: {d:.1e}" for r, d in distance.items()) + ".", ""]
+    lines += [
+        f"Subspace distance ‖P_sum − P_mean‖₂ between the two normalizations' solutions: max "
+        f"{distance.max():.1e} over r (r = {int(distance.idxmax())}); per r: "
+        + ", ".join(f"{r}: {d:.1e}" for r, d in distance.items())
+        + ".",
+        "",
+    ]
     if dataset == "lfw":
         worst = table["seconds_median"].max()
         verdict = "PASS" if worst <= LFW_TARGET_S else "FAIL"
-        lines += [f"**Target LFW ≤ {LFW_TARGET_S:g} s per r: {verdict}** (largest median {worst:.2f} s; "
-                  f"median over all r and both normalizations {table['seconds_median'].median():.2f} s).", ""]
+        lines += [
+            f"**Target LFW ≤ {LFW_TARGET_S:g} s per r: {verdict}** (largest median {worst:.2f} s; "
+            f"median over all r and both normalizations {table['seconds_median'].median():.2f} s).",
+            "",
+        ]
     if profile:
         lines += [profile, ""]
     return "\n".join(lines) + "\n"
@@ -384,20 +461,29 @@ def main() -> None:
     parser.add_argument("--dataset", choices=["credit", "lfw", "both"], default="both")
     parser.add_argument("--repeats", type=int, default=3, help="fit_projection calls per r (timing)")
     parser.add_argument("--max-r", type=int, default=None, help="override r range (smoke test)")
-    parser.add_argument("--profile", choices=["auto", "always", "never"], default="always",
-                        help="profile one LFW fit: always (default), when the target fails (auto), or never")
-    parser.add_argument("--blas-threads", type=int, default=1,
-                        help="BLAS threads for the timed fits (1: robust to other processes on this 2-core VM)")
+    parser.add_argument(
+        "--profile",
+        choices=["auto", "always", "never"],
+        default="always",
+        help="profile one LFW fit: always (default), when the target fails (auto), or never",
+    )
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads for the timed fits (1: robust to other processes on this 2-core VM)",
+    )
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     prov = provenance(MEASURED)
-    for dataset in (["credit", "lfw"] if args.dataset == "both" else [args.dataset]):
+    for dataset in ["credit", "lfw"] if args.dataset == "both" else [args.dataset]:
         load_start = os.getloadavg()[0]
         table, histories = run(dataset, args.repeats, args.max_r or MAX_R[dataset], args.blas_threads)
         load_end = os.getloadavg()[0]
         profile = ""
-        if dataset == "lfw" and (args.profile == "always" or
-                                 (args.profile == "auto" and table["seconds_median"].max() > LFW_TARGET_S)):
+        if dataset == "lfw" and (
+            args.profile == "always" or (args.profile == "auto" and table["seconds_median"].max() > LFW_TARGET_S)
+        ):
             r_profile = min(5, int(table["r"].max()))
             profile = profile_fit("lfw", r_profile, "mean", args.blas_threads)
             profile += "\n\n" + blas_check("lfw", r_profile, "mean", args.repeats)

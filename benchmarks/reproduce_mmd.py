@@ -84,8 +84,14 @@ EXACT_TRAIN_MAX = 10000  # exact train MMD² for every method below this many tr
 MMD_EXACT_MAX = 1000  # mmd fits on more training rows use estimator="sample" (see the docstring)
 MMD_SAMPLE_ROWS = 500  # rows per group of that sample
 FPCA_TOLERANCE = {"Adult": 1e-5}  # olfat-sdp's SCS eps where the library's 1e-7 takes up to 40 min per fit
-MEASURED = ["fairpca_dist/solvers/mmd.py", "fairpca_dist/solvers/olfat.py", "fairpca_dist/engine/kernels.py",
-            "fairpca_dist/assessment/metrics.py", "benchmarks/datasets_mmd.py", "benchmarks/reproduce_mmd.py"]
+MEASURED = [
+    "fairpca_dist/solvers/mmd.py",
+    "fairpca_dist/solvers/olfat.py",
+    "fairpca_dist/engine/kernels.py",
+    "fairpca_dist/assessment/metrics.py",
+    "benchmarks/datasets_mmd.py",
+    "benchmarks/reproduce_mmd.py",
+]
 
 # Table 1 verbatim (spec §4.5): (dataset, d, row) -> ((%VAR, sd), (%ACC, sd), (MMD², sd), (Δ_DP, sd)).
 _T = {
@@ -145,13 +151,18 @@ def explained(x: np.ndarray, v: np.ndarray) -> float:
     return 100.0 * float(np.sum((c @ v) ** 2) / np.sum(c**2))
 
 
-def downstream(ztr: np.ndarray, ytr: np.ndarray, zte: np.ndarray, yte: np.ndarray, ate: np.ndarray,
-               max_rows: int | None, seed: int) -> tuple[float, float, int, float]:
+def downstream(
+    ztr: np.ndarray, ytr: np.ndarray, zte: np.ndarray, yte: np.ndarray, ate: np.ndarray, max_rows: int | None, seed: int
+) -> tuple[float, float, int, float]:
     """RBF SVM (fitcsvm defaults) trained on train, scored on test: (%ACC, Δ_DP, rows, seconds)."""
     if max_rows is not None and len(ytr) > max_rows:
         rng = np.random.default_rng(seed)
-        keep = np.concatenate([rng.choice(np.flatnonzero(ytr == c), size=round(max_rows * np.mean(ytr == c)),
-                                          replace=False) for c in (0, 1)])
+        keep = np.concatenate(
+            [
+                rng.choice(np.flatnonzero(ytr == c), size=round(max_rows * np.mean(ytr == c)), replace=False)
+                for c in (0, 1)
+            ]
+        )
         ztr, ytr = ztr[keep], ytr[keep]
     started = time.perf_counter()
     clf = SVC(kernel="rbf", C=1.0, gamma=1.0).fit(ztr, ytr)
@@ -171,8 +182,9 @@ def finished_splits(table: pd.DataFrame, dims: tuple[int, ...]) -> set[tuple[str
     return {(name, int(seed)) for (name, seed), size in sizes.items() if size == expected}
 
 
-def run_split(name: str, x: np.ndarray, y: np.ndarray, a: np.ndarray, seed: int, args: argparse.Namespace,
-              dims: tuple[int, ...]) -> list[dict]:
+def run_split(
+    name: str, x: np.ndarray, y: np.ndarray, a: np.ndarray, seed: int, args: argparse.Namespace, dims: tuple[int, ...]
+) -> list[dict]:
     tr, te = split_indices(len(x), seed)
     xtr, xte = standardise(x[tr], x[te])
     ytr, yte, atr, ate = y[tr], y[te], a[tr], a[te]
@@ -206,8 +218,15 @@ def run_split(name: str, x: np.ndarray, y: np.ndarray, a: np.ndarray, seed: int,
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 started = time.perf_counter()
-                fit = fit_projection(mtr, d, method=method, standardize=False, random_state=seed,
-                                     passes=ptr if method == "mmd" else None, **options)
+                fit = fit_projection(
+                    mtr,
+                    d,
+                    method=method,
+                    standardize=False,
+                    random_state=seed,
+                    passes=ptr if method == "mmd" else None,
+                    **options,
+                )
                 fit_seconds = time.perf_counter() - started
             v = fit.components
             mmd_test = float(metrics.mmd2_rbf(mte, pte, v, sigma)[0, 1])
@@ -215,30 +234,52 @@ def run_split(name: str, x: np.ndarray, y: np.ndarray, a: np.ndarray, seed: int,
                 mmd_train = float(metrics.mmd2_rbf(mtr, ptr, v, sigma)[0, 1])
             else:
                 mmd_train = float("nan")
-            acc, ddp, svm_rows, svm_seconds = downstream(xtr @ v, ytr, xte @ v, yte, ate,
-                                                         SVM_ROWS if big else None, seed)
+            acc, ddp, svm_rows, svm_seconds = downstream(
+                xtr @ v, ytr, xte @ v, yte, ate, SVM_ROWS if big else None, seed
+            )
             cert = fit.certificate or {}
             row = {
-                "dataset": name, "split": seed, "d": d, "row": label, "method": method,
-                "n_train": len(xtr), "n_test": len(xte), "p": x.shape[1], "sigma": sigma,
-                "var_test": explained(xte, v), "var_train": explained(xtr, v),
-                "mmd2_test": mmd_test, "mmd2_train": mmd_train,
-                "acc_test": acc, "ddp_test": ddp, "svm_rows": svm_rows, "svm_seconds": svm_seconds,
-                "fit_seconds": fit_seconds, "status": fit.status,
-                "n_iter": fit.n_iter, "warnings": "; ".join(sorted({type(w.message).__name__ for w in caught})),
-                "delta": options.get("delta", np.nan), "mu": options.get("mu", np.nan),
-                "tau": options.get("tau", np.nan), "estimator": options.get("estimator", ""),
+                "dataset": name,
+                "split": seed,
+                "d": d,
+                "row": label,
+                "method": method,
+                "n_train": len(xtr),
+                "n_test": len(xte),
+                "p": x.shape[1],
+                "sigma": sigma,
+                "var_test": explained(xte, v),
+                "var_train": explained(xtr, v),
+                "mmd2_test": mmd_test,
+                "mmd2_train": mmd_train,
+                "acc_test": acc,
+                "ddp_test": ddp,
+                "svm_rows": svm_rows,
+                "svm_seconds": svm_seconds,
+                "fit_seconds": fit_seconds,
+                "status": fit.status,
+                "n_iter": fit.n_iter,
+                "warnings": "; ".join(sorted({type(w.message).__name__ for w in caught})),
+                "delta": options.get("delta", np.nan),
+                "mu": options.get("mu", np.nan),
+                "tau": options.get("tau", np.nan),
+                "estimator": options.get("estimator", ""),
                 "fpca_tolerance": options.get("tolerance", np.nan),
                 "sample_rows": options.get("sample_rows", np.nan),
-                "cert_mmd2": cert.get("mmd2", np.nan), "cert_sigma": cert.get("sigma", np.nan),
+                "cert_mmd2": cert.get("mmd2", np.nan),
+                "cert_sigma": cert.get("sigma", np.nan),
                 "cert_n_evaluations": cert.get("n_evaluations", np.nan),
-                "cert_null_bias_floor": cert.get("null_bias_floor", np.nan), "cert_rho": cert.get("rho", np.nan),
+                "cert_null_bias_floor": cert.get("null_bias_floor", np.nan),
+                "cert_rho": cert.get("rho", np.nan),
                 "cert_leaked_trace": cert.get("leaked_trace", np.nan),
             }
             rows.append(row)
-            print(f"{name} split {seed} d={d} {label:18s} var {row['var_test']:6.2f} acc {acc:6.2f} "
-                  f"mmd2 {mmd_test:.4f} (train {mmd_train:.4f}) ddp {ddp:.3f} {fit.status} "
-                  f"{fit_seconds:.1f}s (svm {svm_seconds:.1f}s)", flush=True)
+            print(
+                f"{name} split {seed} d={d} {label:18s} var {row['var_test']:6.2f} acc {acc:6.2f} "
+                f"mmd2 {mmd_test:.4f} (train {mmd_train:.4f}) ddp {ddp:.3f} {fit.status} "
+                f"{fit_seconds:.1f}s (svm {svm_seconds:.1f}s)",
+                flush=True,
+            )
     return rows
 
 
@@ -263,11 +304,14 @@ def summary_tables(table: pd.DataFrame, names: list[str]) -> list[str]:
             if sub.empty:
                 continue
             n = sub["split"].nunique()
-            lines += [f"### {name}, d = {d} ({n} splits; n_train {int(sub['n_train'].iloc[0])}, "
-                      f"n_test {int(sub['n_test'].iloc[0])}, p {int(sub['p'].iloc[0])})", "",
-                      "| alg | %VAR ours | %VAR paper | %ACC ours | %ACC paper | MMD² ours | MMD² paper | "
-                      "Δ_DP ours | Δ_DP paper | MMD² train | improper | fit s |",
-                      "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            lines += [
+                f"### {name}, d = {d} ({n} splits; n_train {int(sub['n_train'].iloc[0])}, "
+                f"n_test {int(sub['n_test'].iloc[0])}, p {int(sub['p'].iloc[0])})",
+                "",
+                "| alg | %VAR ours | %VAR paper | %ACC ours | %ACC paper | MMD² ours | MMD² paper | "
+                "Δ_DP ours | Δ_DP paper | MMD² train | improper | fit s |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|",
+            ]
             for label, method, _ in method_rows(d):
                 r = sub[sub["row"] == label]
                 if r.empty:
@@ -276,16 +320,19 @@ def summary_tables(table: pd.DataFrame, names: list[str]) -> list[str]:
                 cells = [label]
                 for i, key in enumerate(METRICS):
                     cells.append(_ms(r[COLUMNS[key]], key))
-                    cells.append(f"{FORMAT[key].format(paper[i][0])} ± {FORMAT[key].format(paper[i][1])}"
-                                 if paper else "")
+                    cells.append(
+                        f"{FORMAT[key].format(paper[i][0])} ± {FORMAT[key].format(paper[i][1])}" if paper else ""
+                    )
                 train = r["mmd2_train"].dropna()
                 cells.append(f"{train.mean():.2g}" if len(train) else "n/a")
                 improper = int((r["status"] == "constraint_unmet").sum()) if method == "mmd" else ""
                 other = r[~r["status"].isin(["converged", "constraint_unmet"])]["status"]
                 counts = ", ".join(f"{k}×{v}" for k, v in other.value_counts().items())
-                cells.append(f"{improper}/{len(r)}" + (f" ({counts})" if len(other) else "")
-                             if method == "mmd" else
-                             ("" if other.empty else ", ".join(f"{k}×{v}" for k, v in other.value_counts().items())))
+                cells.append(
+                    f"{improper}/{len(r)}" + (f" ({counts})" if len(other) else "")
+                    if method == "mmd"
+                    else ("" if other.empty else ", ".join(f"{k}×{v}" for k, v in other.value_counts().items()))
+                )
                 cells.append(f"{r['fit_seconds'].median():.2f}")
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
@@ -295,9 +342,12 @@ def summary_tables(table: pd.DataFrame, names: list[str]) -> list[str]:
 def claims(table: pd.DataFrame, names: list[str]) -> list[str]:
     """The paper's two claims (spec §4.5) on our means."""
     mean = table.groupby(["dataset", "d", "row"])[list(COLUMNS.values())].mean()
-    lines = ["| dataset | d | MBF (1e-6) MMD² vs best FPCA | MBF (1e-6) Δ_DP vs best FPCA | claim 1 | "
-             "τ trade-off (%VAR 1e-3 > 1e-6, MMD² 1e-3 ≥ 1e-6) | MBF (1e-3) %VAR vs best FPCA | "
-             "MBF (1e-3) %ACC vs best FPCA | claim 2 |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| dataset | d | MBF (1e-6) MMD² vs best FPCA | MBF (1e-6) Δ_DP vs best FPCA | claim 1 | "
+        "τ trade-off (%VAR 1e-3 > 1e-6, MMD² 1e-3 ≥ 1e-6) | MBF (1e-3) %VAR vs best FPCA | "
+        "MBF (1e-3) %ACC vs best FPCA | claim 2 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name in names:
         for d in DIMENSIONS:
             try:
@@ -317,36 +367,52 @@ def claims(table: pd.DataFrame, names: list[str]) -> list[str]:
                 f"{'holds' if c1 else 'fails'} | {hi['var_test']:.2f} vs {lo['var_test']:.2f}, "
                 f"{hi['mmd2_test']:.4f} vs {lo['mmd2_test']:.4f}: {'yes' if trade else 'no'} | "
                 f"{hi['var_test']:.2f} vs {best_var:.2f} | {hi['acc_test']:.2f} vs {best_acc:.2f} | "
-                f"{'holds' if c2 else 'fails'} |")
+                f"{'holds' if c2 else 'fails'} |"
+            )
     return lines
 
 
 def write_report(table: pd.DataFrame, header: str, notes: list[str]) -> None:
     names = [n for n in DATASET_ORDER if n in set(table["dataset"])]
-    lines = ["# Lee et al. 2022 (MBF-PCA), Table 1: reproduction", "", header, "",
-             "Ours: mean ± sample std over the splits, **test split** for every column. Paper: Table 1 "
-             "verbatim (spec seed-004.md §4.5; its ± is presumably the std). MMD² train: our mean exact MMD² "
-             "on the training split (the quantity mmd constrains). 'improper': mmd runs that ended without "
-             "meeting τ on the training split (status constraint_unmet). fit s: median fit seconds.", ""]
+    lines = [
+        "# Lee et al. 2022 (MBF-PCA), Table 1: reproduction",
+        "",
+        header,
+        "",
+        "Ours: mean ± sample std over the splits, **test split** for every column. Paper: Table 1 "
+        "verbatim (spec seed-004.md §4.5; its ± is presumably the std). MMD² train: our mean exact MMD² "
+        "on the training split (the quantity mmd constrains). 'improper': mmd runs that ended without "
+        "meeting τ on the training split (status constraint_unmet). fit s: median fit seconds.",
+        "",
+    ]
     lines += summary_tables(table, names)
-    lines += ["## The paper's claims on our numbers", "",
-              "Claim 1 (§8.3): \"MBF-PCA outperforms FPCA in fairness (both MMD² and Δ_DP) with low enough τ\" — "
-              "checked as: mean MMD² and mean Δ_DP of MBF-PCA (1e-6) below both FPCA rows'. Claim 2: τ trades "
-              "variance for fairness, and with relaxed τ (1e-3) MBF-PCA beats FPCA in %VAR and %ACC "
-              "(the paper says this for German and Adult).", ""]
+    lines += [
+        "## The paper's claims on our numbers",
+        "",
+        'Claim 1 (§8.3): "MBF-PCA outperforms FPCA in fairness (both MMD² and Δ_DP) with low enough τ" — '
+        "checked as: mean MMD² and mean Δ_DP of MBF-PCA (1e-6) below both FPCA rows'. Claim 2: τ trades "
+        "variance for fairness, and with relaxed τ (1e-3) MBF-PCA beats FPCA in %VAR and %ACC "
+        "(the paper says this for German and Adult).",
+        "",
+    ]
     lines += claims(table, names) + [""]
     mmd = table[table["method"] == "mmd"]
     if not mmd.empty:
-        lines += ["## mmd certificates (training split)", "",
-                  "| dataset | d | τ | estimator | status counts | certificate MMD² (mean) | exact train MMD² (mean) | "
-                  "null-bias floor (mean) | σ (mean) | evaluations (median) | fit s (median) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## mmd certificates (training split)",
+            "",
+            "| dataset | d | τ | estimator | status counts | certificate MMD² (mean) | exact train MMD² (mean) | "
+            "null-bias floor (mean) | σ (mean) | evaluations (median) | fit s (median) |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for (name, d, tau), r in mmd.groupby(["dataset", "d", "tau"], sort=False):
             counts = ", ".join(f"{k}×{v}" for k, v in r["status"].value_counts().items())
-            lines.append(f"| {name} | {d} | {tau:g} | {r['estimator'].iloc[0]} | {counts} | {r['cert_mmd2'].mean():.3g} | "
-                         f"{r['mmd2_train'].mean():.3g} | {r['cert_null_bias_floor'].mean():.3g} | "
-                         f"{r['cert_sigma'].mean():.3g} | {r['cert_n_evaluations'].median():.0f} | "
-                         f"{r['fit_seconds'].median():.1f} |")
+            lines.append(
+                f"| {name} | {d} | {tau:g} | {r['estimator'].iloc[0]} | {counts} | {r['cert_mmd2'].mean():.3g} | "
+                f"{r['mmd2_train'].mean():.3g} | {r['cert_null_bias_floor'].mean():.3g} | "
+                f"{r['cert_sigma'].mean():.3g} | {r['cert_n_evaluations'].median():.0f} | "
+                f"{r['fit_seconds'].median():.1f} |"
+            )
         lines.append("")
     lines += notes
     MD.write_text("\n".join(lines) + "\n")
@@ -361,20 +427,34 @@ def main() -> None:
     parser.add_argument("--adult-splits", type=int, default=None, help="fewer splits for Adult only")
     parser.add_argument("--datasets", nargs="+", default=DATASET_ORDER, choices=DATASET_ORDER)
     parser.add_argument("--smoke", action="store_true", help="1 split, d=2, COMPAS and German; writes to scratch/")
-    parser.add_argument("--mmd-exact", action="store_true", help="exact MMD estimator (all training rows) in every mmd fit")
+    parser.add_argument(
+        "--mmd-exact", action="store_true", help="exact MMD estimator (all training rows) in every mmd fit"
+    )
     parser.add_argument("--first-split", type=int, default=0)
-    parser.add_argument("--fpca-tolerance", type=float, default=None,
-                        help="SCS eps of olfat-sdp for every dataset (default: the library's 1e-7, Adult 1e-5: "
-                             "1e-7 takes 2-40 min per Adult fit at p = 97, 1e-5 ~1 min)")
-    parser.add_argument("--replace", action="store_true",
-                        help="with --append: drop the existing rows of --datasets first")
+    parser.add_argument(
+        "--fpca-tolerance",
+        type=float,
+        default=None,
+        help="SCS eps of olfat-sdp for every dataset (default: the library's 1e-7, Adult 1e-5: "
+        "1e-7 takes 2-40 min per Adult fit at p = 97, 1e-5 ~1 min)",
+    )
+    parser.add_argument(
+        "--replace", action="store_true", help="with --append: drop the existing rows of --datasets first"
+    )
     parser.add_argument("--append", action="store_true", help="add the rows to the existing .csv")
-    parser.add_argument("--resume", action="store_true",
-                        help="keep the splits an interrupted run finished (its .csv) and run the others")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the splits an interrupted run finished (its .csv) and run the others",
+    )
     parser.add_argument("--report-only", action="store_true", help="rebuild the .md from the existing .csv")
-    parser.add_argument("--notes", type=Path, default=NOTES_FILE,
-                        help="markdown appended to the report (default: benchmarks/mmd_table1_notes.md, the settings "
-                             "and the differences from the paper explained)")
+    parser.add_argument(
+        "--notes",
+        type=Path,
+        default=NOTES_FILE,
+        help="markdown appended to the report (default: benchmarks/mmd_table1_notes.md, the settings "
+        "and the differences from the paper explained)",
+    )
     parser.add_argument("--header", default=None, help="the report's run line (with --report-only)")
     args = parser.parse_args()
     global CSV, MD
@@ -413,9 +493,11 @@ def main() -> None:
     table = pd.DataFrame(rows)
     table.to_csv(CSV, index=False)
     resumed = f" after {len(finished)} splits kept from an interrupted run" if finished else ""
-    header = (f"`{command}` ({provenance(MEASURED)}); {seconds / 60:.1f} min in one process{resumed}, "
-              f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average {load0:.2f} at the start, "
-              f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared).")
+    header = (
+        f"`{command}` ({provenance(MEASURED)}); {seconds / 60:.1f} min in one process{resumed}, "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; load average {load0:.2f} at the start, "
+        f"{os.getloadavg()[0]:.2f} at the end (2 cores, shared)."
+    )
     write_report(table, header, notes)
     print(f"done in {seconds / 60:.1f} min: {CSV}, {MD}")
 

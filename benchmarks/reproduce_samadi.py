@@ -38,10 +38,30 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 # spec/anchor-runs.md: optimum values agreed by independent solvers (credit §1, LFW §1 upper bounds).
 REFERENCE = {
-    "credit": [0.031426331, 0.019248618, 0.174840998, 0.085089707, 0.049009607,
-               0.124229467, 0.217098054, 0.273444495, 0.256849922, 0.211279557],
-    "lfw": [0.0189256, 0.0569669, 0.1211843, 0.1079758, 0.1826157,
-            0.2122926, 0.2584652, 0.2344339, 0.1765753, 0.2022773],
+    "credit": [
+        0.031426331,
+        0.019248618,
+        0.174840998,
+        0.085089707,
+        0.049009607,
+        0.124229467,
+        0.217098054,
+        0.273444495,
+        0.256849922,
+        0.211279557,
+    ],
+    "lfw": [
+        0.0189256,
+        0.0569669,
+        0.1211843,
+        0.1079758,
+        0.1826157,
+        0.2122926,
+        0.2584652,
+        0.2344339,
+        0.1765753,
+        0.2022773,
+    ],
 }
 
 
@@ -51,7 +71,9 @@ def load(dataset: str) -> tuple[GroupMoments, dict]:
         x = frame.iloc[:, 2:23].to_numpy(np.float64)
         labels = np.where(frame["EDUCATION"].isin([1, 2]), "higher education", "lower education")
         return GroupMoments.from_arrays(x, labels, feature_names=list(frame.columns[2:23])), {
-            "standardize": True, "ddof": 1}
+            "standardize": True,
+            "ddof": 1,
+        }
     images = np.load(DATA / "lfw_samadi" / "lfw_images_49x36.npz")["images"].astype(np.float64) / 255.0
     sex = np.loadtxt(DATA / "lfw_samadi" / "sex.txt").astype(int)
     return GroupMoments.from_arrays(images, np.where(sex == 1, "male", "female")), {}
@@ -70,14 +92,22 @@ def run(dataset: str, max_r: int, tol: float) -> pd.DataFrame:
             elapsed = time.perf_counter() - started
             worst[method] = result.group_loss.max()
             for g, label in enumerate(result.group_labels):
-                rows.append({
-                    "r": r, "method": method, "group": label, "error": result.group_error[g],
-                    "loss": result.group_loss[g], "max_loss": result.group_loss.max(),
-                    "lower_bound": result.certificate.get("lower_bound", np.nan),
-                    "upper_bound": result.certificate.get("upper_bound", np.nan),
-                    "output_rank": result.components.shape[1], "n_iter": result.n_iter,
-                    "converged": result.converged, "seconds": elapsed,
-                })
+                rows.append(
+                    {
+                        "r": r,
+                        "method": method,
+                        "group": label,
+                        "error": result.group_error[g],
+                        "loss": result.group_loss[g],
+                        "max_loss": result.group_loss.max(),
+                        "lower_bound": result.certificate.get("lower_bound", np.nan),
+                        "upper_bound": result.certificate.get("upper_bound", np.nan),
+                        "output_rank": result.components.shape[1],
+                        "n_iter": result.n_iter,
+                        "converged": result.converged,
+                        "seconds": elapsed,
+                    }
+                )
         print(f"{dataset} r={r}: " + ", ".join(f"{m} {value:.6f}" for m, value in worst.items()), flush=True)
     return pd.DataFrame(rows)
 
@@ -93,7 +123,9 @@ def plot(table: pd.DataFrame, dataset: str) -> None:
             part = table[table["method"] == method]
             if quantity == "loss":
                 values = part.groupby("r")["loss"].max()
-                ax.plot(values.index, values.to_numpy(), style, label=f"fair PCA ({method}), max over groups", markersize=4)
+                ax.plot(
+                    values.index, values.to_numpy(), style, label=f"fair PCA ({method}), max over groups", markersize=4
+                )
             else:
                 for group in part["group"].unique():
                     sub = part[part["group"] == group]
@@ -113,11 +145,15 @@ def summary(table: pd.DataFrame, dataset: str, tol: float) -> str:
     pivot = per_r.pivot(index="r", columns="method", values="max_loss")
     seconds = per_r.pivot(index="r", columns="method", values="seconds")
     fair = [m for m in pivot.columns if m != "pca"]
-    lines = [f"# Samadi et al. reproduction: {dataset}", "",
-             f"`.venv/bin/python benchmarks/reproduce_samadi.py --dataset {dataset}`; tol = {tol:g} (relative gap); "
-             f"2 cores. Figures: `samadi_{dataset}_error.png`, `samadi_{dataset}_loss.png`; all numbers: `samadi_{dataset}.csv`.", "",
-             "| r | PCA max loss | " + " | ".join(f"{m} max loss | {m} s" for m in fair) + " | reference | fair <= PCA |",
-             "|---|---|" + "---|---|" * len(fair) + "---|---|"]
+    lines = [
+        f"# Samadi et al. reproduction: {dataset}",
+        "",
+        f"`.venv/bin/python benchmarks/reproduce_samadi.py --dataset {dataset}`; tol = {tol:g} (relative gap); "
+        f"2 cores. Figures: `samadi_{dataset}_error.png`, `samadi_{dataset}_loss.png`; all numbers: `samadi_{dataset}.csv`.",
+        "",
+        "| r | PCA max loss | " + " | ".join(f"{m} max loss | {m} s" for m in fair) + " | reference | fair <= PCA |",
+        "|---|---|" + "---|---|" * len(fair) + "---|---|",
+    ]
     reference = REFERENCE[dataset]
     for r in pivot.index:
         ref = f"{reference[r - 1]:.7f}" if r <= len(reference) else "–"
@@ -127,10 +163,15 @@ def summary(table: pd.DataFrame, dataset: str, tol: float) -> str:
     for m in fair:
         part = per_r[per_r["method"] == m]
         gap = ((part["upper_bound"] - part["lower_bound"]) / part["upper_bound"]).max()
-        lines.append(f"\n{m}: max certified relative gap {gap:.2e}; time per r median {part['seconds'].median():.2f} s, "
-                     f"max {part['seconds'].max():.2f} s; all converged: {bool(part['converged'].all())}.")
-        agree = [abs(part.set_index('r').loc[r, 'max_loss'] - reference[r - 1]) / reference[r - 1]
-                 for r in part["r"] if r <= len(reference)]
+        lines.append(
+            f"\n{m}: max certified relative gap {gap:.2e}; time per r median {part['seconds'].median():.2f} s, "
+            f"max {part['seconds'].max():.2f} s; all converged: {bool(part['converged'].all())}."
+        )
+        agree = [
+            abs(part.set_index("r").loc[r, "max_loss"] - reference[r - 1]) / reference[r - 1]
+            for r in part["r"]
+            if r <= len(reference)
+        ]
         lines.append(f"{m}: max relative difference to the reference optimum (r ≤ {len(agree)}): {max(agree):.1e}.")
     return "\n".join(lines) + "\n"
 
@@ -142,7 +183,7 @@ def main() -> None:
     parser.add_argument("--tol", type=float, default=1e-5, help="relative certified gap for the iterative solvers")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    for dataset in (["credit", "lfw"] if args.dataset == "both" else [args.dataset]):
+    for dataset in ["credit", "lfw"] if args.dataset == "both" else [args.dataset]:
         table = run(dataset, args.max_r, args.tol)
         table.to_csv(RESULTS / f"samadi_{dataset}.csv", index=False, float_format="%.10g")
         plot(table, dataset)

@@ -42,8 +42,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS, QUICK_RESULTS = HERE / "results", HERE / "scratch" / "quick"
 PYTHON = sys.executable
-AREAS = ("moments pass", "moments scaling", "solvers", "solvers near the eigensolver limit", "row-reading passes",
-         "pipeline", "write-back", "object storage", "comparison")
+AREAS = (
+    "moments pass",
+    "moments scaling",
+    "solvers",
+    "solvers near the eigensolver limit",
+    "row-reading passes",
+    "pipeline",
+    "write-back",
+    "object storage",
+    "comparison",
+)
 # what a reader needs to know before an area's table
 AREA_NOTES = {
     "solvers near the eigensolver limit": "Target (issue 16): every moment-based solver certified at 1e-4 within ≤ 2 "
@@ -85,18 +94,31 @@ class Bench:
 
 BENCHES = (
     Bench("moments", "bench_moments.py", quick=("--rows", "400000", "--repeat", "2"), outputs=("bench_moments.json",)),
-    Bench("scaling", "bench_scaling.py", quick=("--quick",), outputs=("scaling.json",),
-          figures=("moments_vs_rows.png", "moments_vs_features.png")),
+    Bench(
+        "scaling",
+        "bench_scaling.py",
+        quick=("--quick",),
+        outputs=("scaling.json",),
+        figures=("moments_vs_rows.png", "moments_vs_features.png"),
+    ),
     Bench("out-of-core", "bench_out_of_core.py", outputs=("bench_out_of_core.json",)),
     Bench("memory", "bench_memory.py", quick=("--quick",), outputs=("bench_memory.json",)),
-    Bench("solvers", "bench_solvers.py", quick=("--quick",), outputs=("solvers.json",),
-          figures=("solver_time_vs_p.png",)),
+    Bench(
+        "solvers", "bench_solvers.py", quick=("--quick",), outputs=("solvers.json",), figures=("solver_time_vs_p.png",)
+    ),
     Bench("eig-limit", "bench_eig_limit.py", full=("--curve",), quick=("--repeats", "1"), outputs=("eig_limit.json",)),
-    Bench("mm-robust", "bench_mm_robust.py", quick=("--rows", "1000000", "--skip-plain", "--repeats", "2"),
-          outputs=("mm_robust_scale.json",)),
-    Bench("mmd-scale", "bench_mmd_scale.py", quick=("--parts", "table", "--table-steps", "passes", "--rows", "1000000",
-                                                    "--rff-d", "100", "--repeats", "2"),
-          outputs=("mmd_scale.json",)),
+    Bench(
+        "mm-robust",
+        "bench_mm_robust.py",
+        quick=("--rows", "1000000", "--skip-plain", "--repeats", "2"),
+        outputs=("mm_robust_scale.json",),
+    ),
+    Bench(
+        "mmd-scale",
+        "bench_mmd_scale.py",
+        quick=("--parts", "table", "--table-steps", "passes", "--rows", "1000000", "--rff-d", "100", "--repeats", "2"),
+        outputs=("mmd_scale.json",),
+    ),
     Bench("pipeline", "bench_pipeline.py", quick=("--quick",), outputs=("pipeline.json",)),
     Bench("storage", "bench_storage.py", quick=("--quick",), outputs=("bench_storage.json",)),
     Bench("compare", "bench_compare.py", outputs=("compare.json",)),
@@ -125,8 +147,12 @@ def code_fingerprint() -> str:
     """sha256 of every ``.py`` file the benchmarks run (package, flows, tests, benchmarks but this
     runner, not ``scratch/``) and of ``pyproject.toml``: equal fingerprints, equal code measured."""
     digest = hashlib.sha256()
-    files = sorted(path for folder in FINGERPRINTED for path in (ROOT / folder).rglob("*.py")
-                   if path != Path(__file__).resolve() and "scratch" not in path.relative_to(ROOT).parts)
+    files = sorted(
+        path
+        for folder in FINGERPRINTED
+        for path in (ROOT / folder).rglob("*.py")
+        if path != Path(__file__).resolve() and "scratch" not in path.relative_to(ROOT).parts
+    )
     for path in [*files, ROOT / "pyproject.toml"]:
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -151,8 +177,11 @@ def save_state(state: dict[str, dict]) -> None:
 def run(bench: Bench, quick: bool, results: Path, log_dir: Path, resume: bool = False) -> dict:
     """Run one benchmark to the end; its outcome (status, seconds, the tail of a failure).
     ``resume``: continue a full run of it that was cut off (its ``resume`` arguments)."""
-    args = [*((bench.quick or ()) if quick else bench.full), *(bench.resume if resume else ()),
-            *(("--results", str(results)) if bench.outputs else ())]
+    args = [
+        *((bench.quick or ()) if quick else bench.full),
+        *(bench.resume if resume else ()),
+        *(("--results", str(results)) if bench.outputs else ()),
+    ]
     # each script chooses its BLAS threads (make exports OPENBLAS_NUM_THREADS=1 for the tests)
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if bench.one_blas_thread:
@@ -167,8 +196,15 @@ def run(bench: Bench, quick: bool, results: Path, log_dir: Path, resume: bool = 
     seconds = time.perf_counter() - started
     tail = log.read_text(errors="replace").splitlines()[-15:] if code else []
     print(f"   {'ok' if code == 0 else f'FAILED (exit {code})'} in {seconds:.0f} s", flush=True)
-    return {"name": bench.name, "command": shown, "status": code,
-            "seconds": seconds, "load_before": load, "load_after": os.getloadavg()[0], "tail": tail}
+    return {
+        "name": bench.name,
+        "command": shown,
+        "status": code,
+        "seconds": seconds,
+        "load_before": load,
+        "load_after": os.getloadavg()[0],
+        "tail": tail,
+    }
 
 
 def collect(results: Path, benches: tuple[Bench, ...]) -> dict[str, list[dict]]:
@@ -186,26 +222,36 @@ def collect(results: Path, benches: tuple[Bench, ...]) -> dict[str, list[dict]]:
 def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict], quick: bool) -> str:
     measured = commit()
     by_area = collect(results, benches)
-    lines = ["# Benchmark results", "",
-             f"Regenerated by `benchmarks/run_all.py{' --quick' if quick else ''}` on "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {measured}"
-             + (" (quick mode: small sizes, one or two repeats — a smoke test of the benchmarks, not a measurement)"
-                if quick else "") + ". Each benchmark's own file (column \"from\") names the commit and the load "
-             "average it ran at: the VM's 2 cores are shared, so single timings move by ±30 %.", "",
-             "**Ratio** = our time / the baseline's time, both measured in the same run of the same script "
-             "(< 1: ours is faster); for the solvers the baseline is one dense eigendecomposition at the same p, so "
-             "the ratio is the cost in eigendecomposition-equivalents; for row-reading passes it is one moments pass "
-             "over the same table.", ""]
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Regenerated by `benchmarks/run_all.py{' --quick' if quick else ''}` on "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at commit {measured}"
+        + (
+            " (quick mode: small sizes, one or two repeats — a smoke test of the benchmarks, not a measurement)"
+            if quick
+            else ""
+        )
+        + '. Each benchmark\'s own file (column "from") names the commit and the load '
+        "average it ran at: the VM's 2 cores are shared, so single timings move by ±30 %.",
+        "",
+        "**Ratio** = our time / the baseline's time, both measured in the same run of the same script "
+        "(< 1: ours is faster); for the solvers the baseline is one dense eigendecomposition at the same p, so "
+        "the ratio is the cost in eigendecomposition-equivalents; for row-reading passes it is one moments pass "
+        "over the same table.",
+        "",
+    ]
     for area in [*AREAS, *sorted(set(by_area) - set(AREAS))]:
         rows = by_area.get(area)
         if not rows:
             continue
         lines += [f"## {area[0].upper()}{area[1:]}", ""] + ([AREA_NOTES[area], ""] if area in AREA_NOTES else [])
-        lines += ["| case | ours s | baseline | baseline s | ratio | from |",
-                  "|---|---|---|---|---|---|"]
-        lines += [f"| {r['case']} | {r['ours_seconds']:.3g} | {r['baseline']} | {r['baseline_seconds']:.3g} | "
-                  f"**{r['ratio']:.2f}** | [{r['source'].removesuffix('.json')}]({r['source'].removesuffix('.json')}.md) |"
-                  for r in rows]
+        lines += ["| case | ours s | baseline | baseline s | ratio | from |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"| {r['case']} | {r['ours_seconds']:.3g} | {r['baseline']} | {r['baseline_seconds']:.3g} | "
+            f"**{r['ratio']:.2f}** | [{r['source'].removesuffix('.json')}]({r['source'].removesuffix('.json')}.md) |"
+            for r in rows
+        ]
         lines.append("")
     figures = [f for bench in benches for f in bench.figures if (results / f).is_file()]
     if figures:
@@ -213,18 +259,37 @@ def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict],
     lines += ["## Every benchmark", "", "| benchmark | this run | results |", "|---|---|---|"]
     for bench in benches:
         outcome = outcomes.get(bench.name)
-        state = ("not run in quick mode" if quick and bench.quick is None else "not run by this command: its results "
-                 "as last written") if outcome is None \
-            else ("ok" if outcome["status"] == 0 else f"**failed** (exit {outcome['status']})") \
-            + f", {outcome['seconds']:.0f} s" + (f" (kept from an earlier run, finished {outcome['finished']})"
-                                                 if outcome.get("kept") else "")
-        files = ", ".join(f"[{name.removesuffix('.json')}.md]({name.removesuffix('.json')}.md)" for name in bench.outputs) \
-            or ("its outcome in this table, its output in scratch/logs/" if bench.script.startswith("-m ")
-                else "its files in results/ (benchmarks/README.md)")
+        state = (
+            (
+                "not run in quick mode"
+                if quick and bench.quick is None
+                else "not run by this command: its results as last written"
+            )
+            if outcome is None
+            else ("ok" if outcome["status"] == 0 else f"**failed** (exit {outcome['status']})")
+            + f", {outcome['seconds']:.0f} s"
+            + (f" (kept from an earlier run, finished {outcome['finished']})" if outcome.get("kept") else "")
+        )
+        files = ", ".join(
+            f"[{name.removesuffix('.json')}.md]({name.removesuffix('.json')}.md)" for name in bench.outputs
+        ) or (
+            "its outcome in this table, its output in scratch/logs/"
+            if bench.script.startswith("-m ")
+            else "its files in results/ (benchmarks/README.md)"
+        )
         lines.append(f"| `{bench.shown}` | {state} | {files} |")
     failed = [o for o in outcomes.values() if o["status"]]
     for outcome in failed:
-        lines += ["", f"### {outcome['name']} failed", "", f"`{outcome['command']}`", "", "```", *outcome["tail"], "```"]
+        lines += [
+            "",
+            f"### {outcome['name']} failed",
+            "",
+            f"`{outcome['command']}`",
+            "",
+            "```",
+            *outcome["tail"],
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -233,15 +298,23 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the small form of each benchmark that has one (< 10 min)")
     parser.add_argument("--only", nargs="+", choices=[b.name for b in BENCHES], help="run only these")
     parser.add_argument("--readme-only", action="store_true", help="rebuild the README from the JSON already written")
-    parser.add_argument("--fresh", action="store_true",
-                        help="full mode: run every benchmark, also those an interrupted run finished at this code")
-    parser.add_argument("--results", type=Path, default=None,
-                        help="where the README goes and (quick mode) the benchmarks write (default: results/, "
-                             "quick: scratch/quick/)")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="full mode: run every benchmark, also those an interrupted run finished at this code",
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="where the README goes and (quick mode) the benchmarks write (default: results/, quick: scratch/quick/)",
+    )
     args = parser.parse_args()
     results = args.results or (QUICK_RESULTS if args.quick else RESULTS)
     results.mkdir(parents=True, exist_ok=True)
-    chosen = [b for b in BENCHES if (args.only is None or b.name in args.only) and (not args.quick or b.quick is not None)]
+    chosen = [
+        b for b in BENCHES if (args.only is None or b.name in args.only) and (not args.quick or b.quick is not None)
+    ]
     outcomes: dict[str, dict] = {}
     if not args.readme_only:
         log_dir = HERE / "scratch" / "logs"
@@ -263,8 +336,11 @@ def main() -> None:
             cut_off = "status" in earlier and earlier["status"] is None and bool(bench.resume)
             outcomes[bench.name] = run(bench, args.quick, results, log_dir, resume=cut_off)
             if resumable:
-                state[bench.name] = {**outcomes[bench.name], "code": code,
-                                     "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+                state[bench.name] = {
+                    **outcomes[bench.name],
+                    "code": code,
+                    "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                }
                 save_state(state)
         print(f"all done in {time.perf_counter() - started:.0f} s", flush=True)
     (results / "README.md").write_text(readme(results, BENCHES, outcomes, args.quick))

@@ -6,14 +6,16 @@ scikit-learn transformer.
 """
 
 from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.exceptions import (
+    AccessError,
     ConvergenceWarning,
-    ModelWarning,
     FairPCAError,
     GroupError,
     InputError,
+    ModelWarning,
     OutputBusyError,
-    AccessError,
     OutputPathError,
     ReadError,
     ResourceError,
@@ -23,8 +25,6 @@ from fairpca_dist.exceptions import (
     WriteError,
 )
 from fairpca_dist.io.model_io import load_model, save_model
-from fairpca_dist.engine.moments import GroupMoments
-from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.solvers import SOLVERS, FairProjection, fit_projection
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ def __getattr__(name: str):  # noqa: ANN202 - module attribute hook (PEP 562)
 
         return table_comparison.compare if name == "compare" else comparison_report.write_comparison
     raise AttributeError(f"module 'fairpca_dist' has no attribute {name!r}")
+
 
 __all__ = [
     "FairPCA",

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from fairpca_dist.assessment.scoring import ProjectionScores, criterion_named, own_criterion, score_projection
+from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.exceptions import FairPCAError, InputError
 from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
-from fairpca_dist.engine.moments import GroupMoments
-from fairpca_dist.assessment.scoring import ProjectionScores, criterion_named, own_criterion, score_projection
 from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import group_display_names
@@ -97,9 +97,17 @@ def _ingest(args: argparse.Namespace) -> int:
     from fairpca_dist.io.ingest import ingest_table
 
     result = ingest_table(
-        args.source, args.table_dir, sensitive_feature=args.sensitive_feature, features=args.features,
-        exclude=args.exclude, key_columns=args.key_columns, pass_through=args.pass_through,
-        on_bad_rows=args.on_bad_rows, read_options=_options(args.read_option), client=args.dask_address, progress=True,
+        args.source,
+        args.table_dir,
+        sensitive_feature=args.sensitive_feature,
+        features=args.features,
+        exclude=args.exclude,
+        key_columns=args.key_columns,
+        pass_through=args.pass_through,
+        on_bad_rows=args.on_bad_rows,
+        read_options=_options(args.read_option),
+        client=args.dask_address,
+        progress=True,
         storage_options=_storage_options(args),
     )
     counts, *left_out = result.summary().splitlines()  # then the columns left out, if any
@@ -111,8 +119,15 @@ def _fit(args: argparse.Namespace) -> int:
     from fairpca_dist.fitting import fit_table, load_fitted
 
     model = fit_table(
-        args.table_dir, args.model_dir, method=args.method, n_components=args.n_components, center=args.center,
-        standardize=args.standardize, options=_options(args.option), client=args.dask_address, progress=True,
+        args.table_dir,
+        args.model_dir,
+        method=args.method,
+        n_components=args.n_components,
+        center=args.center,
+        standardize=args.standardize,
+        options=_options(args.option),
+        client=args.dask_address,
+        progress=True,
         storage_options=_storage_options(args),
     )
     _, moments = load_fitted(args.model_dir, _storage_options(args))  # the fit's moments.npz: no pass over the rows
@@ -138,24 +153,34 @@ def _fit_lines(model: FairProjection, moments: GroupMoments, model_dir: str) -> 
         shown = f"{value:.4g} (the solver's estimate)" if value is not None else "measured by fairpca report"
     else:
         shown = f"{value:.4g}"
-    lines = [f"{model.method} r={model.n_components}: {criterion.title} ({direction}) = {shown}",
-             *_group_lines(key, scores, names)]
+    lines = [
+        f"{model.method} r={model.n_components}: {criterion.title} ({direction}) = {shown}",
+        *_group_lines(key, scores, names),
+    ]
     columns = model.components.shape[1]
     reason = model.details.get("extra_columns_reason")  # also at the end of the message: said once, in the note
     message = model.message.replace(f"; {columns} columns, not r={model.n_components}: {reason}", "")
     lines.append(textwrap.fill(message, _WIDTH, initial_indent="  ", subsequent_indent="    ", break_on_hyphens=False))
     lines.append(f"  model in {model_dir}")
     if columns != model.n_components:  # a rank-relaxed solver (samadi-sdp, samadi-mw: rank <= r + k - 1) says why
-        lines.append(textwrap.fill(f"note: the projection has {columns} columns, not r={model.n_components}: "
-                                   f"{reason or model.message}",
-                                   _WIDTH, subsequent_indent="  ", break_on_hyphens=False))
+        lines.append(
+            textwrap.fill(
+                f"note: the projection has {columns} columns, not r={model.n_components}: {reason or model.message}",
+                _WIDTH,
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+            )
+        )
     return lines
 
 
 # Per criterion: the per-group quantity it is about, and whether its worst groups are its largest
-_GROUP_QUANTITY = {"max_loss": ("group_loss", "loss", True), "abdiff": ("group_error", "error", True),
-                   "min_group_variance": ("group_variance", "variance", False),
-                   "explained_variance_ratio": ("group_explained_variance_ratio", "explained variance", False)}
+_GROUP_QUANTITY = {
+    "max_loss": ("group_loss", "loss", True),
+    "abdiff": ("group_error", "error", True),
+    "min_group_variance": ("group_variance", "variance", False),
+    "explained_variance_ratio": ("group_explained_variance_ratio", "explained variance", False),
+}
 
 
 def _group_lines(key: str, scores: ProjectionScores, names: list[str]) -> list[str]:
@@ -174,7 +199,7 @@ def _group_lines(key: str, scores: ProjectionScores, names: list[str]) -> list[s
     head, rest = order[:SHOWN_GROUPS], len(order) - SHOWN_GROUPS
     tail = []
     if key == "abdiff" and rest > 0:  # ABDiff is the largest error minus the smallest: show that one too
-        head, tail = order[:SHOWN_GROUPS - 1], order[-1:]
+        head, tail = order[: SHOWN_GROUPS - 1], order[-1:]
     width = max(len(names[i]) for i in [*head, *tail])
     lines = [f"  group {quantity}, {'largest' if largest_worst else 'smallest'} first:"]
     lines += [f"    {names[i]:<{width}}  {values[i]:.4g}" for i in head]
@@ -187,20 +212,35 @@ def _group_lines(key: str, scores: ProjectionScores, names: list[str]) -> list[s
 def _project(args: argparse.Namespace) -> int:
     from fairpca_dist.projection import project_table
 
-    result = project_table(args.model_dir, args.table_dir, args.out_dir, pass_through=args.pass_through,
-                           client=args.dask_address, progress=True, storage_options=_storage_options(args))
+    result = project_table(
+        args.model_dir,
+        args.table_dir,
+        args.out_dir,
+        pass_through=args.pass_through,
+        client=args.dask_address,
+        progress=True,
+        storage_options=_storage_options(args),
+    )
     print(f"projected {result.rows:,} rows into {result.out_dir} ({result.partitions} files)")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from fairpca_dist.fitting import write_table_report
     from fairpca_dist.assessment.report import report_markdown_summary
+    from fairpca_dist.fitting import write_table_report
 
     report, files = write_table_report(
-        args.model_dir, args.table_dir, args.report_dir, target=args.target, max_components=args.max_components,
-        sample_size=args.sample_size, rbf_mmd=args.rbf_mmd, group_names=dict(args.group_name),
-        client=args.dask_address, progress=True, announce=lambda line: print(line, flush=True),
+        args.model_dir,
+        args.table_dir,
+        args.report_dir,
+        target=args.target,
+        max_components=args.max_components,
+        sample_size=args.sample_size,
+        rbf_mmd=args.rbf_mmd,
+        group_names=dict(args.group_name),
+        client=args.dask_address,
+        progress=True,
+        announce=lambda line: print(line, flush=True),
         storage_options=_storage_options(args),
     )
     print(report_markdown_summary(report))
@@ -214,8 +254,9 @@ def _method_options(pairs: Sequence[str], methods: Sequence[str], what: str) -> 
     for pair in pairs:
         method, sep, option = pair.partition(":")
         if not sep or method not in by_method:
-            raise InputError(f"{what} {pair!r} must be METHOD:KEY=VALUE with METHOD one of the evaluated "
-                             f"methods {list(methods)}")
+            raise InputError(
+                f"{what} {pair!r} must be METHOD:KEY=VALUE with METHOD one of the evaluated methods {list(methods)}"
+            )
         parsed = _options([option])
         if what == "--grid":
             key, _, values = option.partition("=")
@@ -238,25 +279,44 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     options = _methods_and_options(args, ["pca", "fair-eig", "dro"])
     methods = list(options)
-    print(f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
-          f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}")
+    print(
+        f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
+        f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}"
+    )
     evaluation = evaluate_table(
-        args.table_dir, args.out_dir, options, n_components=args.n_components, n_cells=args.cells,
-        cells_column=args.cells_column, cell_seed=args.cell_seed, n_splits=args.splits,
-        train_fraction=args.train_fraction, n_folds=args.folds, center=args.center, standardize=args.standardize,
-        random_state=args.seed, client=args.dask_address, progress=True, storage_options=_storage_options(args),
+        args.table_dir,
+        args.out_dir,
+        options,
+        n_components=args.n_components,
+        n_cells=args.cells,
+        cells_column=args.cells_column,
+        cell_seed=args.cell_seed,
+        n_splits=args.splits,
+        train_fraction=args.train_fraction,
+        n_folds=args.folds,
+        center=args.center,
+        standardize=args.standardize,
+        random_state=args.seed,
+        client=args.dask_address,
+        progress=True,
+        storage_options=_storage_options(args),
     )
     print(evaluation.markdown())
-    print(f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
-          f"evaluation.md, .json, .csv in {args.out_dir}")
+    print(
+        f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
+        f"evaluation.md, .json, .csv in {args.out_dir}"
+    )
     return 0
 
 
 def _ranks(text: str) -> list[int]:
     """``3``, ``1-5`` or ``2,4,6``: the ranks r of ``fairpca compare``."""
     first, dash, last = text.partition("-")
-    ranks = list(range(_positive_int(first), _positive_int(last) + 1)) if dash else [
-        _positive_int(part) for part in text.split(",")]
+    ranks = (
+        list(range(_positive_int(first), _positive_int(last) + 1))
+        if dash
+        else [_positive_int(part) for part in text.split(",")]
+    )
     if not ranks:
         raise argparse.ArgumentTypeError(f"{text!r} gives no rank (write 3, 1-5 or 2,4,6)")
     return ranks
@@ -266,13 +326,25 @@ def _compare(args: argparse.Namespace) -> int:
     from fairpca_dist.assessment.table_comparison import compare_table
 
     options = _methods_and_options(args, list(SOLVERS))
-    print(f"fairpca compare: {len(options)} methods at r = {', '.join(map(str, args.n_components))} on "
-          f"{args.table_dir}")
+    print(
+        f"fairpca compare: {len(options)} methods at r = {', '.join(map(str, args.n_components))} on {args.table_dir}"
+    )
     comparison = compare_table(
-        args.table_dir, args.out_dir, n_components=args.n_components, methods=options, target=args.target,
-        n_cells=args.cells, cells_column=args.cells_column, cell_seed=args.cell_seed,
-        train_fraction=args.train_fraction, center=args.center, standardize=args.standardize,
-        rbf_mmd=args.rbf_mmd, random_state=args.seed, client=args.dask_address, progress=True,
+        args.table_dir,
+        args.out_dir,
+        n_components=args.n_components,
+        methods=options,
+        target=args.target,
+        n_cells=args.cells,
+        cells_column=args.cells_column,
+        cell_seed=args.cell_seed,
+        train_fraction=args.train_fraction,
+        center=args.center,
+        standardize=args.standardize,
+        rbf_mmd=args.rbf_mmd,
+        random_state=args.seed,
+        client=args.dask_address,
+        progress=True,
         storage_options=_storage_options(args),
     )
     for line in comparison.summary():
@@ -281,8 +353,10 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"\nr = {r}:")
         for line in comparison.reading(r):
             print(f"  {line}")
-    print(f"\n{len(comparison.candidates)} fits in {comparison.seconds:.1f} s, {sum(comparison.passes.values())} "
-          f"passes over the rows; comparison.md, .html, .json, .csv and PNGs in {args.out_dir}")
+    print(
+        f"\n{len(comparison.candidates)} fits in {comparison.seconds:.1f} s, {sum(comparison.passes.values())} "
+        f"passes over the rows; comparison.md, .html, .json, .csv and PNGs in {args.out_dir}"
+    )
     return 0
 
 
@@ -312,17 +386,25 @@ def _facts(method: str) -> dict[str, str]:
     """What a person picks a method by: its criterion, the groups it takes, whether it reads the rows."""
     spec = SOLVERS[method]
     reads = "yes, at every iteration" if spec.reads_rows(option_defaults(method)) else "no, only the group moments"
-    return {"criterion": _criterion_words(method), "groups": "2 only" if spec.two_groups else "2 or more",
-            "reads rows": reads + (" (with the default options)" if spec.rows_needed else "")}
+    return {
+        "criterion": _criterion_words(method),
+        "groups": "2 only" if spec.two_groups else "2 or more",
+        "reads rows": reads + (" (with the default options)" if spec.rows_needed else ""),
+    }
 
 
 def _method_summary(method: str) -> str:
     """A few lines on one method for ``fairpca methods``: what it does, its facts, its options."""
     facts = "; ".join(f"{name}: {value}" for name, value in _facts(method).items())
     options = ", ".join(f"{name}={default!r}" for name, default in option_defaults(method).items()) or "none"
-    return "\n".join(["", textwrap.fill(f"{method}: {SOLVERS[method].description}", _WIDTH, subsequent_indent="    "),
-                      textwrap.fill(facts, _WIDTH, initial_indent="  ", subsequent_indent="    "),
-                      textwrap.fill(f"options: {options}", _WIDTH, initial_indent="  ", subsequent_indent="    ")])
+    return "\n".join(
+        [
+            "",
+            textwrap.fill(f"{method}: {SOLVERS[method].description}", _WIDTH, subsequent_indent="    "),
+            textwrap.fill(facts, _WIDTH, initial_indent="  ", subsequent_indent="    "),
+            textwrap.fill(f"options: {options}", _WIDTH, initial_indent="  ", subsequent_indent="    "),
+        ]
+    )
 
 
 def _method_in_full(method: str) -> str:
@@ -334,17 +416,26 @@ def _method_in_full(method: str) -> str:
     spec = SOLVERS[method]
     facts = _facts(method)
     meaning = criterion_named(spec.criterion_of(option_defaults(method))).meaning
-    lines = [textwrap.fill(f"{method}: {spec.description}", _WIDTH, subsequent_indent="    "), "",
-             f"  {'criterion:':<12}{facts.pop('criterion')}",
-             textwrap.fill(meaning, _WIDTH, initial_indent=" " * 14, subsequent_indent=" " * 14),
-             *(f"  {name + ':':<12}{value}" for name, value in facts.items())]
+    lines = [
+        textwrap.fill(f"{method}: {spec.description}", _WIDTH, subsequent_indent="    "),
+        "",
+        f"  {'criterion:':<12}{facts.pop('criterion')}",
+        textwrap.fill(meaning, _WIDTH, initial_indent=" " * 14, subsequent_indent=" " * 14),
+        *(f"  {name + ':':<12}{value}" for name, value in facts.items()),
+    ]
     defaults = option_defaults(method)
     described = _option_lines(spec.solve)
     width = max((len(f"{name}={default!r}") for name, default in defaults.items()), default=0)
     lines += ["", "options (--option KEY=VALUE):" if defaults else "options: none"]
     for name, default in defaults.items():
-        lines.append(textwrap.fill(f"{f'{name}={default!r}':<{width}}  {described.get(name, '')}".rstrip(), _WIDTH,
-                                   initial_indent="  ", subsequent_indent=" " * (width + 4)))
+        lines.append(
+            textwrap.fill(
+                f"{f'{name}={default!r}':<{width}}  {described.get(name, '')}".rstrip(),
+                _WIDTH,
+                initial_indent="  ",
+                subsequent_indent=" " * (width + 4),
+            )
+        )
     return "\n".join(lines)
 
 
@@ -356,6 +447,7 @@ _LITERAL = re.compile(r"``(.+?)``")
 def _plain(text: str) -> str:
     """Docstring text without Sphinx markup: ``:func:`~a.b.c``` → ``c``, ``:data:`X``` → ``X``,
     ``:class:`words <a.B>``` → ``words``, double-backquoted literals → their text."""
+
     def role(match: re.Match[str]) -> str:
         shown = match.group(2)
         return shown.rsplit(".", 1)[-1] if match.group(1) else shown
@@ -369,7 +461,7 @@ def _option_lines(solve: Any) -> dict[str, str]:
     description), by option name."""
     lines = (inspect.getdoc(solve) or "").splitlines()
     starts = [i for i, line in enumerate(lines[:-1]) if line.strip() == "Parameters" and lines[i + 1].startswith("---")]
-    section = lines[starts[0] + 2:] if starts else []
+    section = lines[starts[0] + 2 :] if starts else []
     entries: dict[tuple[str, ...], list[str]] = {}  # the names of an entry: its type, then its first paragraph
     ended = False  # the entry's first paragraph has ended (a blank line)
     for line, following in zip(section, [*section[1:], ""]):
@@ -392,8 +484,13 @@ def _option_lines(solve: Any) -> dict[str, str]:
 class _HelpMethod(argparse.Action):
     """``--help-method [METHOD]``: describe METHOD (default: the ``--method`` given before it) and exit."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         try:
             print(_method_in_full(values or namespace.method))
         except InputError as error:
@@ -405,14 +502,28 @@ def _pipeline(args: argparse.Namespace) -> int:
     from fairpca_dist.io.runs import check_run
 
     started = time.perf_counter()
-    print(f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
-          f"{', '.join(args.sensitive_feature)}, on {args.source}")
+    print(
+        f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
+        f"{', '.join(args.sensitive_feature)}, on {args.source}"
+    )
     run = dict(
-        source=args.source, sensitive_feature=args.sensitive_feature, runs_dir=args.runs_dir, run_id=args.run_id,
-        features=args.features, exclude=args.exclude, key_columns=args.key_columns, target=args.target,
-        method=args.method, n_components=args.n_components, center=args.center, options=_options(args.option),
-        on_bad_rows=args.on_bad_rows, dask_address=args.dask_address, read_options=_options(args.read_option) or None,
-        storage_options=_storage_options(args), overwrite=args.overwrite,
+        source=args.source,
+        sensitive_feature=args.sensitive_feature,
+        runs_dir=args.runs_dir,
+        run_id=args.run_id,
+        features=args.features,
+        exclude=args.exclude,
+        key_columns=args.key_columns,
+        target=args.target,
+        method=args.method,
+        n_components=args.n_components,
+        center=args.center,
+        options=_options(args.option),
+        on_bad_rows=args.on_bad_rows,
+        dask_address=args.dask_address,
+        read_options=_options(args.read_option) or None,
+        storage_options=_storage_options(args),
+        overwrite=args.overwrite,
     )
     check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
     checks = time.perf_counter() - started
@@ -422,8 +533,10 @@ def _pipeline(args: argparse.Namespace) -> int:
 
     imports = time.perf_counter() - started - checks
     args.console.quiet_prefect()
-    with (api_server(announce=lambda message: print(f"  prefect  {message}", flush=True)) as server,
-          show_step_lines(echo=not args.verbose) as lines):  # with -v, Prefect's console shows them
+    with (
+        api_server(announce=lambda message: print(f"  prefect  {message}", flush=True)) as server,
+        show_step_lines(echo=not args.verbose) as lines,
+    ):  # with -v, Prefect's console shows them
         print(f"  prefect  {server.describe()}")
         result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
     from fairpca_dist.assessment.report import REPORT_FILE, report_markdown_summary
@@ -435,8 +548,10 @@ def _pipeline(args: argparse.Namespace) -> int:
     print("\n" + report_markdown_summary(report))
     total = time.perf_counter() - started
     print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, checks, server.seconds, lines.seconds)}")
-    print(f"everything is in {result['run_dir']}: report {result['report']['markdown']} (and report.html, "
-          f"report.json, PNGs), model in {result['model']['model_dir']}, projections in {result['projected']['out_dir']}")
+    print(
+        f"everything is in {result['run_dir']}: report {result['report']['markdown']} (and report.html, "
+        f"report.json, PNGs), model in {result['model']['model_dir']}, projections in {result['projected']['out_dir']}"
+    )
     return 0
 
 
@@ -449,25 +564,33 @@ def _time_breakdown(total: float, imports: float, checks: float, server: float, 
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from fairpca_dist.flows.runtime import check_configured_api
     from fairpca_dist.io.datasets import load_diabetes_table, write_synthetic_parquet
     from fairpca_dist.io.storage import is_url, local_path
 
-    from fairpca_dist.flows.runtime import check_configured_api
-
     check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
     if is_url(args.runs_dir):
-        raise InputError(f"--runs-dir {args.runs_dir}: the demo writes its table and runs to a local folder; on "
-                         "object storage, run `fairpca pipeline SOURCE --runs-dir URL` on your own table")
+        raise InputError(
+            f"--runs-dir {args.runs_dir}: the demo writes its table and runs to a local folder; on "
+            "object storage, run `fairpca pipeline SOURCE --runs-dir URL` on your own table"
+        )
     check_configured_api()
     run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
     run_dir = Path(local_path(args.runs_dir)) / run_id
     if run_dir.exists():  # the demo writes its source there: never over a file of the user's
         raise InputError(f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)")
     if args.synthetic_rows:
-        source = write_synthetic_parquet(run_dir / "source.parquet", args.synthetic_rows, rows_per_file=args.rows_per_file)
+        source = write_synthetic_parquet(
+            run_dir / "source.parquet", args.synthetic_rows, rows_per_file=args.rows_per_file
+        )
         print(f"wrote {args.synthetic_rows:,} synthetic rows to {source}")
-        settings = {"source": str(source), "sensitive_feature": ["group"], "key_columns": ["row_id"], "target": None,
-                    "features": None}
+        settings = {
+            "source": str(source),
+            "sensitive_feature": ["group"],
+            "key_columns": ["row_id"],
+            "target": None,
+            "features": None,
+        }
     else:
         frame = load_diabetes_table()
         progression = frame.pop("target")
@@ -476,14 +599,31 @@ def _demo(args: argparse.Namespace) -> int:
         source = run_dir / "diabetes.csv"
         frame.rename_axis("patient").reset_index().to_csv(source, index=False)
         print(f"diabetes table (scikit-learn, 442 rows; sensitive feature 'sex') written to {source}")
-        settings = {"source": str(source), "sensitive_feature": ["sex"], "key_columns": ["patient"],
-                    "target": "high_progression",
-                    "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"]}
+        settings = {
+            "source": str(source),
+            "sensitive_feature": ["sex"],
+            "key_columns": ["patient"],
+            "target": "high_progression",
+            "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"],
+        }
     args_for_pipeline = argparse.Namespace(
-        **settings, runs_dir=args.runs_dir, run_id=run_id, method=args.method, n_components=args.n_components,
-        center="group", standardize=True, option=[], read_option=[], storage_option=args.storage_option,
-        on_bad_rows="fail", exclude=[], overwrite=False, group_name=[],
-        dask_address=args.dask_address, verbose=args.verbose, console=args.console,
+        **settings,
+        runs_dir=args.runs_dir,
+        run_id=run_id,
+        method=args.method,
+        n_components=args.n_components,
+        center="group",
+        standardize=True,
+        option=[],
+        read_option=[],
+        storage_option=args.storage_option,
+        on_bad_rows="fail",
+        exclude=[],
+        overwrite=False,
+        group_name=[],
+        dask_address=args.dask_address,
+        verbose=args.verbose,
+        console=args.console,
     )
     return _pipeline(args_for_pipeline)
 
@@ -495,46 +635,92 @@ def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
 
 # ----------------------------------------------------------------------------- parser
 def _add_dask(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dask-address", default=None,
-                        help="address of a running Dask scheduler (default: a local cluster)")
-    parser.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="option of the filesystem of s3://, gs://, abfs://... paths, repeatable (e.g. "
-                             "--storage-option endpoint_url=http://minio:9000); credentials come from the "
-                             "environment (AWS_ACCESS_KEY_ID, ...)")
+    parser.add_argument(
+        "--dask-address", default=None, help="address of a running Dask scheduler (default: a local cluster)"
+    )
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the filesystem of s3://, gs://, abfs://... paths, repeatable (e.g. "
+        "--storage-option endpoint_url=http://minio:9000); credentials come from the "
+        "environment (AWS_ACCESS_KEY_ID, ...)",
+    )
 
 
 def _add_fit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="fair-eig", choices=sorted(SOLVERS), help="solver (default fair-eig)")
     parser.add_argument("--n-components", type=_positive_int, default=2, help="target dimension r (default 2)")
     parser.add_argument("--center", default="group", choices=CENTERS, help="centring of the group losses")
-    parser.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
-                        help="divide features by their pooled standard deviation (default on)")
-    parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                        help="solver option, repeatable (e.g. --option tol=1e-8)")
+    parser.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="divide features by their pooled standard deviation (default on)",
+    )
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="solver option, repeatable (e.g. --option tol=1e-8)",
+    )
 
 
 def _add_group_names(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--group-name", type=_group_name, action="append", default=[], metavar="[COLUMN=]VALUE=NAME",
-                        help="name a value of the sensitive column in the report, repeatable: --group-name 1=female "
-                             "shows the group sex=1 as sex=female; COLUMN= picks one column's value among several")
+    parser.add_argument(
+        "--group-name",
+        type=_group_name,
+        action="append",
+        default=[],
+        metavar="[COLUMN=]VALUE=NAME",
+        help="name a value of the sensitive column in the report, repeatable: --group-name 1=female "
+        "shows the group sex=1 as sex=female; COLUMN= picks one column's value among several",
+    )
 
 
 def _add_table_roles(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sensitive-feature", nargs="+", required=True, metavar="COLUMN",
-                        help="group column(s); several form intersectional groups")
-    parser.add_argument("--features", nargs="+", default=None, metavar="COLUMN",
-                        help="feature columns (default: every numeric column not otherwise used)")
-    parser.add_argument("--exclude", nargs="+", default=[], metavar="COLUMN",
-                        help="columns to leave out of the default features")
-    parser.add_argument("--key-columns", nargs="+", default=[], metavar="COLUMN",
-                        help="identifier columns carried through to the projection")
-    parser.add_argument("--on-bad-rows", default="fail", choices=["fail", "drop"],
-                        help="rows with NaN/inf features or missing groups: fail (default) or drop and record")
-    parser.add_argument("--read-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="option of the CSV reader (pandas.read_csv) or the Parquet reader, repeatable; values are "
-                             "Python or JSON literals, else text (e.g. a file without a header line: "
-                             "--read-option header=None; '?' marks a missing value: --read-option "
-                             "na_values='[\"?\"]'; --read-option sep=';')")
+    parser.add_argument(
+        "--sensitive-feature",
+        nargs="+",
+        required=True,
+        metavar="COLUMN",
+        help="group column(s); several form intersectional groups",
+    )
+    parser.add_argument(
+        "--features",
+        nargs="+",
+        default=None,
+        metavar="COLUMN",
+        help="feature columns (default: every numeric column not otherwise used)",
+    )
+    parser.add_argument(
+        "--exclude", nargs="+", default=[], metavar="COLUMN", help="columns to leave out of the default features"
+    )
+    parser.add_argument(
+        "--key-columns",
+        nargs="+",
+        default=[],
+        metavar="COLUMN",
+        help="identifier columns carried through to the projection",
+    )
+    parser.add_argument(
+        "--on-bad-rows",
+        default="fail",
+        choices=["fail", "drop"],
+        help="rows with NaN/inf features or missing groups: fail (default) or drop and record",
+    )
+    parser.add_argument(
+        "--read-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the CSV reader (pandas.read_csv) or the Parquet reader, repeatable; values are "
+        "Python or JSON literals, else text (e.g. a file without a header line: "
+        "--read-option header=None; '?' marks a missing value: --read-option "
+        "na_values='[\"?\"]'; --read-option sep=';')",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -543,8 +729,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fairpca", description="Fair PCA on large tables.")
     parser.add_argument("--version", action="version", version=f"fairpca_dist {__version__}")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-v", "--verbose", action="store_true",
-                        help="show the full logs of Prefect, Dask and distributed (default: warnings only)")
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show the full logs of Prefect, Dask and distributed (default: warnings only)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     add_command = functools.partial(commands.add_parser, parents=[common])
 
@@ -552,8 +742,13 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("source", help="CSV or Parquet file, folder or glob")
     ingest.add_argument("table_dir", help="output folder")
     _add_table_roles(ingest)
-    ingest.add_argument("--pass-through", nargs="+", default=[], metavar="COLUMN",
-                        help="further columns to keep (e.g. a target for the report)")
+    ingest.add_argument(
+        "--pass-through",
+        nargs="+",
+        default=[],
+        metavar="COLUMN",
+        help="further columns to keep (e.g. a target for the report)",
+    )
     _add_dask(ingest)
     ingest.set_defaults(handler=_ingest)
 
@@ -561,9 +756,14 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("table_dir")
     fit.add_argument("model_dir")
     _add_fit_options(fit)
-    fit.add_argument("--help-method", action=_HelpMethod, nargs="?", metavar="METHOD",
-                     help="describe METHOD (default: the --method given before this flag): its criterion, the groups "
-                          "it takes, whether it reads the rows, its options and their defaults; then exit")
+    fit.add_argument(
+        "--help-method",
+        action=_HelpMethod,
+        nargs="?",
+        metavar="METHOD",
+        help="describe METHOD (default: the --method given before this flag): its criterion, the groups "
+        "it takes, whether it reads the rows, its options and their defaults; then exit",
+    )
     _add_dask(fit)
     fit.set_defaults(handler=_fit)
 
@@ -581,38 +781,67 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("report_dir")
     report.add_argument("--target", default=None, help="binary label column for the downstream parity check")
     report.add_argument("--max-components", type=_positive_int, default=None, help="largest r in the curves")
-    report.add_argument("--sample-size", type=_positive_int, default=50_000, help="rows sampled for the downstream check")
-    report.add_argument("--rbf-mmd", default="auto", choices=RBF_MMD_CHOICES,
-                        help="RBF-kernel MMD² of the projected groups over every row: all pairs (exact), random "
-                             f"Fourier features (rff), auto (exact up to {RBF_EXACT_MAX_ROWS:,} rows) or none")
+    report.add_argument(
+        "--sample-size", type=_positive_int, default=50_000, help="rows sampled for the downstream check"
+    )
+    report.add_argument(
+        "--rbf-mmd",
+        default="auto",
+        choices=RBF_MMD_CHOICES,
+        help="RBF-kernel MMD² of the projected groups over every row: all pairs (exact), random "
+        f"Fourier features (rff), auto (exact up to {RBF_EXACT_MAX_ROWS:,} rows) or none",
+    )
     _add_group_names(report)
     _add_dask(report)
     report.set_defaults(handler=_report)
 
     evaluate = add_command(
-        "evaluate", help="cross-validated ABDiff/ARE of methods over repeated train/test splits (one pass)",
+        "evaluate",
+        help="cross-validated ABDiff/ARE of methods over repeated train/test splits (one pass)",
         description="The evaluation protocol of Vu et al. (ICLR 2022): random train/test splits of hash cells of "
         "the rows, k-fold cross-validation of each method's grid on the training part (minimising ABDiff + ARE), "
         "out-of-sample and in-sample scores of the refit; every split and fold from one pass over the rows.",
     )
     evaluate.add_argument("table_dir", help="ingested table (fairpca ingest)")
     evaluate.add_argument("out_dir", help="folder for evaluation.md, .json, .csv and tradeoff.png")
-    evaluate.add_argument("--method", action="append", choices=sorted(SOLVERS), metavar="METHOD",
-                          help="method to evaluate, repeatable (default: pca, fair-eig, dro)")
+    evaluate.add_argument(
+        "--method",
+        action="append",
+        choices=sorted(SOLVERS),
+        metavar="METHOD",
+        help="method to evaluate, repeatable (default: pca, fair-eig, dro)",
+    )
     evaluate.add_argument("--n-components", type=_positive_int, default=3, help="target dimension r (default 3)")
     evaluate.add_argument("--center", default="group", choices=CENTERS, help="centring of the group errors")
-    evaluate.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
-                          help="z-score each fit with its training rows' statistics (default on)")
-    evaluate.add_argument("--option", action="append", default=[], metavar="METHOD:KEY=VALUE",
-                          help="fixed solver option, repeatable (e.g. dro:alpha=0.1)")
-    evaluate.add_argument("--grid", action="append", default=[], metavar="METHOD:KEY=V1,V2,...",
-                          help="values to cross-validate, repeatable (default: the paper's grids, e.g. dro's "
-                          "alpha and lam)")
+    evaluate.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="z-score each fit with its training rows' statistics (default on)",
+    )
+    evaluate.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="METHOD:KEY=VALUE",
+        help="fixed solver option, repeatable (e.g. dro:alpha=0.1)",
+    )
+    evaluate.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="METHOD:KEY=V1,V2,...",
+        help="values to cross-validate, repeatable (default: the paper's grids, e.g. dro's alpha and lam)",
+    )
     evaluate.add_argument("--splits", type=_positive_int, default=10, help="train/test splits (default 10)")
     evaluate.add_argument("--train-fraction", type=float, default=0.3, help="training share (default 0.3)")
     evaluate.add_argument("--folds", type=_positive_int, default=3, help="cross-validation folds (default 3)")
-    evaluate.add_argument("--cells", type=_positive_int, default=10,
-                          help="hash cells of the key columns (default 10); splits are unions of cells")
+    evaluate.add_argument(
+        "--cells",
+        type=_positive_int,
+        default=10,
+        help="hash cells of the key columns (default 10); splits are unions of cells",
+    )
     evaluate.add_argument("--cells-column", default=None, help="use this column's values as the cells instead")
     evaluate.add_argument("--cell-seed", type=int, default=0, help="seed of the hash cells (default 0)")
     evaluate.add_argument("--seed", type=int, default=0, help="seed of the splits and the solvers (default 0)")
@@ -620,26 +849,55 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(handler=_evaluate)
 
     compare = add_command(
-        "compare", help="every method (over its grid) by every fairness criterion, in and out of sample",
+        "compare",
+        help="every method (over its grid) by every fairness criterion, in and out of sample",
         description="Fit every registered method (each over its grid, fairpca_dist.assessment.comparison.COMPARE_GRIDS) and "
-                    "score each fit by every criterion; writes comparison.md/.html/.json/.csv and Pareto PNGs.",
+        "score each fit by every criterion; writes comparison.md/.html/.json/.csv and Pareto PNGs.",
     )
     compare.add_argument("table_dir", help="ingested table (fairpca ingest)")
     compare.add_argument("out_dir", help="folder of the comparison report")
-    compare.add_argument("--method", action="append", choices=sorted(SOLVERS), metavar="METHOD",
-                         help="method to compare, repeatable (default: every registered method)")
-    compare.add_argument("--n-components", type=_ranks, default=[2], metavar="R",
-                         help="rank(s): 3, 1-5 or 2,4,6 (default 2); several draw per-group error curves")
-    compare.add_argument("--option", action="append", default=[], metavar="METHOD:KEY=VALUE",
-                         help="fixed option of one method, repeatable")
-    compare.add_argument("--grid", action="append", default=[], metavar="METHOD:KEY=V1,V2,...",
-                         help="values of one option to sweep, repeatable (replaces the default grid)")
+    compare.add_argument(
+        "--method",
+        action="append",
+        choices=sorted(SOLVERS),
+        metavar="METHOD",
+        help="method to compare, repeatable (default: every registered method)",
+    )
+    compare.add_argument(
+        "--n-components",
+        type=_ranks,
+        default=[2],
+        metavar="R",
+        help="rank(s): 3, 1-5 or 2,4,6 (default 2); several draw per-group error curves",
+    )
+    compare.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="METHOD:KEY=VALUE",
+        help="fixed option of one method, repeatable",
+    )
+    compare.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="METHOD:KEY=V1,V2,...",
+        help="values of one option to sweep, repeatable (replaces the default grid)",
+    )
     compare.add_argument("--target", default=None, help="binary label column for the downstream classifier")
     compare.add_argument("--center", default="group", choices=CENTERS, help="centring of the group errors")
-    compare.add_argument("--standardize", action=argparse.BooleanOptionalAction, default=True,
-                         help="scale features by their standard deviation (default on)")
-    compare.add_argument("--rbf-mmd", action=argparse.BooleanOptionalAction, default=True,
-                         help="RBF-kernel MMD² of every fit over every row by random features (default on)")
+    compare.add_argument(
+        "--standardize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="scale features by their standard deviation (default on)",
+    )
+    compare.add_argument(
+        "--rbf-mmd",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="RBF-kernel MMD² of every fit over every row by random features (default on)",
+    )
     compare.add_argument("--train-fraction", type=float, default=0.7, help="share of cells for training (default 0.7)")
     compare.add_argument("--cells", type=_positive_int, default=10, help="hash cells of the rows (default 10)")
     compare.add_argument("--cells-column", default=None, help="use this column's values as the cells instead")
@@ -653,32 +911,47 @@ def _parser() -> argparse.ArgumentParser:
     _add_table_roles(pipeline)
     pipeline.add_argument("--target", default=None, help="binary label column for the downstream parity check")
     pipeline.add_argument("--runs-dir", default="runs", help="parent of the run folder (default runs/)")
-    pipeline.add_argument("--run-id", default=None,
-                          help="run folder name (default: a new one, e.g. fair-eig-r2-20250101-120000-1a2b3c4d); one "
-                               "that holds a previous run is refused unless --overwrite")
-    pipeline.add_argument("--overwrite", action="store_true",
-                          help="replace the run folder of an existing --run-id, whole, once the new run completes (a "
-                               "failed run leaves it as it was; on object storage each step's output is replaced when "
-                               "that step completes)")
+    pipeline.add_argument(
+        "--run-id",
+        default=None,
+        help="run folder name (default: a new one, e.g. fair-eig-r2-20250101-120000-1a2b3c4d); one "
+        "that holds a previous run is refused unless --overwrite",
+    )
+    pipeline.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run folder of an existing --run-id, whole, once the new run completes (a "
+        "failed run leaves it as it was; on object storage each step's output is replaced when "
+        "that step completes)",
+    )
     _add_fit_options(pipeline)
     _add_group_names(pipeline)
     _add_dask(pipeline)
     pipeline.set_defaults(handler=_pipeline)
 
-    methods = add_command("methods", help="the fair-PCA methods: criterion, groups, rows read, options and defaults",
-                          description="Every registered method, or one in full.")
+    methods = add_command(
+        "methods",
+        help="the fair-PCA methods: criterion, groups, rows read, options and defaults",
+        description="Every registered method, or one in full.",
+    )
     methods.add_argument("name", nargs="?", metavar="METHOD", help="show this method in full")
     methods.set_defaults(handler=_methods)
 
     demo = add_command(
-        "demo", help="run the pipeline on an embedded table (scikit-learn's diabetes data) into runs/<run-id>/",
+        "demo",
+        help="run the pipeline on an embedded table (scikit-learn's diabetes data) into runs/<run-id>/",
         description="Run the whole pipeline on scikit-learn's diabetes table (sensitive feature: sex; "
         "target: disease progression above the median) or on a generated Parquet table.",
     )
     demo.add_argument("--method", default="fair-eig", choices=sorted(SOLVERS), help="fair method (default fair-eig)")
     demo.add_argument("--n-components", type=_positive_int, default=2)
-    demo.add_argument("--synthetic-rows", type=_synthetic_rows, default=0, metavar="N",
-                      help="use a generated N-row Parquet table with group-dependent covariance instead")
+    demo.add_argument(
+        "--synthetic-rows",
+        type=_synthetic_rows,
+        default=0,
+        metavar="N",
+        help="use a generated N-row Parquet table with group-dependent covariance instead",
+    )
     demo.add_argument("--rows-per-file", type=_positive_int, default=500_000, help="rows per generated Parquet file")
     demo.add_argument("--runs-dir", default="runs")
     demo.add_argument("--run-id", default=None)
@@ -723,8 +996,9 @@ class _Console:
         deprecation notices are shown (as Python shows them) only with ``--verbose``."""
         original = warnings.showwarning
 
-        def show(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
-                 line: str | None = None) -> None:
+        def show(
+            message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None
+        ) -> None:
             if not issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
                 print(f"fairpca: warning: {' '.join(str(message).split())}", file=sys.stderr)  # one line
             elif self.verbose:
@@ -747,8 +1021,10 @@ class _Console:
         would say is about the work being torn down, not its cause); with ``--verbose`` they do."""
         if self.verbose:
             return
-        loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict.values()
-                                          if isinstance(logger, logging.Logger))]
+        loggers = [
+            logging.getLogger(),
+            *(logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)),
+        ]
         for logger in loggers:
             for handler in logger.handlers:
                 if isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler):
@@ -797,8 +1073,11 @@ def _signals_as_interrupts(console: _Console) -> Iterator[None]:
 def _interrupted(interrupt: KeyboardInterrupt) -> int:
     """Say in one line that the command was interrupted; return 128 + the signal's number."""
     signum = interrupt.signum if isinstance(interrupt, _Interrupt) else signal.SIGINT
-    print(f"fairpca: interrupted ({signal.Signals(signum).name}); unfinished outputs were removed, previous ones "
-          "left as they were", file=sys.stderr)
+    print(
+        f"fairpca: interrupted ({signal.Signals(signum).name}); unfinished outputs were removed, previous ones "
+        "left as they were",
+        file=sys.stderr,
+    )
     return 128 + signum
 
 
@@ -851,8 +1130,11 @@ def _command(argv: Sequence[str] | None) -> int:
         console.replay()
         raise
     if console.held:
-        print(f"fairpca: {len(console.held)} error(s) were logged and recovered from (e.g. a task retried); "
-              "run with -v to see them", file=sys.stderr)
+        print(
+            f"fairpca: {len(console.held)} error(s) were logged and recovered from (e.g. a task retried); "
+            "run with -v to see them",
+            file=sys.stderr,
+        )
     return code
 
 

@@ -15,12 +15,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from fairpca_dist.assessment import metrics
 from fairpca_dist.engine.datapasses import ArrayPasses
-from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.passes import TablePasses, compute_moments, table_passes
+from fairpca_dist.engine.sources import check_finite, feature_values
+from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.solvers import CENTERS, SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.engine.sources import check_finite, feature_values
 
 __all__ = ["FairPCA"]
 
@@ -51,8 +51,10 @@ def _names_columns(sensitive_features: Any, X: Any) -> bool:
     if not isinstance(X, (pd.DataFrame, dd.DataFrame)):
         return False
     names = [sensitive_features] if isinstance(sensitive_features, str) else sensitive_features
-    return isinstance(names, (list, tuple)) and len(names) > 0 and all(
-        isinstance(n, str) and n in X.columns for n in names
+    return (
+        isinstance(names, (list, tuple))
+        and len(names) > 0
+        and all(isinstance(n, str) and n in X.columns for n in names)
     )
 
 
@@ -201,9 +203,7 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             moments, passes = self._dask_moments(X, sensitive_features, sample_weight)
         else:
             moments, passes = self._memory_moments(X, sensitive_features, sample_weight)
-        n_components = (
-            min(moments.n_features, moments.n_samples) if self.n_components is None else self.n_components
-        )
+        n_components = min(moments.n_features, moments.n_samples) if self.n_components is None else self.n_components
         projection = fit_projection(
             moments,
             n_components,
@@ -340,7 +340,9 @@ class FairPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
             out_names = list(self.get_feature_names_out())
             meta = pd.DataFrame({c: pd.Series(dtype=np.float64) for c in out_names})
             return X[names].map_partitions(
-                lambda part: pd.DataFrame(self._project(part.to_numpy(dtype=np.float64)), columns=out_names, index=part.index),
+                lambda part: pd.DataFrame(
+                    self._project(part.to_numpy(dtype=np.float64)), columns=out_names, index=part.index
+                ),
                 meta=meta,
             )
         try:

@@ -122,15 +122,21 @@ _READ_REASONS = {
     errno.ENAMETOOLONG: "the path is too long",
 }
 
-_REMOTE_DENIED = ("access denied by the store: check the credentials (e.g. AWS_ACCESS_KEY_ID and "
-                  "AWS_SECRET_ACCESS_KEY) and that they may read this bucket")
+_REMOTE_DENIED = (
+    "access denied by the store: check the credentials (e.g. AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY) and that they may read this bucket"
+)
 
 
 def error_line(error: BaseException) -> str:
     """``"<type>: <message>"`` on one line, without the sentence dask puts before a reader's own
     message ("An error occurred while calling the read_csv method ...")."""
-    text = re.sub(r"^An error occurred while calling the \w+ method registered to the \w+ backend\.\s*"
-                  r"Original Message:\s*", "", " ".join(str(error).split()))
+    text = re.sub(
+        r"^An error occurred while calling the \w+ method registered to the \w+ backend\.\s*"
+        r"Original Message:\s*",
+        "",
+        " ".join(str(error).split()),
+    )
     return f"{type(error).__name__}: {text}"
 
 
@@ -145,8 +151,10 @@ def read_error(error: BaseException, path: str | os.PathLike[str] | None = None)
     given = path if path is not None else getattr(error, "filename", None) or "the input"
     name = os.fspath(given) if isinstance(given, (str, os.PathLike)) else str(given)  # a path, or a storage Location
     if isinstance(error, _DAMAGED):
-        return ReadError(f"cannot read {name!r}: the compressed file is truncated or damaged ({error_line(error)}); "
-                         "copy it again from its origin")
+        return ReadError(
+            f"cannot read {name!r}: the compressed file is truncated or damaged ({error_line(error)}); "
+            "copy it again from its origin"
+        )
     remote = "://" in name and not name.startswith("file://")
     if isinstance(error, FileNotFoundError):
         if remote and "bucket" in str(error).lower():

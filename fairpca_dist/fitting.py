@@ -22,29 +22,44 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output
-from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
-from fairpca_dist.io.ingest import SCHEMA_FILE, read_schema, table_source
-from fairpca_dist.io.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
 from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
-from fairpca_dist.solvers import SOLVERS, fit_projection
-from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output
+from fairpca_dist.io.ingest import SCHEMA_FILE, read_schema, table_source
+from fairpca_dist.io.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
 from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.io.versions import committed
+from fairpca_dist.solvers import SOLVERS, fit_projection
+from fairpca_dist.solvers.result import FairProjection
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
     from fairpca_dist.assessment.report import ReportFiles
 
-__all__ = ["table_files", "file_fingerprint", "cached_table_moments", "fit_table", "report_passes", "report_sample",
-           "check_report_target", "moments_cache", "MOMENTS_CACHE", "load_fitted", "write_table_report", "MOMENTS_FILE"]
+__all__ = [
+    "table_files",
+    "file_fingerprint",
+    "cached_table_moments",
+    "fit_table",
+    "report_passes",
+    "report_sample",
+    "check_report_target",
+    "moments_cache",
+    "MOMENTS_CACHE",
+    "load_fitted",
+    "write_table_report",
+    "MOMENTS_FILE",
+]
 
 MOMENTS_FILE = "moments.npz"
 MOMENTS_CACHE = ".moments-cache"
 
 
-def moments_cache(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None,
-                  storage_options: StorageOptions | None = None) -> Location | None:
+def moments_cache(
+    table_dir: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str] | None = None,
+    storage_options: StorageOptions | None = None,
+) -> Location | None:
     """``cache_dir``, or by default ``.moments-cache`` in the folder that holds the table
     (found from its real path on the local disk: ``.`` as the table is the current folder, not
     inside it); None for a table at a bucket's root, beside which nothing lies."""
@@ -62,8 +77,10 @@ def table_files(table_dir: str | os.PathLike[str], storage_options: StorageOptio
     with reading(folder):
         if not folder.isdir():
             raise InputError(f"table folder {folder} does not exist")
-        files = sorted((p for p in folder.listdir() if p.name.endswith((".parquet", ".pq"))
-                        and not p.name.startswith(".")), key=lambda p: p.name)
+        files = sorted(
+            (p for p in folder.listdir() if p.name.endswith((".parquet", ".pq")) and not p.name.startswith(".")),
+            key=lambda p: p.name,
+        )
     if not files:
         raise InputError(f"no Parquet files in {folder}")
     return files
@@ -100,13 +117,22 @@ def cached_table_moments(
     cache that cannot be written (a read-only disk, another user's folder) is skipped with a
     warning: the moments are the same, a later fit reads the rows again.
     """
-    roles = json.dumps([list(features), [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature), sample_weight])
+    roles = json.dumps(
+        [
+            list(features),
+            [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature),
+            sample_weight,
+        ]
+    )
     role_key = hashlib.sha256(roles.encode()).hexdigest()[:16]
     files = table_files(table_dir, storage_options)
     keys = [hashlib.sha256(f"{role_key}:{file_fingerprint(f)}".encode()).hexdigest() for f in files]
     if cache_dir is None:
-        warnings.warn(f"the moments of {table_dir} are not cached: it is a bucket's root, beside which no cache can "
-                      "go; a later fit reads its rows again (cache_dir= elsewhere keeps them)", stacklevel=2)
+        warnings.warn(
+            f"the moments of {table_dir} are not cached: it is a bucket's root, beside which no cache can "
+            "go; a later fit reads its rows again (cache_dir= elsewhere keeps them)",
+            stacklevel=2,
+        )
     cache = locate(cache_dir, storage_options) if cache_dir is not None else None
     try:
         cached = {entry.name for entry in cache.listdir()} if cache is not None else set()
@@ -114,8 +140,13 @@ def cached_table_moments(
         cached = set()
     missing = [(f, k) for f, k in zip(files, keys) if f"{k}.npz" not in cached]
     fresh = compute_file_moments(
-        [f.url for f, _ in missing], sensitive_feature=sensitive_feature, features=features,
-        sample_weight=sample_weight, client=client, progress=progress, storage_options=storage_options,
+        [f.url for f, _ in missing],
+        sensitive_feature=sensitive_feature,
+        features=features,
+        sample_weight=sample_weight,
+        client=client,
+        progress=progress,
+        storage_options=storage_options,
     )
     computed = {key: moments for (_, key), moments in zip(missing, fresh)}
     try:
@@ -123,10 +154,14 @@ def cached_table_moments(
             with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
                 moments.save(path)
     except WriteError as error:
-        warnings.warn(f"the moments were not cached ({error}); a later fit of this table reads its rows again "
-                      "(cache_dir= elsewhere keeps them)", stacklevel=2)
-    merged = functools.reduce(operator.add, (computed[k] if k in computed else GroupMoments.load(cache / f"{k}.npz")
-                                             for k in keys))
+        warnings.warn(
+            f"the moments were not cached ({error}); a later fit of this table reads its rows again "
+            "(cache_dir= elsewhere keeps them)",
+            stacklevel=2,
+        )
+    merged = functools.reduce(
+        operator.add, (computed[k] if k in computed else GroupMoments.load(cache / f"{k}.npz") for k in keys)
+    )
     fingerprint = hashlib.sha256(":".join(keys).encode()).hexdigest()
     return merged, fingerprint, len(missing)
 
@@ -169,12 +204,16 @@ def fit_table(
         folder = committed(locate(table, storage_options))
         with reading(folder):
             if not folder.exists():
-                raise InputError(f"table folder {table} does not exist (ingest_table, on the command line "
-                                 "`fairpca ingest`, writes one)")
+                raise InputError(
+                    f"table folder {table} does not exist (ingest_table, on the command line "
+                    "`fairpca ingest`, writes one)"
+                )
             if not (folder / SCHEMA_FILE).isfile():
-                raise InputError(f"{table} has no {SCHEMA_FILE}: it is not an ingested table (ingest it first: "
-                                 "ingest_table, on the command line `fairpca ingest`), or pass sensitive_feature "
-                                 "and features to fit_table")
+                raise InputError(
+                    f"{table} has no {SCHEMA_FILE}: it is not an ingested table (ingest it first: "
+                    "ingest_table, on the command line `fairpca ingest`), or pass sensitive_feature "
+                    "and features to fit_table"
+                )
         schema = read_schema(table, storage_options)
         sensitive_feature = sensitive_feature or schema["sensitive_feature"]
         features = features or schema["features"]
@@ -182,21 +221,44 @@ def fit_table(
     else:
         sample_weight = None
     cache = moments_cache(table, cache_dir, storage_options)
-    with atomic_directory(model_dir, inputs=[table], marker=MODEL_FILE,
-                          storage_options=storage_options) as staging:  # locked from the first pass
+    with atomic_directory(
+        model_dir, inputs=[table], marker=MODEL_FILE, storage_options=storage_options
+    ) as staging:  # locked from the first pass
         moments, fingerprint, _ = cached_table_moments(
-            table, cache, sensitive_feature=sensitive_feature, features=features,
-            sample_weight=sample_weight, client=client, progress=progress, storage_options=storage_options,
+            table,
+            cache,
+            sensitive_feature=sensitive_feature,
+            features=features,
+            sample_weight=sample_weight,
+            client=client,
+            progress=progress,
+            storage_options=storage_options,
         )
         passes = None
         if method in SOLVERS and SOLVERS[method].reads_rows(options or {}):  # mm-robust, RBF mmd: passes on the cluster
-            passes = table_passes(table_source(table, storage_options), moments, sensitive_feature=sensitive_feature,
-                                  sample_weight=sample_weight, client=client, progress=progress,
-                                  storage_options=storage_options)
-        model = replace(fit_projection(
-            moments, n_components, method=method, center=center, standardize=standardize, ddof=ddof,
-            random_state=random_state, passes=passes, **(options or {}),
-        ), group_columns=_columns(sensitive_feature))
+            passes = table_passes(
+                table_source(table, storage_options),
+                moments,
+                sensitive_feature=sensitive_feature,
+                sample_weight=sample_weight,
+                client=client,
+                progress=progress,
+                storage_options=storage_options,
+            )
+        model = replace(
+            fit_projection(
+                moments,
+                n_components,
+                method=method,
+                center=center,
+                standardize=standardize,
+                ddof=ddof,
+                random_state=random_state,
+                passes=passes,
+                **(options or {}),
+            ),
+            group_columns=_columns(sensitive_feature),
+        )
         write_model_files(model, staging, fingerprint=fingerprint)  # into the empty staging folder
         moments.save(staging / MOMENTS_FILE)
     return model
@@ -206,14 +268,22 @@ def _columns(names: str | Sequence[str]) -> tuple[str, ...]:
     return (names,) if isinstance(names, str) else tuple(names)
 
 
-def load_fitted(model_dir: str | os.PathLike[str],
-                storage_options: StorageOptions | None = None) -> tuple[FairProjection, GroupMoments]:
+def load_fitted(
+    model_dir: str | os.PathLike[str], storage_options: StorageOptions | None = None
+) -> tuple[FairProjection, GroupMoments]:
     """The model in ``model_dir`` and the moments it was fitted on (``moments.npz``, written
     by :func:`fit_table`); a folder without them raises :class:`InputError` naming the file."""
     model = load_model(model_dir, storage_options)
-    moments = read_model_file(model_dir, MOMENTS_FILE, GroupMoments.load, storage_options=storage_options, missing=(
-        ": the report needs the moments fit_table writes beside the model (a model saved by save_model alone has "
-        "none); refit it with fit_table (command line: `fairpca fit TABLE MODEL_DIR`)"))
+    moments = read_model_file(
+        model_dir,
+        MOMENTS_FILE,
+        GroupMoments.load,
+        storage_options=storage_options,
+        missing=(
+            ": the report needs the moments fit_table writes beside the model (a model saved by save_model alone has "
+            "none); refit it with fit_table (command line: `fairpca fit TABLE MODEL_DIR`)"
+        ),
+    )
     return model, moments
 
 
@@ -246,7 +316,12 @@ def write_table_report(
     report (a dict of JSON values) and its :class:`~fairpca_dist.assessment.report.ReportFiles`.
     """
     from fairpca_dist.assessment.report import (  # scikit-learn, matplotlib
-        REPORT_FILE, build_report, curve_length, refitted_methods, write_report)
+        REPORT_FILE,
+        build_report,
+        curve_length,
+        refitted_methods,
+        write_report,
+    )
 
     inputs = [model_dir, table_dir]
     check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE, storage_options=storage_options)
@@ -255,59 +330,100 @@ def write_table_report(
         model = replace(model, group_columns=_columns(read_schema(table_dir, storage_options)["sensitive_feature"]))
     largest = curve_length(max_components, moments.n_features, model)
     if announce is not None:
-        announce(f"report: {refitted_methods(model.method)} refitted at r = 1..{largest} for the curves "
-                 f"(--max-components sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)")
-    sample = None if target is None else report_sample(table_dir, target, max_rows=sample_size, client=client,
-                                                       storage_options=storage_options)
+        announce(
+            f"report: {refitted_methods(model.method)} refitted at r = 1..{largest} for the curves "
+            f"(--max-components sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)"
+        )
+    sample = (
+        None
+        if target is None
+        else report_sample(table_dir, target, max_rows=sample_size, client=client, storage_options=storage_options)
+    )
     passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)
-    report = build_report(moments, model, max_components=max_components, sample=sample, target=target,
-                          passes=passes, rbf_mmd=rbf_mmd, group_names=group_names)
+    report = build_report(
+        moments,
+        model,
+        max_components=max_components,
+        sample=sample,
+        target=target,
+        passes=passes,
+        rbf_mmd=rbf_mmd,
+        group_names=group_names,
+    )
     return report, write_report(report, report_dir, inputs=inputs, storage_options=storage_options)
 
 
-def report_passes(table_dir: str | os.PathLike[str], moments: GroupMoments, *, client: Any = None,
-                  progress: bool = False, storage_options: StorageOptions | None = None) -> TablePasses:
+def report_passes(
+    table_dir: str | os.PathLike[str],
+    moments: GroupMoments,
+    *,
+    client: Any = None,
+    progress: bool = False,
+    storage_options: StorageOptions | None = None,
+) -> TablePasses:
     """The rows of an ingested table (roles from its ``schema.json``) for the report: its
     RBF-kernel MMD² reads them, and so does refitting a method that reads rows (``mm-robust``,
     ``mmd`` with the RBF kernel). Nothing is read until a pass is asked for; with ``progress``
     each pass draws a bar."""
     schema = read_schema(table_dir, storage_options)
-    return table_passes(table_source(table_dir, storage_options), moments, sensitive_feature=schema["sensitive_feature"],
-                        sample_weight=schema.get("sample_weight"), client=client, progress=progress,
-                        storage_options=storage_options)
+    return table_passes(
+        table_source(table_dir, storage_options),
+        moments,
+        sensitive_feature=schema["sensitive_feature"],
+        sample_weight=schema.get("sample_weight"),
+        client=client,
+        progress=progress,
+        storage_options=storage_options,
+    )
 
 
-def report_sample(table_dir: str | os.PathLike[str], target: str, *, max_rows: int, client: Any = None,
-                  storage_options: StorageOptions | None = None) -> pd.DataFrame:
+def report_sample(
+    table_dir: str | os.PathLike[str],
+    target: str,
+    *,
+    max_rows: int,
+    client: Any = None,
+    storage_options: StorageOptions | None = None,
+) -> pd.DataFrame:
     """A uniform sample of an ingested table's features, sensitive column(s) and ``target`` for
     the report's downstream check (:func:`~fairpca_dist.engine.passes.sample_rows`). The target must
     be among the columns ingest kept beside the features (``pass_through`` or ``key_columns``)."""
     schema = _schema_with_target(table_dir, target, storage_options)
     columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
-    return sample_rows(table_source(table_dir, storage_options), columns=columns, max_rows=max_rows, client=client,
-                       storage_options=storage_options)
+    return sample_rows(
+        table_source(table_dir, storage_options),
+        columns=columns,
+        max_rows=max_rows,
+        client=client,
+        storage_options=storage_options,
+    )
 
 
-def check_report_target(table_dir: str | os.PathLike[str], target: str, *, client: Any = None,
-                        storage_options: StorageOptions | None = None) -> None:
+def check_report_target(
+    table_dir: str | os.PathLike[str], target: str, *, client: Any = None, storage_options: StorageOptions | None = None
+) -> None:
     """Raise now what the report's downstream check would raise at its end: ``target`` not kept
     by ingest, missing in some rows, or not binary with >= 2 rows per class. One pass over that
     column alone."""
     from fairpca_dist.assessment.downstream import check_binary_target  # scikit-learn: not for every fit
 
     _schema_with_target(table_dir, target, storage_options)
-    counts = value_counts(table_source(table_dir, storage_options), target, dropna=False, client=client,
-                          storage_options=storage_options)
+    counts = value_counts(
+        table_source(table_dir, storage_options), target, dropna=False, client=client, storage_options=storage_options
+    )
     missing = int(counts[counts.index.isna()].sum())
     if missing:
-        raise InputError(f"target {target!r} is missing in {missing} row(s) of the ingested table {table_dir}; the "
-                         "report's downstream check needs a label in every row: fill them or leave those rows out of "
-                         "the source")
+        raise InputError(
+            f"target {target!r} is missing in {missing} row(s) of the ingested table {table_dir}; the "
+            "report's downstream check needs a label in every row: fill them or leave those rows out of "
+            "the source"
+        )
     check_binary_target(counts, target)
 
 
-def _schema_with_target(table_dir: str | os.PathLike[str], target: str,
-                        storage_options: StorageOptions | None = None) -> dict[str, Any]:
+def _schema_with_target(
+    table_dir: str | os.PathLike[str], target: str, storage_options: StorageOptions | None = None
+) -> dict[str, Any]:
     schema = read_schema(table_dir, storage_options)
     kept = [*schema.get("pass_through", []), *schema.get("key_columns", [])]
     if target not in kept and target not in schema["features"] and target not in schema["sensitive_feature"]:

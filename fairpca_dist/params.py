@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.engine.cluster import check_scheduler
-from fairpca_dist.exceptions import GroupError, InputError, reading
 from fairpca_dist.engine.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoments, sorted_labels
-from fairpca_dist.solvers import CENTERS, SOLVERS
+from fairpca_dist.exceptions import GroupError, InputError, reading
 from fairpca_dist.io.storage import Location, StorageOptions, locate
+from fairpca_dist.solvers import CENTERS, SOLVERS
 from fairpca_dist.wording import listed
 
 __all__ = ["check_run_parameters", "check_source_table", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS", "SAMPLE_ROWS"]
@@ -70,8 +70,10 @@ def check_run_parameters(
     if rbf_mmd is not None and rbf_mmd not in RBF_MMD_CHOICES:
         raise InputError(f"rbf_mmd={rbf_mmd!r} is not one of {RBF_MMD_CHOICES}")
     if run_id is not None and not _is_plain_name(run_id):
-        raise InputError(f"run_id={run_id!r} (command line: --run-id) must be a plain folder name: no '/' or '\\', "
-                         "not '.' or '..', not starting with '.'; the run is written to <runs_dir>/<run_id>")
+        raise InputError(
+            f"run_id={run_id!r} (command line: --run-id) must be a plain folder name: no '/' or '\\', "
+            "not '.' or '..', not starting with '.'; the run is written to <runs_dir>/<run_id>"
+        )
     if on_bad_rows is not None and on_bad_rows not in ("fail", "drop"):
         raise InputError(f"on_bad_rows={on_bad_rows!r} must be 'fail' or 'drop'")
     if options and method is not None:
@@ -132,12 +134,24 @@ def check_source_table(
     from fairpca_dist.engine.sources import map_partitions, open_table
 
     labels = [target] if target else []
-    table = open_table(source, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
-                       key_columns=[*key_columns, *pass_through, *labels], read_options=read_options,
-                       storage_options=storage_options)
+    table = open_table(
+        source,
+        sensitive_feature=sensitive_feature,
+        features=features,
+        exclude=exclude,
+        key_columns=[*key_columns, *pass_through, *labels],
+        read_options=read_options,
+        storage_options=storage_options,
+    )
     sensitive, features_ = list(table.sensitive), list(table.features)
-    parts = map_partitions(table.frame[list(dict.fromkeys([*sensitive, *labels, *features_]))], _first_rows,
-                           SAMPLE_ROWS, sensitive, target, features_)
+    parts = map_partitions(
+        table.frame[list(dict.fromkeys([*sensitive, *labels, *features_]))],
+        _first_rows,
+        SAMPLE_ROWS,
+        sensitive,
+        target,
+        features_,
+    )
     for first in parts[:1]:
         # Read here, in threads; read errors name the file, as ingest's (map_partitions). Not by dask.compute,
         # which imports distributed: imported before Prefect, distributed keeps its own log handler, which
@@ -175,14 +189,19 @@ class _Sample:
         return finite.all(axis=1) & self.labels.notna().all(axis=1).to_numpy()
 
 
-def _first_rows(part: pd.DataFrame, partition: Any, rows: int, sensitive: list[str], target: str | None,
-                features: list[str]) -> _Sample:
+def _first_rows(
+    part: pd.DataFrame, partition: Any, rows: int, sensitive: list[str], target: str | None, features: list[str]
+) -> _Sample:
     """The first ``rows`` of ``part`` as a :class:`_Sample` (whole: ``part`` has no more rows)."""
     from fairpca_dist.engine.sources import feature_values
 
     head = part.head(rows)
-    return _Sample(labels=head[sensitive], target=head[target] if target else None,
-                   finite=np.isfinite(feature_values(head, features, partition)), whole=len(part) <= rows)
+    return _Sample(
+        labels=head[sensitive],
+        target=head[target] if target else None,
+        finite=np.isfinite(feature_values(head, features, partition)),
+        whole=len(part) <= rows,
+    )
 
 
 def _check_sample_groups(sample: _Sample, kept: np.ndarray, where: str) -> None:
@@ -200,8 +219,10 @@ def _check_sample_groups(sample: _Sample, kept: np.ndarray, where: str) -> None:
     counts = sample.labels.value_counts(dropna=True).to_numpy()
     rows, alone = int(counts.sum()), int((counts == 1).sum())
     if len(counts) > MANY_GROUPS and 2 * alone > rows:
-        raise GroupError(f"sensitive feature {listed(sensitive)} has {len(counts):,} distinct values in the first "
-                         f"{rows:,} rows of {where}, {alone:,} of them in one row only: {BINNING_ADVICE}")
+        raise GroupError(
+            f"sensitive feature {listed(sensitive)} has {len(counts):,} distinct values in the first "
+            f"{rows:,} rows of {where}, {alone:,} of them in one row only: {BINNING_ADVICE}"
+        )
 
 
 def _group_rows(labels: pd.DataFrame) -> GroupMoments:
@@ -213,8 +234,14 @@ def _group_rows(labels: pd.DataFrame) -> GroupMoments:
     groups = sorted_labels(list(rows))
     count = np.array([rows[g] for g in groups], dtype=np.int64)
     k = len(groups)
-    return GroupMoments(groups=groups, count=count, weight=count.astype(np.float64), mean_offset=np.zeros((k, 0)),
-                        scatter=np.zeros((k, 0, 0)), feature_names=())
+    return GroupMoments(
+        groups=groups,
+        count=count,
+        weight=count.astype(np.float64),
+        mean_offset=np.zeros((k, 0)),
+        scatter=np.zeros((k, 0, 0)),
+        feature_names=(),
+    )
 
 
 def _check_sample_target(values: pd.Series, whole: bool) -> None:
@@ -230,10 +257,23 @@ def _check_sample_target(values: pd.Series, whole: bool) -> None:
 
 # Keys of the fsspec filesystems' keyword arguments that hold secrets (s3fs, gcsfs, adlfs, and
 # botocore's own names under client_kwargs)
-_SECRET_KEYS = frozenset({
-    "key", "secret", "token", "password", "session_token", "aws_access_key_id", "aws_secret_access_key",
-    "aws_session_token", "account_key", "sas_token", "connection_string", "client_secret", "credentials",
-})
+_SECRET_KEYS = frozenset(
+    {
+        "key",
+        "secret",
+        "token",
+        "password",
+        "session_token",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "account_key",
+        "sas_token",
+        "connection_string",
+        "client_secret",
+        "credentials",
+    }
+)
 
 
 def _check_no_secrets(storage_options: StorageOptions | None, within: str = "") -> None:
@@ -242,9 +282,11 @@ def _check_no_secrets(storage_options: StorageOptions | None, within: str = "") 
     for name, value in (storage_options or {}).items():
         path = f"{within}{name}"
         if str(name).lower() in _SECRET_KEYS:
-            raise InputError(f"storage option {path!r} holds a credential: a flow's parameters are stored by Prefect "
-                             "and shown in its UI; give it in the environment of the driver and the workers instead "
-                             "(e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), and leave it out of storage_options")
+            raise InputError(
+                f"storage option {path!r} holds a credential: a flow's parameters are stored by Prefect "
+                "and shown in its UI; give it in the environment of the driver and the workers instead "
+                "(e.g. AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), and leave it out of storage_options"
+            )
         if isinstance(value, Mapping):
             _check_no_secrets(value, f"{path}.")
 

@@ -23,14 +23,14 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.io.atomic import atomic_directory, input_paths
+from fairpca_dist.engine.passes import run_graph
+from fairpca_dist.engine.sources import Partition, check_finite, feature_values, open_table
 from fairpca_dist.exceptions import SchemaError
+from fairpca_dist.io.atomic import atomic_directory, input_paths
 from fairpca_dist.io.ingest import table_source
 from fairpca_dist.io.model_io import load_model
-from fairpca_dist.engine.passes import run_graph
-from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.io.storage import Location, StorageOptions, as_given
-from fairpca_dist.engine.sources import Partition, check_finite, feature_values, open_table
+from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
 
@@ -103,8 +103,13 @@ def project_table(
     if isinstance(source, (str, os.PathLike)):
         source = table_source(source, storage_options=storage_options)
     features = list(model.feature_names)
-    table = open_table(source, features=features, key_columns=list(pass_through), read_options=read_options,
-                       storage_options=storage_options)
+    table = open_table(
+        source,
+        features=features,
+        key_columns=list(pass_through),
+        read_options=read_options,
+        storage_options=storage_options,
+    )
     names = projected_columns(model, prefix)
     clash = sorted(set(names) & set(pass_through))
     if clash:
@@ -114,7 +119,12 @@ def project_table(
         tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
         counts = run_graph(tasks, client=client, progress=progress, label="project")
         result = ProjectionResult(as_given(out_dir), int(sum(counts)), len(counts), tuple([*pass_through, *names]))
-        marker = {"rows": result.rows, "partitions": result.partitions, "columns": list(result.columns),
-                  "method": model.method, "n_components": model.n_components}
+        marker = {
+            "rows": result.rows,
+            "partitions": result.partitions,
+            "columns": list(result.columns),
+            "method": model.method,
+            "n_components": model.n_components,
+        }
         (staging / SUCCESS_MARKER).write_text(json.dumps(marker, indent=2) + "\n")
     return result

@@ -48,8 +48,10 @@ def differences(first: str, ours: Sequence[Any], second: str, theirs: Sequence[A
         position = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
         if len(ours) != len(theirs):
             return f"{len(ours)} in {first}, {len(theirs)} in {second} (some repeated)"
-        return (f"the same {len(ours)} in another order: {theirs[position]!r} where {first} has "
-                f"{ours[position]!r} (position {position})")
+        return (
+            f"the same {len(ours)} in another order: {theirs[position]!r} where {first} has "
+            f"{ours[position]!r} (position {position})"
+        )
     parts = []
     if only_ours:
         parts.append(f"only in {first}: {listed(only_ours)}")
@@ -58,8 +60,13 @@ def differences(first: str, ours: Sequence[Any], second: str, theirs: Sequence[A
     return "; ".join(parts)
 
 
-def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
-                        names: Mapping[Hashable, str] | None = None, *, strict: bool = True) -> list[str]:
+def group_display_names(
+    groups: Sequence[Hashable],
+    columns: Sequence[str] = (),
+    names: Mapping[Hashable, str] | None = None,
+    *,
+    strict: bool = True,
+) -> list[str]:
     """How a report names each group: ``column=value`` per sensitive column, joined by ``" & "``
     for intersectional (tuple) labels (``sex=1 & race=2``); the bare values when ``columns`` is
     empty (``1 & 2``). A value that is a whole number is written as one (``1``, not ``1.0``).
@@ -74,8 +81,10 @@ def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
     """
     mismatched = [label for label in groups if len(_parts(label)) != len(columns)]
     if columns and mismatched:
-        raise GroupError(f"the group column(s) {list(columns)} do not match the group label(s) {listed(mismatched)}: "
-                         "one value per column")
+        raise GroupError(
+            f"the group column(s) {list(columns)} do not match the group label(s) {listed(mismatched)}: "
+            "one value per column"
+        )
     names = dict(names or {})
     odd = [key for key, name in names.items() if not isinstance(name, str) or not name]
     if odd:
@@ -90,13 +99,17 @@ def group_display_names(groups: Sequence[Hashable], columns: Sequence[str] = (),
         shown = names[keys[0]] if keys else text
         return f"{column}={shown}" if column else shown
 
-    shown = [" & ".join(part(columns[i] if columns else None, value) for i, value in enumerate(_parts(group)))
-             for group in groups]
+    shown = [
+        " & ".join(part(columns[i] if columns else None, value) for i, value in enumerate(_parts(group)))
+        for group in groups
+    ]
     unused = [key for key in names if key not in used]
     if unused and strict:
         values = [" & ".join(_value_text(value) for value in _parts(group)) for group in groups]
-        raise InputError(f"group_names {listed(unused)} name no value of the groups "
-                         f"({listed(values, show=str)}{' by ' + ', '.join(columns) if columns else ''})")
+        raise InputError(
+            f"group_names {listed(unused)} name no value of the groups "
+            f"({listed(values, show=str)}{' by ' + ', '.join(columns) if columns else ''})"
+        )
     return shown
 
 

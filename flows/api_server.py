@@ -57,8 +57,7 @@ class TemporaryServer(prefect_server.SubprocessASGIServer):
 
         def popen(args: Sequence[str], **options: Any) -> subprocess.Popen[Any]:
             # Prefect's ``python -m uvicorn ...`` becomes ``python -m fairpca_dist.flows.api_server PID -m uvicorn ...``
-            return subprocess.Popen([args[0], "-m", _MODULE, str(parent), *args[1:]], start_new_session=True,
-                                    **options)
+            return subprocess.Popen([args[0], "-m", _MODULE, str(parent), *args[1:]], start_new_session=True, **options)
 
         # Prefect builds the command and its environment; only its Popen call is ours.
         prefect_server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})

@@ -6,12 +6,12 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.io.atomic import check_output
 from fairpca_dist.assessment.comparison import check_comparison
 from fairpca_dist.assessment.comparison_report import COMPARISON_FILE
+from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, comparison_task
+from fairpca_dist.io.atomic import check_output
 from fairpca_dist.io.ingest import read_schema
 from fairpca_dist.params import check_run_parameters
-from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, comparison_task
 
 
 @flow(name="fairpca-compare", flow_run_name="compare-r{n_components}")
@@ -48,14 +48,41 @@ def compare(
     check_run_parameters(source=table_dir, center=center, dask_address=dask_address, storage_options=storage_options)
     check_output(out_dir, [table_dir], kind="folder", marker=COMPARISON_FILE, storage_options=storage_options)
     schema = read_schema(table_dir, storage_options)
-    check_comparison(methods, ranks, len(schema["features"]), groups=[g["label"] for g in schema["groups"]],
-                     center=center, target=target)
-    cell_moments_task(table_dir, cells_column=cells_column, n_cells=n_cells, cell_seed=cell_seed, cache_dir=cache_dir,
-                      dask_address=dask_address, storage_options=storage_options)
-    return comparison_task(table_dir, out_dir, methods=methods, n_components=ranks, target=target, n_cells=n_cells,
-                           cells_column=cells_column, cell_seed=cell_seed, train_fraction=train_fraction,
-                           center=center, standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state,
-                           cache_dir=cache_dir, dask_address=dask_address, storage_options=storage_options)
+    check_comparison(
+        methods,
+        ranks,
+        len(schema["features"]),
+        groups=[g["label"] for g in schema["groups"]],
+        center=center,
+        target=target,
+    )
+    cell_moments_task(
+        table_dir,
+        cells_column=cells_column,
+        n_cells=n_cells,
+        cell_seed=cell_seed,
+        cache_dir=cache_dir,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
+    return comparison_task(
+        table_dir,
+        out_dir,
+        methods=methods,
+        n_components=ranks,
+        target=target,
+        n_cells=n_cells,
+        cells_column=cells_column,
+        cell_seed=cell_seed,
+        train_fraction=train_fraction,
+        center=center,
+        standardize=standardize,
+        rbf_mmd=rbf_mmd,
+        random_state=random_state,
+        cache_dir=cache_dir,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
 
 
 if __name__ == "__main__":

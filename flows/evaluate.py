@@ -6,10 +6,10 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.io.atomic import check_output
-from fairpca_dist.params import check_run_parameters
 from fairpca_dist.assessment.table_evaluation import EVALUATION_FILE, check_settings, table_cells
 from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, evaluation_task
+from fairpca_dist.io.atomic import check_output
+from fairpca_dist.params import check_run_parameters
 
 
 @flow(name="fairpca-evaluate", flow_run_name="evaluate-r{n_components}")
@@ -42,17 +42,41 @@ def evaluate(
     ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
     methods = methods if methods is not None else ["pca", "fair-eig", "dro"]
-    check_run_parameters(source=table_dir, n_components=n_components, center=center, dask_address=dask_address,
-                         storage_options=storage_options)
+    check_run_parameters(
+        source=table_dir,
+        n_components=n_components,
+        center=center,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
     check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE, storage_options=storage_options)
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
-                        storage_options=storage_options)
+    cells = table_cells(
+        table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed, storage_options=storage_options
+    )
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
-    cells_path = cell_moments_task(table_dir, cells_column=cells_column, n_cells=n_cells, cell_seed=cell_seed,
-                                   cache_dir=cache_dir, dask_address=dask_address, storage_options=storage_options)
-    return evaluation_task(cells_path, out_dir, methods=methods, n_components=n_components, n_splits=n_splits,
-                           train_fraction=train_fraction, n_folds=n_folds, center=center, standardize=standardize,
-                           random_state=random_state, source=table_dir, storage_options=storage_options)
+    cells_path = cell_moments_task(
+        table_dir,
+        cells_column=cells_column,
+        n_cells=n_cells,
+        cell_seed=cell_seed,
+        cache_dir=cache_dir,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
+    return evaluation_task(
+        cells_path,
+        out_dir,
+        methods=methods,
+        n_components=n_components,
+        n_splits=n_splits,
+        train_fraction=train_fraction,
+        n_folds=n_folds,
+        center=center,
+        standardize=standardize,
+        random_state=random_state,
+        source=table_dir,
+        storage_options=storage_options,
+    )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.params import check_run_parameters
 from fairpca_dist.flows.tasks import fit_task
+from fairpca_dist.params import check_run_parameters
 
 
 @flow(name="fairpca-fit", flow_run_name="fit-{method}-r{n_components}")
@@ -29,11 +29,27 @@ def fit(
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
-    check_run_parameters(source=table_dir, method=method, n_components=n_components, center=center, options=options,
-                         dask_address=dask_address, storage_options=storage_options)
-    return fit_task(table_dir, model_dir, method=method, n_components=n_components, center=center,
-                    standardize=standardize, options=options, cache_dir=cache_dir, dask_address=dask_address,
-                    storage_options=storage_options)
+    check_run_parameters(
+        source=table_dir,
+        method=method,
+        n_components=n_components,
+        center=center,
+        options=options,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
+    return fit_task(
+        table_dir,
+        model_dir,
+        method=method,
+        n_components=n_components,
+        center=center,
+        standardize=standardize,
+        options=options,
+        cache_dir=cache_dir,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.params import check_run_parameters
 from fairpca_dist.flows.tasks import ingest_task
+from fairpca_dist.params import check_run_parameters
 
 
 @flow(name="fairpca-ingest", flow_run_name="ingest-{table_dir}")
@@ -32,12 +32,21 @@ def ingest(
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
     """
-    check_run_parameters(source=source, on_bad_rows=on_bad_rows, dask_address=dask_address,
-                         storage_options=storage_options)
+    check_run_parameters(
+        source=source, on_bad_rows=on_bad_rows, dask_address=dask_address, storage_options=storage_options
+    )
     return ingest_task(
-        source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude or [],
-        key_columns=key_columns or [], pass_through=pass_through or [], on_bad_rows=on_bad_rows,
-        read_options=read_options, dask_address=dask_address, storage_options=storage_options,
+        source,
+        table_dir,
+        sensitive_feature=sensitive_feature,
+        features=features,
+        exclude=exclude or [],
+        key_columns=key_columns or [],
+        pass_through=pass_through or [],
+        on_bad_rows=on_bad_rows,
+        read_options=read_options,
+        dask_address=dask_address,
+        storage_options=storage_options,
     )
 
 

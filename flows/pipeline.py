@@ -21,14 +21,20 @@ from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
-from fairpca_dist.io.atomic import output_lock, staging_folder, swap_in
-from fairpca_dist.io.runs import (STEP_FOLDERS, check_run, check_run_folder, previous_run, remove_unfinished_run,
-                               run_folder)
 from fairpca_dist.fitting import MOMENTS_CACHE
-from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.flows.steps import log_step, step
 from fairpca_dist.flows.task_runner import QuietDaskTaskRunner
 from fairpca_dist.flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
+from fairpca_dist.io.atomic import output_lock, staging_folder, swap_in
+from fairpca_dist.io.runs import (
+    STEP_FOLDERS,
+    check_run,
+    check_run_folder,
+    previous_run,
+    remove_unfinished_run,
+    run_folder,
+)
+from fairpca_dist.io.storage import Location, locate
 
 
 def task_runner(dask_address: str | None) -> DaskTaskRunner:
@@ -36,12 +42,14 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
     processes, so no extra temporary Prefect servers in ephemeral mode)."""
     if dask_address:
         return QuietDaskTaskRunner(address=dask_address)
-    return QuietDaskTaskRunner(cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False,
-                                       "dashboard_address": ":0"})
+    return QuietDaskTaskRunner(
+        cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False, "dashboard_address": ":0"}
+    )
 
 
-def _run_dir(runs_dir: str, run_id: str | None, method: str, n_components: int,
-             storage_options: dict[str, Any] | None) -> Location:
+def _run_dir(
+    runs_dir: str, run_id: str | None, method: str, n_components: int, storage_options: dict[str, Any] | None
+) -> Location:
     """``<runs_dir>/<run_id>`` (:func:`fairpca_dist.io.runs.run_folder`); without a run id, a name no
     other run has: method, r, start time and the start of the flow-run id."""
     if not run_id:
@@ -57,48 +65,86 @@ def _absolute_source(source: str) -> str:
 
 @flow(name="fairpca-pipeline-steps")
 def _steps(
-    source: str, root: str, sensitive_feature: list[str], features: list[str] | None, exclude: list[str],
-    key_columns: list[str], target: str | None, method: str, n_components: int, center: str, standardize: bool,
-    options: dict[str, Any] | None, on_bad_rows: str, read_options: dict[str, Any] | None,
-    storage_options: dict[str, Any] | None = None, group_names: dict[str, str] | None = None,
+    source: str,
+    root: str,
+    sensitive_feature: list[str],
+    features: list[str] | None,
+    exclude: list[str],
+    key_columns: list[str],
+    target: str | None,
+    method: str,
+    n_components: int,
+    center: str,
+    standardize: bool,
+    options: dict[str, Any] | None,
+    on_bad_rows: str,
+    read_options: dict[str, Any] | None,
+    storage_options: dict[str, Any] | None = None,
+    group_names: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     with no_retry_after_interrupt():  # the tasks run on the cluster's threads, not interrupted themselves
         with step("dask") as outcome:
             # prefect-dask starts (or connects to) the cluster on first use: do it here, timed.
             client = FlowRunContext.get().task_runner.client
             workers = client.scheduler_info()["workers"].values()
-            outcome.summary = (f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads "
-                               f"at {client.scheduler.address}")
+            outcome.summary = (
+                f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {client.scheduler.address}"
+            )
         base = root.rstrip("/")
         pass_through = [*key_columns, *([target] if target else [])]
         # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
         # hands the library the same cluster for its own graphs; steps run one after another.
         with step("ingest") as outcome:
             table = ingest_task.submit(
-                source, f"{base}/table", sensitive_feature=sensitive_feature, features=features, exclude=exclude,
-                key_columns=key_columns, pass_through=[target] if target else [], on_bad_rows=on_bad_rows,
-                read_options=read_options, report_target=target, storage_options=storage_options,
+                source,
+                f"{base}/table",
+                sensitive_feature=sensitive_feature,
+                features=features,
+                exclude=exclude,
+                key_columns=key_columns,
+                pass_through=[target] if target else [],
+                on_bad_rows=on_bad_rows,
+                read_options=read_options,
+                report_target=target,
+                storage_options=storage_options,
             ).result()
             counts, *left_out = table["summary"].splitlines()  # then the columns left out, if any
             outcome.summary = "\n    ".join([f"{counts} -> {table['table_dir']}", *left_out])
         with step("fit") as outcome:
             model = fit_task.submit(
-                table["table_dir"], f"{base}/model", method=method, n_components=n_components, center=center,
-                standardize=standardize, options=options, cache_dir=f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}",
+                table["table_dir"],
+                f"{base}/model",
+                method=method,
+                n_components=n_components,
+                center=center,
+                standardize=standardize,
+                options=options,
+                cache_dir=f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}",
                 storage_options=storage_options,
             ).result()
-            outcome.summary = (f"{method} r={n_components}, {model['criterion']}"
-                               f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}")
+            outcome.summary = (
+                f"{method} r={n_components}, {model['criterion']}"
+                f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}"
+            )
         with step("project") as outcome:
             projected = project_task.submit(
-                model["model_dir"], table["table_dir"], f"{base}/projected", pass_through=pass_through,
+                model["model_dir"],
+                table["table_dir"],
+                f"{base}/projected",
+                pass_through=pass_through,
                 storage_options=storage_options,
             ).result()
             outcome.summary = f"{projected['rows']:,} rows -> {projected['out_dir']}"
         with step("report") as outcome:
             report = report_task.submit(
-                model["model_dir"], table["table_dir"], f"{base}/report", target=target, max_components=None,
-                sample_size=50_000, artifact_key=f"fairpca-report-{method}", group_names=group_names,
+                model["model_dir"],
+                table["table_dir"],
+                f"{base}/report",
+                target=target,
+                max_components=None,
+                sample_size=50_000,
+                artifact_key=f"fairpca-report-{method}",
+                group_names=group_names,
                 storage_options=storage_options,
             ).result()
             outcome.summary = f"-> {report['markdown']}"
@@ -143,10 +189,25 @@ def pipeline(
     credentials come from the workers' environment, never from a flow parameter. ``group_names``:
     display names of values of the sensitive column in the report (``{"1": "female"}``; as
     :func:`fairpca_dist.flows.report.report`)."""
-    check_run(source, sensitive_feature, runs_dir=runs_dir, run_id=run_id, features=features, exclude=exclude,
-              key_columns=key_columns, target=target, method=method, n_components=n_components, center=center,
-              options=options, on_bad_rows=on_bad_rows, read_options=read_options, dask_address=dask_address,
-              storage_options=storage_options, overwrite=overwrite)
+    check_run(
+        source,
+        sensitive_feature,
+        runs_dir=runs_dir,
+        run_id=run_id,
+        features=features,
+        exclude=exclude,
+        key_columns=key_columns,
+        target=target,
+        method=method,
+        n_components=n_components,
+        center=center,
+        options=options,
+        on_bad_rows=on_bad_rows,
+        read_options=read_options,
+        dask_address=dask_address,
+        storage_options=storage_options,
+        overwrite=overwrite,
+    )
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
     with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
@@ -161,9 +222,24 @@ def pipeline(
         if replacing:
             log_step("run", f"{root} is replaced once this run completes (written to {target_dir.name} until then)")
         try:
-            result = steps(_absolute_source(source), target_dir.url if not target_dir.local else target_dir.path,
-                           sensitive_feature, features, exclude or [], key_columns or [], target, method, n_components,
-                           center, standardize, options, on_bad_rows, read_options, storage_options, group_names)
+            result = steps(
+                _absolute_source(source),
+                target_dir.url if not target_dir.local else target_dir.path,
+                sensitive_feature,
+                features,
+                exclude or [],
+                key_columns or [],
+                target,
+                method,
+                n_components,
+                center,
+                standardize,
+                options,
+                on_bad_rows,
+                read_options,
+                storage_options,
+                group_names,
+            )
         except BaseException:
             remove_unfinished_run(target_dir, unfinished)
             raise
@@ -181,7 +257,7 @@ def _relocated(value: Any, old: str, new: str) -> Any:
     if isinstance(value, list):
         return [_relocated(item, old, new) for item in value]
     if isinstance(value, str) and (value == old or value.startswith(old + os.sep)):
-        return new + value[len(old):]
+        return new + value[len(old) :]
     return value
 
 

@@ -6,14 +6,18 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.params import check_run_parameters
 from fairpca_dist.flows.tasks import project_task
+from fairpca_dist.params import check_run_parameters
 
 
 @flow(name="fairpca-project", flow_run_name="project-{out_dir}")
 def project(
-    model_dir: str, table_dir: str, out_dir: str, pass_through: list[str] | None = None,
-    dask_address: str | None = None, storage_options: dict[str, Any] | None = None,
+    model_dir: str,
+    table_dir: str,
+    out_dir: str,
+    pass_through: list[str] | None = None,
+    dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Project every row; the output folder is replaced only when complete.
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
@@ -22,8 +26,14 @@ def project(
     """
     check_run_parameters(source=model_dir, storage_options=storage_options)
     check_run_parameters(source=table_dir, dask_address=dask_address, storage_options=storage_options)
-    return project_task(model_dir, table_dir, out_dir, pass_through=pass_through or [], dask_address=dask_address,
-                        storage_options=storage_options)
+    return project_task(
+        model_dir,
+        table_dir,
+        out_dir,
+        pass_through=pass_through or [],
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
 
 
 if __name__ == "__main__":

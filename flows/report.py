@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import flow
 
-from fairpca_dist.params import check_run_parameters
 from fairpca_dist.flows.tasks import report_task
+from fairpca_dist.params import check_run_parameters
 
 
 @flow(name="fairpca-report", flow_run_name="report-{report_dir}")
@@ -36,9 +36,19 @@ def report(
     """
     check_run_parameters(source=model_dir, rbf_mmd=rbf_mmd, storage_options=storage_options)
     check_run_parameters(source=table_dir, dask_address=dask_address, storage_options=storage_options)
-    return report_task(model_dir, table_dir, report_dir, target=target, max_components=max_components,
-                       sample_size=sample_size, artifact_key=artifact_key, dask_address=dask_address,
-                       rbf_mmd=rbf_mmd, group_names=group_names, storage_options=storage_options)
+    return report_task(
+        model_dir,
+        table_dir,
+        report_dir,
+        target=target,
+        max_components=max_components,
+        sample_size=sample_size,
+        artifact_key=artifact_key,
+        dask_address=dask_address,
+        rbf_mmd=rbf_mmd,
+        group_names=group_names,
+        storage_options=storage_options,
+    )
 
 
 if __name__ == "__main__":

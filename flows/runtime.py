@@ -26,9 +26,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-
-__all__ = ["PREFECT_DEFAULTS", "apply_prefect_defaults", "ApiServer", "api_server", "check_api", "check_configured_api",
-           "API_TIMEOUT"]
+__all__ = [
+    "PREFECT_DEFAULTS",
+    "apply_prefect_defaults",
+    "ApiServer",
+    "api_server",
+    "check_api",
+    "check_configured_api",
+    "API_TIMEOUT",
+]
 
 PREFECT_DEFAULTS: dict[str, str] = {
     # Wait up to 3 minutes for the temporary server (first start: database creation).
@@ -48,7 +54,9 @@ def apply_prefect_defaults() -> dict[str, str]:
     from prefect.settings import get_current_settings
 
     configured = get_current_settings().to_environment_variables(exclude_unset=True)
-    applied = {name: value for name, value in PREFECT_DEFAULTS.items() if name not in configured and name not in os.environ}
+    applied = {
+        name: value for name, value in PREFECT_DEFAULTS.items() if name not in configured and name not in os.environ
+    }
     if applied:
         os.environ.update(applied)
         prefect.context.refresh_global_settings_context()
@@ -98,19 +106,24 @@ def check_api(url: str, *, timeout: float = API_TIMEOUT) -> None:
 
     from fairpca_dist.exceptions import ServiceError
 
-    advice = ("start it (`prefect server start`), or unset PREFECT_API_URL to run on a temporary server of this "
-              "command's own")
+    advice = (
+        "start it (`prefect server start`), or unset PREFECT_API_URL to run on a temporary server of this command's own"
+    )
     try:
         with get_client(sync_client=True, httpx_settings={"timeout": timeout}) as client:
             error = client.api_healthcheck()
     except (httpx.HTTPError, ValueError) as raised:  # a URL httpx cannot use
         error = raised
     if isinstance(error, httpx.HTTPStatusError):
-        raise ServiceError(f"{url} (PREFECT_API_URL) answers, but not as a Prefect API (health check: HTTP "
-                           f"{error.response.status_code}): check the URL, which ends in /api, or {advice}") from error
+        raise ServiceError(
+            f"{url} (PREFECT_API_URL) answers, but not as a Prefect API (health check: HTTP "
+            f"{error.response.status_code}): check the URL, which ends in /api, or {advice}"
+        ) from error
     if error is not None:
-        raise ServiceError(f"no Prefect API answers at {url} (PREFECT_API_URL; {type(error).__name__}: "
-                           f"{' '.join(str(error).split()) or 'no answer'}): {advice}") from error
+        raise ServiceError(
+            f"no Prefect API answers at {url} (PREFECT_API_URL; {type(error).__name__}: "
+            f"{' '.join(str(error).split()) or 'no answer'}): {advice}"
+        ) from error
 
 
 @contextlib.contextmanager
@@ -155,8 +168,9 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
     started = time.perf_counter()
     try:
         server.start()  # an interrupt while it starts stops it too
-        found = ApiServer(server.api_url, temporary=True, seconds=time.perf_counter() - started,
-                          created_database=new_database)
+        found = ApiServer(
+            server.api_url, temporary=True, seconds=time.perf_counter() - started, created_database=new_database
+        )
         with temporary_settings(updates={PREFECT_API_URL: found.url}):
             yield found
     finally:

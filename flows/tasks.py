@@ -20,19 +20,18 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
+from fairpca_dist.assessment.evaluation import evaluate
+from fairpca_dist.assessment.report import report_markdown_summary, report_table
+from fairpca_dist.assessment.scoring import own_criterion, score_projection
+from fairpca_dist.assessment.table_comparison import compare_table
+from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.engine.cluster import connect
-from fairpca_dist.assessment.evaluation import evaluate
 from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, write_table_report
 from fairpca_dist.io.ingest import ingest_table
-from fairpca_dist.projection import project_table
-from fairpca_dist.assessment.report import report_markdown_summary, report_table
-from fairpca_dist.assessment.scoring import own_criterion, score_projection
 from fairpca_dist.io.storage import locate
-from fairpca_dist.assessment.table_comparison import compare_table
-from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
-
+from fairpca_dist.projection import project_table
 
 MethodsParameter = dict[str, dict[str, Any] | None] | list[str] | str
 """The ``methods`` of the evaluate and compare flows, in every form the library takes that a
@@ -121,64 +120,148 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
 
 
 @task(name="ingest-table", **_RETRIES)
-def ingest_task(source: str, table_dir: str, *, sensitive_feature: list[str], features: list[str] | None,
-                exclude: list[str], key_columns: list[str], pass_through: list[str], on_bad_rows: str,
-                read_options: dict[str, Any] | None, dask_address: str | None = None,
-                report_target: str | None = None, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def ingest_task(
+    source: str,
+    table_dir: str,
+    *,
+    sensitive_feature: list[str],
+    features: list[str] | None,
+    exclude: list[str],
+    key_columns: list[str],
+    pass_through: list[str],
+    on_bad_rows: str,
+    read_options: dict[str, Any] | None,
+    dask_address: str | None = None,
+    report_target: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Ingest ``source``; with ``report_target``, also check now the target a later report's
     downstream check needs (kept, binary), rather than after the fit and the projection."""
     with dask_client(dask_address) as client:
         result = ingest_table(
-            source, table_dir, sensitive_feature=sensitive_feature, features=features, exclude=exclude,
+            source,
+            table_dir,
+            sensitive_feature=sensitive_feature,
+            features=features,
+            exclude=exclude,
             key_columns=key_columns,
-            pass_through=pass_through, on_bad_rows=on_bad_rows, read_options=read_options, client=client,
-            progress=True, storage_options=storage_options,
+            pass_through=pass_through,
+            on_bad_rows=on_bad_rows,
+            read_options=read_options,
+            client=client,
+            progress=True,
+            storage_options=storage_options,
         )
         if report_target is not None:
             check_report_target(table_dir, report_target, client=client, storage_options=storage_options)
     get_run_logger().info("ingested %d rows (%d rejected) into %s", result.rows, result.rejected, table_dir)
-    return {"table_dir": str(result.table_dir), "rows": result.rows, "rejected": result.rejected,
-            "summary": result.summary()}
+    return {
+        "table_dir": str(result.table_dir),
+        "rows": result.rows,
+        "rejected": result.rejected,
+        "summary": result.summary(),
+    }
 
 
 @task(name="fit-model", **_RETRIES)
-def fit_task(table_dir: str, model_dir: str, *, method: str, n_components: int, center: str,
-             standardize: bool, options: dict[str, Any] | None, cache_dir: str | None,
-             dask_address: str | None = None, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def fit_task(
+    table_dir: str,
+    model_dir: str,
+    *,
+    method: str,
+    n_components: int,
+    center: str,
+    standardize: bool,
+    options: dict[str, Any] | None,
+    cache_dir: str | None,
+    dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     with dask_client(dask_address) as client:
         model = fit_table(
-            table_dir, model_dir, method=method, n_components=n_components, center=center,
-            standardize=standardize, options=options, cache_dir=cache_dir, client=client, progress=True,
+            table_dir,
+            model_dir,
+            method=method,
+            n_components=n_components,
+            center=center,
+            standardize=standardize,
+            options=options,
+            cache_dir=cache_dir,
+            client=client,
+            progress=True,
             storage_options=storage_options,
         )
     criterion, value = own_criterion(model, score_projection(model, load_fitted(model_dir, storage_options)[1]))
     shown = "measured by the report" if value is None else f"{value:.4g}"
     direction = criterion.direction
-    get_run_logger().info("fitted %s (r=%d): %s (%s) %s; %s", model.method, model.n_components, criterion.title,
-                          direction, shown, model.message)
-    return {"model_dir": model_dir, "criterion": f"{criterion.title} ({direction}) {shown}",
-            "converged": model.converged}
+    get_run_logger().info(
+        "fitted %s (r=%d): %s (%s) %s; %s",
+        model.method,
+        model.n_components,
+        criterion.title,
+        direction,
+        shown,
+        model.message,
+    )
+    return {
+        "model_dir": model_dir,
+        "criterion": f"{criterion.title} ({direction}) {shown}",
+        "converged": model.converged,
+    }
 
 
 @task(name="project-table", **_RETRIES)
-def project_task(model_dir: str, table_dir: str, out_dir: str, *, pass_through: list[str],
-                 dask_address: str | None = None, storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def project_task(
+    model_dir: str,
+    table_dir: str,
+    out_dir: str,
+    *,
+    pass_through: list[str],
+    dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     with dask_client(dask_address) as client:
-        result = project_table(model_dir, table_dir, out_dir, pass_through=pass_through,
-                               client=client, progress=True, storage_options=storage_options)
+        result = project_table(
+            model_dir,
+            table_dir,
+            out_dir,
+            pass_through=pass_through,
+            client=client,
+            progress=True,
+            storage_options=storage_options,
+        )
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
     return {"out_dir": str(result.out_dir), "rows": result.rows}
 
 
 @task(name="fairness-report", **_RETRIES)
-def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str | None,
-                max_components: int | None, sample_size: int, artifact_key: str,
-                dask_address: str | None = None, rbf_mmd: str = "auto", group_names: dict[str, str] | None = None,
-                storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def report_task(
+    model_dir: str,
+    table_dir: str,
+    report_dir: str,
+    *,
+    target: str | None,
+    max_components: int | None,
+    sample_size: int,
+    artifact_key: str,
+    dask_address: str | None = None,
+    rbf_mmd: str = "auto",
+    group_names: dict[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     with dask_client(dask_address) as client:
         report, files = write_table_report(
-            model_dir, table_dir, report_dir, target=target, max_components=max_components, sample_size=sample_size,
-            rbf_mmd=rbf_mmd, group_names=group_names, client=client, progress=True, announce=get_run_logger().info,
+            model_dir,
+            table_dir,
+            report_dir,
+            target=target,
+            max_components=max_components,
+            sample_size=sample_size,
+            rbf_mmd=rbf_mmd,
+            group_names=group_names,
+            client=client,
+            progress=True,
+            announce=get_run_logger().info,
             storage_options=storage_options,
         )
     create_markdown_artifact(report_markdown_summary(report), key=artifact_key, description="fair PCA report")
@@ -187,54 +270,125 @@ def report_task(model_dir: str, table_dir: str, report_dir: str, *, target: str 
 
 
 @task(name="cell-moments", **_RETRIES)
-def cell_moments_task(table_dir: str, *, cells_column: str | None, n_cells: int, cell_seed: int,
-                      cache_dir: str | None, dask_address: str | None = None,
-                      storage_options: dict[str, Any] | None = None) -> str:
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
-                        storage_options=storage_options)
+def cell_moments_task(
+    table_dir: str,
+    *,
+    cells_column: str | None,
+    n_cells: int,
+    cell_seed: int,
+    cache_dir: str | None,
+    dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> str:
+    cells = table_cells(
+        table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed, storage_options=storage_options
+    )
     with dask_client(dask_address) as client:
-        moments, path = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=True,
-                                            storage_options=storage_options)
-    get_run_logger().info("moments of %d cells x %d groups of %d rows in %s", moments.n_cells, moments.n_groups,
-                          moments.n_samples, path)
+        moments, path = cached_cell_moments(
+            table_dir, cache_dir, cells=cells, client=client, progress=True, storage_options=storage_options
+        )
+    get_run_logger().info(
+        "moments of %d cells x %d groups of %d rows in %s", moments.n_cells, moments.n_groups, moments.n_samples, path
+    )
     return str(path)
 
 
 @task(name="evaluate-methods")
-def evaluation_task(cells_path: str, out_dir: str, *, methods: MethodsParameter,
-                    n_components: int, n_splits: int, train_fraction: float, n_folds: int, center: str,
-                    standardize: bool, random_state: int | None, source: str,
-                    storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    evaluation = evaluate(CellMoments.load(locate(cells_path, storage_options)), n_components, methods, n_splits=n_splits,
-                          train_fraction=train_fraction, n_folds=n_folds, center=center, standardize=standardize,
-                          random_state=random_state, progress=True)
+def evaluation_task(
+    cells_path: str,
+    out_dir: str,
+    *,
+    methods: MethodsParameter,
+    n_components: int,
+    n_splits: int,
+    train_fraction: float,
+    n_folds: int,
+    center: str,
+    standardize: bool,
+    random_state: int | None,
+    source: str,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    evaluation = evaluate(
+        CellMoments.load(locate(cells_path, storage_options)),
+        n_components,
+        methods,
+        n_splits=n_splits,
+        train_fraction=train_fraction,
+        n_folds=n_folds,
+        center=center,
+        standardize=standardize,
+        random_state=random_state,
+        progress=True,
+    )
     write_evaluation(evaluation, out_dir, source=source, storage_options=storage_options)
-    create_markdown_artifact(evaluation.markdown(), key="fairpca-evaluation",
-                             description="cross-validated ABDiff and ARE per method")
+    create_markdown_artifact(
+        evaluation.markdown(), key="fairpca-evaluation", description="cross-validated ABDiff and ARE per method"
+    )
     get_run_logger().info("evaluated %s in %.1f s", ", ".join(evaluation.methods), evaluation.seconds)
-    return {"out_dir": out_dir, "summary": json.loads(evaluation.summary().to_json(orient="index", double_precision=15))}
+    return {
+        "out_dir": out_dir,
+        "summary": json.loads(evaluation.summary().to_json(orient="index", double_precision=15)),
+    }
 
 
 @task(name="compare-methods")
-def comparison_task(table_dir: str, out_dir: str, *, methods: MethodsParameter | None,
-                    n_components: list[int], target: str | None, n_cells: int, cells_column: str | None,
-                    cell_seed: int, train_fraction: float, center: str, standardize: bool, rbf_mmd: bool,
-                    random_state: int, cache_dir: str | None, dask_address: str | None = None,
-                    storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+def comparison_task(
+    table_dir: str,
+    out_dir: str,
+    *,
+    methods: MethodsParameter | None,
+    n_components: list[int],
+    target: str | None,
+    n_cells: int,
+    cells_column: str | None,
+    cell_seed: int,
+    train_fraction: float,
+    center: str,
+    standardize: bool,
+    rbf_mmd: bool,
+    random_state: int,
+    cache_dir: str | None,
+    dask_address: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     with dask_client(dask_address) as client:
         comparison = compare_table(
-            table_dir, out_dir, n_components=n_components, methods=methods, target=target, n_cells=n_cells,
-            cells_column=cells_column, cell_seed=cell_seed, train_fraction=train_fraction, center=center,
-            standardize=standardize, rbf_mmd=rbf_mmd, random_state=random_state, cache_dir=cache_dir, client=client,
-            progress=True, storage_options=storage_options,
+            table_dir,
+            out_dir,
+            n_components=n_components,
+            methods=methods,
+            target=target,
+            n_cells=n_cells,
+            cells_column=cells_column,
+            cell_seed=cell_seed,
+            train_fraction=train_fraction,
+            center=center,
+            standardize=standardize,
+            rbf_mmd=rbf_mmd,
+            random_state=random_state,
+            cache_dir=cache_dir,
+            client=client,
+            progress=True,
+            storage_options=storage_options,
         )
-    reading = "\n\n".join([*comparison.summary(),
-                             *(f"**r = {r}.** " + " ".join(comparison.reading(r)) for r in comparison.ranks)])
+    reading = "\n\n".join(
+        [*comparison.summary(), *(f"**r = {r}.** " + " ".join(comparison.reading(r)) for r in comparison.ranks)]
+    )
     create_markdown_artifact(reading, key="fairpca-comparison", description="fair PCA methods compared")
-    create_table_artifact(json.loads(comparison.table().to_json(orient="records", double_precision=15)),
-                          key="fairpca-comparison-table", description="every method and grid point by every criterion")
-    get_run_logger().info("compared %d fits in %.1f s with %d passes over the rows", len(comparison.candidates),
-                          comparison.seconds, sum(comparison.passes.values()))
-    return {"out_dir": out_dir, "passes": comparison.passes,
-            "fits": [{"label": c.label, "n_components": c.n_components, "status": c.status}
-                     for c in comparison.candidates]}
+    create_table_artifact(
+        json.loads(comparison.table().to_json(orient="records", double_precision=15)),
+        key="fairpca-comparison-table",
+        description="every method and grid point by every criterion",
+    )
+    get_run_logger().info(
+        "compared %d fits in %.1f s with %d passes over the rows",
+        len(comparison.candidates),
+        comparison.seconds,
+        sum(comparison.passes.values()),
+    )
+    return {
+        "out_dir": out_dir,
+        "passes": comparison.passes,
+        "fits": [{"label": c.label, "n_components": c.n_components, "status": c.status} for c in comparison.candidates],
+    }

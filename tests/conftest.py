@@ -52,7 +52,11 @@ def grouped_data(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rows whose groups differ in mean and covariance; labels are strings."""
     rng = np.random.default_rng(seed)
-    labels = rng.choice([f"g{g}" for g in range(n_groups)], size=n_rows, p=np.linspace(2, 1, n_groups) / np.linspace(2, 1, n_groups).sum())
+    labels = rng.choice(
+        [f"g{g}" for g in range(n_groups)],
+        size=n_rows,
+        p=np.linspace(2, 1, n_groups) / np.linspace(2, 1, n_groups).sum(),
+    )
     x = np.empty((n_rows, n_features))
     for g in range(n_groups):
         mask = labels == f"g{g}"

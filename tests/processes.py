@@ -53,8 +53,15 @@ class Processes:
 
     def start(self, name: str, args: list[str], *, env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
         with open(self.log_dir / f"{name}.log", "wb") as log:
-            proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                args,
+                env=env,
+                cwd=cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.started.append((name, proc))
         return proc
 

@@ -36,14 +36,23 @@ class S3Server:
     @property
     def env(self) -> dict[str, str]:
         """The environment a process needs to use the server (endpoint and credentials)."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": self.key,
-                "AWS_SECRET_ACCESS_KEY": self.secret, "AWS_DEFAULT_REGION": "us-east-1"}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": self.key,
+            "AWS_SECRET_ACCESS_KEY": self.secret,
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
 
     def client(self) -> Any:
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.key,
-                            aws_secret_access_key=self.secret, region_name="us-east-1")
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.secret,
+            region_name="us-east-1",
+        )
 
     def new_bucket(self) -> str:
         """Create a bucket with a fresh name; return its name."""
@@ -68,8 +77,12 @@ def start_server() -> S3Server:
     endpoint = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env["INITIAL_NO_AUTH_ACTION_COUNT"] = "3"
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -82,8 +95,13 @@ def start_server() -> S3Server:
             time.sleep(0.1)
     import boto3
 
-    iam = boto3.client("iam", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bootstrap",
-                       aws_secret_access_key="bootstrap")
+    iam = boto3.client(
+        "iam",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="bootstrap",
+        aws_secret_access_key="bootstrap",
+    )
     iam.create_user(UserName="fairpca-tests")
     policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
     iam.put_user_policy(UserName="fairpca-tests", PolicyName="all", PolicyDocument=json.dumps(policy))

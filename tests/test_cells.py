@@ -8,8 +8,9 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+from test_moments import assert_matches_reference
+
 from fairpca_dist import (
     CellMoments,
     GroupError,
@@ -19,7 +20,6 @@ from fairpca_dist import (
     SchemaError,
     compute_moments,
 )
-from test_moments import assert_matches_reference
 
 FEATURES = ["f0", "f1", "f2", "f3", "f4"]
 
@@ -131,7 +131,9 @@ def test_total_equals_the_pass_without_cells_and_reads_each_partition_once(monke
     calls = []
     read_chunk = sources.read_chunk
     monkeypatch.setattr(sources, "read_chunk", lambda *a, **k: calls.append(1) or read_chunk(*a, **k))
-    by_cell = compute_moments(frame, sensitive_feature="group", features=FEATURES, cells=HashCells(("id",), 6), chunk_rows=500)
+    by_cell = compute_moments(
+        frame, sensitive_feature="group", features=FEATURES, cells=HashCells(("id",), 6), chunk_rows=500
+    )
     assert len(calls) == 6  # one task per partition: splits cost no extra pass
     assert_same_moments(by_cell.total(), direct(frame), rtol=1e-12)
 
@@ -149,7 +151,9 @@ def test_parquet_csv_and_distributed_equal_the_in_memory_path(tmp_path, dask_clu
         in_memory = compute_moments(frame, cells=cells, chunk_rows=4000, **roles)
         threaded = compute_moments(str(folder), cells=cells, **roles)
         distributed = compute_moments(str(folder), cells=cells, client=dask_cluster, **roles)
-        from_csv = compute_moments(str(tmp_path / "table.csv"), cells=cells, read_options={"blocksize": 100_000}, **roles)
+        from_csv = compute_moments(
+            str(tmp_path / "table.csv"), cells=cells, read_options={"blocksize": 100_000}, **roles
+        )
         for other in (threaded, distributed, from_csv):
             assert other.assignment == in_memory.assignment
             assert_same_cells(other, in_memory)
@@ -161,8 +165,10 @@ def test_arrays_and_dask_frames_equal_the_pandas_path():
     pandas_path = compute_moments(frame, sensitive_feature="group", features=FEATURES, cells="cell", chunk_rows=3000)
     from_numpy = compute_moments(x, sensitive_feature=labels, cells=cell, chunk_rows=512, feature_names=FEATURES)
     from_dask_array = compute_moments(
-        da.from_array(x, chunks=(700, 5)), sensitive_feature=da.from_array(labels.astype(str), chunks=300),
-        cells=da.from_array(cell, chunks=1000), feature_names=FEATURES,
+        da.from_array(x, chunks=(700, 5)),
+        sensitive_feature=da.from_array(labels.astype(str), chunks=300),
+        cells=da.from_array(cell, chunks=1000),
+        feature_names=FEATURES,
     )
     from_dask_frame = compute_moments(
         dd.from_pandas(frame, npartitions=7), sensitive_feature="group", features=FEATURES, cells="cell"
@@ -327,7 +333,9 @@ def test_bad_cell_specs_are_refused_before_any_pass():
     with pytest.raises(SchemaError, match="array input has no cells column 'cell'"):
         compute_moments(frame[FEATURES].to_numpy(), sensitive_feature=frame["group"].to_numpy(), cells="cell")
     with pytest.raises(SchemaError, match="HashCells key column 'id' is not a feature of the array"):
-        compute_moments(frame[FEATURES].to_numpy(), sensitive_feature=frame["group"].to_numpy(), cells=HashCells(("id",), 3))
+        compute_moments(
+            frame[FEATURES].to_numpy(), sensitive_feature=frame["group"].to_numpy(), cells=HashCells(("id",), 3)
+        )
     with pytest.raises(SchemaError, match="column names \\(cells too\\)"):
         compute_moments(dd.from_pandas(frame, npartitions=2), sensitive_feature="group", cells=np.zeros(200))
     with pytest.raises(SchemaError, match="cells has 199 values but the data has 200 rows"):
@@ -340,7 +348,9 @@ def test_bad_cell_specs_are_refused_before_any_pass():
     by_cell = compute_moments(frame.assign(key=np.arange(200)), sensitive_feature="group", cells=HashCells(("key",), 3))
     assert by_cell.feature_names == tuple(FEATURES) + ("cell",)
     assert compute_moments(frame, sensitive_feature="group", cells="cell").feature_names == tuple(FEATURES)
-    listed = compute_moments(frame, sensitive_feature="group", features=FEATURES[:2], cells=HashCells(("f0", "group"), 3))
+    listed = compute_moments(
+        frame, sensitive_feature="group", features=FEATURES[:2], cells=HashCells(("f0", "group"), 3)
+    )
     assert listed.feature_names == ("f0", "f1")  # a key column may be a listed feature, or the group column
 
 
@@ -351,7 +361,11 @@ def test_missing_cell_labels_and_keys_name_column_and_partition():
         compute_moments(frame, sensitive_feature="group", features=FEATURES, cells="cell", chunk_rows=200)
     frame.loc[[10, 20], "id"] = None
     with pytest.raises(InputError, match=r"HashCells key column 'id' has 2 missing value\(s\) in partition 0"):
-        compute_moments(frame, sensitive_feature="group", features=FEATURES, cells=HashCells(("id",), 4), chunk_rows=200)
+        compute_moments(
+            frame, sensitive_feature="group", features=FEATURES, cells=HashCells(("id",), 4), chunk_rows=200
+        )
     labels = np.array(["a", None, "b"] * 100, dtype=object)
     with pytest.raises(InputError, match=r"cells has 100 missing label\(s\) in partition 0"):
-        compute_moments(frame[FEATURES].to_numpy()[:300], sensitive_feature=frame["group"].to_numpy()[:300], cells=labels)
+        compute_moments(
+            frame[FEATURES].to_numpy()[:300], sensitive_feature=frame["group"].to_numpy()[:300], cells=labels
+        )

@@ -40,9 +40,13 @@ def curves(n_groups: int, seed: int = 0) -> np.ndarray:
 def build_curves(n_groups: int) -> Figure:
     values = curves(n_groups)
     values[-1, 0] = np.nan  # a missing value
-    return charts._group_curves_figure(RANKS, {"PCA": values, "mm": values * 1.05}, group_names(n_groups),
-                                       ylabel="loss (error minus the group's best rank-r error)",
-                                       title="Fair PCA (mm) on a table with a long name.csv")
+    return charts._group_curves_figure(
+        RANKS,
+        {"PCA": values, "mm": values * 1.05},
+        group_names(n_groups),
+        ylabel="loss (error minus the group's best rank-r error)",
+        title="Fair PCA (mm) on a table with a long name.csv",
+    )
 
 
 def build_panels(n_groups: int) -> Figure:
@@ -53,15 +57,28 @@ def build_panels(n_groups: int) -> Figure:
 
 def build_pareto(n_methods: int) -> Figure:
     rng = np.random.default_rng(n_methods)
-    sweeps = {f"method-{m}": [tuple(point) for point in rng.uniform([1.0, 0.8], [3.0, 0.95], size=(1 + m % 3, 2))]
-              for m in range(n_methods)}
-    return charts._pareto_figure(sweeps, sorted(point for points in sweeps.values() for point in points)[:3],
-                                 xlabel="max group loss (lower is fairer)", title="r = 2")
+    sweeps = {
+        f"method-{m}": [tuple(point) for point in rng.uniform([1.0, 0.8], [3.0, 0.95], size=(1 + m % 3, 2))]
+        for m in range(n_methods)
+    }
+    return charts._pareto_figure(
+        sweeps,
+        sorted(point for points in sweeps.values() for point in points)[:3],
+        xlabel="max group loss (lower is fairer)",
+        title="r = 2",
+    )
 
 
-OUTLIER_SWEEPS = {"pca": [(3.2, 0.91)], "samadi-sdp": [(2.1, 0.86)], "samadi-mw": [(2.15, 0.855)],
-                  "mm": [(2.6, 0.84)], "dro": [(2.4, 0.88), (2.2, 0.86), (2.05, 0.83)], "mmd": [(2.9, 0.87)],
-                  "kleindessner-cov": [(4.5, 0.07)], "jevd": [(2.7, 0.80)]}
+OUTLIER_SWEEPS = {
+    "pca": [(3.2, 0.91)],
+    "samadi-sdp": [(2.1, 0.86)],
+    "samadi-mw": [(2.15, 0.855)],
+    "mm": [(2.6, 0.84)],
+    "dro": [(2.4, 0.88), (2.2, 0.86), (2.05, 0.83)],
+    "mmd": [(2.9, 0.87)],
+    "kleindessner-cov": [(4.5, 0.07)],
+    "jevd": [(2.7, 0.80)],
+}
 OUTLIER_FRONT = [(2.05, 0.83), (2.1, 0.86), (2.4, 0.88), (3.2, 0.91)]
 #: The degenerate fit is also the fairest: it is on the front, at the far left.
 FRONT_OUTLIER_SWEEPS = {**OUTLIER_SWEEPS, "kleindessner-cov": [(0.01, 0.07)]}
@@ -97,9 +114,16 @@ def texts_outside(figure: Figure, texts: list[Text]) -> list[str]:
     figure by more than a pixel."""
     renderer, bounds = figure.canvas.get_renderer(), figure.bbox
     assert len(texts) > 10
-    return [text.get_text() for text in texts
-            if not (bounds.x0 - 1 <= (box := text.get_window_extent(renderer)).x0 and box.x1 <= bounds.x1 + 1
-                    and bounds.y0 - 1 <= box.y0 and box.y1 <= bounds.y1 + 1)]
+    return [
+        text.get_text()
+        for text in texts
+        if not (
+            bounds.x0 - 1 <= (box := text.get_window_extent(renderer)).x0
+            and box.x1 <= bounds.x1 + 1
+            and bounds.y0 - 1 <= box.y0
+            and box.y1 <= bounds.y1 + 1
+        )
+    ]
 
 
 def legend_labels(figure: Figure) -> list[str]:
@@ -112,8 +136,9 @@ def legend_outside_axes(figure: Figure) -> bool:
     renderer = figure.canvas.get_renderer()
     legends = [*figure.legends, *(axes.get_legend() for axes in figure.axes if axes.get_legend() is not None)]
     boxes = [legend.get_window_extent(renderer) for legend in legends]
-    return bool(boxes) and not any(box.overlaps(axes.get_window_extent(renderer)) for box in boxes
-                                   for axes in figure.axes)
+    return bool(boxes) and not any(
+        box.overlaps(axes.get_window_extent(renderer)) for box in boxes for axes in figure.axes
+    )
 
 
 @pytest.mark.parametrize("n", GROUP_COUNTS)
@@ -136,8 +161,11 @@ def test_outlier_pareto_renders_without_warnings_and_keeps_every_label_inside(on
 def test_few_groups_are_all_named_in_distinct_colours(build, n):
     figure, _ = drawn_quietly(lambda: build(n))
     (legend,) = figure.legends
-    groups = [(handle, text.get_text()) for handle, text in zip(legend.legend_handles, legend.get_texts())
-              if text.get_text() not in ("PCA", "mm")]
+    groups = [
+        (handle, text.get_text())
+        for handle, text in zip(legend.legend_handles, legend.get_texts())
+        if text.get_text() not in ("PCA", "mm")
+    ]
     assert [label.replace("\n", " ") for _, label in groups] == group_names(n)  # in their order, long ones wrapped
     assert len({str(handle.get_color()) for handle, _ in groups}) == n
 
@@ -154,9 +182,10 @@ def ranked_values(n_groups: int) -> tuple[np.ndarray, list[str]]:
 @pytest.mark.parametrize("worse", ["higher", "lower"])
 def test_many_groups_name_the_worst_and_count_the_others(n, worse):
     values, names = ranked_values(n)
-    figures = [charts._group_curves_figure(RANKS, {"PCA": values, "mm": values}, names, ylabel="y", title="t",
-                                           worse=worse),
-               charts._group_panels_figure(RANKS, {"pca": values, "mm": values}, names, ylabel="y", worse=worse)]
+    figures = [
+        charts._group_curves_figure(RANKS, {"PCA": values, "mm": values}, names, ylabel="y", title="t", worse=worse),
+        charts._group_panels_figure(RANKS, {"pca": values, "mm": values}, names, ylabel="y", worse=worse),
+    ]
     worst = range(n - 1, n - 1 - charts.NAMED_GROUPS, -1) if worse == "higher" else range(charts.NAMED_GROUPS)
     for figure in figures:
         labels = legend_labels(figure)
@@ -164,7 +193,7 @@ def test_many_groups_name_the_worst_and_count_the_others(n, worse):
         extreme = "highest" if worse == "higher" else "lowest"
         assert f"the {charts.NAMED_GROUPS} {extreme} of {n} groups:" in labels
         assert f"other {n - charts.NAMED_GROUPS} groups (median, min–max)" in labels
-        named = [handle.get_color() for handle in figure.legends[0].legend_handles[-charts.NAMED_GROUPS - 1:-1]]
+        named = [handle.get_color() for handle in figure.legends[0].legend_handles[-charts.NAMED_GROUPS - 1 : -1]]
         assert len(set(map(str, named))) == charts.NAMED_GROUPS
 
 
@@ -177,8 +206,11 @@ def test_the_worst_groups_are_worst_over_the_arms_on_average_over_r():
     pca[0, 0] = method[-1, 1] = 5.0
     method[:, 3] = np.nan  # a group without values for one arm still ranks by the other
     pca[:, 3] = 2.5
-    labels = legend_labels(charts._group_curves_figure(RANKS, {"PCA": pca, "mm": method},
-                                                       [f"g{g}" for g in range(12)], ylabel="y", title="t"))
+    labels = legend_labels(
+        charts._group_curves_figure(
+            RANKS, {"PCA": pca, "mm": method}, [f"g{g}" for g in range(12)], ylabel="y", title="t"
+        )
+    )
     assert [label for label in labels if label.startswith("g")][:4] == ["g2", "g3", "g0", "g1"]
 
 
@@ -215,8 +247,9 @@ def test_the_zoom_spans_the_front_and_still_pushes_an_off_front_outlier():
 def test_flagged_points_have_their_own_marker_and_legend_entry():
     sweeps = {"pca": [(0.04, 0.9)], "mm-sparse": [(0.05, 0.85), (0.06, 0.84)], "mm": []}
     flagged = {"mm-sparse": [(0.0, 0.6)], "mm": [(0.0, 0.8)]}
-    figure, texts = drawn_quietly(lambda: charts._pareto_figure(sweeps, [(0.04, 0.9)], xlabel="DP difference",
-                                                                title="t", flagged=flagged))
+    figure, texts = drawn_quietly(
+        lambda: charts._pareto_figure(sweeps, [(0.04, 0.9)], xlabel="DP difference", title="t", flagged=flagged)
+    )
     (axes,) = figure.axes
     crosses = [line for line in axes.lines if line.get_marker() == "x"]
     assert sorted(tuple(xy) for line in crosses for xy in line.get_xydata()) == [(0.0, 0.6), (0.0, 0.8)]
@@ -244,23 +277,31 @@ def test_a_two_dimensional_grid_is_joined_in_the_order_of_the_criterion():
 
 
 def test_an_evenly_spread_sweep_is_drawn_in_full():
-    sweeps = {"pca": [(3.0, 0.95)], "dro": [(2.0 - 0.1 * k, 0.9 - 0.15 * k) for k in range(6)],
-              "mm": [(2.1, 0.9)], "mmd": [(2.2, 0.91)], "jevd": [(2.3, 0.92)]}
+    sweeps = {
+        "pca": [(3.0, 0.95)],
+        "dro": [(2.0 - 0.1 * k, 0.9 - 0.15 * k) for k in range(6)],
+        "mm": [(2.1, 0.9)],
+        "mmd": [(2.2, 0.91)],
+        "jevd": [(2.3, 0.92)],
+    }
     figure, _ = drawn_quietly(lambda: charts._pareto_figure(sweeps, [], xlabel="x", title="t"))
     (axes,) = figure.axes
     assert axes.get_ylim()[0] < 0.15 and len(axes.texts) == 0
 
 
-@pytest.mark.parametrize(("values", "expected"), [
-    ([0.07, 0.8, 0.85, 0.9, 0.95], (0.8, 0.95)),
-    ([0.8, 0.85, 0.9, 0.95, 12.0], (0.8, 0.95)),
-    ([0.05, 0.07, 0.8, 0.82, 0.85, 0.9, 0.95, 0.9], (0.8, 0.95)),  # two apart: cut together
-    ([0.07, 0.85, 0.9], (0.85, 0.9)),
-    ([0.6, 0.62, 0.65, 0.7, 0.95], None),  # PCA far above a few fair methods: kept
-    ([0.1, 0.3, 0.5, 0.7, 0.9], None),
-    ([0.9, 0.9, 0.9, 0.5], None),  # the rest has no range to zoom on
-    ([0.07, 0.9], None),
-])
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([0.07, 0.8, 0.85, 0.9, 0.95], (0.8, 0.95)),
+        ([0.8, 0.85, 0.9, 0.95, 12.0], (0.8, 0.95)),
+        ([0.05, 0.07, 0.8, 0.82, 0.85, 0.9, 0.95, 0.9], (0.8, 0.95)),  # two apart: cut together
+        ([0.07, 0.85, 0.9], (0.85, 0.9)),
+        ([0.6, 0.62, 0.65, 0.7, 0.95], None),  # PCA far above a few fair methods: kept
+        ([0.1, 0.3, 0.5, 0.7, 0.9], None),
+        ([0.9, 0.9, 0.9, 0.5], None),  # the rest has no range to zoom on
+        ([0.07, 0.9], None),
+    ],
+)
 def test_bulk(values, expected):
     assert charts._bulk(np.array(values + [np.nan])) == expected
 
@@ -268,11 +309,15 @@ def test_bulk(values, expected):
 @pytest.mark.parametrize("draw", ["curves", "panels", "pareto"])
 def test_same_numbers_give_the_same_bytes(draw, tmp_path):
     values = curves(26)
-    calls = {"curves": lambda path: charts.group_curves(path, RANKS, {"PCA": values, "mm": values * 1.1},
-                                                        group_names(26), ylabel="y", title="t"),
-             "panels": lambda path: charts.group_panels(path, RANKS, {"pca": values, "mm": values * 1.1},
-                                                        group_names(26), ylabel="y"),
-             "pareto": lambda path: charts.pareto(path, OUTLIER_SWEEPS, OUTLIER_FRONT, xlabel="x", title="t")}
+    calls = {
+        "curves": lambda path: charts.group_curves(
+            path, RANKS, {"PCA": values, "mm": values * 1.1}, group_names(26), ylabel="y", title="t"
+        ),
+        "panels": lambda path: charts.group_panels(
+            path, RANKS, {"pca": values, "mm": values * 1.1}, group_names(26), ylabel="y"
+        ),
+        "pareto": lambda path: charts.pareto(path, OUTLIER_SWEEPS, OUTLIER_FRONT, xlabel="x", title="t"),
+    }
     for name in ("a.png", "b.png"):
         calls[draw](locate(tmp_path / name))
     first, second = (tmp_path / "a.png").read_bytes(), (tmp_path / "b.png").read_bytes()

@@ -13,15 +13,16 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
-from fairpca_dist import GroupMoments, HashCells, fit_projection, passes as passes_module
+
+from fairpca_dist import GroupMoments, HashCells, fit_projection
+from fairpca_dist import passes as passes_module
 from fairpca_dist.assessment.comparison import pareto_front
+from fairpca_dist.assessment.metrics import mmd2_rbf
+from fairpca_dist.assessment.table_comparison import compare_table
 from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
 from fairpca_dist.io.ingest import ingest_table
-from fairpca_dist.assessment.metrics import mmd2_rbf
-from fairpca_dist.assessment.table_comparison import compare_table
 
 FEATURES = list("abcd")
 
@@ -86,8 +87,12 @@ def scores_from_rows(z_fit, g_fit, z, g, v):
 
 @pytest.mark.filterwarnings("ignore::fairpca_dist.exceptions.ConvergenceWarning")
 def test_each_method_equals_the_method_fitted_alone_and_scored_from_rows(frame, table, tmp_path):
-    methods = {"pca": {}, "kleindessner": {}, "mm-sparse": {"penalty": [0.01, 0.05]},
-               "mm-robust": {"max_iter": 30, "tol": 1e-7}}
+    methods = {
+        "pca": {},
+        "kleindessner": {},
+        "mm-sparse": {"penalty": [0.01, 0.05]},
+        "mm-robust": {"max_iter": 30, "tol": 1e-7},
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         comparison = compare_table(table, tmp_path / "out", n_components=2, methods=methods, target="label")
@@ -102,23 +107,43 @@ def test_each_method_equals_the_method_fitted_alone_and_scored_from_rows(frame, 
         assert candidate.ok, candidate.message
         options = {**candidate.params, **({"max_iter": 30, "tol": 1e-7} if candidate.method == "mm-robust" else {})}
         reads = candidate.method == "mm-robust"
-        alone = fit_projection(total, 2, method=candidate.method, standardize=True, random_state=0,
-                               passes=ArrayPasses(x, g, total.groups) if reads else None, **options)
+        alone = fit_projection(
+            total,
+            2,
+            method=candidate.method,
+            standardize=True,
+            random_state=0,
+            passes=ArrayPasses(x, g, total.groups) if reads else None,
+            **options,
+        )
         np.testing.assert_allclose(candidate.model.components, alone.components, atol=1e-7, err_msg=candidate.label)
         z = standardised(x, alone.scale)
         expected = scores_from_rows(z, g, z, g, alone.components)
         for key, value in expected.items():
             assert candidate.value(key) == pytest.approx(value, rel=1e-6, abs=1e-9), (candidate.label, key)
-        held = fit_projection(train_moments, 2, method=candidate.method, standardize=True, random_state=0,
-                              passes=ArrayPasses(x[train], g[train], total.groups) if reads else None, **options)
+        held = fit_projection(
+            train_moments,
+            2,
+            method=candidate.method,
+            standardize=True,
+            random_state=0,
+            passes=ArrayPasses(x[train], g[train], total.groups) if reads else None,
+            **options,
+        )
         zt = standardised(x, held.scale)
         expected = scores_from_rows(zt[train], g[train], zt[~train], g[~train], held.components)
         for key, value in expected.items():
             assert candidate.value(key, "test") == pytest.approx(value, rel=1e-6, abs=1e-9), (candidate.label, key)
         assert (candidate.passes > 0) == reads
         sigma = comparison.settings["sigma"]["2"]
-        rbf = mmd2_rbf(total.rescaled(alone.scale), ArrayPasses(x, g, total.groups, scale=alone.scale),
-                       candidate.model.components, sigma, estimator="rff", random_state=0)
+        rbf = mmd2_rbf(
+            total.rescaled(alone.scale),
+            ArrayPasses(x, g, total.groups, scale=alone.scale),
+            candidate.model.components,
+            sigma,
+            estimator="rff",
+            random_state=0,
+        )
         assert candidate.rbf_mmd2 == pytest.approx(float(rbf.max()), rel=1e-5)  # float32 cos/sin in compare
         assert 0.0 <= candidate.value("accuracy") <= 1.0 and candidate.value("dp_difference") is not None
     files = {p.name for p in (tmp_path / "out").iterdir()}
@@ -145,8 +170,9 @@ def test_moment_methods_read_the_rows_once(table, tmp_path, count_passes):
 def test_passes_of_row_reading_methods_and_rbf_are_counted(table, tmp_path, count_passes):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        comparison = compare_table(table, tmp_path / "out", n_components=2,
-                                   methods={"pca": {}, "mm-robust": {"max_iter": 5}})
+        comparison = compare_table(
+            table, tmp_path / "out", n_components=2, methods={"pca": {}, "mm-robust": {"max_iter": 5}}
+        )
     robust = next(c for c in comparison.candidates if c.method == "mm-robust")
     assert robust.reads_rows and robust.passes >= 2  # one per iteration, on all rows and on the training cells
     assert sum(comparison.passes.values()) == len(count_passes)
@@ -158,8 +184,13 @@ def broken(moments, n_components, *, random_state=None, center="group"):
 
 
 def test_a_failing_or_unconverged_method_keeps_its_row(table, tmp_path):
-    comparison = compare_table(table, tmp_path / "out", n_components=2, rbf_mmd=False,
-                               methods={"pca": {}, broken: {}, "samadi-mw": {"max_iter": 1}})
+    comparison = compare_table(
+        table,
+        tmp_path / "out",
+        n_components=2,
+        rbf_mmd=False,
+        methods={"pca": {}, broken: {}, "samadi-mw": {"max_iter": 1}},
+    )
     by_method = {c.method: c for c in comparison.candidates}
     assert by_method["broken"].status == "failed" and "always fails" in by_method["broken"].message
     assert not by_method["samadi-mw"].converged and by_method["samadi-mw"].ok
@@ -169,15 +200,18 @@ def test_a_failing_or_unconverged_method_keeps_its_row(table, tmp_path):
     assert "broken" in text and "always fails" in text and "Failed: broken" in text
 
 
-@pytest.mark.parametrize(("settings", "error", "words"), [
-    ({"methods": ["pca", "nope"]}, InputError, "unknown method 'nope'"),
-    ({"methods": {"dro": {"lam": []}}}, InputError, "gives no value"),
-    ({"methods": {"pca": {"tol": 1}}}, InputError, "unknown option"),
-    ({"n_components": 9}, InputError, "n_components"),
-    ({"n_components": []}, InputError, "no rank"),
-    ({"target": "income"}, SchemaError, "target column 'income'"),
-    ({"train_fraction": 0.75}, InputError, "whole number"),
-])
+@pytest.mark.parametrize(
+    ("settings", "error", "words"),
+    [
+        ({"methods": ["pca", "nope"]}, InputError, "unknown method 'nope'"),
+        ({"methods": {"dro": {"lam": []}}}, InputError, "gives no value"),
+        ({"methods": {"pca": {"tol": 1}}}, InputError, "unknown option"),
+        ({"n_components": 9}, InputError, "n_components"),
+        ({"n_components": []}, InputError, "no rank"),
+        ({"target": "income"}, SchemaError, "target column 'income'"),
+        ({"train_fraction": 0.75}, InputError, "whole number"),
+    ],
+)
 def test_bad_settings_fail_before_any_pass(table, tmp_path, count_passes, settings, error, words):
     arguments = {"n_components": 2, "methods": ["pca"], **settings}
     with pytest.raises(error, match=words):
@@ -209,8 +243,9 @@ def test_compare_on_a_frame_equals_compare_on_its_ingested_table(frame, table, t
     methods = {"pca": {}, "fair-eig": {}, "mm-robust": {"max_iter": 5}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        direct = compare(frame, sensitive_feature="sex", n_components=2, methods=methods, target="label",
-                         key_columns=["id"])
+        direct = compare(
+            frame, sensitive_feature="sex", n_components=2, methods=methods, target="label", key_columns=["id"]
+        )
         ingested = compare_table(table, tmp_path / "out", n_components=2, methods=methods, target="label")
     columns = [c for c in direct.table().columns if c != "seconds"]
     pd.testing.assert_frame_equal(direct.table()[columns], ingested.table()[columns], rtol=1e-9)

@@ -8,15 +8,20 @@ from fairpca_dist import InputError
 from fairpca_dist.io.datasets import synthetic_group_table, write_synthetic_parquet
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda folder: write_synthetic_parquet(folder, -5), r"n_rows must be an integer of at least 1, got -5"),
-    (lambda folder: write_synthetic_parquet(folder, 10, rows_per_file=0),
-     r"rows_per_file must be an integer of at least 1, got 0"),
-    (lambda folder: write_synthetic_parquet(folder, 2.5), r"n_rows must be an integer of at least 1, got 2\.5"),
-    (lambda folder: synthetic_group_table(-1), r"n_rows must be an integer of at least 0, got -1"),
-    (lambda folder: synthetic_group_table(10, n_groups=1), r"n_groups must be an integer of at least 2, got 1"),
-    (lambda folder: synthetic_group_table(10, n_features=1), r"n_features must be an integer of at least 2, got 1"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda folder: write_synthetic_parquet(folder, -5), r"n_rows must be an integer of at least 1, got -5"),
+        (
+            lambda folder: write_synthetic_parquet(folder, 10, rows_per_file=0),
+            r"rows_per_file must be an integer of at least 1, got 0",
+        ),
+        (lambda folder: write_synthetic_parquet(folder, 2.5), r"n_rows must be an integer of at least 1, got 2\.5"),
+        (lambda folder: synthetic_group_table(-1), r"n_rows must be an integer of at least 0, got -1"),
+        (lambda folder: synthetic_group_table(10, n_groups=1), r"n_groups must be an integer of at least 2, got 1"),
+        (lambda folder: synthetic_group_table(10, n_features=1), r"n_features must be an integer of at least 2, got 1"),
+    ],
+)
 def test_a_bad_size_names_its_parameter_and_writes_nothing(tmp_path, call, message):
     with pytest.raises(InputError, match=message):
         call(tmp_path / "table")

@@ -18,12 +18,12 @@ import pandas as pd
 import pytest
 
 from fairpca_dist import GroupMoments, fit_projection
-from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.assessment.comparison import compare_methods
 from fairpca_dist.assessment.comparison_report import write_comparison
 from fairpca_dist.assessment.downstream import downstream_blocks, downstream_parity
-from fairpca_dist.exceptions import SolverError
 from fairpca_dist.assessment.rendering import markdown
+from fairpca_dist.engine.cells import CellMoments
+from fairpca_dist.exceptions import SolverError
 from fairpca_dist.solvers.result import make_projection
 
 FEATURES = list("abcd")
@@ -35,8 +35,14 @@ def skewed_frame(n_rows: int = 1000, *, small_group: int = 0, seed: int = 0) -> 
     ``small_group`` rows form a third group "x"."""
     rng = np.random.default_rng(seed)
     s = rng.normal(size=n_rows)
-    x = np.column_stack([s + 0.3 * rng.normal(size=n_rows), s + 0.3 * rng.normal(size=n_rows),
-                         rng.normal(size=n_rows), rng.normal(size=n_rows)])
+    x = np.column_stack(
+        [
+            s + 0.3 * rng.normal(size=n_rows),
+            s + 0.3 * rng.normal(size=n_rows),
+            rng.normal(size=n_rows),
+            rng.normal(size=n_rows),
+        ]
+    )
     groups = np.where(rng.random(n_rows) < 0.5, "f", "m").astype(object)
     groups[:small_group] = "x"
     score = s + 0.3 * rng.normal(size=n_rows)
@@ -57,13 +63,22 @@ def noise_only(moments, n_components, *, random_state=None, center="group"):
     """A projection onto column d alone: orthogonal to every signal of :func:`skewed_frame`."""
     components = np.zeros((moments.n_features, n_components))
     components[3, 0] = 1.0
-    return make_projection(moments, components, method="noise_only", n_components=n_components, center=center,
-                           objective_history=[0.0], n_iter=1, status="closed_form")
+    return make_projection(
+        moments,
+        components,
+        method="noise_only",
+        n_components=n_components,
+        center=center,
+        objective_history=[0.0],
+        n_iter=1,
+        status="closed_form",
+    )
 
 
 def cells_of(frame: pd.DataFrame) -> CellMoments:
-    return CellMoments.from_arrays(frame[FEATURES].to_numpy(), np.arange(len(frame)) % 10, frame["group"].to_numpy(),
-                                   feature_names=FEATURES)
+    return CellMoments.from_arrays(
+        frame[FEATURES].to_numpy(), np.arange(len(frame)) % 10, frame["group"].to_numpy(), feature_names=FEATURES
+    )
 
 
 def compared(frame: pd.DataFrame, methods) -> object:
@@ -78,8 +93,10 @@ def moments_of(frame: pd.DataFrame) -> GroupMoments:
 def test_a_constant_classifier_is_flagged_with_the_base_rate():
     frame = skewed_frame()
     moments = moments_of(frame)
-    models = {"pca": fit_projection(moments, 1, method="pca", standardize=True),
-              "fair": fit_projection(moments, 1, method=noise_only, standardize=True)}
+    models = {
+        "pca": fit_projection(moments, 1, method="pca", standardize=True),
+        "fair": fit_projection(moments, 1, method=noise_only, standardize=True),
+    }
     result = downstream_parity(frame, features=FEATURES, sensitive="group", target="y", models=models)
     assert result["base_rate"] == pytest.approx(0.14, abs=0.005)
     assert result["majority_accuracy"] == pytest.approx(1 - result["base_rate"])
@@ -101,8 +118,13 @@ def test_a_constant_classifier_is_flagged_with_the_base_rate():
 def test_an_accuracy_at_the_base_rate_is_flagged():
     frame = coin_frame()
     moments = moments_of(frame)
-    result = downstream_parity(frame, features=FEATURES, sensitive="group", target="y",
-                               models={"pca": fit_projection(moments, 1, method="pca", standardize=True)})
+    result = downstream_parity(
+        frame,
+        features=FEATURES,
+        sensitive="group",
+        target="y",
+        models={"pca": fit_projection(moments, 1, method="pca", standardize=True)},
+    )
     for scores in (result["reference"], result["models"]["pca"]):
         assert 0.05 < scores["predicted_positive_share"] < 0.95  # not constant: its predictions vary
         noise = 2 * np.sqrt(result["majority_accuracy"] * (1 - result["majority_accuracy"]) / result["n_test"])
@@ -115,8 +137,13 @@ def test_an_accuracy_at_the_base_rate_is_flagged():
 def test_groups_with_few_test_rows_carry_a_warning_with_their_counts():
     frame = skewed_frame(small_group=60)
     moments = moments_of(frame)
-    result = downstream_parity(frame, features=FEATURES, sensitive="group", target="y",
-                               models={"pca": fit_projection(moments, 1, method="pca", standardize=True)})
+    result = downstream_parity(
+        frame,
+        features=FEATURES,
+        sensitive="group",
+        target="y",
+        models={"pca": fit_projection(moments, 1, method="pca", standardize=True)},
+    )
     n_small = result["group_test_counts"]["group=x"]
     assert 0 < n_small < 30 and result["groups_too_small"] == {"group=x": n_small}
     assert result["group_test_counts"]["group=f"] >= 30 and "group=f" not in result["groups_too_small"]
@@ -128,15 +155,19 @@ def test_groups_with_few_test_rows_carry_a_warning_with_their_counts():
 def test_the_report_says_when_the_fair_method_selects_less_evenly_than_pca():
     frame = skewed_frame()
     moments = moments_of(frame)
-    models = {"pca": fit_projection(moments, 1, method="mm", standardize=True),  # roles swapped: PCA is the
-              "fair": fit_projection(moments, 1, method="pca", standardize=True)}  # more even of the two here
+    models = {
+        "pca": fit_projection(moments, 1, method="mm", standardize=True),  # roles swapped: PCA is the
+        "fair": fit_projection(moments, 1, method="pca", standardize=True),
+    }  # more even of the two here
     result = downstream_parity(frame, features=FEATURES, sensitive="group", target="y", models=models)
     ours, theirs = (result["models"][name] for name in ("fair", "pca"))
     assert ours["demographic_parity_difference"] > theirs["demographic_parity_difference"]
     text = markdown(downstream_blocks(result, {"pca": "PCA", "fair": "mm"}))
-    assert (f"mm's classifier selects less evenly across groups than PCA's: DP difference "
-            f"{ours['demographic_parity_difference']:.4g} against {theirs['demographic_parity_difference']:.4g}, "
-            f"accuracy {ours['accuracy']:.4g} against {theirs['accuracy']:.4g}.") in text
+    assert (
+        f"mm's classifier selects less evenly across groups than PCA's: DP difference "
+        f"{ours['demographic_parity_difference']:.4g} against {theirs['demographic_parity_difference']:.4g}, "
+        f"accuracy {ours['accuracy']:.4g} against {theirs['accuracy']:.4g}."
+    ) in text
 
 
 # ---------------------------------------------------------------------- compare
@@ -151,10 +182,13 @@ def test_compare_never_stars_a_constant_classifier_nor_calls_it_fairest(tmp_path
         assert constant not in comparison.front(1, key)
     reading = comparison.reading(1)
     assert not any("fairest is noise_only" in line for line in reading if "DP difference" in line)
-    assert any(line.startswith("Base rate: 1 is 14.0 % of the 300 test rows") and "accuracy 0.86." in line
-               for line in comparison.summary())
-    assert ("Degenerate downstream classifiers (marked, never ★, left out of the fronts) — constant: noise_only."
-            in reading)
+    assert any(
+        line.startswith("Base rate: 1 is 14.0 % of the 300 test rows") and "accuracy 0.86." in line
+        for line in comparison.summary()
+    )
+    assert (
+        "Degenerate downstream classifiers (marked, never ★, left out of the fronts) — constant: noise_only." in reading
+    )
     assert comparison.table().set_index("label").loc["noise_only", "downstream_degenerate"] == constant.degenerate
     assert comparison.to_dict()["downstream"]["base_rate"] == pytest.approx(0.14, abs=0.005)
 
@@ -162,8 +196,9 @@ def test_compare_never_stars_a_constant_classifier_nor_calls_it_fairest(tmp_path
     text = (tmp_path / "out" / "comparison.md").read_text()
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if line == "### In sample")
-    header, row = (cells(line) for line in (lines[at + 2], next(line for line in lines[at:]
-                                                                    if line.startswith("| noise_only |"))))
+    header, row = (
+        cells(line) for line in (lines[at + 2], next(line for line in lines[at:] if line.startswith("| noise_only |")))
+    )
     shown = dict(zip(header, row))
     assert shown["downstream accuracy (↑)"] == "0.86 (constant)" and shown["DP difference (↓)"] == "0 (constant)"
     assert "Base rate: 1 is 14.0 % of the 300 test rows" in text
@@ -176,15 +211,18 @@ def test_compare_stars_no_classifier_at_the_base_rate():
     assert comparison.front(1, "dp_difference") == ()
     reading = comparison.reading(1)
     assert not any(line.startswith("For DP difference") for line in reading)
-    assert any(line.startswith("Even the classifier on the raw features is degenerate")
-               for line in comparison.summary())
+    assert any(
+        line.startswith("Even the classifier on the raw features is degenerate") for line in comparison.summary()
+    )
 
 
 def test_compare_warns_about_groups_with_few_test_rows():
     comparison = compared(skewed_frame(small_group=60), ["pca"])
     n_small = comparison.downstream["groups_too_small"]["group=x"]
-    assert any(line.startswith(f"Warning: 1 group(s) have fewer than 30 test rows (group=x: {n_small})")
-               for line in comparison.summary())
+    assert any(
+        line.startswith(f"Warning: 1 group(s) have fewer than 30 test rows (group=x: {n_small})")
+        for line in comparison.summary()
+    )
     assert not any("test rows" in line for line in comparison.reading(1))  # said once, not per r
 
 
@@ -194,10 +232,12 @@ def test_compare_says_when_a_fair_method_worsens_a_criterion():
     assert mm.value("min_group_variance") > pca.value("min_group_variance")  # mm's own criterion, improved
     assert mm.value("max_loss") > 2 * pca.value("max_loss")  # at the cost of Samadi's loss
     sentence = next(line for line in comparison.reading(1) if line.startswith("mm "))
-    assert sentence.startswith(f"mm raises the min group variance (its own criterion) from "
-                               f"{pca.value('min_group_variance'):.4g} to {mm.value('min_group_variance'):.4g} but "
-                               f"raises the max group loss from {pca.value('max_loss'):.4g} to "
-                               f"{mm.value('max_loss'):.4g}")
+    assert sentence.startswith(
+        f"mm raises the min group variance (its own criterion) from "
+        f"{pca.value('min_group_variance'):.4g} to {mm.value('min_group_variance'):.4g} but "
+        f"raises the max group loss from {pca.value('max_loss'):.4g} to "
+        f"{mm.value('max_loss'):.4g}"
+    )
     assert sentence.endswith("next to PCA.")
 
 
@@ -223,8 +263,10 @@ def test_a_failed_method_shows_its_reason(tmp_path):
 
 
 # ---------------------------------------------------------------------- compare's reading, in short
-LONG_REASON = ("SDP solver CLARABEL failed on the relaxation: the problem is infeasible with two groups of very "
-               "different sizes; merge groups into two (e.g. one against the rest) or give another solver")
+LONG_REASON = (
+    "SDP solver CLARABEL failed on the relaxation: the problem is infeasible with two groups of very "
+    "different sizes; merge groups into two (e.g. one against the rest) or give another solver"
+)
 
 
 def crowded_comparison():
@@ -234,13 +276,29 @@ def crowded_comparison():
     comparison = compared(skewed_frame(), ["pca", "mm", noise_only])
     mm = next(c for c in comparison.candidates if c.method == "mm")
     grid = [{"alpha": alpha, "lam": lam} for alpha in (0.05, 0.15) for lam in (0.0, 1.0, 2.5)]
-    reason = (f"≈ base rate: accuracy {mm.downstream['accuracy']:.4g}, not above the majority class's 0.86 by more "
-              "than 2 standard errors (0.04)")
-    dro = [replace(mm, method="dro", params=params, downstream={**mm.downstream, "degenerate": reason})
-           for params in grid]
-    olfat = [replace(mm, method="olfat-sdp", params={"delta": delta, "mu": mu}, status="failed", message=LONG_REASON,
-                     converged=False, in_sample=None, out_of_sample=None, downstream=None, model=None)
-             for delta in (0.0, 0.1) for mu in (0.1, 1.0)]
+    reason = (
+        f"≈ base rate: accuracy {mm.downstream['accuracy']:.4g}, not above the majority class's 0.86 by more "
+        "than 2 standard errors (0.04)"
+    )
+    dro = [
+        replace(mm, method="dro", params=params, downstream={**mm.downstream, "degenerate": reason}) for params in grid
+    ]
+    olfat = [
+        replace(
+            mm,
+            method="olfat-sdp",
+            params={"delta": delta, "mu": mu},
+            status="failed",
+            message=LONG_REASON,
+            converged=False,
+            in_sample=None,
+            out_of_sample=None,
+            downstream=None,
+            model=None,
+        )
+        for delta in (0.0, 0.1)
+        for mu in (0.1, 1.0)
+    ]
     return replace(comparison, candidates=(*comparison.candidates, *dro, *olfat))
 
 
@@ -267,6 +325,8 @@ def test_compare_says_its_own_criterion_when_a_method_worsens_it():
     samadi = replace(mm, method="samadi-mw", params={"eta": 0.1})
     comparison = replace(comparison, candidates=(pca, samadi))
     sentence = next(line for line in comparison.reading(1) if line.startswith("samadi-mw "))
-    assert sentence.startswith(f"samadi-mw (eta=0.1) raises the max group loss (its own criterion) from "
-                               f"{pca.value('max_loss'):.4g} to {mm.value('max_loss'):.4g}")
+    assert sentence.startswith(
+        f"samadi-mw (eta=0.1) raises the max group loss (its own criterion) from "
+        f"{pca.value('max_loss'):.4g} to {mm.value('max_loss'):.4g}"
+    )
     assert "min group variance (its own criterion)" not in sentence  # mm's own criterion is not samadi-mw's

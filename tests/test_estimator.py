@@ -10,14 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 import sklearn
+from conftest import grouped_data
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import check_estimator, check_sample_weight_equivalence_on_dense_data
 
-from conftest import grouped_data
-from fairpca_dist import FairPCA, GroupError, GroupMoments, InputError, SOLVERS, SchemaError, fit_projection
+from fairpca_dist import SOLVERS, FairPCA, GroupError, GroupMoments, InputError, SchemaError, fit_projection
 from fairpca_dist.assessment import metrics
 from fairpca_dist.engine.datapasses import ArrayPasses
 
@@ -78,8 +78,13 @@ def test_sklearn_checks_on_fairpca_fail_only_for_missing_sensitive_features():
         error = result["exception"]
         text = f"{error} {error.__cause__} {error.__context__}"
         assert "requires sensitive_features" in text, (result["check_name"], text)
-    assert {"check_estimators_empty_data_messages", "check_fit1d", "check_estimator_sparse_matrix",
-            "check_no_attributes_set_in_init", "check_parameters_default_constructible"} <= set(passed)
+    assert {
+        "check_estimators_empty_data_messages",
+        "check_fit1d",
+        "check_estimator_sparse_matrix",
+        "check_no_attributes_set_in_init",
+        "check_parameters_default_constructible",
+    } <= set(passed)
 
 
 def test_pipeline_routes_sensitive_features():
@@ -102,8 +107,12 @@ def test_matches_library_and_rows():
     fpca = FairPCA(n_components=2).fit(x, sensitive_features=labels)
     assert fpca.components_.shape == (2, 6) and fpca.n_components_ == 2
     np.testing.assert_allclose(fpca.mean_, x.mean(axis=0), rtol=1e-12)
-    np.testing.assert_allclose(fpca.group_losses_, metrics.group_losses_from_rows(x, labels, fpca.components_.T), rtol=1e-8)
-    np.testing.assert_allclose(fpca.group_errors_, metrics.group_errors_from_rows(x, labels, fpca.components_.T), rtol=1e-9)
+    np.testing.assert_allclose(
+        fpca.group_losses_, metrics.group_losses_from_rows(x, labels, fpca.components_.T), rtol=1e-8
+    )
+    np.testing.assert_allclose(
+        fpca.group_errors_, metrics.group_errors_from_rows(x, labels, fpca.components_.T), rtol=1e-9
+    )
     z = fpca.transform(x)
     np.testing.assert_allclose(z, (x - x.mean(0)) @ fpca.components_.T, atol=1e-10)
     back = fpca.inverse_transform(z)
@@ -182,8 +191,9 @@ def test_every_registered_method_fits_and_transforms(method):
     """The estimator takes every method of the registry, the row-reading ones included (it
     builds their passes itself), and equals fit_projection on the same rows."""
     x, labels = grouped_data(n_rows=300, n_features=4, n_groups=2, seed=11)
-    options = {"mmd": {"estimator": "rff", "n_random_features": 50, "max_iter": 3},
-               "mm-robust": {"max_iter": 10}}.get(method, {})
+    options = {"mmd": {"estimator": "rff", "n_random_features": 50, "max_iter": 3}, "mm-robust": {"max_iter": 10}}.get(
+        method, {}
+    )
     fpca = FairPCA(n_components=2, method=method, random_state=0, **options).fit(x, sensitive_features=labels)
     z = fpca.transform(x)
     assert z.shape[0] == 300 and np.isfinite(z).all()

@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.assessment.evaluation import evaluate, plan_splits
-from fairpca_dist.exceptions import ConvergenceWarning, GroupError, InputError
+from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.engine.passes import compute_moments
+from fairpca_dist.exceptions import ConvergenceWarning, GroupError, InputError
 from fairpca_dist.solvers.result import make_projection
 
 FEATURES = ["f0", "f1", "f2", "f3"]
@@ -54,9 +54,16 @@ def recording_solver(moments, n_components, *, random_state=None, center="group"
     second = moments.scatter_about(center) / moments.weight[:, None, None]
     weights = np.array([1.0 - tilt, 1.0 + tilt])
     values, vectors = np.linalg.eigh(np.tensordot(weights / weights.sum(), second, axes=1))
-    return make_projection(moments, vectors[:, np.argsort(values)[::-1][:n_components]], method="recording_solver",
-                           n_components=n_components, center=center, objective_history=[0.0], n_iter=1,
-                           status="closed_form")
+    return make_projection(
+        moments,
+        vectors[:, np.argsort(values)[::-1][:n_components]],
+        method="recording_solver",
+        n_components=n_components,
+        center=center,
+        objective_history=[0.0],
+        n_iter=1,
+        status="closed_form",
+    )
 
 
 recording_solver.calls = []
@@ -69,14 +76,17 @@ def _reset_calls():
 
 
 # ----------------------------------------------------------------------------- plan_splits
-@pytest.mark.parametrize(("n_cells", "train_fraction", "n_folds", "n_splits"),
-                         [(10, 0.3, 3, 10), (20, 0.3, 3, 10), (10, 0.5, 2, 5), (20, 0.7, 5, 8), (4, 0.5, 2, 6)])
+@pytest.mark.parametrize(
+    ("n_cells", "train_fraction", "n_folds", "n_splits"),
+    [(10, 0.3, 3, 10), (20, 0.3, 3, 10), (10, 0.5, 2, 5), (20, 0.7, 5, 8), (4, 0.5, 2, 6)],
+)
 def test_plan_splits_partitions_cells(n_cells, train_fraction, n_folds, n_splits):
     """train ∪ test = all cells, disjoint; folds partition train with sizes within one; the
     splits are distinct; train has round(train_fraction × n_cells) cells; reproducible."""
     cells = [f"k{i:02d}" for i in range(n_cells)]
-    splits = plan_splits(cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds,
-                         random_state=np.random.default_rng(3))
+    splits = plan_splits(
+        cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds, random_state=np.random.default_rng(3)
+    )
     assert len(splits) == n_splits
     seen = set()
     for index, split in enumerate(splits):
@@ -91,18 +101,19 @@ def test_plan_splits_partitions_cells(n_cells, train_fraction, n_folds, n_splits
         assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
         seen.add(frozenset(train))
     assert len(seen) == n_splits
-    again = plan_splits(cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds,
-                        random_state=np.random.default_rng(3))
+    again = plan_splits(
+        cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds, random_state=np.random.default_rng(3)
+    )
     assert again == splits
-    other = plan_splits(cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds,
-                        random_state=np.random.default_rng(4))
+    other = plan_splits(
+        cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds, random_state=np.random.default_rng(4)
+    )
     assert other != splits
 
 
 def test_plan_splits_refuses_more_splits_than_exist():
     with pytest.raises(InputError):
-        plan_splits(["a", "b", "c", "d"], n_splits=math.comb(4, 2) + 1, train_fraction=0.5, n_folds=2,
-                    random_state=0)
+        plan_splits(["a", "b", "c", "d"], n_splits=math.comb(4, 2) + 1, train_fraction=0.5, n_folds=2, random_state=0)
 
 
 # ----------------------------------------------------------------------------- errors
@@ -111,8 +122,9 @@ def test_group_missing_from_test_cells_is_named_before_any_fit():
     has no "rare" row. The error names the split, the test cells and the group, and comes
     before any fit."""
     seed = 11
-    (plan,) = plan_splits(CELL_LABELS, n_splits=1, train_fraction=0.3, n_folds=3,
-                          random_state=np.random.default_rng(seed))
+    (plan,) = plan_splits(
+        CELL_LABELS, n_splits=1, train_fraction=0.3, n_folds=3, random_state=np.random.default_rng(seed)
+    )
     frame = make_frame(rare_cells=plan.train[:2])
     cells = by_column(frame)
     assert int((cells.count[:, cells.groups.index("rare")] > 0).sum()) == 2
@@ -129,14 +141,20 @@ def test_group_missing_from_a_fold_is_named_before_any_fit():
     """Same table, methods with a grid: the fold of split 0's third training cell holds no
     "rare" row (its validation set), so cross-validation is impossible."""
     seed = 11
-    (plan,) = plan_splits(CELL_LABELS, n_splits=1, train_fraction=0.3, n_folds=3,
-                          random_state=np.random.default_rng(seed))
+    (plan,) = plan_splits(
+        CELL_LABELS, n_splits=1, train_fraction=0.3, n_folds=3, random_state=np.random.default_rng(seed)
+    )
     frame = make_frame(rare_cells=plan.train[:2])
     cells = by_column(frame)
     (empty_fold,) = [fold for fold in plan.folds if not set(fold) & set(plan.train[:2])]
     with pytest.raises(GroupError) as raised:
-        evaluate(cells, 2, {recording_solver: {"tilt": [0.0, 0.5]}, "dro": {"lam": [0.0, 1.0], "alpha": 0.1}},
-                 n_splits=1, random_state=seed)
+        evaluate(
+            cells,
+            2,
+            {recording_solver: {"tilt": [0.0, 0.5]}, "dro": {"lam": [0.0, 1.0], "alpha": 0.1}},
+            n_splits=1,
+            random_state=seed,
+        )
     message = str(raised.value)
     assert "split 0" in message and "'rare'" in message
     assert repr(sorted(empty_fold)) in message or all(repr(c) in message for c in empty_fold), message
@@ -156,19 +174,34 @@ def good_cells() -> CellMoments:
     return by_column(make_frame(seed=1))
 
 
-@pytest.mark.parametrize(("kwargs", "words"), [
-    ({"train_fraction": 0.25}, ["train_fraction", "0.25"]),
-    ({"n_folds": 4}, ["n_folds"]),
-    ({"methods": [recording_solver, "no-such-method"]}, ["no-such-method"]),
-    ({"methods": {recording_solver: {"tilt": [0.0, 0.5]}, "dro": {"bogus": 1}}}, ["bogus", "dro"]),
-    ({"methods": {recording_solver: {"tilt": [0.0, 0.5]}, "dro": {"alpha": [0.1, 0.2], "bogus": [1, 2]}}},
-     ["bogus"]),
-    ({"methods": [recording_solver, "mm-robust"]}, ["mm-robust"]),
-    ({"n_components": 5}, ["n_components"]),
-    ({"n_components": 0}, ["n_components"]),
-    ({"center": "median"}, ["center"]),
-], ids=["fraction-not-whole-cells", "more-folds-than-cells", "unknown-method", "unknown-option",
-        "unknown-swept-option", "needs-rows", "too-many-components", "zero-components", "bad-center"])
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"train_fraction": 0.25}, ["train_fraction", "0.25"]),
+        ({"n_folds": 4}, ["n_folds"]),
+        ({"methods": [recording_solver, "no-such-method"]}, ["no-such-method"]),
+        ({"methods": {recording_solver: {"tilt": [0.0, 0.5]}, "dro": {"bogus": 1}}}, ["bogus", "dro"]),
+        (
+            {"methods": {recording_solver: {"tilt": [0.0, 0.5]}, "dro": {"alpha": [0.1, 0.2], "bogus": [1, 2]}}},
+            ["bogus"],
+        ),
+        ({"methods": [recording_solver, "mm-robust"]}, ["mm-robust"]),
+        ({"n_components": 5}, ["n_components"]),
+        ({"n_components": 0}, ["n_components"]),
+        ({"center": "median"}, ["center"]),
+    ],
+    ids=[
+        "fraction-not-whole-cells",
+        "more-folds-than-cells",
+        "unknown-method",
+        "unknown-option",
+        "unknown-swept-option",
+        "needs-rows",
+        "too-many-components",
+        "zero-components",
+        "bad-center",
+    ],
+)
 def test_bad_settings_raise_input_error_before_any_fit(good_cells, kwargs, words):
     kwargs = dict(kwargs)
     methods = kwargs.pop("methods", {recording_solver: {"tilt": [0.0, 0.5]}})
@@ -191,8 +224,13 @@ def test_unknown_option_of_a_user_solver_is_rejected_before_any_fit(good_cells):
         raise AssertionError("must not be called")
 
     with pytest.raises(InputError, match="bogus"):
-        evaluate(good_cells, 2, {recording_solver: {"tilt": [0.0, 0.5]}, strict_solver: {"bogus": 1}},
-                 n_splits=2, random_state=0)
+        evaluate(
+            good_cells,
+            2,
+            {recording_solver: {"tilt": [0.0, 0.5]}, strict_solver: {"bogus": 1}},
+            n_splits=2,
+            random_state=0,
+        )
     assert recording_solver.calls == []
 
 
@@ -241,11 +279,17 @@ def test_parquet_through_dask_gives_the_in_memory_evaluation(tmp_path):
     np.testing.assert_array_equal(on_disk.count, in_memory.count)
     for cell in in_memory.cells:
         np.testing.assert_allclose(on_disk[cell].mean, in_memory[cell].mean, rtol=1e-13, atol=1e-12)
-        np.testing.assert_allclose(on_disk[cell].scatter, in_memory[cell].scatter, rtol=1e-12,
-                                   atol=1e-12 * np.abs(in_memory[cell].scatter).max())
+        np.testing.assert_allclose(
+            on_disk[cell].scatter,
+            in_memory[cell].scatter,
+            rtol=1e-12,
+            atol=1e-12 * np.abs(in_memory[cell].scatter).max(),
+        )
     settings = dict(n_splits=3, center="global", standardize=True, random_state=8)
-    for methods, rel in [({"pca": None, recording_solver: {"tilt": [-0.5, 0.0, 0.5]}}, 1e-10),
-                         ({"dro": {"alpha": [0.05, 0.15], "lam": [0.0, 1.0]}}, 1e-6)]:
+    for methods, rel in [
+        ({"pca": None, recording_solver: {"tilt": [-0.5, 0.0, 0.5]}}, 1e-10),
+        ({"dro": {"alpha": [0.05, 0.15], "lam": [0.0, 1.0]}}, 1e-6),
+    ]:
         with warnings.catch_warnings():
             warnings.simplefilter("error", ConvergenceWarning)
             expected = evaluate(in_memory, 2, methods, **settings)

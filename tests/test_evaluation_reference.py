@@ -38,12 +38,12 @@ import pandas as pd
 import pytest
 
 from fairpca_dist import fit_projection
-from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.assessment.evaluation import Evaluation, evaluate, plan_splits
 from fairpca_dist.assessment.scoring import ProjectionScores
-from fairpca_dist.exceptions import ConvergenceWarning
+from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.passes import compute_moments
+from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.solvers.result import make_projection
 
 RTOL = 1e-8
@@ -95,8 +95,9 @@ def cells_of(frame: pd.DataFrame, how: str, seed: int = 5) -> tuple[CellMoments,
     else:
         cell = frame["cell"].to_numpy()
         cells = compute_moments(frame, sensitive_feature="s", features=FEATURES, cells="cell")
-    rows = Rows(frame[FEATURES].to_numpy(np.float64), frame["s"].to_numpy(), np.asarray(cell),
-                tuple(sorted(set(frame["s"]))))
+    rows = Rows(
+        frame[FEATURES].to_numpy(np.float64), frame["s"].to_numpy(), np.asarray(cell), tuple(sorted(set(frame["s"])))
+    )
     assert cells.groups == rows.groups
     assert set(cells.cells) == set(rows.cell.tolist())
     # the cells' counts are the rows' counts (the row -> cell map is the one the pass used)
@@ -123,8 +124,9 @@ def centres(z: np.ndarray, s: np.ndarray, groups: tuple, center: str) -> np.ndar
     return np.zeros((len(groups), z.shape[1]))
 
 
-def reference_pca(x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tuple, center: str,
-                  params: dict[str, Any], seed: int) -> np.ndarray:
+def reference_pca(
+    x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tuple, center: str, params: dict[str, Any], seed: int
+) -> np.ndarray:
     """Top-r eigenvectors of the covariance of all fitting rows pooled about their global
     mean, whatever ``center`` (solvers/pca.py: Σ_tot; ``center`` only changes losses)."""
     assert not params
@@ -138,8 +140,16 @@ def tilt_weights(k: int, tilt: float, target: int) -> np.ndarray:
     return weights
 
 
-def tilted_solver(moments: GroupMoments, n_components: int, *, random_state=None, center="group",
-                  tilt: float = 0.0, target: int = 0, tag: str = ""):
+def tilted_solver(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    random_state=None,
+    center="group",
+    tilt: float = 0.0,
+    target: int = 0,
+    tag: str = "",
+):
     """A user solver (the registry's signature): top eigenvectors of Σ_g w_g M_g, M_g the
     group's second moment about its ``center`` point, w = (1−tilt)/k + tilt·[g = target].
     Tilting towards the worst-served group trades ARE for ABDiff, so CV has a real choice.
@@ -150,15 +160,24 @@ def tilted_solver(moments: GroupMoments, n_components: int, *, random_state=None
     matrix = np.tensordot(tilt_weights(moments.n_groups, tilt, target), second, axes=1)
     values, vectors = np.linalg.eigh(matrix)
     components = vectors[:, np.argsort(values)[::-1][:n_components]]
-    return make_projection(moments, components, method="tilted_solver", n_components=n_components,
-                           center=center, objective_history=[0.0], n_iter=1, status="closed_form")
+    return make_projection(
+        moments,
+        components,
+        method="tilted_solver",
+        n_components=n_components,
+        center=center,
+        objective_history=[0.0],
+        n_iter=1,
+        status="closed_form",
+    )
 
 
 tilted_solver.calls = []
 
 
-def reference_tilted(x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tuple, center: str,
-                     params: dict[str, Any], seed: int) -> list[np.ndarray]:
+def reference_tilted(
+    x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tuple, center: str, params: dict[str, Any], seed: int
+) -> list[np.ndarray]:
     """``tilted_solver`` from the rows, in numpy."""
     z = x / scale
     c = centres(z, s, groups, center)
@@ -168,8 +187,9 @@ def reference_tilted(x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tu
 
 
 def make_reference_dro(standardize: bool) -> Callable[..., list[np.ndarray]]:
-    def reference_dro(x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tuple, center: str,
-                      params: dict[str, Any], seed: int) -> list[np.ndarray]:
+    def reference_dro(
+        x: np.ndarray, s: np.ndarray, scale: np.ndarray, groups: tuple, center: str, params: dict[str, Any], seed: int
+    ) -> list[np.ndarray]:
         """DRO refitted by fit_projection on moments of exactly these rows (no cells), and
         again on the same moments perturbed by 1e-13 (the fit's round-off sensitivity)."""
         moments = GroupMoments.from_arrays(x, s, feature_names=FEATURES)
@@ -180,11 +200,19 @@ def make_reference_dro(standardize: bool) -> Callable[..., list[np.ndarray]]:
         for each in (moments, perturbed):
             with warnings.catch_warnings():
                 warnings.simplefilter("error", ConvergenceWarning)
-                model = fit_projection(each, N_COMPONENTS, method="dro", center=center,
-                                       standardize=scale if standardize else False, random_state=seed, **params)
+                model = fit_projection(
+                    each,
+                    N_COMPONENTS,
+                    method="dro",
+                    center=center,
+                    standardize=scale if standardize else False,
+                    random_state=seed,
+                    **params,
+                )
             np.testing.assert_allclose(model.scale, scale, rtol=1e-12)
             fits.append(model.components)
         return fits
+
     return reference_dro
 
 
@@ -192,8 +220,9 @@ def make_reference_dro(standardize: bool) -> Callable[..., list[np.ndarray]]:
 SCORE_KEYS = ("are", "abdiff", "group_errors", "group_errors_within")
 
 
-def reference_scores(V: np.ndarray, scale: np.ndarray, c: np.ndarray, x: np.ndarray, s: np.ndarray,
-                     groups: tuple) -> dict[str, Any]:
+def reference_scores(
+    V: np.ndarray, scale: np.ndarray, c: np.ndarray, x: np.ndarray, s: np.ndarray, groups: tuple
+) -> dict[str, Any]:
     """ARE, ABDiff, L_g about the fit's centres ``c`` and L_g about the rows' own group means."""
     residual = np.eye(V.shape[0]) - V @ V.T
     z = x / scale
@@ -204,8 +233,12 @@ def reference_scores(V: np.ndarray, scale: np.ndarray, c: np.ndarray, x: np.ndar
         within.append(np.mean(np.sum(((zg - zg.mean(axis=0)) @ residual) ** 2, axis=1)))
         counts.append(len(zg))
     errors, within, share = np.array(errors), np.array(within), np.array(counts) / np.sum(counts)
-    return {"are": float(share @ errors), "abdiff": float(errors.max() - errors.min()),
-            "group_errors": errors, "group_errors_within": within}
+    return {
+        "are": float(share @ errors),
+        "abdiff": float(errors.max() - errors.min()),
+        "group_errors": errors,
+        "group_errors_within": within,
+    }
 
 
 @dataclass
@@ -237,13 +270,23 @@ def key_of(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def reference_evaluate(rows: Rows, cell_labels: tuple, methods: dict[str, tuple[Callable, dict[str, Any]]], *,
-                       n_splits: int, train_fraction: float, n_folds: int, center: str, standardize: bool,
-                       random_state: int) -> tuple[tuple, np.ndarray, dict[tuple[str, int], RefResult]]:
+def reference_evaluate(
+    rows: Rows,
+    cell_labels: tuple,
+    methods: dict[str, tuple[Callable, dict[str, Any]]],
+    *,
+    n_splits: int,
+    train_fraction: float,
+    n_folds: int,
+    center: str,
+    standardize: bool,
+    random_state: int,
+) -> tuple[tuple, np.ndarray, dict[tuple[str, int], RefResult]]:
     """The protocol on rows. Fitters return a list of V: the fit, then (DRO) its perturbed twins."""
     rng = np.random.default_rng(random_state)
-    splits = plan_splits(cell_labels, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds,
-                         random_state=rng)
+    splits = plan_splits(
+        cell_labels, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds, random_state=rng
+    )
     seeds = rng.integers(2**32, size=(n_splits, n_folds + 1))
     groups = rows.groups
     p = rows.x.shape[1]
@@ -256,8 +299,10 @@ def reference_evaluate(rows: Rows, cell_labels: tuple, methods: dict[str, tuple[
         out = []
         for m in eval_masks:
             scores = [reference_scores(V, scale, c, rows.x[m], rows.s[m], groups) for V in Vs]
-            slack = {key: np.max([np.abs(np.asarray(other[key]) - np.asarray(scores[0][key])) for other in scores],
-                                 axis=0) for key in SCORE_KEYS}
+            slack = {
+                key: np.max([np.abs(np.asarray(other[key]) - np.asarray(scores[0][key])) for other in scores], axis=0)
+                for key in SCORE_KEYS
+            }
             out.append(Scored(scores[0], slack))
         return out
 
@@ -277,17 +322,22 @@ def reference_evaluate(rows: Rows, cell_labels: tuple, methods: dict[str, tuple[
                         assert (held <= train).all() and held.any()
                         scores += fit_and_score(fitter, train & ~held, [held], {**fixed, **point}, int(seeds[i, j]))
                         fits += 1
-                    cv.append((point,
-                               float(np.mean([sc.value["abdiff"] for sc in scores])),
-                               float(np.mean([sc.value["are"] for sc in scores])),
-                               float(np.mean([sc.slack["abdiff"] for sc in scores])),
-                               float(np.mean([sc.slack["are"] for sc in scores]))))
+                    cv.append(
+                        (
+                            point,
+                            float(np.mean([sc.value["abdiff"] for sc in scores])),
+                            float(np.mean([sc.value["are"] for sc in scores])),
+                            float(np.mean([sc.slack["abdiff"] for sc in scores])),
+                            float(np.mean([sc.slack["are"] for sc in scores])),
+                        )
+                    )
                 criteria = [abdiff + are for _, abdiff, are, _, _ in cv]
                 chosen = grid[int(np.argmin(criteria))]  # argmin: the first of equal minima
             refits = {}
             for point in grid:
-                test_scores, train_scores = fit_and_score(fitter, train, [test, train], {**fixed, **point},
-                                                          int(seeds[i, -1]))
+                test_scores, train_scores = fit_and_score(
+                    fitter, train, [test, train], {**fixed, **point}, int(seeds[i, -1])
+                )
                 refits[key_of(point)] = (test_scores, train_scores)
             results[name, i] = RefResult(chosen, cv, refits, fits + 1)
     return splits, seeds, results
@@ -352,8 +402,9 @@ def compare(evaluation: Evaluation, splits, ref: dict[tuple[str, int], RefResult
         got = by_key[key]
         assert got.fits == expected.fits, key
         assert len(got.cross_validation) == len(expected.cross_validation), key
-        for point, (params, abdiff, are, slack_abdiff, slack_are) in zip(got.cross_validation,
-                                                                        expected.cross_validation):
+        for point, (params, abdiff, are, slack_abdiff, slack_are) in zip(
+            got.cross_validation, expected.cross_validation
+        ):
             assert point.params == params, key
             assert_close([point.abdiff, point.are], [abdiff, are], [slack_abdiff, slack_are], f"{key} CV {params}")
         if expected.cross_validation:
@@ -387,6 +438,8 @@ def dro_options(n_groups: int) -> dict[str, Any]:
     """The grid; with three groups dro runs the paper's descent, shortened (two groups: the
     certified frontier, which has no budget to shorten)."""
     return DRO_GRID if n_groups == 2 else {**DRO_GRID, "n_restarts": 2, "n_iter": 200}
+
+
 TILTS = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 SETTINGS = [
@@ -406,19 +459,29 @@ def test_evaluate_matches_row_level_reference(how, n_groups, center, standardize
     (own numpy): CV choices, CV scores, fits, test and train scores equal the reference."""
     frame = make_frame(n_groups=n_groups, seed=10 + n_groups)
     cells, rows = cells_of(frame, how)
-    protocol = dict(n_splits=3, train_fraction=0.3, n_folds=3, center=center, standardize=standardize,
-                    random_state=123)
-    check_plan(plan_splits(cells.cells, n_splits=3, train_fraction=0.3, n_folds=3,
-                           random_state=np.random.default_rng(123)), cells.cells, 3, 0.3, 3)
+    protocol = dict(n_splits=3, train_fraction=0.3, n_folds=3, center=center, standardize=standardize, random_state=123)
+    check_plan(
+        plan_splits(cells.cells, n_splits=3, train_fraction=0.3, n_folds=3, random_state=np.random.default_rng(123)),
+        cells.cells,
+        3,
+        0.3,
+        3,
+    )
     tilt_options = {"tilt": TILTS, "target": target}
     tilted_solver.calls = []
-    evaluation, caught = run_evaluate(cells, {"pca": None, "dro": dro_options(n_groups), tilted_solver: tilt_options},
-                                      **protocol)
+    evaluation, caught = run_evaluate(
+        cells, {"pca": None, "dro": dro_options(n_groups), tilted_solver: tilt_options}, **protocol
+    )
     splits, _, ref = reference_evaluate(
-        rows, cells.cells,
-        {"pca": (reference_pca, {}), "dro": (make_reference_dro(standardize), dro_options(n_groups)),
-         "tilted_solver": (reference_tilted, tilt_options)},
-        **protocol)
+        rows,
+        cells.cells,
+        {
+            "pca": (reference_pca, {}),
+            "dro": (make_reference_dro(standardize), dro_options(n_groups)),
+            "tilted_solver": (reference_tilted, tilt_options),
+        },
+        **protocol,
+    )
     stats = compare(evaluation, splits, ref)
     assert evaluation.methods == ("pca", "dro", "tilted_solver")
     assert stats["choices"] == 2 * protocol["n_splits"]
@@ -446,11 +509,11 @@ def test_exact_ties_pick_the_first_grid_point(tags):
     the first in grid order (itertools.product of the swept options, in the order given)."""
     frame = make_frame(n_groups=2, seed=6)
     cells, _ = cells_of(frame, "hash")
-    evaluation, _ = run_evaluate(cells, {tilted_solver: {"tag": tags, "tilt": [0.3, 0.3]}}, n_splits=2,
-                                 random_state=1)
+    evaluation, _ = run_evaluate(cells, {tilted_solver: {"tag": tags, "tilt": [0.3, 0.3]}}, n_splits=2, random_state=1)
     for result in evaluation.results:
         assert [p.params for p in result.cross_validation] == [
-            {"tag": tag, "tilt": 0.3} for tag in tags for _ in range(2)]
+            {"tag": tag, "tilt": 0.3} for tag in tags for _ in range(2)
+        ]
         assert len({p.criterion for p in result.cross_validation}) == 1
         assert result.params == {"tag": tags[0], "tilt": 0.3}
 
@@ -461,8 +524,9 @@ def test_solver_seeds_follow_the_protocol():
     frame = make_frame(n_groups=2, seed=3)
     cells, rows = cells_of(frame, "column")
     tilted_solver.calls = []
-    evaluation, _ = run_evaluate(cells, {tilted_solver: {"tilt": [0.0, 0.5, 0.9]}}, n_splits=2, n_folds=3,
-                                 random_state=99)
+    evaluation, _ = run_evaluate(
+        cells, {tilted_solver: {"tilt": [0.0, 0.5, 0.9]}}, n_splits=2, n_folds=3, random_state=99
+    )
     rng = np.random.default_rng(99)
     splits = plan_splits(cells.cells, n_splits=2, train_fraction=0.3, n_folds=3, random_state=rng)
     seeds = rng.integers(2**32, size=(2, 4))
@@ -493,8 +557,13 @@ def test_reference_pca_is_the_library_pca():
         for standardize in (True, False):
             scale = x.std(axis=0) if standardize else np.ones(x.shape[1])
             (V,) = reference_pca(x, s, scale, groups, center, {}, 0)
-            model = fit_projection(GroupMoments.from_arrays(x, s, feature_names=FEATURES), N_COMPONENTS,
-                                   method="pca", center=center, standardize=standardize)
+            model = fit_projection(
+                GroupMoments.from_arrays(x, s, feature_names=FEATURES),
+                N_COMPONENTS,
+                method="pca",
+                center=center,
+                standardize=standardize,
+            )
             np.testing.assert_allclose(model.scale, scale, rtol=1e-12)
             W = model.components
             np.testing.assert_allclose(W @ W.T, V @ V.T, atol=1e-9)
@@ -529,8 +598,9 @@ def test_test_scores_use_the_fitting_rows_centres(center):
         if center == "group":
             for i, g in enumerate(rows.groups):
                 gap = np.sum((residual @ (rows.x[test & (rows.s == g)].mean(axis=0) - c_fit[i])) ** 2)
-                np.testing.assert_allclose(result.test.group_error[i] - result.test.group_error_within[i], gap,
-                                           rtol=1e-7)
+                np.testing.assert_allclose(
+                    result.test.group_error[i] - result.test.group_error_within[i], gap, rtol=1e-7
+                )
                 assert gap > 1e-2 * result.test.group_error_within[i]
             # in sample the fit's centres are the rows' own group means
             np.testing.assert_allclose(result.train.group_error, result.train.group_error_within, rtol=1e-10)

@@ -25,9 +25,10 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from distributed import Client, LocalCluster, WorkerPlugin
-
 from conftest import grouped_data
+from distributed import Client, LocalCluster, WorkerPlugin
+from test_moments import assert_matches_reference
+
 from fairpca_dist import (
     ConvergenceWarning,
     GroupMoments,
@@ -39,12 +40,11 @@ from fairpca_dist import (
     projection,
     save_model,
 )
-from fairpca_dist.io.atomic import atomic_directory, output_lock
 from fairpca_dist.cli import main
 from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.engine.passes import table_passes
+from fairpca_dist.io.atomic import atomic_directory, output_lock
 from fairpca_dist.projection import project_table
-from test_moments import assert_matches_reference
 
 CHUNK_TASK = "_apply_to_frame_chunk"  # the task of one partition in every pass over the rows
 FEATURES = [f"f{j}" for j in range(5)]
@@ -132,8 +132,9 @@ def kill_once(cluster, tmp_path):
 def test_moments_pass_survives_a_killed_worker(table, cluster, kill_once):
     folder, x, labels, _ = table
     marker = kill_once(2)
-    moments = compute_moments(str(folder), sensitive_feature="group", client=cluster,
-                              read_options={"split_row_groups": False})
+    moments = compute_moments(
+        str(folder), sensitive_feature="group", client=cluster, read_options={"split_row_groups": False}
+    )
     assert marker.exists()
     assert_matches_reference(moments, x, labels)
 
@@ -141,10 +142,10 @@ def test_moments_pass_survives_a_killed_worker(table, cluster, kill_once):
 def test_mm_robust_fit_survives_a_worker_killed_in_a_solver_pass(table, cluster, kill_once):
     folder, x, labels, moments = table
     options = {"standardize": True, "random_state": 0, "tol": 1e-9}
-    reference = fit_projection(moments, 2, method="mm-robust", passes=ArrayPasses(x, labels, moments.groups),
-                               **options)
-    passes = table_passes(str(folder), moments, sensitive_feature="group", client=cluster,
-                          read_options={"split_row_groups": False})
+    reference = fit_projection(moments, 2, method="mm-robust", passes=ArrayPasses(x, labels, moments.groups), **options)
+    passes = table_passes(
+        str(folder), moments, sensitive_feature="group", client=cluster, read_options={"split_row_groups": False}
+    )
     marker = kill_once(8)  # 6 partition tasks per pass: the kill lands in the second or a later pass
     model = fit_projection(moments, 2, method="mm-robust", passes=passes, **options)
     assert marker.exists() and passes.n_passes > 2
@@ -159,13 +160,20 @@ def test_mmd_rff_fit_survives_a_worker_killed_in_a_solver_pass(table, cluster, k
     fit through ArrayPasses differs by ~1e-3 relative already without any fault (a discrepancy
     of the RFF path, not of fault handling; the same numbers come out with or without the kill)."""
     folder, _, _, moments = table
-    options = {"tau": 0.02, "standardize": True, "random_state": 0, "max_iter": 3, "estimator": "rff",
-               "n_random_features": 200}
+    options = {
+        "tau": 0.02,
+        "standardize": True,
+        "random_state": 0,
+        "max_iter": 3,
+        "estimator": "rff",
+        "n_random_features": 200,
+    }
     read = {"sensitive_feature": "group", "read_options": {"split_row_groups": False}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        reference = fit_projection(moments, 2, method="mmd", passes=table_passes(str(folder), moments, **read),
-                                   **options)
+        reference = fit_projection(
+            moments, 2, method="mmd", passes=table_passes(str(folder), moments, **read), **options
+        )
         passes = table_passes(str(folder), moments, client=cluster, **read)
         marker = kill_once(5)
         model = fit_projection(moments, 2, method="mmd", passes=passes, **options)
@@ -176,17 +184,23 @@ def test_mmd_rff_fit_survives_a_worker_killed_in_a_solver_pass(table, cluster, k
 
 # ----------------------------------------------------------------------------- scheduler restart
 def test_fit_flow_rerun_on_a_new_scheduler_reads_no_rows(table, tmp_path, prefect_harness):
-    from fairpca_dist.io.ingest import ingest_table
     from fairpca_dist.flows.fit import fit
+    from fairpca_dist.io.ingest import ingest_table
 
     _, x, labels, _ = table
     ingest_table(pd.DataFrame(x, columns=FEATURES).assign(group=labels), tmp_path / "table", sensitive_feature="group")
-    settings = {"table_dir": str(tmp_path / "table"), "model_dir": str(tmp_path / "model"), "n_components": 2,
-                "cache_dir": str(tmp_path / "cache")}
+    settings = {
+        "table_dir": str(tmp_path / "table"),
+        "model_dir": str(tmp_path / "model"),
+        "n_components": 2,
+        "cache_dir": str(tmp_path / "cache"),
+    }
     runs = []
     for run in ("first", "second"):  # each on its own scheduler: the first is gone when the second starts
-        with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as local, \
-                Client(local) as client:
+        with (
+            LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as local,
+            Client(local) as client,
+        ):
             client.register_plugin(RecordTasks(tmp_path / f"{run}.tasks"), name="record")
             fit(**settings, dask_address=local.scheduler_address)
         runs.append(((tmp_path / "model" / "model.npz").read_bytes(), load_model(tmp_path / "model")))
@@ -213,8 +227,9 @@ def test_a_second_pipeline_on_the_same_run_folder_fails_naming_it(tmp_path, pref
     try:
         held.wait(60)
         with pytest.raises(OutputBusyError, match=f"{run} is being written by another run"):
-            pipeline(source=str(tmp_path / "source.csv"), sensitive_feature=["g"], runs_dir=str(run.parent),
-                     run_id="nightly")
+            pipeline(
+                source=str(tmp_path / "source.csv"), sensitive_feature=["g"], runs_dir=str(run.parent), run_id="nightly"
+            )
     finally:
         done.set()
         thread.join()
@@ -306,9 +321,21 @@ def _start_held_projection(tmp_path: Path, folder: Path, out: Path) -> tuple[sub
     """Start a `fairpca project` process; return once it is mid-write (holding ``out``)."""
     reached, release = tmp_path / "reached", tmp_path / "release"
     process = subprocess.Popen(
-        [sys.executable, "-c", HELD_CLI, str(reached), str(release), "project", str(tmp_path / "model"),
-         str(folder), str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+        [
+            sys.executable,
+            "-c",
+            HELD_CLI,
+            str(reached),
+            str(release),
+            "project",
+            str(tmp_path / "model"),
+            str(folder),
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
     )
     deadline = time.monotonic() + 120
     while not reached.exists():

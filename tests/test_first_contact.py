@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 STEPS = ["dask", "ingest", "fit", "project", "report"]
 
 
@@ -31,8 +30,11 @@ def fairpca(*args: str) -> list[str]:
 
 
 def step_events(out: str) -> list[tuple[str, str]]:
-    return [(line.split()[0], line.split()[1]) for line in out.splitlines()
-            if line.startswith("  ") and line.split() and line.split()[0] in STEPS]
+    return [
+        (line.split()[0], line.split()[1])
+        for line in out.splitlines()
+        if line.startswith("  ") and line.split() and line.split()[0] in STEPS
+    ]
 
 
 def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
@@ -51,8 +53,25 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
 
     # The second run on the same home, through `fairpca pipeline`, with the full logs.
     source = tmp_path / "runs" / "first" / "diabetes.csv"
-    second = run(fairpca("pipeline", str(source), "--sensitive-feature", "sex", "--key-columns", "patient",
-                         "--target", "high_progression", "--runs-dir", "runs", "--run-id", "second", "-v"), env, tmp_path)
+    second = run(
+        fairpca(
+            "pipeline",
+            str(source),
+            "--sensitive-feature",
+            "sex",
+            "--key-columns",
+            "patient",
+            "--target",
+            "high_progression",
+            "--runs-dir",
+            "runs",
+            "--run-id",
+            "second",
+            "-v",
+        ),
+        env,
+        tmp_path,
+    )
     assert second.returncode == 0, second.stdout + second.stderr
     assert "temporary Prefect API server started" in second.stdout and "first run" not in second.stdout
     assert "Beginning flow run" in second.stderr and "distributed.scheduler" in second.stderr
@@ -66,8 +85,13 @@ def test_demo_then_pipeline_on_a_new_prefect_home(tmp_path):
     # no run folder left behind.
     bad = tmp_path / "bad.csv"
     bad.write_text(source.read_text().replace("\n0,59.0,", "\n0,59.0x,", 1))
-    third = run(fairpca("pipeline", str(bad), "--sensitive-feature", "sex", "--features", "age", "bmi",
-                        "--runs-dir", "bad-runs"), env, tmp_path)
+    third = run(
+        fairpca(
+            "pipeline", str(bad), "--sensitive-feature", "sex", "--features", "age", "bmi", "--runs-dir", "bad-runs"
+        ),
+        env,
+        tmp_path,
+    )
     assert third.returncode == 2, third.stdout + third.stderr
     assert third.stderr.count("\n") == 1 and third.stderr.startswith("fairpca: error: feature column 'age' in ")
     assert "bad.csv" in third.stderr
@@ -87,14 +111,30 @@ def test_pipeline_on_an_existing_dask_cluster_uses_one_prefect_server(tmp_path):
     source = write_synthetic_parquet(tmp_path / "source", 20_000, rows_per_file=5_000)
 
     def prefect_servers() -> int:
-        return sum("prefect.server" in " ".join(child.cmdline())
-                   for child in psutil.Process().children(recursive=True))
+        return sum("prefect.server" in " ".join(child.cmdline()) for child in psutil.Process().children(recursive=True))
 
-    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
-        result = run(fairpca("pipeline", str(source), "--sensitive-feature", "group", "--key-columns", "row_id",
-                             "--runs-dir", "runs", "--run-id", "cluster", "--dask-address", cluster.scheduler_address),
-                     new_machine_env(tmp_path / "prefect-home"), tmp_path)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=":0") as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        result = run(
+            fairpca(
+                "pipeline",
+                str(source),
+                "--sensitive-feature",
+                "group",
+                "--key-columns",
+                "row_id",
+                "--runs-dir",
+                "runs",
+                "--run-id",
+                "cluster",
+                "--dask-address",
+                cluster.scheduler_address,
+            ),
+            new_machine_env(tmp_path / "prefect-home"),
+            tmp_path,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         assert sum(client.run(prefect_servers).values()) == 0
     assert "Starting temporary server" not in result.stdout + result.stderr

@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupMoments, compute_moments, load_model
 from fairpca_dist.fitting import cached_table_moments, fit_table
 from fairpca_dist.io.ingest import ingest_table
@@ -20,7 +20,9 @@ from fairpca_dist.io.ingest import ingest_table
 def write_parts(folder, frame, rows_per_file, start=0):
     folder.mkdir(exist_ok=True)
     for i in range(0, len(frame), rows_per_file):
-        frame.iloc[i : i + rows_per_file].to_parquet(folder / f"part-{start + i // rows_per_file:05d}.parquet", index=False)
+        frame.iloc[i : i + rows_per_file].to_parquet(
+            folder / f"part-{start + i // rows_per_file:05d}.parquet", index=False
+        )
 
 
 @pytest.fixture()
@@ -50,7 +52,9 @@ def test_refit_reads_no_rows_and_new_files_alone(frame, tmp_path):
 def test_changed_roles_do_not_reuse_the_cache(frame, tmp_path):
     write_parts(tmp_path / "table", frame, 1000)
     cached_table_moments(tmp_path / "table", tmp_path / "cache", sensitive_feature="g", features=list("abcde"))
-    _, _, read = cached_table_moments(tmp_path / "table", tmp_path / "cache", sensitive_feature="g", features=list("abc"))
+    _, _, read = cached_table_moments(
+        tmp_path / "table", tmp_path / "cache", sensitive_feature="g", features=list("abc")
+    )
     assert read == 3
 
 
@@ -74,8 +78,10 @@ def test_killing_a_dask_worker_during_the_pass_gives_identical_moments(tmp_path)
     frame["g"] = rng.choice(["a", "b", "c"], size=len(frame))
     write_parts(tmp_path / "table", frame, 30_000)
     reference = compute_moments(str(tmp_path / "table"), sensitive_feature="g")
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         client.wait_for_workers(2)
         victim = sorted(client.run(os.getpid).items())[0][1]
         killer = threading.Timer(0.3, os.kill, args=(victim, signal.SIGKILL))

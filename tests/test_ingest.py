@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import InputError, SchemaError, compute_moments
 from fairpca_dist.io.ingest import ingest_table, read_schema, table_source
 
@@ -24,8 +24,14 @@ def source(tmp_path):
 
 def test_clean_table_roundtrip(source, tmp_path):
     path, frame = source
-    result = ingest_table(str(path), tmp_path / "table", sensitive_feature="sex", key_columns=["id"],
-                          pass_through=["y"], read_options={"blocksize": 20_000})
+    result = ingest_table(
+        str(path),
+        tmp_path / "table",
+        sensitive_feature="sex",
+        key_columns=["id"],
+        pass_through=["y"],
+        read_options={"blocksize": 20_000},
+    )
     assert result.rows == 1000 and result.rejected == 0
     schema = read_schema(tmp_path / "table")
     assert schema["features"] == ["a", "b", "c"] and schema["sensitive_feature"] == ["sex"]
@@ -56,7 +62,9 @@ def test_drop_policy_records_what_it_drops(source, tmp_path):
     path, frame = source
     frame.loc[[3, 500], "b"] = np.inf
     frame.to_csv(path, index=False)
-    result = ingest_table(str(path), tmp_path / "table", sensitive_feature="sex", key_columns=["id"], on_bad_rows="drop")
+    result = ingest_table(
+        str(path), tmp_path / "table", sensitive_feature="sex", key_columns=["id"], on_bad_rows="drop"
+    )
     assert result.rows == 998 and result.rejected == 2
     schema = json.loads((tmp_path / "table" / "schema.json").read_text())
     assert schema["rejected_by_column"] == {"b": 2}

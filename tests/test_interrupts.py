@@ -26,8 +26,8 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist.cli import main
 
 FEATURES = [f"f{j}" for j in range(5)]
@@ -71,7 +71,8 @@ def _snapshot(folder: Path, *, skip: str | None = None) -> dict[str, str]:
     """Every path under ``folder`` (but those under ``skip``) and a digest of its bytes."""
     return {
         str(path.relative_to(folder)): "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
-        for path in sorted(folder.rglob("*")) if skip is None or skip not in path.relative_to(folder).parts
+        for path in sorted(folder.rglob("*"))
+        if skip is None or skip not in path.relative_to(folder).parts
     }
 
 
@@ -88,7 +89,11 @@ class Held:
         self.reached, self.release = tmp_path / "reached", tmp_path / "release"
         self.process = subprocess.Popen(
             [sys.executable, "-c", HELD_CLI, str(self.reached), str(self.release), function, *map(str, argv)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment(), cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_environment(),
+            cwd=tmp_path,
             start_new_session=True,
         )
         deadline = time.monotonic() + WAIT
@@ -133,9 +138,11 @@ def work(tmp_path_factory) -> Path:
     (folder / "source").mkdir()
     for i, start in enumerate(range(0, len(frame), 400)):
         frame.iloc[start : start + 400].to_parquet(folder / "source" / f"part-{i}.parquet", index=False)
-    for argv in (["ingest", folder / "source", folder / "table", "--sensitive-feature", "group"],
-                 ["fit", folder / "table", folder / "model", "--n-components", "2"],
-                 ["project", folder / "model", folder / "table", folder / "projected"]):
+    for argv in (
+        ["ingest", folder / "source", folder / "table", "--sensitive-feature", "group"],
+        ["fit", folder / "table", folder / "model", "--n-components", "2"],
+        ["project", folder / "model", folder / "table", folder / "projected"],
+    ):
         assert main([str(a) for a in argv]) == 0
     return folder
 
@@ -144,12 +151,21 @@ def work(tmp_path_factory) -> Path:
 # whose moments are not cached yet), the function of its first pass's partition tasks, and the
 # folder of `work` that is its previous output.
 STEPS = {
-    "ingest": (lambda work, tmp, out: ["ingest", work / "source", out, "--sensitive-feature", "group"],
-               "_clean_partition", "table"),
-    "fit": (lambda work, tmp, out: ["fit", tmp / "table", out, "--n-components", "2"], "_apply_to_frame_chunk",
-            "model"),
-    "project": (lambda work, tmp, out: ["project", work / "model", work / "table", out], "_project_partition",
-                "projected"),
+    "ingest": (
+        lambda work, tmp, out: ["ingest", work / "source", out, "--sensitive-feature", "group"],
+        "_clean_partition",
+        "table",
+    ),
+    "fit": (
+        lambda work, tmp, out: ["fit", tmp / "table", out, "--n-components", "2"],
+        "_apply_to_frame_chunk",
+        "model",
+    ),
+    "project": (
+        lambda work, tmp, out: ["project", work / "model", work / "table", out],
+        "_project_partition",
+        "projected",
+    ),
 }
 
 
@@ -174,8 +190,13 @@ def prefect_database() -> Path:
     (10-30 s; otherwise the first temporary server would, in the first pipeline test)."""
     database = Path(os.environ["PREFECT_HOME"]) / "prefect.db"
     if not database.exists():
-        subprocess.run([sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
-                       env=_environment(), check=True, timeout=WAIT, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "prefect", "server", "database", "upgrade", "-y"],
+            env=_environment(),
+            check=True,
+            timeout=WAIT,
+            capture_output=True,
+        )
     return database
 
 
@@ -187,12 +208,14 @@ def _prefect_runs(database: Path, parameter: str) -> tuple[list[str], list[tuple
         flows = dict(flows.fetchall())
         tasks = connection.execute(
             f"SELECT name, run_count, state_name FROM task_run WHERE flow_run_id IN ({', '.join('?' * len(flows))})",
-            list(flows))
+            list(flows),
+        )
         return sorted(flows.values()), tasks.fetchall()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL],
-                         ids=["SIGINT", "SIGTERM", "SIGKILL"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL], ids=["SIGINT", "SIGTERM", "SIGKILL"]
+)
 def test_an_interrupted_pipeline_stops_with_its_prefect_server(work, tmp_path, prefect_database, signum):
     """Held in the fit, once ingest has written the run's table. SIGINT and SIGTERM: one line, the
     pipeline's and its steps' flow runs marked crashed (a Ctrl-C does not reach the temporary
@@ -203,8 +226,18 @@ def test_an_interrupted_pipeline_stops_with_its_prefect_server(work, tmp_path, p
     (runs / "previous").mkdir(parents=True)
     (runs / "previous" / "notes.txt").write_text("a previous run\n")
     before = _snapshot(runs)
-    held = Held(tmp_path, "_apply_to_frame_chunk", "pipeline", work / "source", "--sensitive-feature", "group",
-                "--runs-dir", runs, "--run-id", "new")
+    held = Held(
+        tmp_path,
+        "_apply_to_frame_chunk",
+        "pipeline",
+        work / "source",
+        "--sensitive-feature",
+        "group",
+        "--runs-dir",
+        runs,
+        "--run-id",
+        "new",
+    )
     assert (runs / "new" / "table" / "schema.json").is_file()  # held in the fit step
     assert any("prefect.server" in " ".join(p.cmdline()) for p in held.descendants)  # its temporary server
     _, stderr = held.interrupt(signum)

@@ -53,8 +53,12 @@ def sp_g_gradient(x: np.ndarray, y: np.ndarray, v: np.ndarray, sigma: float) -> 
     kx, ky, kxy = rbf(x @ v, x @ v, sigma), rbf(y @ v, y @ v, sigma), rbf(x @ v, y @ v, sigma)
     g1 = -2 / (m**2 * sigma**2) * x.T @ (np.diag(kx.sum(1)) - kx) @ x @ v
     g2 = -2 / (n**2 * sigma**2) * y.T @ (np.diag(ky.sum(1)) - ky) @ y @ v
-    g3 = -1 / (m * n * sigma**2) * (x.T @ np.diag(kxy.sum(1)) @ x + y.T @ np.diag(kxy.sum(0)) @ y
-                                     - x.T @ kxy @ y - y.T @ kxy.T @ x) @ v
+    g3 = (
+        -1
+        / (m * n * sigma**2)
+        * (x.T @ np.diag(kxy.sum(1)) @ x + y.T @ np.diag(kxy.sum(0)) @ y - x.T @ kxy @ y - y.T @ kxy.T @ x)
+        @ v
+    )
     return g1 + g2 - 2 * g3
 
 
@@ -223,8 +227,9 @@ def test_single_precision_features_agree_with_double():
     v = random_orthonormal(rng, 6, 2)
     double = RandomFeatures.draw(2, 200, 0.7, np.random.default_rng(19))
     single = RandomFeatures(double.frequencies, double.phases, "single")
-    (h_double, g_double), (h_single, g_single) = (rff_mmd2(rff_sums(z, codes, 2, v, f), (0, 1), f)
-                                                  for f in (double, single))
+    (h_double, g_double), (h_single, g_single) = (
+        rff_mmd2(rff_sums(z, codes, 2, v, f), (0, 1), f) for f in (double, single)
+    )
     assert h_single == pytest.approx(h_double, rel=1e-6)
     np.testing.assert_allclose(g_single, g_double, rtol=1e-5, atol=1e-7 * np.abs(g_double).max())
     cos, sin = single.cos_sin(z @ v)

@@ -28,10 +28,10 @@ from distributed import Client, LocalCluster
 
 from fairpca_dist import GroupMoments, compute_moments
 from fairpca_dist.cli import main
-from fairpca_dist.exceptions import ResourceError, ServiceError
 from fairpca_dist.engine.memory import frame_partition_size, pass_size, worker_memory
 from fairpca_dist.engine.passes import run_graph
 from fairpca_dist.engine.sources import map_partitions, open_table
+from fairpca_dist.exceptions import ResourceError, ServiceError
 
 ROWS, P, ROW_GROUP = 1_100_000, 50, 1_048_576
 FEATURES = [f"x{j}" for j in range(P)]
@@ -53,8 +53,9 @@ def big_row_groups(tmp_path_factory) -> tuple[str, GroupMoments]:
 
 
 def _cluster(memory_limit: str, n_workers: int = 2) -> tuple[LocalCluster, Client]:
-    cluster = LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
-                           dashboard_address=":0")
+    cluster = LocalCluster(
+        n_workers=n_workers, threads_per_worker=1, processes=True, memory_limit=memory_limit, dashboard_address=":0"
+    )
     return cluster, Client(cluster, set_as_default=False)
 
 
@@ -70,8 +71,10 @@ def floor() -> int:
 
 def _fractions() -> tuple[float, float]:
     """The fractions of its memory limit at which distributed pauses a worker and kills it."""
-    return (float(dask.config.get("distributed.worker.memory.pause")),
-            float(dask.config.get("distributed.worker.memory.terminate")))
+    return (
+        float(dask.config.get("distributed.worker.memory.pause")),
+        float(dask.config.get("distributed.worker.memory.terminate")),
+    )
 
 
 def _answer(run: Callable[[], Any]) -> Any:
@@ -99,7 +102,8 @@ def test_large_row_groups_are_read_in_slices_equal_to_the_rows(tmp_path):
     rng = np.random.default_rng(0)
     n = 10_000
     frame = pd.DataFrame(rng.standard_normal((n, 4)), columns=list("abcd")).assign(
-        group=rng.choice(["f", "m", "x"], n), count=rng.integers(0, 9, n))
+        group=rng.choice(["f", "m", "x"], n), count=rng.integers(0, 9, n)
+    )
     path = tmp_path / "t.parquet"
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=4096)  # 3 row groups
     options = {"blocksize": "32 KiB"}  # a row group is ~200 KiB decoded
@@ -107,8 +111,12 @@ def test_large_row_groups_are_read_in_slices_equal_to_the_rows(tmp_path):
     assert table.n_partitions > 3
     read = table.frame.compute().reset_index(drop=True)
     pd.testing.assert_frame_equal(read, pd.read_parquet(path).astype(read.dtypes.to_dict()))
-    assert read.dtypes.to_dict() == open_table(str(path), sensitive_feature="group",
-                                               read_options={"split_row_groups": True}).frame.dtypes.to_dict()
+    assert (
+        read.dtypes.to_dict()
+        == open_table(
+            str(path), sensitive_feature="group", read_options={"split_row_groups": True}
+        ).frame.dtypes.to_dict()
+    )
     moments = compute_moments(str(path), sensitive_feature="group", features=list("abcd"), read_options=options)
     codes, labels = pd.factorize(frame["group"], sort=True)
     expected = GroupMoments.from_codes(frame[list("abcd")].to_numpy(), codes, tuple(labels), feature_names=list("abcd"))
@@ -146,8 +154,7 @@ def test_one_gigabyte_workers_run_a_file_of_million_row_groups(big_row_groups):
     np.testing.assert_allclose(moments.scatter, expected.scatter, rtol=1e-9)
 
 
-def test_workers_too_small_for_a_partition_are_refused_with_the_memory_needed(big_row_groups, floor, tmp_path,
-                                                                            capsys):
+def test_workers_too_small_for_a_partition_are_refused_with_the_memory_needed(big_row_groups, floor, tmp_path, capsys):
     # Workers whose libraries fit under the pause threshold, but not with a partition of the
     # default 64 MiB: their threshold is halfway between the floor plus what a partition of half
     # its rows needs and the floor plus what it needs (≈ 630 MB workers for a floor of 260 MB, 760
@@ -172,15 +179,21 @@ def test_workers_too_small_for_a_partition_are_refused_with_the_memory_needed(bi
         assert blocksize, message
         # the command line: one line, exit 2, nothing written
         out = tmp_path / "ingested"
-        code = _answer(lambda: main(["ingest", path, str(out), "--sensitive-feature", "group",
-                                     "--dask-address", cluster.scheduler_address]))
+        code = _answer(
+            lambda: main(
+                ["ingest", path, str(out), "--sensitive-feature", "group", "--dask-address", cluster.scheduler_address]
+            )
+        )
         stderr = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(stderr) == 1, stderr
         assert stderr[0].startswith("fairpca: error: a pass needs ≈") and "Traceback" not in stderr[0]
         assert not out.exists()
         pids = client.run(os.getpid)
-        moments = _answer(lambda: compute_moments(path, sensitive_feature="group", client=client,
-                                                  read_options={"blocksize": blocksize[1]}))
+        moments = _answer(
+            lambda: compute_moments(
+                path, sensitive_feature="group", client=client, read_options={"blocksize": blocksize[1]}
+            )
+        )
         assert client.run(os.getpid) == pids
     np.testing.assert_allclose(moments.scatter, expected.scatter, rtol=1e-9)
 
@@ -196,9 +209,12 @@ def test_workers_whose_libraries_fill_the_pause_threshold_are_refused(big_row_gr
     assert pause * limit * 1e6 < floor < terminate * limit * 1e6
     cluster, client = _cluster(f"{limit}MB")
     with cluster, client:
-        with pytest.raises(ResourceError, match=rf"a memory limit of {limit} MB cannot run a pass: a worker uses "
-                                                r"\d+ MB once the libraries of a pass are loaded .* wait forever; "
-                                                r"start workers with a memory limit of at least"):
+        with pytest.raises(
+            ResourceError,
+            match=rf"a memory limit of {limit} MB cannot run a pass: a worker uses "
+            r"\d+ MB once the libraries of a pass are loaded .* wait forever; "
+            r"start workers with a memory limit of at least",
+        ):
             _answer(lambda: compute_moments(path, sensitive_feature="group", client=client))
 
 
@@ -220,9 +236,12 @@ def test_a_killed_worker_becomes_an_error_a_person_can_act_on(tmp_path):
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):  # give up after 2 deaths, not 4
         cluster, client = _cluster("600MB")
     with cluster, client:
-        with pytest.raises(ResourceError, match=r"running partition 0 died 2 times, killed by their nannies for "
-                                                r"exceeding their memory limit \(the last had a memory limit of "
-                                                r"600 MB\)"):
+        with pytest.raises(
+            ResourceError,
+            match=r"running partition 0 died 2 times, killed by their nannies for "
+            r"exceeding their memory limit \(the last had a memory limit of "
+            r"600 MB\)",
+        ):
             _answer(lambda: run_graph(map_partitions(frame, _use_memory, 2 * 10**9), client=client))
         with pytest.raises(ServiceError, match=r"died \d+ times.*look in the workers' logs"):
             _answer(lambda: run_graph(map_partitions(frame, _exit), client=client))

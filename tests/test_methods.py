@@ -4,12 +4,12 @@ reads the rows and its options with their defaults; one in full; ``fit --help-me
 from __future__ import annotations
 
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import InputError, compute_moments, fit_projection
+from fairpca_dist.assessment.scoring import criterion_named
 from fairpca_dist.cli import main
 from fairpca_dist.engine.datapasses import ArrayPasses
-from fairpca_dist.assessment.scoring import criterion_named
 from fairpca_dist.solvers import SOLVERS, option_defaults
 
 # Small budgets, so that each fit below takes a fraction of a second
@@ -46,8 +46,15 @@ def test_two_groups_says_which_methods_refuse_three_groups(method):
     x, labels = grouped_data(n_rows=300, n_features=4, n_groups=3, seed=1)
     moments = compute_moments(x, sensitive_feature=labels)
     passes = ArrayPasses(x, labels, moments.groups) if SOLVERS[method].needs_rows else None
-    fit = lambda: fit_projection(moments, 1, method=method, standardize=True, random_state=0, passes=passes,  # noqa: E731
-                                 **_QUICK.get(method, {}))
+    fit = lambda: fit_projection(
+        moments,
+        1,
+        method=method,
+        standardize=True,
+        random_state=0,
+        passes=passes,  # noqa: E731
+        **_QUICK.get(method, {}),
+    )
     if SOLVERS[method].two_groups:
         with pytest.raises(InputError, match="two"):
             fit()
@@ -90,7 +97,7 @@ def test_options_are_described_in_full_without_sphinx_markup(method, capsys):
     literals as plain text, wrapped to 100 columns."""
     assert main(["methods", method]) == 0
     out = capsys.readouterr().out
-    options = out[out.index("options (--option KEY=VALUE):"):]
+    options = out[out.index("options (--option KEY=VALUE):") :]
     assert "…" not in options.replace("0 … 2.5", ""), options  # dro's lam: "paper grid 0 … 2.5" is the paper's
     assert not any(markup in out for markup in (":mod:", ":func:", ":data:", ":class:", "``", "`")), out
     assert all(len(line) <= 100 for line in out.splitlines())
@@ -106,6 +113,8 @@ def test_sphinx_roles_read_as_plain_text():
     from fairpca_dist.cli import _plain
 
     assert _plain("see :func:`~a.b.c`, :data:`X`, ``x = 1`` and :class:`the model <a.FairProjection>`") == (
-        "see c, X, x = 1 and the model")
+        "see c, X, x = 1 and the model"
+    )
     assert _plain(":py:meth:`fairpca_dist.solvers.SolverSpec.criterion_of`") == (
-        "fairpca_dist.solvers.SolverSpec.criterion_of")
+        "fairpca_dist.solvers.SolverSpec.criterion_of"
+    )

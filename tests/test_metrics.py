@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupMoments, fit_projection
 from fairpca_dist.assessment import metrics
 from fairpca_dist.solvers.stiefel import top_eigenvectors
@@ -30,7 +30,8 @@ def test_errors_losses_and_group_variance_match_rows(data, center):
     np.testing.assert_allclose(
         metrics.group_losses(moments, components, center=center),
         metrics.group_losses_from_rows(x, labels, components, center=center, weights=weights),
-        rtol=1e-8, atol=1e-9,
+        rtol=1e-8,
+        atol=1e-9,
     )
     np.testing.assert_allclose(
         metrics.group_explained_variance_ratio(moments, components, center=center),
@@ -47,7 +48,9 @@ def test_total_explained_variance_and_mmd_match_rows(data):
         rtol=1e-9,
     )
     mmd = metrics.mmd2_linear(moments, components)
-    np.testing.assert_allclose(mmd, metrics.mmd2_linear_from_rows(x, labels, components, weights=weights), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(
+        mmd, metrics.mmd2_linear_from_rows(x, labels, components, weights=weights), rtol=1e-7, atol=1e-9
+    )
     assert mmd.shape == (3, 3) and np.allclose(np.diag(mmd), 0) and np.allclose(mmd, mmd.T)
 
 
@@ -83,12 +86,18 @@ def test_rank_relaxed_maps_match_rows(data, center):
     basis = np.linalg.qr(np.random.default_rng(8).normal(size=(6, 3)))[0]
     components = basis * np.sqrt([1.0, 0.6, 0.3])
     for moment_value, row_value in [
-        (metrics.group_errors(moments, components, center=center),
-         metrics.group_errors_from_rows(x, labels, components, center=center, weights=weights)),
-        (metrics.group_losses(moments, components, n_components=2, center=center),
-         metrics.group_losses_from_rows(x, labels, components, n_components=2, center=center, weights=weights)),
-        (metrics.group_explained_variance_ratio(moments, components, center=center),
-         metrics.group_explained_variance_ratio_from_rows(x, labels, components, center=center, weights=weights)),
+        (
+            metrics.group_errors(moments, components, center=center),
+            metrics.group_errors_from_rows(x, labels, components, center=center, weights=weights),
+        ),
+        (
+            metrics.group_losses(moments, components, n_components=2, center=center),
+            metrics.group_losses_from_rows(x, labels, components, n_components=2, center=center, weights=weights),
+        ),
+        (
+            metrics.group_explained_variance_ratio(moments, components, center=center),
+            metrics.group_explained_variance_ratio_from_rows(x, labels, components, center=center, weights=weights),
+        ),
     ]:
         np.testing.assert_allclose(moment_value, row_value, rtol=1e-8, atol=1e-9)
 
@@ -147,9 +156,12 @@ def test_rbf_bandwidth_is_the_median_heuristic_on_every_row_when_the_sample_hold
     x, labels, _, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups)
     median = np.median(pdist(x @ components, "sqeuclidean"))
-    assert metrics.rbf_bandwidth(moments, passes, components, max_rows_per_group=500) == pytest.approx(np.sqrt(median / 2))
+    assert metrics.rbf_bandwidth(moments, passes, components, max_rows_per_group=500) == pytest.approx(
+        np.sqrt(median / 2)
+    )
     assert metrics.rbf_bandwidth(moments, passes, components, mode="paper", max_rows_per_group=500) == pytest.approx(
-        np.sqrt(median))
+        np.sqrt(median)
+    )
 
 
 def test_rbf_mmd_random_features_converge_to_exact(data):
@@ -158,8 +170,13 @@ def test_rbf_mmd_random_features_converge_to_exact(data):
     x, labels, weights, components, moments = data
     passes = ArrayPasses(x, labels, moments.groups, weights=weights)
     exact = metrics.mmd2_rbf(moments, passes, components, 1.5)
-    errors = [np.abs(metrics.mmd2_rbf(moments, passes, components, 1.5, estimator="rff", n_random_features=d,
-                                      random_state=3) - exact).max() for d in (30, 30_000)]
+    errors = [
+        np.abs(
+            metrics.mmd2_rbf(moments, passes, components, 1.5, estimator="rff", n_random_features=d, random_state=3)
+            - exact
+        ).max()
+        for d in (30, 30_000)
+    ]
     assert errors[1] < 0.05 * exact[~np.eye(3, dtype=bool)].min() and errors[1] < errors[0]
 
 
@@ -174,13 +191,20 @@ def test_rbf_mmd_on_a_dask_table_equals_numpy(data):
     frame = pd.DataFrame(x, columns=list(moments.feature_names)).assign(group=labels)
     if weights is not None:
         frame["w"] = weights
-    table = table_passes(dd.from_pandas(frame, npartitions=5), moments, sensitive_feature="group",
-                         sample_weight="w" if weights is not None else None)
+    table = table_passes(
+        dd.from_pandas(frame, npartitions=5),
+        moments,
+        sensitive_feature="group",
+        sample_weight="w" if weights is not None else None,
+    )
     numpy = ArrayPasses(x, labels, moments.groups, weights=weights)
     for estimator in ("exact", "rff"):
-        np.testing.assert_allclose(metrics.mmd2_rbf(moments, table, components, 2.0, estimator=estimator),
-                                   metrics.mmd2_rbf(moments, numpy, components, 2.0, estimator=estimator),
-                                   rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(
+            metrics.mmd2_rbf(moments, table, components, 2.0, estimator=estimator),
+            metrics.mmd2_rbf(moments, numpy, components, 2.0, estimator=estimator),
+            rtol=1e-9,
+            atol=1e-12,
+        )
 
 
 def test_rbf_mmd_bad_input(data):
@@ -222,16 +246,23 @@ def test_rbf_mmd_many_equals_one_call_per_projection_in_one_pass(data):
     many = metrics.mmd2_rbf_many(moments, passes, projections, 1.7, n_random_features=300, random_state=11)
     assert passes.n_passes == 1 and len(many) == 3
     for v, got in zip(projections, many):
-        np.testing.assert_array_equal(got, metrics.mmd2_rbf(moments, passes, v, 1.7, estimator="rff",
-                                                            n_random_features=300, random_state=11))
+        np.testing.assert_array_equal(
+            got, metrics.mmd2_rbf(moments, passes, v, 1.7, estimator="rff", n_random_features=300, random_state=11)
+        )
         literal = _literal_rff_mmd2(x, labels, weights, moments.global_mean, v, 1.7, 300, 11)
         np.testing.assert_allclose(got, literal, rtol=1e-6, atol=1e-12)  # float32 cos/sin by default
-        np.testing.assert_allclose(metrics.mmd2_rbf_many(moments, passes, [v], 1.7, n_random_features=300,
-                                                         random_state=11, precision="double")[0],
-                                   literal, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(
+            metrics.mmd2_rbf_many(
+                moments, passes, [v], 1.7, n_random_features=300, random_state=11, precision="double"
+            )[0],
+            literal,
+            rtol=1e-10,
+            atol=1e-14,
+        )
         assert got.shape == (3, 3) and np.all(got[~np.eye(3, dtype=bool)] > 0)
-    np.testing.assert_array_equal(metrics.mmd2_rbf_many(moments, passes, projections[2:], 1.7, n_random_features=300,
-                                                        random_state=11)[0], many[2])
+    np.testing.assert_array_equal(
+        metrics.mmd2_rbf_many(moments, passes, projections[2:], 1.7, n_random_features=300, random_state=11)[0], many[2]
+    )
     assert passes.n_passes == 8
 
 
@@ -244,13 +275,23 @@ def test_rbf_mmd_many_on_a_dask_table_is_one_pass_and_equals_numpy(data):
 
     x, labels, weights, components, moments = data
     frame = pd.DataFrame(x, columns=list(moments.feature_names)).assign(group=labels, w=weights)
-    table = table_passes(dd.from_pandas(frame, npartitions=4), moments, sensitive_feature="group",
-                         sample_weight="w" if weights is not None else None)
+    table = table_passes(
+        dd.from_pandas(frame, npartitions=4),
+        moments,
+        sensitive_feature="group",
+        sample_weight="w" if weights is not None else None,
+    )
     projections = [components, components[:, :1]]
     got = metrics.mmd2_rbf_many(moments, table, projections, 2.0, n_random_features=50, precision="single")
     assert table.n_passes == 1
-    want = metrics.mmd2_rbf_many(moments, ArrayPasses(x, labels, moments.groups, weights=weights), projections, 2.0,
-                                 n_random_features=50, precision="single")
+    want = metrics.mmd2_rbf_many(
+        moments,
+        ArrayPasses(x, labels, moments.groups, weights=weights),
+        projections,
+        2.0,
+        n_random_features=50,
+        precision="single",
+    )
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
@@ -301,4 +342,3 @@ def test_a_loss_rounding_below_zero_is_zero(seed):
         losses = metrics.group_losses(moments, components, n_components=r)
         assert (losses >= 0.0).all(), losses
     np.testing.assert_array_equal(metrics.group_losses(moments, np.eye(5)), 0.0)
-

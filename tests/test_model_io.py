@@ -6,8 +6,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import FairPCA, InputError, load_model, save_model
 from fairpca_dist.io.model_io import read_fingerprint
 
@@ -54,23 +54,26 @@ def _edit_json(folder, path, value):
     (folder / "model.json").write_text(json.dumps(record))
 
 
-@pytest.mark.parametrize("path, value, message", [
-    (["method"], None, r"field 'method' is null, expected the method's name, as text"),
-    (["center"], "middle", r"field 'center' is 'middle', expected one of \['group', 'global', 'origin'\]"),
-    (["n_components"], "2", r"field 'n_components' is '2', expected a whole number"),
-    (["n_components"], True, r"field 'n_components' is True, expected a whole number"),
-    (["feature_names"], None, r"field 'feature_names' is null, expected a list of column names"),
-    (["feature_names", 1], 7, r"field 'feature_names\[1\]' is 7, expected a column name, as text"),
-    (["groups", 1], "g1", r"field 'groups\[1\]' is 'g1', expected an object"),
-    (["groups", 0, "label"], None, r"field 'groups\[0\]\.label' is null, expected a group label"),
-    (["options"], [], r"field 'options' is \[\], expected an object"),
-    (["diagnostics"], None, r"field 'diagnostics' is null, expected an object"),
-    (["diagnostics", "n_iter"], KeyError, r"lacks the field 'diagnostics\.n_iter' \(a whole number\)"),
-    (["diagnostics", "converged"], "yes", r"field 'diagnostics\.converged' is 'yes', expected true or false"),
-    (["diagnostics", "status"], 3, r"field 'diagnostics\.status' is 3, expected text"),
-    (["diagnostics", "certificate"], None, r"field 'diagnostics\.certificate' is null, expected an object"),
-    (["format_version"], KeyError, r"lacks the field 'format_version'"),
-])
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (["method"], None, r"field 'method' is null, expected the method's name, as text"),
+        (["center"], "middle", r"field 'center' is 'middle', expected one of \['group', 'global', 'origin'\]"),
+        (["n_components"], "2", r"field 'n_components' is '2', expected a whole number"),
+        (["n_components"], True, r"field 'n_components' is True, expected a whole number"),
+        (["feature_names"], None, r"field 'feature_names' is null, expected a list of column names"),
+        (["feature_names", 1], 7, r"field 'feature_names\[1\]' is 7, expected a column name, as text"),
+        (["groups", 1], "g1", r"field 'groups\[1\]' is 'g1', expected an object"),
+        (["groups", 0, "label"], None, r"field 'groups\[0\]\.label' is null, expected a group label"),
+        (["options"], [], r"field 'options' is \[\], expected an object"),
+        (["diagnostics"], None, r"field 'diagnostics' is null, expected an object"),
+        (["diagnostics", "n_iter"], KeyError, r"lacks the field 'diagnostics\.n_iter' \(a whole number\)"),
+        (["diagnostics", "converged"], "yes", r"field 'diagnostics\.converged' is 'yes', expected true or false"),
+        (["diagnostics", "status"], 3, r"field 'diagnostics\.status' is 3, expected text"),
+        (["diagnostics", "certificate"], None, r"field 'diagnostics\.certificate' is null, expected an object"),
+        (["format_version"], KeyError, r"lacks the field 'format_version'"),
+    ],
+)
 def test_a_malformed_field_of_model_json_is_named(saved, path, value, message):
     _edit_json(saved, path, value)
     with pytest.raises(InputError, match=rf"\S+model\.json:? .*{message}"):
@@ -83,11 +86,14 @@ def test_a_malformed_fingerprint_is_named(saved):
         read_fingerprint(saved)
 
 
-@pytest.mark.parametrize("name, dtype, message", [
-    ("components", complex, r"components holds complex numbers \(dtype complex128\)"),
-    ("objective_history", complex, r"objective_history holds complex numbers \(dtype complex128\)"),
-    ("mean", str, r"mean holds values that are not numbers \(dtype <U\d+\)"),
-])
+@pytest.mark.parametrize(
+    "name, dtype, message",
+    [
+        ("components", complex, r"components holds complex numbers \(dtype complex128\)"),
+        ("objective_history", complex, r"objective_history holds complex numbers \(dtype complex128\)"),
+        ("mean", str, r"mean holds values that are not numbers \(dtype <U\d+\)"),
+    ],
+)
 def test_model_arrays_that_are_not_real_numbers_are_refused_at_load(saved, name, dtype, message):
     # complex components loaded, then failed inside Arrow when a table was projected
     with np.load(saved / "model.npz") as data:
@@ -105,7 +111,9 @@ def test_a_model_folder_without_its_files_is_named(saved, tmp_path):
     with pytest.raises(InputError, match=r"model folder \S+file is a file, not a model folder"):
         load_model(tmp_path / "file")
     (saved / "model.npz").write_bytes(b"")
-    with pytest.raises(InputError, match=r"\S+model\.npz cannot be read \(truncated, or not written by fairpca_dist\?\)"):
+    with pytest.raises(
+        InputError, match=r"\S+model\.npz cannot be read \(truncated, or not written by fairpca_dist\?\)"
+    ):
         load_model(saved)
     (saved / "model.npz").unlink()
     with pytest.raises(InputError, match=r"\S+model\.npz is missing \(a model folder holds model\.json and model\.npz"):

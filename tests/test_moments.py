@@ -7,8 +7,8 @@ import re
 
 import numpy as np
 import pytest
-
 from conftest import grouped_data, reference_moments
+
 from fairpca_dist import GroupError, GroupMoments, InputError, SchemaError, fit_projection
 
 
@@ -86,7 +86,9 @@ def test_kernel_rechecks_a_shift_taken_from_unweighted_rows():
     kept = x[1024:]
     centred = kept - kept.mean(axis=0)
     np.testing.assert_allclose(moments.mean[0], kept.mean(axis=0), rtol=0, atol=1e-12)
-    np.testing.assert_allclose(moments.scatter[0], centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max())
+    np.testing.assert_allclose(
+        moments.scatter[0], centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max()
+    )
 
 
 def test_naive_sum_of_squares_would_fail_the_offset_test():
@@ -177,7 +179,6 @@ def test_constant_column_cannot_be_standardised():
     np.testing.assert_allclose(kept, np.where(np.arange(5) == 2, 1.0, x.std(axis=0)), rtol=1e-12)
 
 
-
 @pytest.mark.parametrize("scale", [1e-20, 1e-100])
 def test_a_column_of_tiny_scale_is_standardised(scale):
     # Its scale is far below eps, but its variance is a normal float64: not a constant column.
@@ -191,14 +192,18 @@ def test_a_varying_column_whose_variance_underflows_is_not_called_constant(scale
     x, labels = grouped_data()
     x[:, 2] *= scale  # squares of 1e-300 are 0 in float64; of 1e-160, subnormal
     moments = GroupMoments.from_arrays(x, labels)
-    with pytest.raises(SchemaError, match=r"feature\(s\) 'x2' \(values of order \d\.\de-\d+\) vary, but their variance "
-                                          r"underflows float64 .*rescale them first \(multiply 'x2' by 1e\+(\d+)\)") as error:
+    with pytest.raises(
+        SchemaError,
+        match=r"feature\(s\) 'x2' \(values of order \d\.\de-\d+\) vary, but their variance "
+        r"underflows float64 .*rescale them first \(multiply 'x2' by 1e\+(\d+)\)",
+    ) as error:
         moments.feature_scale()
     factor = float("1e" + re.search(r"by 1e\+(\d+)", str(error.value)).group(1))
     assert 1e-3 < scale * factor < 1e3
     kept = moments.feature_scale(constant="keep")
     np.testing.assert_allclose(kept, np.where(np.arange(5) == 2, 1.0, x.std(axis=0)), rtol=1e-12)
     assert np.isfinite(fit_projection(moments, 2).components).all()  # unstandardised, it is harmless
+
 
 def test_save_load_roundtrip_without_pickle(tmp_path):
     x, _ = grouped_data()
@@ -221,9 +226,16 @@ def test_moments_saved_with_one_shared_origin_still_load(tmp_path):
     moments = GroupMoments.from_arrays(x, labels)
     shared = np.array([1.0, -2.0, 3.0])
     old = {
-        "header": np.array(json.dumps({"format_version": 1, "groups": list(moments.groups), "feature_names": list(moments.feature_names)})),
-        "count": moments.count, "weight": moments.weight, "scatter": moments.scatter,
-        "mean_offset": moments.mean - shared, "origin": shared,
+        "header": np.array(
+            json.dumps(
+                {"format_version": 1, "groups": list(moments.groups), "feature_names": list(moments.feature_names)}
+            )
+        ),
+        "count": moments.count,
+        "weight": moments.weight,
+        "scatter": moments.scatter,
+        "mean_offset": moments.mean - shared,
+        "origin": shared,
     }
     np.savez(tmp_path / "old.npz", **old)
     loaded = GroupMoments.load(tmp_path / "old.npz")
@@ -238,7 +250,9 @@ def test_merge_is_exact_for_groups_far_apart():
     x = rng.standard_normal((200_000, 5))
     codes = rng.integers(0, 2, 200_000)
     x[codes == 1] += 1e8
-    parts = [GroupMoments.from_codes(x[i : i + 10_000], codes[i : i + 10_000], (0, 1)) for i in range(0, 200_000, 10_000)]
+    parts = [
+        GroupMoments.from_codes(x[i : i + 10_000], codes[i : i + 10_000], (0, 1)) for i in range(0, 200_000, 10_000)
+    ]
     merged = sum(parts[1:], parts[0])
     for g in (0, 1):
         rows = x[codes == g]

@@ -32,8 +32,13 @@ def _unprivileged(command: list[str]) -> list[str]:
 
 
 def _run(command: list[str], cwd: Path, **environment: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HOME": str(cwd), "PREFECT_HOME": str(cwd / ".prefect"), "MPLCONFIGDIR": str(cwd / ".mpl"),
-           **environment}
+    env = {
+        **os.environ,
+        "HOME": str(cwd),
+        "PREFECT_HOME": str(cwd / ".prefect"),
+        "MPLCONFIGDIR": str(cwd / ".mpl"),
+        **environment,
+    }
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -51,7 +56,9 @@ def world(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("os-errors")
     root.chmod(0o777)
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame(rng.normal(size=(60, 3)), columns=list("abc")).assign(sex=np.where(np.arange(60) % 2, "f", "m"))
+    frame = pd.DataFrame(rng.normal(size=(60, 3)), columns=list("abc")).assign(
+        sex=np.where(np.arange(60) % 2, "f", "m")
+    )
     frame.to_csv(root / "s.csv", index=False)
     (root / "s.csv").chmod(0o644)
     base = tmp_path_factory.getbasetemp()
@@ -65,8 +72,10 @@ def test_permission_denied_on_the_input_names_it(world):
     private.mkdir()
     shutil.copy(world / "s.csv", private / "s.csv")
     private.chmod(0o700)
-    result = _run(_unprivileged([*FAIRPCA, "ingest", str(private / "s.csv"), str(world / "table"),
-                                 "--sensitive-feature", "sex"]), world)
+    result = _run(
+        _unprivileged([*FAIRPCA, "ingest", str(private / "s.csv"), str(world / "table"), "--sensitive-feature", "sex"]),
+        world,
+    )
     _one_line(result, f"cannot read '{private / 's.csv'}': permission denied")
     assert not (world / "table").exists()
 
@@ -75,8 +84,10 @@ def test_permission_denied_on_the_output_folder_names_it(world):
     locked = world / "locked"
     locked.mkdir()
     locked.chmod(0o555)
-    result = _run(_unprivileged([*FAIRPCA, "ingest", str(world / "s.csv"), str(locked / "table"),
-                                 "--sensitive-feature", "sex"]), world)
+    result = _run(
+        _unprivileged([*FAIRPCA, "ingest", str(world / "s.csv"), str(locked / "table"), "--sensitive-feature", "sex"]),
+        world,
+    )
     _one_line(result, f"could not write {locked / 'table'}: permission denied")
     assert list(locked.iterdir()) == []
 
@@ -88,8 +99,10 @@ def test_a_read_only_disk_is_a_write_error_naming_the_output(world):
     (disk / "table").mkdir()  # a previous output, which must survive
     (disk / "table" / "schema.json").write_text("{}")
     digest = hashlib.sha256((disk / "table" / "schema.json").read_bytes()).hexdigest()
-    script = (f"mount --bind {disk} {disk} && mount -o remount,bind,ro {disk} && "
-              f"exec {' '.join(FAIRPCA)} ingest {world / 's.csv'} {disk / 'table'} --sensitive-feature sex")
+    script = (
+        f"mount --bind {disk} {disk} && mount -o remount,bind,ro {disk} && "
+        f"exec {' '.join(FAIRPCA)} ingest {world / 's.csv'} {disk / 'table'} --sensitive-feature sex"
+    )
     result = _run(["unshare", "--mount", "sh", "-c", script], world)
     _one_line(result, f"could not write {disk / 'table'}: the file system is read-only")
     assert hashlib.sha256((disk / "table" / "schema.json").read_bytes()).hexdigest() == digest
@@ -113,4 +126,5 @@ def test_an_unreachable_prefect_api_is_named_before_anything_is_written(world, c
     assert result.stderr.strip().splitlines() == [result.stderr.strip()] and "Traceback" not in result.stderr
     assert f"fairpca: error: no Prefect API answers at {url} (PREFECT_API_URL" in result.stderr
     assert sorted(p.name for p in world.iterdir() if not p.name.startswith(".")) == [
-        n for n in before if not n.startswith(".")]
+        n for n in before if not n.startswith(".")
+    ]

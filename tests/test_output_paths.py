@@ -17,17 +17,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import InputError, OutputPathError
-from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, output_lock
+from fairpca_dist.assessment.table_comparison import compare_table
+from fairpca_dist.assessment.table_evaluation import evaluate_table
 from fairpca_dist.cli import main
 from fairpca_dist.fitting import fit_table, write_table_report
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, output_lock
 from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.io.model_io import save_model
 from fairpca_dist.projection import project_table
-from fairpca_dist.assessment.table_comparison import compare_table
-from fairpca_dist.assessment.table_evaluation import evaluate_table
 
 
 def tree_digest(root: Path) -> str:
@@ -90,7 +90,8 @@ def _refused(workspace: dict[str, Path], act: Callable[[], object], output: str,
     assert {name: tree_digest(workspace[name]) for name in before} == before
     assert sorted(p.name for p in workspace["root"].iterdir()) == listing  # no lock, staging, nothing
     assert not Path(output).exists() or Path(output).resolve() in {workspace[n].resolve() for n in before} | {
-        workspace["root"].resolve()}
+        workspace["root"].resolve()
+    }
 
 
 @pytest.mark.parametrize("case", range(7))
@@ -99,8 +100,12 @@ def test_ingest_refuses_an_output_overlapping_its_source(workspace, case):
     if case >= len(outputs):
         pytest.skip("no such case")
     _, output = outputs[case]
-    _refused(workspace, lambda: ingest_table(str(workspace["source"]), output, sensitive_feature="sex"), output,
-             str(workspace["source"]))
+    _refused(
+        workspace,
+        lambda: ingest_table(str(workspace["source"]), output, sensitive_feature="sex"),
+        output,
+        str(workspace["source"]),
+    )
 
 
 @pytest.mark.parametrize("case", range(7))
@@ -110,8 +115,12 @@ def test_project_refuses_an_output_overlapping_its_table_or_model(workspace, cas
         if case >= len(outputs):
             continue
         _, output = outputs[case]
-        _refused(workspace, lambda: project_table(workspace["model"], workspace["table"], output), output,
-                 str(workspace[name]))
+        _refused(
+            workspace,
+            lambda: project_table(workspace["model"], workspace["table"], output),
+            output,
+            str(workspace[name]),
+        )
 
 
 @pytest.mark.parametrize("name", ["table", "model"])
@@ -120,8 +129,9 @@ def test_fit_report_compare_evaluate_refuse_outputs_overlapping_their_inputs(wor
     for _, output in _outputs(workspace, name):
         if name == "table":
             _refused(workspace, lambda: fit_table(table, output, method="pca", n_components=1), output, str(table))
-            _refused(workspace, lambda: compare_table(table, output, n_components=1, methods=["pca"]), output,
-                     str(table))
+            _refused(
+                workspace, lambda: compare_table(table, output, n_components=1, methods=["pca"]), output, str(table)
+            )
             _refused(workspace, lambda: evaluate_table(table, output, ["pca"], n_components=1), output, str(table))
         _refused(workspace, lambda: write_table_report(model, table, output), output, str(workspace[name]))
 
@@ -129,8 +139,12 @@ def test_fit_report_compare_evaluate_refuse_outputs_overlapping_their_inputs(wor
 def test_the_moments_cache_may_not_lie_in_the_table(workspace):
     table = workspace["table"]
     out = workspace["root"] / "model-2"
-    _refused(workspace, lambda: fit_table(table, out, method="pca", n_components=1, cache_dir=table / "cache"),
-             str(table / "cache"), str(table))
+    _refused(
+        workspace,
+        lambda: fit_table(table, out, method="pca", n_components=1, cache_dir=table / "cache"),
+        str(table / "cache"),
+        str(table),
+    )
 
 
 def test_cli_refuses_overlaps_with_one_line_and_exit_2(workspace, capsys):
@@ -175,8 +189,12 @@ def test_flows_refuse_overlaps_before_writing(workspace):
     source, table, model, root = (workspace[n] for n in ("source", "table", "model", "root"))
     _refused(workspace, lambda: ingest(str(source), str(source / "table"), ["sex"]), str(source / "table"), str(source))
     _refused(workspace, lambda: project(str(model), str(table), str(table)), str(table), str(table))
-    _refused(workspace, lambda: pipeline(str(source), ["sex"], runs_dir=str(source / ".."), run_id="source"),
-             str(source), str(source))
+    _refused(
+        workspace,
+        lambda: pipeline(str(source), ["sex"], runs_dir=str(source / ".."), run_id="source"),
+        str(source),
+        str(source),
+    )
 
 
 def test_an_existing_file_is_never_replaced_by_a_folder(workspace, tmp_path, capsys):
@@ -274,8 +292,9 @@ def test_fit_and_report_write_only_into_their_own_folders(workspace, tmp_path):
         fit_table(workspace["table"], mine, method="pca", n_components=1)
     with pytest.raises(OutputPathError, match="no report.json"):
         write_table_report(workspace["model"], workspace["table"], mine, rbf_mmd="none", max_components=2)
-    assert sorted(p.name for p in mine.iterdir()) == ["model.txt"] and sorted(
-        p.name for p in tmp_path.iterdir()) == ["mine"]
+    assert sorted(p.name for p in mine.iterdir()) == ["model.txt"] and sorted(p.name for p in tmp_path.iterdir()) == [
+        "mine"
+    ]
 
 
 def test_a_failed_refit_leaves_the_previous_model_whole(workspace, tmp_path):
@@ -317,8 +336,11 @@ def test_a_damaged_schema_is_named(workspace, tmp_path):
 
     table = tmp_path / "table"
     shutil.copytree(workspace["table"], table)
-    for text, what in [("{oops", "Expecting property name"), ("[]", "it holds a list"), ('{"format_version": 1}',
-                                                                                        "its groups are malformed")]:
+    for text, what in [
+        ("{oops", "Expecting property name"),
+        ("[]", "it holds a list"),
+        ('{"format_version": 1}', "its groups are malformed"),
+    ]:
         (table / "schema.json").write_text(text)
         with pytest.raises(InputError, match=f"schema.json is damaged .*; ingest the table again: .*{what}"):
             fit_table(table, tmp_path / "m", method="pca", n_components=1)

@@ -10,12 +10,12 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import grouped_data, reference_moments
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from conftest import grouped_data, reference_moments
-from fairpca_dist import GroupMoments, InputError, compute_moments
 from test_moments import assert_matches_reference
+
+from fairpca_dist import GroupMoments, InputError, compute_moments
 
 
 def frame_with_partitions(frame: pd.DataFrame, sizes: list[int]) -> dd.DataFrame:
@@ -58,7 +58,9 @@ def test_dask_array_with_empty_and_uneven_chunks():
     moments = compute_moments(da.from_array(x, chunks=chunks), sensitive_feature=labels)
     assert_matches_reference(moments, x, labels)
     lazy_labels = da.from_array(labels.astype(str), chunks=50)
-    assert_matches_reference(compute_moments(da.from_array(x, chunks=(64, 2)), sensitive_feature=lazy_labels), x, labels)
+    assert_matches_reference(
+        compute_moments(da.from_array(x, chunks=(64, 2)), sensitive_feature=lazy_labels), x, labels
+    )
 
 
 def test_threaded_and_distributed_agree_from_parquet(tmp_path, dask_cluster):
@@ -71,7 +73,9 @@ def test_threaded_and_distributed_agree_from_parquet(tmp_path, dask_cluster):
     threaded = compute_moments(str(folder), sensitive_feature="group", key_columns=["row_id"])
     distributed = compute_moments(str(folder), sensitive_feature="group", key_columns=["row_id"], client=dask_cluster)
     by_address = compute_moments(
-        str(folder / "*.parquet"), sensitive_feature="group", key_columns=["row_id"],
+        str(folder / "*.parquet"),
+        sensitive_feature="group",
+        key_columns=["row_id"],
         client=dask_cluster.scheduler.address,
     )
     for moments in (threaded, distributed, by_address):
@@ -93,7 +97,10 @@ def test_parquet_row_groups_become_partitions(tmp_path, monkeypatch):
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
     monkeypatch.setattr(sources, "PARQUET_PARTITION_BYTES", "40 kB")  # two row groups of ~20 kB
     assert sources.open_table(str(path), sensitive_feature="group").n_partitions == 4
-    assert sources.open_table(str(path), sensitive_feature="group", read_options={"split_row_groups": False}).n_partitions == 1
+    assert (
+        sources.open_table(str(path), sensitive_feature="group", read_options={"split_row_groups": False}).n_partitions
+        == 1
+    )
     assert_matches_reference(compute_moments(str(path), sensitive_feature="group"), x, labels)
     # dask's pyarrow-filesystem reader plans its own partitions and refuses split_row_groups.
     arrow = compute_moments(str(path), sensitive_feature="group", read_options={"filesystem": "arrow"})
@@ -114,7 +121,9 @@ def test_csv_intersectional_groups_and_weight_column(tmp_path):
     frame["note"] = "text column, ignored by default"
     path = tmp_path / "table.csv"
     frame.to_csv(path, index=False)
-    moments = compute_moments(str(path), sensitive_feature=["sex", "band"], sample_weight="w", read_options={"blocksize": 4000})
+    moments = compute_moments(
+        str(path), sensitive_feature=["sex", "band"], sample_weight="w", read_options={"blocksize": 4000}
+    )
     assert moments.feature_names == ("a", "b", "c")
     labels = np.empty(n, dtype=object)
     labels[:] = list(zip(frame["sex"], frame["band"]))
@@ -157,7 +166,9 @@ def test_large_partitions_are_read_in_slabs(monkeypatch):
     with pytest.raises(InputError, match="'c': 1 \\(NaN\\)"):
         compute_moments(frame, sensitive_feature="g", chunk_rows=5000)
     frame.loc[4321, "c"] = 0.0
-    assert_matches_reference(compute_moments(frame, sensitive_feature="g", chunk_rows=5000), frame[list("abcd")].to_numpy(), labels)
+    assert_matches_reference(
+        compute_moments(frame, sensitive_feature="g", chunk_rows=5000), frame[list("abcd")].to_numpy(), labels
+    )
 
 
 @pytest.mark.parametrize(

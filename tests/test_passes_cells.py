@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupMoments, InputError
 from fairpca_dist.engine.cells import HashCells
 from fairpca_dist.engine.datapasses import ArrayPasses
@@ -54,17 +54,27 @@ def open_passes(table: pd.DataFrame, spec: HashCells | str, source: str, n_parti
 
 def array_passes(table: pd.DataFrame, mask: np.ndarray, groups) -> ArrayPasses:
     kept = table[mask]
-    return ArrayPasses(kept[FEATURES].to_numpy(), kept["group"].to_numpy(), groups,
-                       weights=kept["w"].to_numpy() if "w" in kept else None)
+    return ArrayPasses(
+        kept[FEATURES].to_numpy(),
+        kept["group"].to_numpy(),
+        groups,
+        weights=kept["w"].to_numpy() if "w" in kept else None,
+    )
 
 
 SPECS = {"hash": (HashCells(("id",), n_cells=6, seed=2), [0, 2, 3]), "column": ("cell", ["a", "c", "e"])}
 
 
 @pytest.mark.parametrize("n_partitions", [1, 4])
-@pytest.mark.parametrize(("source", "spec_name", "weighted"), [
-    ("pandas", "hash", False), ("pandas", "column", True), ("parquet", "hash", True), ("parquet", "column", False),
-])
+@pytest.mark.parametrize(
+    ("source", "spec_name", "weighted"),
+    [
+        ("pandas", "hash", False),
+        ("pandas", "column", True),
+        ("parquet", "hash", True),
+        ("parquet", "column", False),
+    ],
+)
 def test_restricted_passes_equal_array_passes_on_the_kept_rows(tmp_path, source, spec_name, weighted, n_partitions):
     spec, train = SPECS[spec_name]
     table = frame(weighted)
@@ -163,8 +173,9 @@ def test_every_request_is_one_pass_shared_by_views():
         lambda p: p.l1_sums(v, moments.centers("group")),
         lambda p: p.projected(v, origin),
         lambda p: p.rff_sums(v, origin, features),
-        lambda p: p.rff_sums_many([(v, features), (v[:, :1], RandomFeatures.draw(1, 8, 1.0, np.random.default_rng(0)))],
-                                  origin),
+        lambda p: p.rff_sums_many(
+            [(v, features), (v[:, :1], RandomFeatures.draw(1, 8, 1.0, np.random.default_rng(0)))], origin
+        ),
     ]
     expected = 0
     for request in requests:
@@ -188,13 +199,17 @@ def test_every_request_is_one_pass_shared_by_views():
 def test_rff_sums_many_equals_separate_calls_in_one_pass(n_partitions):
     table = frame(weighted=True)
     moments = moments_of(table)
-    passes = table_passes(table, moments, sensitive_feature="group", sample_weight="w",
-                          chunk_rows=-(-N_ROWS // n_partitions))
+    passes = table_passes(
+        table, moments, sensitive_feature="group", sample_weight="w", chunk_rows=-(-N_ROWS // n_partitions)
+    )
     arrays = ArrayPasses(table[FEATURES].to_numpy(), table["group"], moments.groups, weights=table["w"].to_numpy())
     rng = np.random.default_rng(5)
     shared = RandomFeatures.draw(2, 30, 2.0, rng)
-    requests = [(np.linalg.qr(rng.normal(size=(4, 2)))[0], shared), (np.eye(4)[:, :2], shared),
-                (np.eye(4)[:, 1:4], RandomFeatures.draw(3, 17, 0.7, rng, precision="single"))]
+    requests = [
+        (np.linalg.qr(rng.normal(size=(4, 2)))[0], shared),
+        (np.eye(4)[:, :2], shared),
+        (np.eye(4)[:, 1:4], RandomFeatures.draw(3, 17, 0.7, rng, precision="single")),
+    ]
     origin = moments.global_mean
     for rows in (passes, arrays):
         before = rows.n_passes

@@ -36,7 +36,10 @@ def test_threaded_bar_counts_every_task():
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -64,16 +67,23 @@ def test_row_passes_of_a_fit_are_numbered_and_shown(monkeypatch):
 
     frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 0.5, "g": ["x", "y"] * 20})
     moments = GroupMoments.from_arrays(frame[["a", "b"]].to_numpy(), frame["g"], feature_names=["a", "b"])
-    rows = passes_module.table_passes(dd.from_pandas(frame, npartitions=3), moments, sensitive_feature="g",
-                                      progress=True)
+    rows = passes_module.table_passes(
+        dd.from_pandas(frame, npartitions=3), moments, sensitive_feature="g", progress=True
+    )
     shown = []
     run_graph = passes_module.run_graph
-    monkeypatch.setattr(passes_module, "run_graph",
-                        lambda graph, **kw: shown.append((kw["label"], kw["progress"])) or run_graph(graph, **kw))
+    monkeypatch.setattr(
+        passes_module,
+        "run_graph",
+        lambda graph, **kw: shown.append((kw["label"], kw["progress"])) or run_graph(graph, **kw),
+    )
     v, origin = np.eye(2)[:, :1], np.zeros(2)
     rows.projected(v, origin)
     view = rows.rescaled(np.full(2, 2.0))
     view.backprojected(np.ones((40, 1)), origin)
     view.rff_sums(v, origin, RandomFeatures.draw(1, 5, 1.0, np.random.default_rng(0)))
-    assert shown == [("pass 1 over the rows: projection", True), ("pass 2 over the rows: kernel gradient", True),
-                     ("pass 3 over the rows: random-feature sums", True)]
+    assert shown == [
+        ("pass 1 over the rows: projection", True),
+        ("pass 2 over the rows: kernel gradient", True),
+        ("pass 3 over the rows: random-feature sums", True),
+    ]

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import FairPCA, InputError, projection
 from fairpca_dist.projection import SUCCESS_MARKER, project_table
 
@@ -21,7 +21,9 @@ def table(tmp_path):
     folder.mkdir()
     for i in range(0, 2000, 400):
         frame.iloc[i : i + 400].to_parquet(folder / f"part-{i // 400:05d}.parquet", index=False)
-    model = FairPCA(n_components=2, method="fair-eig", standardize=True).fit(frame[list("abcd")], sensitive_features=labels)
+    model = FairPCA(n_components=2, method="fair-eig", standardize=True).fit(
+        frame[list("abcd")], sensitive_features=labels
+    )
     return folder, frame, model
 
 
@@ -30,7 +32,9 @@ def test_output_matches_the_estimator(table, tmp_path):
     result = project_table(model.projection_, str(folder), tmp_path / "out", pass_through=["id"])
     assert result.rows == 2000 and result.partitions == 5 and result.columns == ("id", "fairpca0", "fairpca1")
     out = pd.read_parquet(tmp_path / "out")
-    np.testing.assert_allclose(out[["fairpca0", "fairpca1"]].to_numpy(), model.transform(frame[list("abcd")]), atol=1e-10)
+    np.testing.assert_allclose(
+        out[["fairpca0", "fairpca1"]].to_numpy(), model.transform(frame[list("abcd")]), atol=1e-10
+    )
     assert json.loads((tmp_path / "out" / SUCCESS_MARKER).read_text())["rows"] == 2000
 
 

@@ -32,7 +32,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fairpca_dist import GroupMoments, fit_projection, load_model, save_model
-
 from fairpca_dist.assessment import metrics
 from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import ConvergenceWarning, ModelWarning
@@ -77,13 +76,17 @@ def losses(x: np.ndarray, labels: np.ndarray, method: str, **options) -> np.ndar
 def test_merging_moments_of_any_split_equals_the_whole(sample, data):
     x, labels, _ = sample
     cuts = sorted(data.draw(st.lists(st.integers(1, len(x) - 1), max_size=4, unique=True)))
-    parts = [GroupMoments.from_arrays(x[a:b], labels[a:b]) for a, b in zip([0, *cuts], [*cuts, len(x)])
-             if set(labels[a:b]) == {"a", "b"}]
+    parts = [
+        GroupMoments.from_arrays(x[a:b], labels[a:b])
+        for a, b in zip([0, *cuts], [*cuts, len(x)])
+        if set(labels[a:b]) == {"a", "b"}
+    ]
     if not parts:
         return
     covered = sum(part.n_samples for part in parts)
-    rows = np.concatenate([np.arange(a, b) for a, b in zip([0, *cuts], [*cuts, len(x)])
-                           if set(labels[a:b]) == {"a", "b"}])
+    rows = np.concatenate(
+        [np.arange(a, b) for a, b in zip([0, *cuts], [*cuts, len(x)]) if set(labels[a:b]) == {"a", "b"}]
+    )
     whole = GroupMoments.from_arrays(x[rows], labels[rows])
     merged = parts[0]
     for part in reversed(parts[1:]):  # any order
@@ -183,4 +186,8 @@ def test_a_saved_model_loads_back_and_projects_the_same(tmp_path_factory, sample
     np.testing.assert_array_equal(loaded.components, model.components)
     np.testing.assert_array_equal(loaded.transform(x), model.transform(x))
     assert (loaded.method, loaded.status, loaded.group_labels, loaded.feature_names) == (
-        model.method, model.status, model.group_labels, model.feature_names)
+        model.method,
+        model.status,
+        model.group_labels,
+        model.feature_names,
+    )

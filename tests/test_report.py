@@ -11,6 +11,7 @@ import matplotlib.image
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import CREDIT_CSV, grouped_data
 from fairlearn.metrics import demographic_parity_difference, demographic_parity_ratio
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
@@ -18,7 +19,6 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from conftest import CREDIT_CSV, grouped_data
 from fairpca_dist import GroupMoments, InputError, SchemaError, fit_projection, load_model, save_model
 from fairpca_dist.assessment import metrics
 from fairpca_dist.assessment.downstream import downstream_parity
@@ -34,8 +34,18 @@ from fairpca_dist.assessment.report import (
 FEATURES = [f"x{j}" for j in range(6)]
 CREDIT_TARGET = "default payment next month"
 # spec/anchor-runs.md §1: credit min-max loss at r = 1..10, agreed by three independent solvers.
-CREDIT_OPTIMUM = [0.031426331, 0.019248618, 0.174840998, 0.085089707, 0.049009607,
-                  0.124229467, 0.217098054, 0.273444495, 0.256849922, 0.211279557]
+CREDIT_OPTIMUM = [
+    0.031426331,
+    0.019248618,
+    0.174840998,
+    0.085089707,
+    0.049009607,
+    0.124229467,
+    0.217098054,
+    0.273444495,
+    0.256849922,
+    0.211279557,
+]
 
 
 def two_group_frame(n_rows: int = 1200, seed: int = 0) -> pd.DataFrame:
@@ -90,18 +100,20 @@ def test_model_numbers_equal_metrics(synthetic, tmp_path):
             np.testing.assert_array_equal(at[key], value, err_msg=f"{arm} {key}")
         assert at["max_loss"] == direct["group_loss"].max() and at["n_components"] == 2
         # independently, literally from the standardised rows
-        np.testing.assert_allclose(at["group_error"], metrics.group_errors_from_rows(rows, labels, components),
-                                   rtol=1e-9)
-        np.testing.assert_allclose(at["group_loss"], metrics.group_losses_from_rows(rows, labels, components),
-                                   rtol=1e-7, atol=1e-10)
-        np.testing.assert_allclose(at["mmd2_linear"], metrics.mmd2_linear_from_rows(rows, labels, components),
-                                   rtol=1e-7, atol=1e-12)
+        np.testing.assert_allclose(
+            at["group_error"], metrics.group_errors_from_rows(rows, labels, components), rtol=1e-9
+        )
+        np.testing.assert_allclose(
+            at["group_loss"], metrics.group_losses_from_rows(rows, labels, components), rtol=1e-7, atol=1e-10
+        )
+        np.testing.assert_allclose(
+            at["mmd2_linear"], metrics.mmd2_linear_from_rows(rows, labels, components), rtol=1e-7, atol=1e-12
+        )
     # the fair model's own diagnostics and the refit at its rank agree with the report
     np.testing.assert_allclose(stored["at_model"]["fair"]["group_loss"], model.group_loss, rtol=1e-10)
     np.testing.assert_allclose(stored["curves"]["fair"][1]["group_loss"], model.group_loss, rtol=1e-10)
     assert stored["data"]["n_samples"] == len(frame) and stored["data"]["feature_names"] == FEATURES
-    assert [(g["name"], g["count"]) for g in stored["data"]["groups"]] == \
-        sorted(frame["group"].value_counts().items())
+    assert [(g["name"], g["count"]) for g in stored["data"]["groups"]] == sorted(frame["group"].value_counts().items())
     assert stored["model"]["method"] == "fair-eig" and stored["model"]["options"] == model.options
     assert stored["model"]["output_columns"] == ["fairpca0", "fairpca1"]
     assert stored["model"]["certificate"] == model.certificate and stored["model"]["converged"] is True
@@ -151,7 +163,8 @@ def test_downstream_equals_fairlearn(synthetic):
     fair = downstream["models"]["fair"]
     assert fair["accuracy"] == accuracy_score(y[test], predicted)
     assert fair["demographic_parity_difference"] == demographic_parity_difference(
-        y[test], predicted, sensitive_features=groups)
+        y[test], predicted, sensitive_features=groups
+    )
     assert fair["demographic_parity_ratio"] == demographic_parity_ratio(y[test], predicted, sensitive_features=groups)
     assert (downstream["n_train"], downstream["n_test"]) == (len(train), len(test))
 
@@ -159,18 +172,24 @@ def test_downstream_equals_fairlearn(synthetic):
 def test_downstream_intersectional_groups(synthetic):
     frame, _, model, _ = synthetic
     sample = frame.assign(age=np.where(np.arange(len(frame)) % 3 == 0, "old", "young"), label=frame["label"] == 1)
-    result = downstream_parity(sample, features=FEATURES, sensitive=["group", "age"], target="label",
-                               models={"fair": model}, random_state=3)
+    result = downstream_parity(
+        sample, features=FEATURES, sensitive=["group", "age"], target="label", models={"fair": model}, random_state=3
+    )
     assert result["positive_class"] is True
     scores = result["models"]["fair"]
-    assert set(scores["selection_rate"]) == {"group=a & age=old", "group=a & age=young", "group=b & age=old",
-                                             "group=b & age=young"}
+    assert set(scores["selection_rate"]) == {
+        "group=a & age=old",
+        "group=a & age=young",
+        "group=b & age=old",
+        "group=b & age=young",
+    }
     # fairlearn intersects the two columns itself: same split, same classifier, same number
     y = sample["label"].to_numpy()
     train, test = train_test_split(np.arange(len(sample)), test_size=0.3, random_state=3, stratify=y)
     z = model.transform(sample[FEATURES].to_numpy())
-    predicted = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(z[train], y[train]).predict(
-        z[test])
+    predicted = (
+        make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(z[train], y[train]).predict(z[test])
+    )
     expected = demographic_parity_difference(y[test], predicted, sensitive_features=sample.iloc[test][["group", "age"]])
     assert scores["demographic_parity_difference"] == pytest.approx(expected, abs=1e-15)
 
@@ -200,8 +219,11 @@ def test_bad_report_arguments_raise(synthetic):
     frame, moments, model, _ = synthetic
     with pytest.raises(InputError, match="max_components=0"):
         build_report(moments, model, max_components=0)
-    with pytest.raises(InputError, match=rf"max_components=1 must be an integer between the model's "
-                                         rf"n_components={model.n_components} and n_features"):
+    with pytest.raises(
+        InputError,
+        match=rf"max_components=1 must be an integer between the model's "
+        rf"n_components={model.n_components} and n_features",
+    ):
         build_report(moments, model, max_components=1)  # the curves would leave out the model's own r
     with pytest.raises(InputError, match="no sensitive column"):
         downstream_parity(frame, features=FEATURES, sensitive=[], target="label", models={})
@@ -218,7 +240,8 @@ def test_files_and_images(synthetic, tmp_path):
     files = write_report(report, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder left
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
-        ["report.json", "report.md", "report.html", *(f"{name}.png" for name in FIGURES)])
+        ["report.json", "report.md", "report.html", *(f"{name}.png" for name in FIGURES)]
+    )
     assert set(files.figures) == set(FIGURES)
     for path in files.figures.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -230,13 +253,15 @@ def test_files_and_images(synthetic, tmp_path):
     markdown, page = files.markdown.read_text(), files.html.read_text()
     for name in FIGURES:
         assert f"]({name}.png)" in markdown
-    assert page.count('src="data:image/png;base64,') == len(FIGURES) and "src=\"http" not in page
+    assert page.count('src="data:image/png;base64,') == len(FIGURES) and 'src="http' not in page
     for row in report_table(report):
         assert f"| {row['group']} | {row['n']} | {row['error_pca']:.4g} |" in markdown
         assert f"<td>{row['group']}</td><td>{row['n']}</td><td>{row['error_pca']:.4g}</td>" in page
     downstream = report["downstream"]["models"]["fair"]
-    assert f"| fair-eig | 2 | {downstream['accuracy']:.4g} | {downstream['demographic_parity_difference']:.4g} |" \
+    assert (
+        f"| fair-eig | 2 | {downstream['accuracy']:.4g} | {downstream['demographic_parity_difference']:.4g} |"
         in markdown
+    )
 
 
 def test_rewrites_are_byte_identical_and_nan_is_null(synthetic, tmp_path):
@@ -248,8 +273,10 @@ def test_rewrites_are_byte_identical_and_nan_is_null(synthetic, tmp_path):
         assert getattr(first, name).read_bytes() == getattr(second, name).read_bytes(), name
     third = write_report(report, tmp_path / "a")  # replaces in place
     assert third.json.read_bytes() == second.json.read_bytes()
-    with_nan = {**report, "at_model": {**report["at_model"], "pca": {**report["at_model"]["pca"],
-                                                                      "max_loss": float("nan")}}}
+    with_nan = {
+        **report,
+        "at_model": {**report["at_model"], "pca": {**report["at_model"]["pca"], "max_loss": float("nan")}},
+    }
     text = write_report(with_nan, tmp_path / "nan").json.read_text()
     assert json.loads(text, parse_constant=pytest.fail)["at_model"]["pca"]["max_loss"] is None
 
@@ -257,7 +284,8 @@ def test_rewrites_are_byte_identical_and_nan_is_null(synthetic, tmp_path):
 def test_full_disk_names_the_report_folder_and_keeps_the_previous_report(synthetic, tmp_path, monkeypatch):
     import errno
 
-    from fairpca_dist import WriteError, report as report_module
+    from fairpca_dist import WriteError
+    from fairpca_dist import report as report_module
 
     _, _, _, report = synthetic
     write_report(report, tmp_path / "out")
@@ -293,8 +321,16 @@ def test_summary_and_table(synthetic):
     _, _, model, report = synthetic
     rows = report_table(report)
     assert [row["group"] for row in rows] == ["a", "b"]
-    assert list(rows[0]) == ["group", "n", "error_pca", "error_fair", "loss_pca", "loss_fair",
-                             "explained_variance_ratio_pca", "explained_variance_ratio_fair"]
+    assert list(rows[0]) == [
+        "group",
+        "n",
+        "error_pca",
+        "error_fair",
+        "loss_pca",
+        "loss_fair",
+        "explained_variance_ratio_pca",
+        "explained_variance_ratio_fair",
+    ]
     assert [row["loss_fair"] for row in rows] == report["at_model"]["fair"]["group_loss"]
     np.testing.assert_allclose([row["loss_fair"] for row in rows], model.group_loss, rtol=1e-10)
     summary = report_markdown_summary(report)
@@ -302,11 +338,17 @@ def test_summary_and_table(synthetic):
     assert "| group | n | error (PCA) | error (fair-eig) | loss (PCA) | loss (fair-eig) |" in summary
     own = report["criterion"]  # fair-eig's own criterion, the largest group loss, for both arms
     assert own["key"] == "max_loss" and (own["pca"], own["fair"]) == (
-        report["at_model"]["pca"]["max_loss"], report["at_model"]["fair"]["max_loss"])
-    assert (f"fair-eig is judged by its own criterion: max group loss, the largest over the groups of a group's "
-            f"reconstruction error minus the smallest error any r-dimensional projection gives that group (Samadi "
-            f"et al.'s loss); lower is fairer. PCA {own['pca']:.4g}, fair-eig {own['fair']:.4g} (") in summary
-    assert "| max group loss (fair-eig's own) | ↓ lower |" in summary and "| downstream accuracy | ↑ higher |" in summary
+        report["at_model"]["pca"]["max_loss"],
+        report["at_model"]["fair"]["max_loss"],
+    )
+    assert (
+        f"fair-eig is judged by its own criterion: max group loss, the largest over the groups of a group's "
+        f"reconstruction error minus the smallest error any r-dimensional projection gives that group (Samadi "
+        f"et al.'s loss); lower is fairer. PCA {own['pca']:.4g}, fair-eig {own['fair']:.4g} ("
+    ) in summary
+    assert (
+        "| max group loss (fair-eig's own) | ↓ lower |" in summary and "| downstream accuracy | ↑ higher |" in summary
+    )
     assert "## " not in summary  # the headline only
 
 
@@ -323,8 +365,9 @@ def test_credit_report(credit_frame, tmp_path):
     for pca, fair in zip(curves["pca"], curves["fair"]):
         assert fair["max_loss"] <= pca["max_loss"] * (1 + 1e-9)
     working = moments.rescaled(model.scale)
-    np.testing.assert_array_equal(report["at_model"]["fair"]["group_error"],
-                                  metrics.group_errors(working, model.components))
+    np.testing.assert_array_equal(
+        report["at_model"]["fair"]["group_error"], metrics.group_errors(working, model.components)
+    )
     downstream = report["downstream"]
     assert downstream["sensitive"] == ["education"] and downstream["n_test"] == 9000
     for scores in [downstream["reference"], *downstream["models"].values()]:
@@ -349,8 +392,9 @@ def test_loaded_model_with_intersectional_groups(tmp_path):
     assert report["data"]["groups"][0]["label"] == {"tuple": ["g0", "u"]}
     assert len(report["model"]["output_columns"]) == model.components.shape[1]
     working = moments.rescaled(model.scale)
-    np.testing.assert_array_equal(report["at_model"]["fair"]["group_loss"],
-                                  metrics.group_losses(working, model.components, n_components=2))
+    np.testing.assert_array_equal(
+        report["at_model"]["fair"]["group_loss"], metrics.group_losses(working, model.components, n_components=2)
+    )
     assert report["curves"]["fair"][1]["max_loss"] <= report["curves"]["pca"][1]["max_loss"] * (1 + 1e-6)
 
 
@@ -389,7 +433,8 @@ def test_rbf_mmd_of_both_arms_over_every_row(synthetic, tmp_path, monkeypatch):
     assert estimated["estimator"] == "rff" and estimated["n_random_features"] == 1000
     assert estimated["fair"][0][1] == pytest.approx(rbf["fair"][0][1], rel=0.2, abs=2e-3)
     assert build_report(moments, model, max_components=2, passes=passes, rbf_mmd="none")["rbf_mmd"] == {
-        "skipped": "not asked for (rbf_mmd='none')"}
+        "skipped": "not asked for (rbf_mmd='none')"
+    }
 
 
 def test_rbf_mmd_of_an_mmd_model_uses_its_sigma(synthetic):
@@ -430,10 +475,13 @@ def test_curves_stop_where_the_method_cannot_be_fitted(tmp_path):
         assert curves["stopped"]["at"] == 3
         assert "n_components=3 is more than the 2 directions left" in curves["stopped"]["reason"]
     text = write_report(report, tmp_path / "report").markdown.read_text()
-    assert ("The curves end at r = 2: kleindessner-cov could not be fitted at r = 3: n_components=3 is more than "
-            "the 2 directions left") in text
-    assert build_report(moments, fit_projection(moments, 2, method="pca"), max_components=3)["curves"][
-        "stopped"] is None
+    assert (
+        "The curves end at r = 2: kleindessner-cov could not be fitted at r = 3: n_components=3 is more than "
+        "the 2 directions left"
+    ) in text
+    assert (
+        build_report(moments, fit_projection(moments, 2, method="pca"), max_components=3)["curves"]["stopped"] is None
+    )
     with pytest.raises(InputError, match="n_components=3 is more than the 2 directions left"):
         build_report(moments, replace(model, n_components=3), max_components=3)
 
@@ -450,22 +498,24 @@ def test_many_groups_show_the_worst_pairs_and_groups_and_the_rest_is_in_the_json
     names = [group["name"] for group in report["data"]["groups"]]
     mmd = np.array(report["at_model"]["fair"]["mmd2_linear"])
     worst = sorted(((mmd[a, b], names[a], names[b]) for a in range(32) for b in range(a + 1, 32)), reverse=True)[:10]
-    section = text[text.index("## Linear-kernel MMD²"):text.index("## RBF-kernel MMD²")]
+    section = text[text.index("## Linear-kernel MMD²") : text.index("## RBF-kernel MMD²")]
     assert "The 10 pairs of groups with the largest MMD² under either arm, largest first:" in section
     assert [line.split(" | ")[:2] for line in section.splitlines() if re.match(r"\| g\d", line)] == [
-        [f"| {a}", b] for _, a, b in worst]
+        [f"| {a}", b] for _, a, b in worst
+    ]
     assert "… and 486 more pairs (every pair is in report.json)." in section
     losses = sorted(((row["loss_fair"], row["group"]) for row in report_table(report)), reverse=True)[:15]
     summary = report_markdown_summary(report)
     assert "The 15 groups with the largest loss under pca, largest first:" in summary
     assert [line.split(" | ")[0] for line in summary.splitlines() if re.match(r"\| g\d", line)] == [
-        f"| {name}" for _, name in losses]
+        f"| {name}" for _, name in losses
+    ]
     assert "… and 17 more groups (every group is in report.json)." in summary
     assert len(report_table(report)) == 32 and len(report["at_model"]["pca"]["mmd2_linear"]) == 32
     # up to 30 groups, every group; up to 5 groups (10 pairs), every pair
     assert "more groups" not in report_markdown_summary(many_groups_report(30))
     few = write_report(many_groups_report(5), tmp_path / "few").markdown.read_text()
-    section = few[few.index("## Linear-kernel MMD²"):few.index("## RBF-kernel MMD²")]
+    section = few[few.index("## Linear-kernel MMD²") : few.index("## RBF-kernel MMD²")]
     assert "more pairs" not in few and len([line for line in section.splitlines() if re.match(r"\| g\d", line)]) == 10
 
 
@@ -476,14 +526,27 @@ def test_a_worse_parity_from_small_groups_says_how_small(synthetic):
     row = next(row for row in report["comparison"] if row["key"] == "dp_difference")
     row.update(pca=0.05, fair=0.2, verdict="worse", change=-3.0, degenerate={})
     report["downstream"]["groups_too_small"] = {"group=b": 7, "group=c": 5}
-    assert ("DP difference (lower is fairer) from 0.05 (PCA) to 0.2 (fair-eig), 300 % worse (from groups with as "
-            "few as 5 test rows)") in report_markdown_summary(report)
+    assert (
+        "DP difference (lower is fairer) from 0.05 (PCA) to 0.2 (fair-eig), 300 % worse (from groups with as "
+        "few as 5 test rows)"
+    ) in report_markdown_summary(report)
     report["downstream"]["groups_too_small"] = {}
     assert "300 % worse." in report_markdown_summary(report)
 
 
-@pytest.mark.parametrize("share, text", [(0.9998, "99.98"), (1.0, "100"), (1.004, "100.4"), (0.998, "99.8"),
-                                         (0.99999, "99.999"), (2.3249, "232"), (0.0677, "6.77"), (0.0013, "0.13")])
+@pytest.mark.parametrize(
+    "share, text",
+    [
+        (0.9998, "99.98"),
+        (1.0, "100"),
+        (1.004, "100.4"),
+        (0.998, "99.8"),
+        (0.99999, "99.999"),
+        (2.3249, "232"),
+        (0.0677, "6.77"),
+        (0.0013, "0.13"),
+    ],
+)
 def test_a_change_reads_100_percent_only_when_exact(share, text):
     from fairpca_dist.assessment.report import _percent
 

@@ -11,18 +11,24 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import FairPCA, GroupMoments, InputError, fit_projection, load_model, save_model
 from fairpca_dist.assessment import metrics
+from fairpca_dist.assessment.rendering import number
+from fairpca_dist.assessment.report import (
+    build_report,
+    curve_length,
+    report_markdown_summary,
+    report_table,
+    write_report,
+)
+from fairpca_dist.assessment.scoring import criterion_named
 from fairpca_dist.cli import main
 from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import GroupError
-from fairpca_dist.assessment.rendering import number
-from fairpca_dist.assessment.report import build_report, curve_length, report_markdown_summary, report_table, write_report
-from fairpca_dist.wording import group_display_names
-from fairpca_dist.assessment.scoring import criterion_named
 from fairpca_dist.solvers import SOLVERS
+from fairpca_dist.wording import group_display_names
 
 FEATURES = [f"x{j}" for j in range(5)]
 OPTIONS = {"mmd": {"kernel": "linear", "tau": 1e-2}}
@@ -51,8 +57,10 @@ def reports(data):
         rows = passes if SOLVERS[method].reads_rows(options) else None
         fit = json.dumps([method, options], sort_keys=True)
         if fit not in models:
-            models[fit] = replace(fit_projection(moments, 1, method=method, standardize=True, random_state=0,
-                                                 passes=rows, **options), group_columns=("sex",))
+            models[fit] = replace(
+                fit_projection(moments, 1, method=method, standardize=True, random_state=0, passes=rows, **options),
+                group_columns=("sex",),
+            )
         if (fit, rbf_mmd) not in built:
             model = models[fit]
             built[fit, rbf_mmd] = model, build_report(moments, model, max_components=1, passes=rows, rbf_mmd=rbf_mmd)
@@ -66,7 +74,7 @@ def headline(report: dict) -> str:
     reading's last line (before the per-group table)."""
     text = report_markdown_summary(report)
     start = text.index(f"{report['model']['method']} is judged by its own criterion")
-    return text[start:text.index("| group |")].strip()
+    return text[start : text.index("| group |")].strip()
 
 
 def shown(value: float, other: float) -> str:
@@ -110,19 +118,35 @@ def test_the_headline_names_the_methods_own_criterion_and_shows_it_for_pca_and_t
     direction = f"{criterion.better} is {'fairer' if criterion.fairness else 'better'}"
     assert headline(report).startswith(
         f"{method} is judged by its own criterion: {criterion.title}, {criterion.meaning}; {direction}. "
-        f"PCA {shown(own['pca'], own['fair'])}, {method} {shown(own['fair'], own['pca'])} (")
+        f"PCA {shown(own['pca'], own['fair'])}, {method} {shown(own['fair'], own['pca'])} ("
+    )
     table = headline(report).splitlines()
     assert table[table.index("| --- | --- | --- | --- | --- |") + 1].startswith(
-        f"| {criterion.title} ({method}'s own) | {criterion.arrow} {criterion.better} | ")
+        f"| {criterion.title} ({method}'s own) | {criterion.arrow} {criterion.better} | "
+    )
     # then every other criterion measured, once, in the scoring's order
     assert [row["key"] for row in report["comparison"]] == [
-        k for k in ("explained_variance_ratio", "max_loss", "min_group_variance", "abdiff", "are", "mmd2_linear",
-                    "rbf_mmd2") if k != key and (k != "rbf_mmd2" or SOLVERS[method].reads_rows(options))]
+        k
+        for k in (
+            "explained_variance_ratio",
+            "max_loss",
+            "min_group_variance",
+            "abdiff",
+            "are",
+            "mmd2_linear",
+            "rbf_mmd2",
+        )
+        if k != key and (k != "rbf_mmd2" or SOLVERS[method].reads_rows(options))
+    ]
 
 
 # ---------------------------------------------------------------------- golden headlines per family
 GOLDEN = {
-    "samadi (fair-eig)": ("fair-eig", {}, "auto", """\
+    "samadi (fair-eig)": (
+        "fair-eig",
+        {},
+        "auto",
+        """\
 fair-eig is judged by its own criterion: max group loss, the largest over the groups of a group's reconstruction error minus the smallest error any r-dimensional projection gives that group (Samadi et al.'s loss); lower is fairer. PCA 0.1385, fair-eig 0.1333 (3.77 % better).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for fair-eig; the first is fair-eig's own:
@@ -140,8 +164,13 @@ What improved: max group loss from 0.1385 (PCA) to 0.1333 (fair-eig), 3.77 % bet
 
 What it cost: explained variance from 0.4811 (PCA) to 0.4806 (fair-eig), 0.105 % less.
 
-No other fairness criterion got worse than PCA's by more than 1%."""),
-    "mm": ("mm", {}, "auto", """\
+No other fairness criterion got worse than PCA's by more than 1%.""",
+    ),
+    "mm": (
+        "mm",
+        {},
+        "auto",
+        """\
 mm is judged by its own criterion: min group variance, the smallest variance the projection keeps of any group (Babu et al.'s max-min criterion); higher is fairer. PCA 1.366, mm 1.505 (10.1 % better).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for mm; the first is mm's own:
@@ -159,8 +188,13 @@ What improved: min group variance from 1.366 (PCA) to 1.505 (mm), 10.1 % better.
 
 What it cost: explained variance from 0.4811 (PCA) to 0.4455 (mm), 7.39 % less.
 
-What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 0.8558 (mm), 518 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 2.584 (mm), 50 % worse."""),
-    "dro": ("dro", {}, "auto", """\
+What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 0.8558 (mm), 518 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 2.584 (mm), 50 % worse.""",
+    ),
+    "dro": (
+        "dro",
+        {},
+        "auto",
+        """\
 dro is judged by its own criterion: ABDiff, the largest minus the smallest group reconstruction error (Vu et al.); lower is fairer. PCA 1.723, dro 1.428 (17.1 % better).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for dro; the first is dro's own:
@@ -178,8 +212,13 @@ What improved: ABDiff from 1.723 (PCA) to 1.428 (dro), 17.1 % better.
 
 What it cost: explained variance from 0.4811 (PCA) to 0.4701 (dro), 2.29 % less.
 
-What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 0.3041 (dro), 120 % worse; min group variance (higher is fairer) from 1.366 (PCA) to 1.201 (dro), 12.1 % worse; linear MMD² (lower is fairer) from 0.08886 (PCA) to 0.1278 (dro), 43.8 % worse."""),
-    "jevd": ("jevd", {}, "auto", """\
+What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 0.3041 (dro), 120 % worse; min group variance (higher is fairer) from 1.366 (PCA) to 1.201 (dro), 12.1 % worse; linear MMD² (lower is fairer) from 0.08886 (PCA) to 0.1278 (dro), 43.8 % worse.""",
+    ),
+    "jevd": (
+        "jevd",
+        {},
+        "auto",
+        """\
 jevd is judged by its own criterion: max group loss, the largest over the groups of a group's reconstruction error minus the smallest error any r-dimensional projection gives that group (Samadi et al.'s loss); lower is fairer. PCA 0.1385, jevd 0.2673 (93 % worse).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for jevd; the first is jevd's own:
@@ -197,8 +236,13 @@ It did not improve its own criterion: max group loss from 0.1385 (PCA) to 0.2673
 
 What it cost: explained variance from 0.4811 (PCA) to 0.4739 (jevd), 1.49 % less.
 
-What got worse: min group variance (higher is fairer) from 1.366 (PCA) to 1.237 (jevd), 9.43 % worse; linear MMD² (lower is fairer) from 0.08886 (PCA) to 0.1225 (jevd), 37.8 % worse."""),
-    "mmd, RBF kernel": ("mmd", {'tau': 0.01}, "auto", """\
+What got worse: min group variance (higher is fairer) from 1.366 (PCA) to 1.237 (jevd), 9.43 % worse; linear MMD² (lower is fairer) from 0.08886 (PCA) to 0.1225 (jevd), 37.8 % worse.""",
+    ),
+    "mmd, RBF kernel": (
+        "mmd",
+        {"tau": 0.01},
+        "auto",
+        """\
 mmd is judged by its own criterion: RBF MMD², the largest RBF-kernel MMD² between the projected groups' distributions; lower is fairer. PCA 0.1007, mmd 0.003536 (96.5 % better).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for mmd; the first is mmd's own:
@@ -217,8 +261,13 @@ What improved: RBF MMD² from 0.1007 (PCA) to 0.003536 (mmd), 96.5 % better.
 
 What it cost: explained variance from 0.4811 (PCA) to 0.2318 (mmd), 51.8 % less.
 
-What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 3.138 (mmd), 2166 % worse; min group variance (higher is fairer) from 1.366 (PCA) to 1.075 (mmd), 21.3 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 4.436 (mmd), 157 % worse."""),
-    "mmd, RBF kernel, not measured": ("mmd", {'tau': 0.01}, "none", """\
+What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 3.138 (mmd), 2166 % worse; min group variance (higher is fairer) from 1.366 (PCA) to 1.075 (mmd), 21.3 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 4.436 (mmd), 157 % worse.""",
+    ),
+    "mmd, RBF kernel, not measured": (
+        "mmd",
+        {"tau": 0.01},
+        "none",
+        """\
 mmd is judged by its own criterion: RBF MMD², the largest RBF-kernel MMD² between the projected groups' distributions; lower is fairer. Not measured: not asked for (rbf_mmd='none'); it is measured over every row (build_report: passes= and rbf_mmd other than 'none'; `fairpca report`: unless --rbf-mmd none).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for mmd; the first is mmd's own:
@@ -237,8 +286,13 @@ Its own criterion, RBF MMD², was not measured, so this report cannot say whethe
 
 What it cost: explained variance from 0.4811 (PCA) to 0.2318 (mmd), 51.8 % less.
 
-What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 3.138 (mmd), 2166 % worse; min group variance (higher is fairer) from 1.366 (PCA) to 1.075 (mmd), 21.3 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 4.436 (mmd), 157 % worse."""),
-    "olfat/kleindessner (kleindessner)": ("kleindessner", {}, "auto", """\
+What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 3.138 (mmd), 2166 % worse; min group variance (higher is fairer) from 1.366 (PCA) to 1.075 (mmd), 21.3 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 4.436 (mmd), 157 % worse.""",
+    ),
+    "olfat/kleindessner (kleindessner)": (
+        "kleindessner",
+        {},
+        "auto",
+        """\
 kleindessner is judged by its own criterion: linear MMD², the largest squared distance between the projected group means, ‖Vᵀ(μ_a − μ_b)‖²; lower is fairer. PCA 0.08886, kleindessner ≈ 0 (≈ 100 % better).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for kleindessner; the first is kleindessner's own:
@@ -256,8 +310,13 @@ What improved: linear MMD² from 0.08886 (PCA) to ≈ 0 (kleindessner), ≈ 100 
 
 What it cost: explained variance from 0.4811 (PCA) to 0.4674 (kleindessner), 2.84 % less.
 
-What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 0.4165 (kleindessner), 201 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 2.082 (kleindessner), 20.8 % worse."""),
-    "pca": ("pca", {}, "auto", """\
+What got worse: max group loss (lower is fairer) from 0.1385 (PCA) to 0.4165 (kleindessner), 201 % worse; ABDiff (lower is fairer) from 1.723 (PCA) to 2.082 (kleindessner), 20.8 % worse.""",
+    ),
+    "pca": (
+        "pca",
+        {},
+        "auto",
+        """\
 pca is judged by its own criterion: explained variance, the share of the variance of all rows the projection keeps; higher is better. PCA 0.4811, pca 0.4811 (unchanged).
 
 Every criterion at r = 1, in sample (on the rows the model was fitted on), for PCA refitted with the model's centring and scale and for pca; the first is pca's own:
@@ -273,7 +332,8 @@ Every criterion at r = 1, in sample (on the rows the model was fitted on), for P
 
 Its own criterion did not change: explained variance is 0.4811 for PCA and 0.4811 for pca.
 
-No other fairness criterion got worse than PCA's by more than 1%."""),
+No other fairness criterion got worse than PCA's by more than 1%.""",
+    ),
 }
 """Family -> (method, options, rbf_mmd, the headline section of its report on :func:`data`),
 generated once and read through by hand."""
@@ -290,8 +350,10 @@ def test_golden_headline_of_each_method_family(reports, family):
 def test_the_loss_is_defined_in_words_in_the_document(reports, tmp_path):
     _, report = reports("fair-eig")
     text = write_report(report, tmp_path / "report").markdown.read_text()
-    assert ("loss is that error minus the smallest error any projection to the same number of dimensions could "
-            "give the group") in text
+    assert (
+        "loss is that error minus the smallest error any projection to the same number of dimensions could "
+        "give the group"
+    ) in text
     assert "error is the group's average squared reconstruction error" in text
     # the curves table follows the method's own criterion too
     assert "| r | max group loss (PCA) | max group loss (fair-eig) | EVR (PCA) | EVR (fair-eig) |" in text
@@ -310,8 +372,9 @@ def test_a_degenerate_classifier_is_not_compared_downstream(data, reports):
     for key in ("accuracy", "dp_difference"):
         assert set(rows[key]["degenerate"]) == {"pca", "fair"}
     text = headline(report)
-    assert ("| DP difference | ↓ lower | 0 | 0 | not comparable: PCA's classifier constant, mm's classifier "
-            "constant |") in text
+    assert (
+        "| DP difference | ↓ lower | 0 | 0 | not comparable: PCA's classifier constant, mm's classifier constant |"
+    ) in text
     assert "DP difference (lower is fairer)" not in text
 
 
@@ -321,7 +384,9 @@ def test_group_display_names():
     assert group_display_names([1.0, 2.0], ["sex"], {"1": "female", 2: "male"}) == ["sex=female", "sex=male"]
     assert group_display_names([0.0, 1.5]) == ["0", "1.5"]  # no column known: the bare values
     assert group_display_names([(1, "a"), (2, "a")], ["sex", "race"], {"race=a": "asian", "sex=2": "male"}) == [
-        "sex=1 & race=asian", "sex=male & race=asian"]
+        "sex=1 & race=asian",
+        "sex=male & race=asian",
+    ]
     assert group_display_names([(0.0, 1.0)]) == ["0 & 1"]
     with pytest.raises(InputError, match=r"group_names '3', 'sex=4' name no value of the groups \(1, 2 by sex\)"):
         group_display_names([1, 2], ["sex"], {"3": "x", "sex=4": "y", "1": "female"})
@@ -334,16 +399,19 @@ def test_groups_carry_their_column_and_the_users_names(data, reports, tmp_path):
     model, report = reports("fair-eig")
     assert [g["name"] for g in report["data"]["groups"]] == ["sex=1", "sex=2"]
     named = build_report(moments, model, max_components=1, group_names={1: "female", "sex=2": "male"})
-    assert named["data"]["group_columns"] == ["sex"] and named["data"]["group_names"] == {"1": "female",
-                                                                                        "sex=2": "male"}
+    assert named["data"]["group_columns"] == ["sex"] and named["data"]["group_names"] == {
+        "1": "female",
+        "sex=2": "male",
+    }
     assert [g["name"] for g in named["data"]["groups"]] == ["sex=female", "sex=male"]
     assert [g["label"] for g in named["data"]["groups"]] == [1, 2]
     assert [row["group"] for row in report_table(named)] == ["sex=female", "sex=male"]
     text = write_report(named, tmp_path / "named").markdown.read_text()
     assert "2 groups by sex." in text and "| sex=female | " in text and "| sex=female | sex=male |" in text
     # a model that does not know its columns (an older model.json): the bare labels
-    assert [g["name"] for g in build_report(moments, replace(model, group_columns=()), max_components=1)[
-        "data"]["groups"]] == ["1", "2"]
+    assert [
+        g["name"] for g in build_report(moments, replace(model, group_columns=()), max_components=1)["data"]["groups"]
+    ] == ["1", "2"]
     with pytest.raises(GroupError, match=r"group column\(s\) \['sex', 'race'\] do not match the group label\(s\) 1, 2"):
         build_report(moments, replace(model, group_columns=("sex", "race")), max_components=1)
 
@@ -355,7 +423,9 @@ def test_the_estimator_records_the_group_columns(data):
     assert FairPCA(n_components=1).fit(x, sensitive_features=frame["sex"]).projection_.group_columns == ("sex",)
     both = frame.assign(race=np.arange(len(x)) % 2)
     assert FairPCA(n_components=1).fit(both, sensitive_features=["sex", "race"]).projection_.group_columns == (
-        "sex", "race")
+        "sex",
+        "race",
+    )
     assert FairPCA(n_components=1).fit(x, sensitive_features=sex).projection_.group_columns == ()
 
 
@@ -369,8 +439,11 @@ def test_model_json_keeps_the_group_columns_and_older_files_still_load(data, rep
     assert load_model(folder).group_columns == ()
     record["group_columns"] = ["sex", "race"]
     (folder / "model.json").write_text(json.dumps(record))
-    with pytest.raises(InputError, match=r"model\.json: group_columns \['sex', 'race'\] do not match the group "
-                                         r"labels \(of 1 part\(s\) each\)"):
+    with pytest.raises(
+        InputError,
+        match=r"model\.json: group_columns \['sex', 'race'\] do not match the group "
+        r"labels \(of 1 part\(s\) each\)",
+    ):
         load_model(folder)
     record["group_columns"] = "sex"
     (folder / "model.json").write_text(json.dumps(record))
@@ -387,8 +460,25 @@ def test_the_command_line_report_names_groups_by_column_and_by_the_users_names(d
     assert main(["fit", str(t), str(m), "--method", "mm", "--n-components", "1", "--standardize"]) == 0
     assert json.loads((m / "model.json").read_text())["group_columns"] == ["sex"]
     capsys.readouterr()
-    assert main(["report", str(m), str(t), str(tmp_path / "report"), "--max-components", "1", "--rbf-mmd", "none",
-                 "--group-name", "1=female", "--group-name", "sex=2=male"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(m),
+                str(t),
+                str(tmp_path / "report"),
+                "--max-components",
+                "1",
+                "--rbf-mmd",
+                "none",
+                "--group-name",
+                "1=female",
+                "--group-name",
+                "sex=2=male",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "mm is judged by its own criterion: min group variance, " in out and "higher is fairer. PCA " in out
     assert "| sex=female | " in out and "| sex=male | " in out
@@ -444,5 +534,7 @@ def test_a_method_slow_to_refit_draws_its_curves_up_to_its_own_r_by_default(data
     assert curve_length(None, moments.n_features, reports("mm")[0]) == moments.n_features
     _, report = reports("mmd", tau=0.01)
     text = write_report(report, tmp_path / "report").markdown.read_text()
-    assert ("They stop at the model's r = 1: mmd is slow to refit (it can take minutes per r on a few thousand "
-            "rows), so by default the report does not refit it beyond its own r") in text
+    assert (
+        "They stop at the model's r = 1: mmd is slow to refit (it can take minutes per r on a few thousand "
+        "rows), so by default the report does not refit it beyond its own r"
+    ) in text

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupMoments, InputError, fit_projection
 from fairpca_dist.assessment.scoring import score_projection
 
 
 @pytest.mark.parametrize("center", ["group", "global"])
-@pytest.mark.parametrize("method, options", [("fair-eig", {}), ("samadi-sdp", {"skip_lp": True})],
-                         ids=["orthonormal", "rank-relaxed"])
+@pytest.mark.parametrize(
+    "method, options", [("fair-eig", {}), ("samadi-sdp", {"skip_lp": True})], ids=["orthonormal", "rank-relaxed"]
+)
 def test_scores_equal_the_rows(center, method, options):
     x, labels = grouped_data(n_rows=600, n_features=5, n_groups=2, seed=7, offset=20.0)
     labels = np.asarray(labels)
@@ -50,8 +51,9 @@ def test_in_sample_by_default_and_mismatched_rows():
     moments = GroupMoments.from_arrays(x, labels)
     model = fit_projection(moments, 2, method="pca")
     assert score_projection(model, moments).as_dict() == score_projection(model, moments, moments).as_dict()
-    np.testing.assert_allclose(score_projection(model, moments).group_error,
-                               score_projection(model, moments).group_error_within, rtol=1e-12)
+    np.testing.assert_allclose(
+        score_projection(model, moments).group_error, score_projection(model, moments).group_error_within, rtol=1e-12
+    )
     other = GroupMoments.from_arrays(x[:, :3], labels)
     with pytest.raises(InputError, match="features"):
         score_projection(model, moments, other)

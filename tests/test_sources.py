@@ -9,8 +9,8 @@ import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupError, InputError, ReadError, SchemaError, compute_moments, fit_projection
 from fairpca_dist.engine.sources import open_table
 
@@ -66,8 +66,11 @@ def test_tiny_group_is_refused(frame):
 def test_a_numeric_sensitive_feature_of_many_values_is_named_as_such(frame):
     # Bank Marketing's 'age' as the sensitive feature: 78 groups, some of one row.
     frame["age_years"] = np.r_[np.arange(50), np.repeat(50, len(frame) - 50)]
-    with pytest.raises(GroupError, match=r"50 group\(s\) with fewer than 2 rows: 0: 1 row\(s\), .*, …; 51 groups in all: "
-                                         r"a sensitive feature of many values \(a number such as an age\?\) needs binning"):
+    with pytest.raises(
+        GroupError,
+        match=r"50 group\(s\) with fewer than 2 rows: 0: 1 row\(s\), .*, …; 51 groups in all: "
+        r"a sensitive feature of many values \(a number such as an age\?\) needs binning",
+    ):
         compute_moments(frame, sensitive_feature="age_years", features=["income", "debt"])
 
 
@@ -149,8 +152,11 @@ def parquet_folder(frame, tmp_path):
 @pytest.mark.parametrize("pattern", ["{folder}", "{folder}/*.parquet"])
 def test_text_in_a_numeric_column_of_one_parquet_file_names_file_and_column(parquet_folder, pattern):
     source = pattern.format(folder=parquet_folder)
-    with pytest.raises(SchemaError, match=r"feature column 'age' in partition 1 \(file \S+part-1\.parquet\) "
-                                          r"has 1 value\(s\) that are not numbers \(first: '0\.39x'\)"):
+    with pytest.raises(
+        SchemaError,
+        match=r"feature column 'age' in partition 1 \(file \S+part-1\.parquet\) "
+        r"has 1 value\(s\) that are not numbers \(first: '0\.39x'\)",
+    ):
         compute_moments(source, sensitive_feature="sex")
 
 
@@ -164,7 +170,10 @@ def test_parquet_file_with_a_text_feature_is_named_before_reading(frame, tmp_pat
 def test_corrupt_parquet_file_names_the_file(tmp_path):
     path = tmp_path / "broken.parquet"
     path.write_bytes(b"PAR1 this is not a parquet file PAR1")
-    with pytest.raises(ReadError, match=r"(?s)cannot read '\S+broken\.parquet' as Parquet.*Could not read schema from '\S+broken\.parquet'"):
+    with pytest.raises(
+        ReadError,
+        match=r"(?s)cannot read '\S+broken\.parquet' as Parquet.*Could not read schema from '\S+broken\.parquet'",
+    ):
         compute_moments(str(path), sensitive_feature="sex")
 
 
@@ -185,9 +194,12 @@ def test_text_in_a_csv_column_names_file_and_column(frame, tmp_path, source):
     _with_text_in(big, len(big) - 3).to_csv(tmp_path / "b.csv", index=False)
     path = str(tmp_path / ("b.csv" if source == "one" else "*.csv"))
     partition = 0 if source == "one" else 1
-    with pytest.raises(ReadError, match=rf"cannot read partition {partition} \(file \S+b\.csv\): column typed from "
-                                        r"the file's first rows holds other values further down: 'age' \(read as "
-                                        r"float64\) holds '0\.39x'\nTo read 'age' as found there: "):
+    with pytest.raises(
+        ReadError,
+        match=rf"cannot read partition {partition} \(file \S+b\.csv\): column typed from "
+        r"the file's first rows holds other values further down: 'age' \(read as "
+        r"float64\) holds '0\.39x'\nTo read 'age' as found there: ",
+    ):
         compute_moments(path, sensitive_feature="sex")
 
 
@@ -209,10 +221,13 @@ def test_csv_numbers_typed_as_integers_by_dasks_sample_may_hold_decimals_further
     np.testing.assert_allclose(read.means_about(0.0), held.means_about(0.0), rtol=1e-12)
 
 
-@pytest.mark.parametrize("late, error, message", [
-    (np.nan, InputError, r"non-finite feature values in partition 0 \(file \S+t\.csv\): 'age': 1 \(NaN\)"),
-    ("0.39x", ReadError, r"cannot read partition 0 \(file \S+t\.csv\): ValueError: .*'0\.39x'"),
-])
+@pytest.mark.parametrize(
+    "late, error, message",
+    [
+        (np.nan, InputError, r"non-finite feature values in partition 0 \(file \S+t\.csv\): 'age': 1 \(NaN\)"),
+        ("0.39x", ReadError, r"cannot read partition 0 \(file \S+t\.csv\): ValueError: .*'0\.39x'"),
+    ],
+)
 def test_csv_integer_feature_with_a_late_missing_or_text_value_names_it(frame, tmp_path, late, error, message):
     big = pd.concat([frame] * 60, ignore_index=True).assign(age=lambda f: f["age"].round().astype(int))
     big = big.astype({"age": object})
@@ -234,11 +249,15 @@ def test_a_missing_value_marker_in_a_csv_is_named_with_the_option_that_reads_it(
     big = pd.concat([frame] * 60, ignore_index=True).astype({"age": object})
     big.loc[len(big) - 3, "age"] = "?"
     big.to_csv(tmp_path / "q.csv", index=False)
-    with pytest.raises(ReadError, match=r"'age' \(read as float64\) holds '\?'\nIf '\?' marks a missing value: read_options="
-                                        r"\{'na_values': \['\?'\]\} \(command line: --read-option 'na_values=\[\"\?\"\]'\)"):
+    with pytest.raises(
+        ReadError,
+        match=r"'age' \(read as float64\) holds '\?'\nIf '\?' marks a missing value: read_options="
+        r"\{'na_values': \['\?'\]\} \(command line: --read-option 'na_values=\[\"\?\"\]'\)",
+    ):
         compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex")
-    read = compute_moments(str(tmp_path / "q.csv"), sensitive_feature="sex", read_options={"na_values": ["?"]},
-                           features=["income", "debt"])
+    read = compute_moments(
+        str(tmp_path / "q.csv"), sensitive_feature="sex", read_options={"na_values": ["?"]}, features=["income", "debt"]
+    )
     assert read.count.sum() == len(big)
 
 
@@ -246,8 +265,11 @@ def test_a_csv_named_otherwise_is_read_with_format_csv_and_a_long_separator_quie
     # UCI's adult.data: a .data name and ", " between values (pandas' C parser takes one character).
     path = tmp_path / "adult.data"
     path.write_text(frame[["income", "age", "debt", "sex"]].to_csv(index=False).replace(",", ", "))
-    with pytest.raises(InputError, match=r"cannot tell the format .*read_options=\{'format': 'csv'\} "
-                                         r"\(command line: --read-option format=csv\)"):
+    with pytest.raises(
+        InputError,
+        match=r"cannot tell the format .*read_options=\{'format': 'csv'\} "
+        r"\(command line: --read-option format=csv\)",
+    ):
         compute_moments(str(path), sensitive_feature="sex")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # pandas' ParserWarning, once per partition, before
@@ -311,7 +333,10 @@ def test_csv_rows_ending_with_a_delimiter_and_one_with_a_value_there_names_the_f
     rows = [line + "," for line in lines[1:]]
     rows[150] += "7"
     (tmp_path / "t.csv").write_text("\n".join([lines[0], *rows]) + "\n")
-    with pytest.raises(ReadError, match=r"cannot read partition \d \(file \S+t\.csv\): .*the rows end with a "
-                                        r"delimiter \(an empty field after 'sex', the header's last column\), but "
-                                        r"1 row\(s\) hold a value there \(first: '7'\)"):
+    with pytest.raises(
+        ReadError,
+        match=r"cannot read partition \d \(file \S+t\.csv\): .*the rows end with a "
+        r"delimiter \(an empty field after 'sex', the header's last column\), but "
+        r"1 row\(s\) hold a value there \(first: '7'\)",
+    ):
         compute_moments(str(tmp_path / "t.csv"), sensitive_feature="sex", read_options={"blocksize": 5000})

@@ -23,10 +23,10 @@ import pytest
 
 from fairpca_dist import AccessError, CellMoments, GroupMoments, HashCells, InputError, ServiceError, compute_moments
 from fairpca_dist.engine import memory
-from fairpca_dist.io.atomic import atomic_directory
-from fairpca_dist.params import check_run_parameters
 from fairpca_dist.engine.sources import open_table
+from fairpca_dist.io.atomic import atomic_directory
 from fairpca_dist.io.storage import local_path, locate
+from fairpca_dist.params import check_run_parameters
 
 AWS_VARIABLES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")
 CELLS = "fold"
@@ -96,8 +96,9 @@ def assert_same_moments(found: GroupMoments | CellMoments, expected: GroupMoment
     np.testing.assert_array_equal(found.count, expected.count)
     for name in ("weight", "mean", "scatter"):
         want = getattr(expected, name)
-        np.testing.assert_allclose(getattr(found, name), want, rtol=1e-12, atol=1e-12 * np.abs(want).max(),
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            getattr(found, name), want, rtol=1e-12, atol=1e-12 * np.abs(want).max(), err_msg=name
+        )
 
 
 @pytest.mark.parametrize(("path", "read_options"), SOURCES, ids=[path for path, _ in SOURCES])
@@ -108,30 +109,40 @@ def test_a_table_in_a_bucket_reads_as_on_the_local_disk(local_table, bucket_tabl
     assert remote.n_partitions == local.n_partitions
     assert remote.n_partitions > 1 or path.endswith(".gz")  # a gzipped CSV cannot be split
     found = compute_moments(f"{bucket_table}/{path}", sensitive_feature="education", read_options=read_options)
-    assert_same_moments(found, compute_moments(str(local_table / path), sensitive_feature="education",
-                                               read_options=read_options))
+    assert_same_moments(
+        found, compute_moments(str(local_table / path), sensitive_feature="education", read_options=read_options)
+    )
 
 
 @pytest.mark.parametrize("cells", [CELLS, HashCells(("LIMIT_BAL", "AGE"), n_cells=7)], ids=["column", "hash"])
 @pytest.mark.parametrize(("path", "read_options"), [SOURCES[1], SOURCES[3]], ids=["parquet-glob", "csv-gz"])
 def test_cells_from_a_bucket_with_storage_options(local_table, bucket_table, explicit, path, read_options, cells):
     """Endpoint and keys as storage options only: Dask's readers get them too."""
-    found = compute_moments(f"{bucket_table}/{path}", sensitive_feature="education", read_options=read_options,
-                            cells=cells, storage_options=explicit)
-    assert_same_moments(found, compute_moments(str(local_table / path), sensitive_feature="education",
-                                               read_options=read_options, cells=cells))
+    found = compute_moments(
+        f"{bucket_table}/{path}",
+        sensitive_feature="education",
+        read_options=read_options,
+        cells=cells,
+        storage_options=explicit,
+    )
+    assert_same_moments(
+        found,
+        compute_moments(str(local_table / path), sensitive_feature="education", read_options=read_options, cells=cells),
+    )
 
 
 def test_sliced_row_groups_and_footers_are_read_with_the_storage_options(local_table, bucket_table, explicit):
     """A row group larger than a partition is read in slices, and the size of a pass is found
     from the files' footers, both on the table's filesystem with the user's options."""
     sliced = {"blocksize": "256 KiB"}
-    found = compute_moments(f"{bucket_table}/parquet", sensitive_feature="education", read_options=sliced,
-                            storage_options=explicit)
+    found = compute_moments(
+        f"{bucket_table}/parquet", sensitive_feature="education", read_options=sliced, storage_options=explicit
+    )
     assert_same_moments(found, compute_moments(str(local_table / "parquet"), sensitive_feature="education"))
     whole_files = {"split_row_groups": False}
-    remote = open_table(f"{bucket_table}/parquet", sensitive_feature="education", read_options=whole_files,
-                        storage_options=explicit)
+    remote = open_table(
+        f"{bucket_table}/parquet", sensitive_feature="education", read_options=whole_files, storage_options=explicit
+    )
     local = open_table(str(local_table / "parquet"), sensitive_feature="education", read_options=whole_files)
     assert memory.frame_partition_size(remote.frame) == memory.frame_partition_size(local.frame) is not None
 
@@ -142,10 +153,15 @@ def test_memory_urls_read_as_the_local_disk(local_table):
     fs.put(f"{local_table}/", url + "/", recursive=True)
     try:
         for path, read_options in SOURCES:
-            found = compute_moments(f"{url}/{path}", sensitive_feature="education", read_options=read_options,
-                                    cells=CELLS)
-            assert_same_moments(found, compute_moments(str(local_table / path), sensitive_feature="education",
-                                                       read_options=read_options, cells=CELLS))
+            found = compute_moments(
+                f"{url}/{path}", sensitive_feature="education", read_options=read_options, cells=CELLS
+            )
+            assert_same_moments(
+                found,
+                compute_moments(
+                    str(local_table / path), sensitive_feature="education", read_options=read_options, cells=CELLS
+                ),
+            )
     finally:
         fs.rm(url, recursive=True)
 
@@ -181,8 +197,11 @@ def _wrong_secret(s3) -> dict:
 
 def _endpoint_down(s3) -> dict:
     """A closed port, asked once with a 1 s timeout (botocore retries for minutes by default)."""
-    return {**_wrong_secret(s3), "endpoint_url": "http://127.0.0.1:9",
-            "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}}}
+    return {
+        **_wrong_secret(s3),
+        "endpoint_url": "http://127.0.0.1:9",
+        "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}},
+    }
 
 
 def _no_options(s3) -> None:
@@ -193,13 +212,25 @@ _NO_BUCKET = f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}"
 # id: (URL in the table's bucket ({table}) or elsewhere, its storage options, error class, what
 # the message says of the URL)
 REFUSALS = {
-    "missing-bucket": (f"{_NO_BUCKET}/credit/parquet", _no_options, InputError,
-                       "does not exist: its bucket does not exist"),
-    "missing-bucket-glob": (f"{_NO_BUCKET}/*.csv", _no_options, InputError,
-                            "does not exist: its bucket does not exist"),
+    "missing-bucket": (
+        f"{_NO_BUCKET}/credit/parquet",
+        _no_options,
+        InputError,
+        "does not exist: its bucket does not exist",
+    ),
+    "missing-bucket-glob": (
+        f"{_NO_BUCKET}/*.csv",
+        _no_options,
+        InputError,
+        "does not exist: its bucket does not exist",
+    ),
     "missing-object": ("{table}/no-such.csv", _no_options, InputError, "does not exist"),
-    "wrong-secret": ("{table}/parquet", _wrong_secret, AccessError,
-                     "access denied by the store: check the credentials"),
+    "wrong-secret": (
+        "{table}/parquet",
+        _wrong_secret,
+        AccessError,
+        "access denied by the store: check the credentials",
+    ),
     "wrong-secret-csv": ("{table}/credit.csv.gz", _wrong_secret, AccessError, "access denied by the store"),
     "wrong-secret-glob": ("{table}/csv/*.csv", _wrong_secret, AccessError, "access denied by the store"),
     "endpoint-down": ("{table}/parquet", _endpoint_down, ServiceError, "cannot reach the storage service"),
@@ -228,16 +259,19 @@ def test_storage_options_in_read_options_are_refused_without_showing_them(local_
     assert WRONG_SECRET not in str(raised.value)
 
 
-@pytest.mark.parametrize(("url", "parent", "child"), [
-    ("lateq", ".", "lateq.x"),  # a relative path of one part: the current folder, not itself
-    ("lateq/", ".", "lateq.x"),
-    ("runs/lateq", "runs", "runs/lateq.x"),
-    (".", "..", None),  # named as the current folder is: "../<its name>.x"
-    ("/tmp/lateq", "/tmp", "/tmp/lateq.x"),
-    ("/", "/", "/.x"),  # the root is its own parent
-    ("file:///tmp/lateq", "file:///tmp", "file:///tmp/lateq.x"),
-    ("s3://bucket/runs/lateq", "s3://bucket/runs", "s3://bucket/runs/lateq.x"),
-])
+@pytest.mark.parametrize(
+    ("url", "parent", "child"),
+    [
+        ("lateq", ".", "lateq.x"),  # a relative path of one part: the current folder, not itself
+        ("lateq/", ".", "lateq.x"),
+        ("runs/lateq", "runs", "runs/lateq.x"),
+        (".", "..", None),  # named as the current folder is: "../<its name>.x"
+        ("/tmp/lateq", "/tmp", "/tmp/lateq.x"),
+        ("/", "/", "/.x"),  # the root is its own parent
+        ("file:///tmp/lateq", "file:///tmp", "file:///tmp/lateq.x"),
+        ("s3://bucket/runs/lateq", "s3://bucket/runs", "s3://bucket/runs/lateq.x"),
+    ],
+)
 def test_a_parent_is_named_as_the_user_would_and_is_where_its_path_is(url, parent, child):
     location = locate(url)
     assert location.parent.url == parent

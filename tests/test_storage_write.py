@@ -16,15 +16,15 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import fit_projection, load_model, save_model
 from fairpca_dist.exceptions import InputError, OutputBusyError, OutputPathError, ServiceError, WriteError
 from fairpca_dist.fitting import fit_table, load_fitted
 from fairpca_dist.io.ingest import ingest_table, read_schema
-from fairpca_dist.projection import project_table
 from fairpca_dist.io.storage import locate
 from fairpca_dist.io.versions import POINTER, committed, is_version_name
+from fairpca_dist.projection import project_table
 
 pytestmark = pytest.mark.usefixtures("s3")
 
@@ -180,8 +180,9 @@ def test_a_writer_outrun_by_another_is_refused_at_its_commit(s3, s3_bucket):
                 (fast / "_SUCCESS").write_text("{}")
             (slow / "_SUCCESS").write_text("{}")
     assert (committed(out) / "part-0.parquet").read_bytes() == b"fast"
-    assert s3.keys(_bucket(s3_bucket)) == sorted([f"out/{POINTER}", f"out/{fast.name}/_SUCCESS",
-                                                   f"out/{fast.name}/part-0.parquet"])
+    assert s3.keys(_bucket(s3_bucket)) == sorted(
+        [f"out/{POINTER}", f"out/{fast.name}/_SUCCESS", f"out/{fast.name}/part-0.parquet"]
+    )
 
 
 def test_on_a_store_without_conditional_writes_the_pointer_is_reread_before_the_commit(frame):
@@ -241,8 +242,9 @@ def test_a_table_at_a_bucket_root_is_fitted_and_its_cache_skipped_with_a_warning
 
 def test_file_urls_are_local_paths(source, tmp_path):
     _, local = source
-    table = ingest_table(f"file://{local}", f"file://{tmp_path}/table", sensitive_feature="group",
-                         key_columns=["row_id"]).table_dir
+    table = ingest_table(
+        f"file://{local}", f"file://{tmp_path}/table", sensitive_feature="group", key_columns=["row_id"]
+    ).table_dir
     assert table == tmp_path / "table"
     fit_table(table, f"file://{tmp_path}/model", n_components=2)
     project_table(f"file://{tmp_path}/model", table, f"file://{tmp_path}/projected", pass_through=["row_id"])
@@ -258,20 +260,25 @@ def test_evaluate_and_compare_on_s3(s3, s3_bucket, source):
 
     remote, _ = source
     ingest_table(remote, f"{s3_bucket}/table", sensitive_feature="group", key_columns=["row_id"])
-    evaluation = evaluate_table(f"{s3_bucket}/table", f"{s3_bucket}/evaluation", ["pca", "fair-eig"], n_components=2,
-                                n_splits=2)
-    comparison = compare_table(f"{s3_bucket}/table", f"{s3_bucket}/comparison", n_components=2, methods=["pca", "fair-eig"],
-                               rbf_mmd=False)
+    evaluation = evaluate_table(
+        f"{s3_bucket}/table", f"{s3_bucket}/evaluation", ["pca", "fair-eig"], n_components=2, n_splits=2
+    )
+    comparison = compare_table(
+        f"{s3_bucket}/table", f"{s3_bucket}/comparison", n_components=2, methods=["pca", "fair-eig"], rbf_mmd=False
+    )
     document = json.loads((committed(locate(f"{s3_bucket}/evaluation")) / "evaluation.json").read_text())
-    assert document["source"] == f"{s3_bucket}/table" and document == {"source": document["source"],
-                                                                         **json.loads(json.dumps(evaluation.to_dict()))}
+    assert document["source"] == f"{s3_bucket}/table" and document == {
+        "source": document["source"],
+        **json.loads(json.dumps(evaluation.to_dict())),
+    }
     assert (committed(locate(f"{s3_bucket}/comparison")) / "comparison.html").isfile() and comparison.candidates
     keys = s3.keys(_bucket(s3_bucket))
     assert any(k.startswith(".moments-cache/cells-") for k in keys)  # the cell moments are cached in the bucket
 
 
-@pytest.mark.parametrize("fault", ["missing bucket", "wrong secret", "endpoint down", "unknown scheme",
-                                   "no package", "foreign folder"])
+@pytest.mark.parametrize(
+    "fault", ["missing bucket", "wrong secret", "endpoint down", "unknown scheme", "no package", "foreign folder"]
+)
 def test_each_fault_is_one_clear_error_and_nothing_is_written(s3, s3_bucket, frame, tmp_path, fault):
     from fairpca_dist import compute_moments
 
@@ -282,8 +289,11 @@ def test_each_fault_is_one_clear_error_and_nothing_is_written(s3, s3_bucket, fra
     elif fault == "wrong secret":
         options = {"key": s3.key, "secret": "not-the-secret-abc123", "skip_instance_cache": True}
     elif fault == "endpoint down":
-        options = {"endpoint_url": "http://127.0.0.1:9", "skip_instance_cache": True,
-                   "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}}}
+        options = {
+            "endpoint_url": "http://127.0.0.1:9",
+            "skip_instance_cache": True,
+            "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}},
+        }
         expected = ServiceError
     elif fault == "unknown scheme":
         url, expected = "s4://bucket/model", InputError
@@ -305,12 +315,22 @@ def test_the_command_line_writes_to_the_bucket_only(s3, s3_bucket, source, tmp_p
     remote, _ = source
     env = {**os.environ, **s3.env}
     run = [sys.executable, "-m", "fairpca_dist.cli"]
-    steps = [["ingest", remote, f"{s3_bucket}/table", "--sensitive-feature", "group", "--key-columns", "row_id"],
-             ["fit", f"{s3_bucket}/table", f"{s3_bucket}/model"],
-             ["project", f"{s3_bucket}/model", f"{s3_bucket}/table", f"{s3_bucket}/projected"],
-             ["evaluate", f"{s3_bucket}/table", f"{s3_bucket}/evaluation", "--splits", "2", "--method", "pca"],
-             ["compare", f"{s3_bucket}/table", f"{s3_bucket}/comparison", "--method", "pca", "--method", "fair-eig",
-              "--no-rbf-mmd"]]
+    steps = [
+        ["ingest", remote, f"{s3_bucket}/table", "--sensitive-feature", "group", "--key-columns", "row_id"],
+        ["fit", f"{s3_bucket}/table", f"{s3_bucket}/model"],
+        ["project", f"{s3_bucket}/model", f"{s3_bucket}/table", f"{s3_bucket}/projected"],
+        ["evaluate", f"{s3_bucket}/table", f"{s3_bucket}/evaluation", "--splits", "2", "--method", "pca"],
+        [
+            "compare",
+            f"{s3_bucket}/table",
+            f"{s3_bucket}/comparison",
+            "--method",
+            "pca",
+            "--method",
+            "fair-eig",
+            "--no-rbf-mmd",
+        ],
+    ]
     for step in steps:
         done = subprocess.run([*run, *step], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
@@ -319,8 +339,23 @@ def test_the_command_line_writes_to_the_bucket_only(s3, s3_bucket, source, tmp_p
     for output, marker in (("evaluation", "evaluation.json"), ("comparison", "comparison.json")):
         assert f"{output}/{POINTER}" in keys
         assert (committed(locate(f"{s3_bucket}/{output}")) / marker).isfile()
-    denied = subprocess.run([*run, "project", f"{s3_bucket}/model", f"{s3_bucket}/table", f"{s3_bucket}/other",
-                             "--storage-option", "secret=not-the-secret-xyz", "--storage-option", f"key={s3.key}"],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    denied = subprocess.run(
+        [
+            *run,
+            "project",
+            f"{s3_bucket}/model",
+            f"{s3_bucket}/table",
+            f"{s3_bucket}/other",
+            "--storage-option",
+            "secret=not-the-secret-xyz",
+            "--storage-option",
+            f"key={s3.key}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert denied.returncode == 2 and denied.stderr.count("\n") == 1 and "not-the-secret" not in denied.stderr
     assert "access denied" in denied.stderr

@@ -21,5 +21,6 @@ def test_differences_names_only_what_differs():
     text = differences("the model", features, "the moments", [*features[:-1], "extra"])
     assert text == "only in the model: 'x499'; only in the moments: 'extra'"
     assert differences("the model", ["a", "b", "c"], "the moments", ["a", "c", "b"]) == (
-        "the same 3 in another order: 'c' where the model has 'b' (position 1)")
+        "the same 3 in another order: 'c' where the model has 'b' (position 1)"
+    )
     assert len(differences("a", [f"y{i}" for i in range(500)], "b", [])) < 80

@@ -189,41 +189,65 @@ class RFPCAPort:
             self._print("Marginals are WRONG!")
 
     def compute_constants(self) -> None:  # L74-84
-        self.kappa = np.array([(self.P_0+self.lamda)*self.eps[0]+(self.P_1-self.lamda)*self.eps[1],
-                               (self.P_1+self.lamda)*self.eps[1]+(self.P_0-self.lamda)*self.eps[0]])
-        self.theta = np.array([2*np.abs(self.P_0+self.lamda)*np.sqrt(self.eps[0]),
-                               2*np.abs(self.P_1+self.lamda)*np.sqrt(self.eps[1])])
-        self.vartheta = np.array([2*np.abs(self.P_0-self.lamda)*np.sqrt(self.eps[0]),
-                                  2*np.abs(self.P_1-self.lamda)*np.sqrt(self.eps[1])])
-        self.C = np.array([(self.P_0+self.lamda)*self.M0 + (self.P_1-self.lamda)*self.M1,
-                           (self.P_1+self.lamda)*self.M1 + (self.P_0-self.lamda)*self.M0])
+        self.kappa = np.array(
+            [
+                (self.P_0 + self.lamda) * self.eps[0] + (self.P_1 - self.lamda) * self.eps[1],
+                (self.P_1 + self.lamda) * self.eps[1] + (self.P_0 - self.lamda) * self.eps[0],
+            ]
+        )
+        self.theta = np.array(
+            [
+                2 * np.abs(self.P_0 + self.lamda) * np.sqrt(self.eps[0]),
+                2 * np.abs(self.P_1 + self.lamda) * np.sqrt(self.eps[1]),
+            ]
+        )
+        self.vartheta = np.array(
+            [
+                2 * np.abs(self.P_0 - self.lamda) * np.sqrt(self.eps[0]),
+                2 * np.abs(self.P_1 - self.lamda) * np.sqrt(self.eps[1]),
+            ]
+        )
+        self.C = np.array(
+            [
+                (self.P_0 + self.lamda) * self.M0 + (self.P_1 - self.lamda) * self.M1,
+                (self.P_1 + self.lamda) * self.M1 + (self.P_0 - self.lamda) * self.M0,
+            ]
+        )
 
     def check_conditions(self) -> bool:  # L86-101 (Q3, Q4)
         if self.lamda == np.inf:
-            self.lamda = np.minimum(self.P_0, self.P_1)/2
+            self.lamda = np.minimum(self.P_0, self.P_1) / 2
             self._print(f" set lambda = {self.lamda}")
         if self.lamda > np.minimum(self.P_0, self.P_1):
             w0 = la.eigh(self.M[0], eigvals_only=True)
             w1 = la.eigh(self.M[1], eigvals_only=True)
-            if np.sum(w0[0:(self.d-self.k)]) < self.eps[0] \
-                    or np.sum(w1[0:(self.d-self.k)]) < self.eps[1]:
+            if np.sum(w0[0 : (self.d - self.k)]) < self.eps[0] or np.sum(w1[0 : (self.d - self.k)]) < self.eps[1]:
                 self._print("Conditions not met. Resetting lamda to minimum value.")
                 self.lamda = np.minimum(self.P_0, self.P_1)
         return True
 
     def F(self, U: np.ndarray, a: int) -> float:  # L103-109 (Q7)
-        UUT = U@U.T
-        res = self.kappa[a] + self.theta[a]*np.sqrt(np.trace(UUT@self.M[a])) + \
-            self.vartheta[1-a]*np.sqrt(np.trace(UUT@self.M[1-a])) +\
-            np.trace(UUT@self.C[a])
+        UUT = U @ U.T
+        res = (
+            self.kappa[a]
+            + self.theta[a] * np.sqrt(np.trace(UUT @ self.M[a]))
+            + self.vartheta[1 - a] * np.sqrt(np.trace(UUT @ self.M[1 - a]))
+            + np.trace(UUT @ self.C[a])
+        )
         return res
 
     def gradF(self, U: np.ndarray, a: int) -> np.ndarray:  # L124-131 (Q8)
-        UUT = U@U.T
-        out1 = np.trace(UUT@self.M[a])
-        out2 = np.trace(UUT@self.M[1-a])
-        return (np.eye(self.d)-UUT)@((self.theta[a]/np.sqrt(out1))*self.M[a] +
-                                     ((self.vartheta[1-a]/np.sqrt(out2))*self.M[1-a]+2*self.C[a]))@U
+        UUT = U @ U.T
+        out1 = np.trace(UUT @ self.M[a])
+        out2 = np.trace(UUT @ self.M[1 - a])
+        return (
+            (np.eye(self.d) - UUT)
+            @ (
+                (self.theta[a] / np.sqrt(out1)) * self.M[a]
+                + ((self.vartheta[1 - a] / np.sqrt(out2)) * self.M[1 - a] + 2 * self.C[a])
+            )
+            @ U
+        )
 
     def qr_retract(self, X: np.ndarray, G: np.ndarray) -> np.ndarray:  # L156-161 (Q11)
         q, r = np.linalg.qr(X + G)
@@ -241,7 +265,7 @@ class RFPCAPort:
         T = self.T
         Obj = np.zeros(T)
         delta_norms = np.zeros(T)
-        gamma0 = 1/np.sqrt(T+1)
+        gamma0 = 1 / np.sqrt(T + 1)
         for i in range(T):
             gamma = gamma0
             if self.F(U, 0) >= self.F(U, 1):
@@ -249,7 +273,7 @@ class RFPCAPort:
             else:
                 Delta = self.gradF(U, 1)
             delta_norms[i] = np.linalg.norm(Delta, "fro")
-            U = self.qr_retract(U, - gamma*Delta)
+            U = self.qr_retract(U, -gamma * Delta)
             Obj[i] = np.maximum(self.F(U, 0), self.F(U, 1))
         return U, Obj, delta_norms
 
@@ -261,8 +285,8 @@ class RFPCAPort:
         self.kept_run_: int | None = None
         self.delta_norms_: np.ndarray | None = None
 
-        w, v = la.eigh(self.P_0*self.M0 + self.P_1*self.M1)
-        U0 = v[:, 0:(self.d-self.k)]
+        w, v = la.eigh(self.P_0 * self.M0 + self.P_1 * self.M1)
+        U0 = v[:, 0 : (self.d - self.k)]
         thisU, thisF, delta_norms = self.subgradient_descent(U0)
         self.run_objectives_.append(float(thisF[-1]))
         if thisF[-1] < F_min:
@@ -286,9 +310,10 @@ class RFPCAPort:
         if self.kept_run_ is None:  # Q15: their L208 reads an unbound U
             raise UnboundLocalError(
                 "every RFPCA run ended with a NaN objective; the authors' fit() fails here "
-                "(local variable 'U' referenced before assignment)")
-        w, V = la.eigh(np.eye(self.d)-U@U.T)
-        V = V[:, (self.d-self.k):(self.d)]
+                "(local variable 'U' referenced before assignment)"
+            )
+        w, V = la.eigh(np.eye(self.d) - U @ U.T)
+        V = V[:, (self.d - self.k) : (self.d)]
         self.components_ = V
         self.orthocomponents_ = U
         return V, U, Obj
@@ -318,16 +343,16 @@ def group_second_moments(data: np.ndarray, sensitive: np.ndarray) -> tuple[np.nd
     assert len(S) == N
     M0_idx = np.arange(N)[S == 0]
     M1_idx = np.arange(N)[S == 1]
-    M0 = 1./len(M0_idx) * X[M0_idx].T @ X[M0_idx]
-    M1 = 1./len(M1_idx) * X[M1_idx].T @ X[M1_idx]
-    P_1 = np.sum(S == 1)/N
-    P_0 = np.sum(S == 0)/N
+    M0 = 1.0 / len(M0_idx) * X[M0_idx].T @ X[M0_idx]
+    M1 = 1.0 / len(M1_idx) * X[M1_idx].T @ X[M1_idx]
+    P_1 = np.sum(S == 1) / N
+    P_0 = np.sum(S == 0) / N
     return M0, M1, P_0, P_1
 
 
 def authors_eps(alpha: float, n0: int, n1: int) -> np.ndarray:
     """``_fit_RFPCA``'s radii (L252): alpha / sqrt(N_group) for group 0 (S == 0) and group 1."""
-    return np.array([alpha/np.sqrt(n0), alpha/np.sqrt(n1)])
+    return np.array([alpha / np.sqrt(n0), alpha / np.sqrt(n1)])
 
 
 def fit_rfpca(
@@ -353,8 +378,9 @@ def fit_rfpca(
     sensitive = np.asarray(sensitive)
     eps = authors_eps(alpha, int(np.sum(sensitive == 0)), int(np.sum(sensitive == 1)))
     M0, M1, P_0, P_1 = group_second_moments(data, sensitive)
-    model = RFPCAPort(M0, M1, P_0, P_1, eps, k=k, lamda=lamda, T=T, retrial=retrial,
-                      random=_random_source(seed), verbose=verbose)
+    model = RFPCAPort(
+        M0, M1, P_0, P_1, eps, k=k, lamda=lamda, T=T, retrial=retrial, random=_random_source(seed), verbose=verbose
+    )
     V, U, Obj = model.fit()
     return _result(model, V, U, Obj, lamda)
 
@@ -381,15 +407,27 @@ def fit_rfpca_moments(
     M0 = np.asarray(M0, dtype=float)
     M1 = np.asarray(M1, dtype=float)
     P_0, P_1 = np.float64(p0), np.float64(p1)
-    model = RFPCAPort(M0, M1, P_0, P_1, np.array([eps0, eps1], dtype=float), k=k, lamda=lamda, T=T,
-                      retrial=retrial, random=_random_source(seed), verbose=verbose)
+    model = RFPCAPort(
+        M0,
+        M1,
+        P_0,
+        P_1,
+        np.array([eps0, eps1], dtype=float),
+        k=k,
+        lamda=lamda,
+        T=T,
+        retrial=retrial,
+        random=_random_source(seed),
+        verbose=verbose,
+    )
     V, U, Obj = model.fit()
     return _result(model, V, U, Obj, lamda)
 
 
 # --------------------------------------------------------------------------- their data preparation
-def authors_normalize(X: np.ndarray, mean: np.ndarray | None = None, std: np.ndarray | None = None,
-                      scale: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def authors_normalize(
+    X: np.ndarray, mean: np.ndarray | None = None, std: np.ndarray | None = None, scale: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``data_loaders.normalize``: subtract the (given or own) column mean; if ``scale``, divide by the
     (given or own) ddof-0 std with zeros replaced by 1. Returns (X, mean, std) like theirs (note: their
     code writes the 0 -> 1 fix into a passed-in ``std`` array in place; so does this)."""
@@ -402,8 +440,9 @@ def authors_normalize(X: np.ndarray, mean: np.ndarray | None = None, std: np.nda
     return X, mean, std
 
 
-def authors_stratified_split(X: np.ndarray, S: np.ndarray, Y: np.ndarray, perc: float, rng: Any,
-                             standardize: bool = True) -> tuple[tuple, tuple]:
+def authors_stratified_split(
+    X: np.ndarray, S: np.ndarray, Y: np.ndarray, perc: float, rng: Any, standardize: bool = True
+) -> tuple[tuple, tuple]:
     """``data_loaders.stratified_split_S_based`` (called by ``load_data_olfat`` with
     ``rng = np.random.default_rng(seed)``): per group, shuffle and take the first int(perc * N_a)
     rows as train; shuffle train and test; z-score both with the train statistics (X is modified in
@@ -424,11 +463,11 @@ def authors_stratified_split(X: np.ndarray, S: np.ndarray, Y: np.ndarray, perc: 
     N0 = len(group0_idx)
     N1 = len(group1_idx)
     rng.shuffle(group0_idx)
-    trainidx_g0 = group0_idx[:int(perc*N0)]
-    testidx_g0 = group0_idx[int(perc*N0):]
+    trainidx_g0 = group0_idx[: int(perc * N0)]
+    testidx_g0 = group0_idx[int(perc * N0) :]
     rng.shuffle(group1_idx)
-    trainidx_g1 = group1_idx[:int(perc*N1)]
-    testidx_g1 = group1_idx[int(perc*N1):]
+    trainidx_g1 = group1_idx[: int(perc * N1)]
+    testidx_g1 = group1_idx[int(perc * N1) :]
     trainidx = np.concatenate([trainidx_g0, trainidx_g1], axis=0)
     testidx = np.concatenate([testidx_g0, testidx_g1], axis=0)
     rng.shuffle(trainidx)

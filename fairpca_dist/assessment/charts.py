@@ -109,8 +109,13 @@ def _choose_groups(values: np.ndarray, group_names: Sequence[str], worse: Worse)
         return _Groups(worse, every, tuple(_TAB10[: len(every)]), tuple(labels), ())
     order = np.argsort(-_badness(values, worse), kind="stable")
     named = tuple(int(g) for g in order[:NAMED_GROUPS])
-    return _Groups(worse, named, _NAMED_PALETTE[: len(named)], tuple(labels[g] for g in named),
-                   tuple(sorted(int(g) for g in order[NAMED_GROUPS:])))
+    return _Groups(
+        worse,
+        named,
+        _NAMED_PALETTE[: len(named)],
+        tuple(labels[g] for g in named),
+        tuple(sorted(int(g) for g in order[NAMED_GROUPS:])),
+    )
 
 
 def _badness(values: np.ndarray, worse: Worse) -> np.ndarray:
@@ -128,26 +133,35 @@ def _wrapped(name: str) -> str:
     return textwrap.fill(name, width=30, max_lines=2, placeholder="…")
 
 
-def _draw_groups(axes: Axes, ranks: Sequence[int], values: np.ndarray, groups: _Groups,
-                 style: tuple[str, str], markersize: float) -> None:
+def _draw_groups(
+    axes: Axes, ranks: Sequence[int], values: np.ndarray, groups: _Groups, style: tuple[str, str], markersize: float
+) -> None:
     """The named groups' lines and the others' band and median, for one arm."""
     marker, linestyle = style
     if groups.others:
         others = np.ma.masked_invalid(values[:, list(groups.others)])
         low, high = (others.min(axis=1).filled(np.nan), others.max(axis=1).filled(np.nan))
         axes.fill_between(ranks, low, high, color=_OTHERS, alpha=0.2, linewidth=0, zorder=1)
-        axes.plot(ranks, np.ma.median(others, axis=1).filled(np.nan), linestyle=linestyle, color=_OTHERS,
-                  linewidth=1.3, zorder=2)
+        axes.plot(
+            ranks,
+            np.ma.median(others, axis=1).filled(np.nan),
+            linestyle=linestyle,
+            color=_OTHERS,
+            linewidth=1.3,
+            zorder=2,
+        )
     for g, colour in zip(groups.named, groups.colours):
-        axes.plot(ranks, values[:, g], marker=marker, linestyle=linestyle, color=colour, markersize=markersize,
-                  zorder=3)
+        axes.plot(
+            ranks, values[:, g], marker=marker, linestyle=linestyle, color=colour, markersize=markersize, zorder=3
+        )
 
 
 def _group_entries(groups: _Groups) -> list[tuple[object, str]]:
     """Legend entries (handle, label) of the named groups, then of the aggregated ones (a band
     under a line), after a line saying which groups are named when some are not."""
-    entries: list[tuple[object, str]] = [(Line2D([], [], color=colour, linewidth=2), label)
-                                         for colour, label in zip(groups.colours, groups.labels)]
+    entries: list[tuple[object, str]] = [
+        (Line2D([], [], color=colour, linewidth=2), label) for colour, label in zip(groups.colours, groups.labels)
+    ]
     if groups.others:
         extreme = "highest" if groups.worse == "higher" else "lowest"
         heading = f"the {len(groups.named)} {extreme} of {len(groups.named) + len(groups.others)} groups:"
@@ -183,8 +197,16 @@ def _new_figure(width: float, height: float) -> Figure:
 
 
 # ---------------------------------------------------------------------- group curves
-def group_curves(path: Location, ranks: Sequence[int], arms: Mapping[str, np.ndarray], group_names: Sequence[str],
-                 *, ylabel: str, title: str, worse: Worse = "higher") -> None:
+def group_curves(
+    path: Location,
+    ranks: Sequence[int],
+    arms: Mapping[str, np.ndarray],
+    group_names: Sequence[str],
+    *,
+    ylabel: str,
+    title: str,
+    worse: Worse = "higher",
+) -> None:
     """Per-group values against r: one colour per group, one line style per arm.
 
     With more than :data:`ALL_NAMED` groups, the worst are named and the others aggregated
@@ -209,13 +231,24 @@ def group_curves(path: Location, ranks: Sequence[int], arms: Mapping[str, np.nda
     _save(_group_curves_figure(ranks, arms, group_names, ylabel=ylabel, title=title, worse=worse), path, dpi=110)
 
 
-def _group_curves_figure(ranks: Sequence[int], arms: Mapping[str, np.ndarray], group_names: Sequence[str],
-                         *, ylabel: str, title: str, worse: Worse = "higher") -> Figure:
+def _group_curves_figure(
+    ranks: Sequence[int],
+    arms: Mapping[str, np.ndarray],
+    group_names: Sequence[str],
+    *,
+    ylabel: str,
+    title: str,
+    worse: Worse = "higher",
+) -> Figure:
     """:func:`group_curves`' figure."""
     groups = _choose_groups(np.stack(list(arms.values())), group_names, worse)
-    entries = [*((Line2D([], [], color="black", marker=marker, linestyle=linestyle, markersize=4), arm)
-                 for arm, (marker, linestyle) in zip(arms, _ARM_STYLES)),
-               *_group_entries(groups)]
+    entries = [
+        *(
+            (Line2D([], [], color="black", marker=marker, linestyle=linestyle, markersize=4), arm)
+            for arm, (marker, linestyle) in zip(arms, _ARM_STYLES)
+        ),
+        *_group_entries(groups),
+    ]
     figure = _new_figure(8.0, max(4.4, _legend_height([label for _, label in entries]) + 0.3))
     axes = figure.add_subplot()
     for values, style in zip(arms.values(), _ARM_STYLES):
@@ -229,8 +262,15 @@ def _group_curves_figure(ranks: Sequence[int], arms: Mapping[str, np.ndarray], g
 
 
 # ---------------------------------------------------------------------- group panels
-def group_panels(path: Location, ranks: Sequence[int], panels: Mapping[str, np.ndarray], group_names: Sequence[str],
-                 *, ylabel: str, worse: Worse = "higher") -> None:
+def group_panels(
+    path: Location,
+    ranks: Sequence[int],
+    panels: Mapping[str, np.ndarray],
+    group_names: Sequence[str],
+    *,
+    ylabel: str,
+    worse: Worse = "higher",
+) -> None:
     """One panel per method (its title): the method's per-group values against r.
 
     Every panel names the same groups: all of them, or the worst over every panel and the
@@ -254,8 +294,14 @@ def group_panels(path: Location, ranks: Sequence[int], panels: Mapping[str, np.n
     _save(_group_panels_figure(ranks, panels, group_names, ylabel=ylabel, worse=worse), path, dpi=100)
 
 
-def _group_panels_figure(ranks: Sequence[int], panels: Mapping[str, np.ndarray], group_names: Sequence[str],
-                         *, ylabel: str, worse: Worse = "higher") -> Figure:
+def _group_panels_figure(
+    ranks: Sequence[int],
+    panels: Mapping[str, np.ndarray],
+    group_names: Sequence[str],
+    *,
+    ylabel: str,
+    worse: Worse = "higher",
+) -> Figure:
     """:func:`group_panels`' figure."""
     groups = _choose_groups(np.stack(list(panels.values())), group_names, worse)
     entries = _group_entries(groups)
@@ -284,10 +330,16 @@ FLAGGED_LABEL = "degenerate classifier (left off the front)"
 """The legend entry of :func:`pareto`'s flagged points, unless the caller names them."""
 
 
-def pareto(path: Location, sweeps: Mapping[str, Sequence[tuple[float, float]]],
-           front: Sequence[tuple[float, float]], *, xlabel: str, title: str,
-           flagged: Mapping[str, Sequence[tuple[float, float]]] | None = None,
-           flagged_label: str = FLAGGED_LABEL) -> None:
+def pareto(
+    path: Location,
+    sweeps: Mapping[str, Sequence[tuple[float, float]]],
+    front: Sequence[tuple[float, float]],
+    *,
+    xlabel: str,
+    title: str,
+    flagged: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+    flagged_label: str = FLAGGED_LABEL,
+) -> None:
     """Explained variance (y) against a fairness criterion (x).
 
     The axes zoom on the bulk of the points, always spanning the front; off-front points lying
@@ -311,13 +363,22 @@ def pareto(path: Location, sweeps: Mapping[str, Sequence[tuple[float, float]]],
     flagged_label : str
         That legend entry.
     """
-    _save(_pareto_figure(sweeps, front, xlabel=xlabel, title=title, flagged=flagged, flagged_label=flagged_label),
-          path, dpi=110)
+    _save(
+        _pareto_figure(sweeps, front, xlabel=xlabel, title=title, flagged=flagged, flagged_label=flagged_label),
+        path,
+        dpi=110,
+    )
 
 
-def _pareto_figure(sweeps: Mapping[str, Sequence[tuple[float, float]]], front: Sequence[tuple[float, float]],
-                   *, xlabel: str, title: str, flagged: Mapping[str, Sequence[tuple[float, float]]] | None = None,
-                   flagged_label: str = FLAGGED_LABEL) -> Figure:
+def _pareto_figure(
+    sweeps: Mapping[str, Sequence[tuple[float, float]]],
+    front: Sequence[tuple[float, float]],
+    *,
+    xlabel: str,
+    title: str,
+    flagged: Mapping[str, Sequence[tuple[float, float]]] | None = None,
+    flagged_label: str = FLAGGED_LABEL,
+) -> Figure:
     """:func:`pareto`'s figure."""
     flagged = {method: points for method, points in (flagged or {}).items() if points}
     methods = list(dict.fromkeys([*sweeps, *flagged]))
@@ -328,23 +389,37 @@ def _pareto_figure(sweeps: Mapping[str, Sequence[tuple[float, float]]], front: S
         points = sorted(sweeps.get(method, ()))
         colour, marker = _method_style(i)
         x, y = _columns(points)
-        (line,) = axes.plot(x, y, linestyle="-" if len(points) > 1 else "none", marker=marker, color=colour,
-                            markersize=5, alpha=0.85)
+        (line,) = axes.plot(
+            x, y, linestyle="-" if len(points) > 1 else "none", marker=marker, color=colour, markersize=5, alpha=0.85
+        )
         if method in flagged:
-            axes.plot(*_columns(flagged[method]), linestyle="none", marker="x", color=colour, markersize=7,
-                      markeredgewidth=1.6, zorder=4)
+            axes.plot(
+                *_columns(flagged[method]),
+                linestyle="none",
+                marker="x",
+                color=colour,
+                markersize=7,
+                markeredgewidth=1.6,
+                zorder=4,
+            )
         entries.append((line, method))
     if flagged:
-        entries.append((Line2D([], [], marker="x", color="0.3", linestyle="none", markersize=7, markeredgewidth=1.6),
-                        flagged_label))
+        entries.append(
+            (
+                Line2D([], [], marker="x", color="0.3", linestyle="none", markersize=7, markeredgewidth=1.6),
+                flagged_label,
+            )
+        )
     if front:
         x, y = _columns(front)
-        entries.append((axes.plot(x, y, "--", color="black", linewidth=1.0, zorder=3)[0],
-                        "Pareto front (converged fits)"))
+        entries.append(
+            (axes.plot(x, y, "--", color="black", linewidth=1.0, zorder=3)[0], "Pareto front (converged fits)")
+        )
     every = {method: [*sweeps.get(method, ()), *flagged.get(method, ())] for method in methods}
     if _mark_off_axes(axes, every, front):
-        entries.append((Line2D([], [], marker=">", color="0.3", linestyle="none"),
-                        "beyond the axes: at the edge, with its value"))
+        entries.append(
+            (Line2D([], [], marker=">", color="0.3", linestyle="none"), "beyond the axes: at the edge, with its value")
+        )
     axes.set_xlabel(xlabel)
     axes.set_ylabel("explained-variance ratio")
     axes.set_title(title)
@@ -403,8 +478,7 @@ def _bulk(values: np.ndarray) -> tuple[float, float] | None:
     return float(ordered[low]), float(ordered[high - 1])
 
 
-def _spanning(bulk: tuple[float, float] | None, values: np.ndarray, kept: np.ndarray
-              ) -> tuple[float, float] | None:
+def _spanning(bulk: tuple[float, float] | None, values: np.ndarray, kept: np.ndarray) -> tuple[float, float] | None:
     """``bulk`` widened to span the finite ``kept`` values (the front's); None when it then
     spans every finite value (nothing left to push to the edge)."""
     kept = kept[np.isfinite(kept)]
@@ -425,8 +499,9 @@ def _far_tail(ordered: np.ndarray) -> int:
     return 0
 
 
-def _mark_off_axes(axes: Axes, sweeps: Mapping[str, Sequence[tuple[float, float]]],
-                   front: Sequence[tuple[float, float]] = ()) -> bool:
+def _mark_off_axes(
+    axes: Axes, sweeps: Mapping[str, Sequence[tuple[float, float]]], front: Sequence[tuple[float, float]] = ()
+) -> bool:
     """Zoom ``axes`` on the bulk of the points, spanning the ``front``, and draw the points
     beyond it at the edge, one label per method and side with its value(s); True when any
     point is beyond."""
@@ -442,23 +517,33 @@ def _mark_off_axes(axes: Axes, sweeps: Mapping[str, Sequence[tuple[float, float]
             if sides != (0, 0):
                 beyond.setdefault(sides, []).append(point)
         for sides, off in beyond.items():
-            shown = [[window.edge(side) if side else v for window, side, v in zip(windows, sides, point)]
-                     for point in off]
-            axes.plot(*np.array(shown).T, linestyle="none", color=_method_style(i)[0], markersize=7, zorder=4,
-                      marker=MarkerStyle(">").rotated(deg=math.degrees(math.atan2(sides[1], sides[0]))))
+            shown = [
+                [window.edge(side) if side else v for window, side, v in zip(windows, sides, point)] for point in off
+            ]
+            axes.plot(
+                *np.array(shown).T,
+                linestyle="none",
+                color=_method_style(i)[0],
+                markersize=7,
+                zorder=4,
+                marker=MarkerStyle(">").rotated(deg=math.degrees(math.atan2(sides[1], sides[0]))),
+            )
             labels.append((sides, *shown[0], f"{method}: {_beyond_text(off, sides)}"))
     _place_edge_labels(axes, labels, limits)
     return bool(labels)
 
 
-def _zoom_on_bulk(axes: Axes, points: Sequence[tuple[float, float]],
-                  front: Sequence[tuple[float, float]] = ()) -> list[_Window | None]:
+def _zoom_on_bulk(
+    axes: Axes, points: Sequence[tuple[float, float]], front: Sequence[tuple[float, float]] = ()
+) -> list[_Window | None]:
     """Per axis (x, y), the window set on ``axes`` around the bulk widened to span the
     ``front`` (:func:`_spanning`), or None (autoscaled)."""
     xy = np.array(points, dtype=np.float64).reshape(-1, 2)
     kept = np.array(front, dtype=np.float64).reshape(-1, 2)
-    windows = [None if bulk is None else _Window.around(bulk)
-               for bulk in (_spanning(_bulk(xy[:, axis]), xy[:, axis], kept[:, axis]) for axis in (0, 1))]
+    windows = [
+        None if bulk is None else _Window.around(bulk)
+        for bulk in (_spanning(_bulk(xy[:, axis]), xy[:, axis], kept[:, axis]) for axis in (0, 1))
+    ]
     for window, set_limits in zip(windows, (axes.set_xlim, axes.set_ylim)):
         if window is not None:
             set_limits(window.low, window.high)
@@ -475,8 +560,11 @@ def _beyond_text(points: Sequence[tuple[float, float]], sides: tuple[int, int]) 
     return ", ".join(parts)
 
 
-def _place_edge_labels(axes: Axes, labels: Sequence[tuple[tuple[int, int], float, float, str]],
-                       limits: tuple[tuple[float, float], tuple[float, float]]) -> None:
+def _place_edge_labels(
+    axes: Axes,
+    labels: Sequence[tuple[tuple[int, int], float, float, str]],
+    limits: tuple[tuple[float, float], tuple[float, float]],
+) -> None:
     """Write each label next to its marker, towards the inside of the axes, on a pale box over
     the lines; labels on the same side near each other are stacked."""
     placed: list[tuple[tuple[int, int], float]] = []
@@ -489,8 +577,17 @@ def _place_edge_labels(axes: Axes, labels: Sequence[tuple[tuple[int, int], float
         va = "bottom" if (sides[1] < 0 or (sides[1] == 0 and fy < 0.5)) else "top"
         dx = _EDGE_LABEL_POINTS * (1 if ha == "left" else -1)
         dy = (_EDGE_LABEL_POINTS * abs(sides[1]) + 11.0 * level) * (1 if va == "bottom" else -1)
-        axes.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va, fontsize=7, zorder=5,
-                      bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 1.0})
+        axes.annotate(
+            text,
+            (x, y),
+            xytext=(dx, dy),
+            textcoords="offset points",
+            ha=ha,
+            va=va,
+            fontsize=7,
+            zorder=5,
+            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.75, "pad": 1.0},
+        )
 
 
 def _save(figure: Figure, path: Location, *, dpi: int) -> None:

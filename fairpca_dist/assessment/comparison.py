@@ -55,14 +55,19 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.assessment import metrics
+from fairpca_dist.assessment.downstream import (
+    base_rate_sentence,
+    degenerate_mark,
+    downstream_parity,
+    small_groups_sentence,
+)
+from fairpca_dist.assessment.evaluation import MethodPlan, Methods, Split, fit_plan, method_plans, plan_splits
+from fairpca_dist.assessment.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
 from fairpca_dist.engine.cells import CellMoments
-from fairpca_dist.assessment.evaluation import Methods, MethodPlan, Split, fit_plan, method_plans, plan_splits
-from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
-from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.engine.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.engine.progress import progress_bar
-from fairpca_dist.assessment.downstream import base_rate_sentence, degenerate_mark, downstream_parity, small_groups_sentence
-from fairpca_dist.assessment.scoring import CRITERIA, Criterion, ProjectionScores, criterion_named, score_projection
+from fairpca_dist.exceptions import FairPCAError, GroupError, InputError
+from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection
 from fairpca_dist.solvers.checks import integer
 from fairpca_dist.wording import group_display_names
@@ -70,8 +75,17 @@ from fairpca_dist.wording import group_display_names
 if TYPE_CHECKING:
     from fairpca_dist.engine.passes import TablePasses
 
-__all__ = ["COMPARE_GRIDS", "CRITERIA", "Criterion", "Candidate", "Comparison", "check_comparison",
-           "compare_methods", "one_line", "pareto_front"]
+__all__ = [
+    "COMPARE_GRIDS",
+    "CRITERIA",
+    "Criterion",
+    "Candidate",
+    "Comparison",
+    "check_comparison",
+    "compare_methods",
+    "one_line",
+    "pareto_front",
+]
 
 #: The grids swept by default: the trade-off parameter of every method that has one, at points
 #: that span its range (Vu et al.'s α and λ corners; mm-sparse's ℓ1 penalty over three decades
@@ -137,8 +151,12 @@ class Candidate:
         converged, the value is finite, and for a downstream criterion its classifier is not
         degenerate."""
         value = self.value(key, where)
-        return (self.converged and value is not None and bool(np.isfinite(value))
-                and not (key in DOWNSTREAM_KEYS and self.degenerate))
+        return (
+            self.converged
+            and value is not None
+            and bool(np.isfinite(value))
+            and not (key in DOWNSTREAM_KEYS and self.degenerate)
+        )
 
     def value(self, key: str, where: str = "in") -> float | None:
         """Criterion ``key`` in sample (``where="in"``) or on the test cells (``"test"``);
@@ -190,11 +208,19 @@ class Comparison:
         sample (``in_<key>``) and out of sample (``test_<key>``)."""
         rows = []
         for c in self.candidates:
-            row: dict[str, Any] = {"method": c.method, "params": json.dumps(jsonable(c.params)), "label": c.label,
-                                   "n_components": c.n_components, "status": c.status, "converged": c.converged,
-                                   "seconds": c.seconds, "passes": c.passes, "reads_rows": c.reads_rows,
-                                   "test_status": c.out_of_sample_status,
-                                   "downstream_degenerate": c.degenerate}
+            row: dict[str, Any] = {
+                "method": c.method,
+                "params": json.dumps(jsonable(c.params)),
+                "label": c.label,
+                "n_components": c.n_components,
+                "status": c.status,
+                "converged": c.converged,
+                "seconds": c.seconds,
+                "passes": c.passes,
+                "reads_rows": c.reads_rows,
+                "test_status": c.out_of_sample_status,
+                "downstream_degenerate": c.degenerate,
+            }
             for criterion in CRITERIA:
                 row[f"in_{criterion.key}"] = c.value(criterion.key, "in")
                 if criterion.out_of_sample:
@@ -220,8 +246,9 @@ class Comparison:
         iterate (e.g. mm-sparse's all-zero map past its tight range) would otherwise claim the
         front with numbers no solution has; so are degenerate classifiers from the downstream
         fronts: a DP difference of 0 from predicting one class is no fairness."""
-        scored = [c for c in self.at(n_components)
-                  if c.competes(key) and c.value("explained_variance_ratio") is not None]
+        scored = [
+            c for c in self.at(n_components) if c.competes(key) and c.value("explained_variance_ratio") is not None
+        ]
         points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
         return tuple(scored[i] for i in pareto_front(points, criterion_named(key).better))
 
@@ -236,9 +263,11 @@ class Comparison:
             downstream = self.downstream
             reference = downstream["reference"]["degenerate"]
             if reference:
-                lines.append(f"Even the classifier on the raw features is degenerate ({reference}): "
-                             f"{downstream['target']!r} cannot be predicted from these features, so the downstream "
-                             "columns say nothing about the projections.")
+                lines.append(
+                    f"Even the classifier on the raw features is degenerate ({reference}): "
+                    f"{downstream['target']!r} cannot be predicted from these features, so the downstream "
+                    "columns say nothing about the projections."
+                )
             lines.append(base_rate_sentence(downstream))
             small = small_groups_sentence(downstream)
             if small:
@@ -263,8 +292,10 @@ class Comparison:
         lines += self._degenerate_reading(n_components)
         unconverged = [c for c in candidates if c.ok and not c.converged]
         if unconverged:
-            lines.append(f"Did not converge (their numbers are of the last iterate; left out of the fronts): "
-                         f"{self._named(unconverged)}.")
+            lines.append(
+                f"Did not converge (their numbers are of the last iterate; left out of the fronts): "
+                f"{self._named(unconverged)}."
+            )
         return lines
 
     def _named(self, candidates: Sequence[Candidate]) -> str:
@@ -295,12 +326,16 @@ class Comparison:
             if not front:
                 continue
             fairest = front[0]  # the front is sorted from the fairest
-            sentence = (f"For {criterion.title} ({criterion.better} is fairer), the front is {self._named(front)}; "
-                        f"the fairest is {fairest.label}, {_g(fairest.value(criterion.key))}")
+            sentence = (
+                f"For {criterion.title} ({criterion.better} is fairer), the front is {self._named(front)}; "
+                f"the fairest is {fairest.label}, {_g(fairest.value(criterion.key))}"
+            )
             if pca is not None and fairest is not pca:
                 cost = 1.0 - fairest.value("explained_variance_ratio") / pca.value("explained_variance_ratio")
-                sentence += (f" against PCA's {_g(pca.value(criterion.key))}, costing {100 * cost:.1f} % of PCA's "
-                             "explained variance.")
+                sentence += (
+                    f" against PCA's {_g(pca.value(criterion.key))}, costing {100 * cost:.1f} % of PCA's "
+                    "explained variance."
+                )
             else:
                 sentence += "."
             lines.append(sentence)
@@ -323,18 +358,26 @@ class Comparison:
             if not worse:
                 continue
             own = self._own_criterion(candidate)
-            improved = (own in keys and own not in worse
-                        and criterion_named(own).worse(pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0))
+            improved = (
+                own in keys
+                and own not in worse
+                and criterion_named(own).worse(pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0)
+            )
             kinds.setdefault((own, improved, worse), []).append(candidate)
         lines = []
         for (own, improved, worse), fits in kinds.items():
             several = len(fits) > 1
-            changes = _and(_without_repeated_verbs(
-                [_change(key, pca.value(key), [c.value(key) for c in fits], key == own, several) for key in worse]))
+            changes = _and(
+                _without_repeated_verbs(
+                    [_change(key, pca.value(key), [c.value(key) for c in fits], key == own, several) for key in worse]
+                )
+            )
             subject = self._named(fits)
             if improved:
-                lines.append(f"{subject} {_change(own, pca.value(own), [c.value(own) for c in fits], True, several)} "
-                             f"but {changes} next to PCA.")
+                lines.append(
+                    f"{subject} {_change(own, pca.value(own), [c.value(own) for c in fits], True, several)} "
+                    f"but {changes} next to PCA."
+                )
             else:
                 lines.append(f"{subject} {changes} next to PCA.")
         return lines
@@ -367,7 +410,8 @@ class Comparison:
         for candidate in self.candidates:
             if candidate.status == status:
                 reasons.setdefault(one_line(candidate.message), {}).setdefault(candidate.n_components, []).append(
-                    candidate)
+                    candidate
+                )
         lines = []
         for reason, by_rank in reasons.items():
             named = {r: self._named(fits) for r, fits in by_rank.items()}
@@ -383,25 +427,44 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything but the fitted models, as JSON-ready values."""
+
         def scores(s: ProjectionScores | None) -> dict[str, Any] | None:
             return None if s is None else s.as_dict()
 
-        return jsonable({
-            "settings": self.settings,
-            "downstream": self.downstream,
-            "groups": [label_to_json(g) for g in self.groups],
-            "split": {"train": [label_to_json(c) for c in self.split.train],
-                      "test": [label_to_json(c) for c in self.split.test]},
-            "passes": self.passes,
-            "seconds": self.seconds,
-            "candidates": [{
-                "method": c.method, "label": c.label, "params": c.params, "n_components": c.n_components,
-                "status": c.status, "message": c.message, "converged": c.converged, "seconds": c.seconds,
-                "passes": c.passes, "reads_rows": c.reads_rows, "in_sample": scores(c.in_sample),
-                "out_of_sample": scores(c.out_of_sample), "out_of_sample_status": c.out_of_sample_status,
-                "rbf_mmd2": c.rbf_mmd2, "downstream": c.downstream, "warnings": list(c.warnings),
-            } for c in self.candidates],
-        })
+        return jsonable(
+            {
+                "settings": self.settings,
+                "downstream": self.downstream,
+                "groups": [label_to_json(g) for g in self.groups],
+                "split": {
+                    "train": [label_to_json(c) for c in self.split.train],
+                    "test": [label_to_json(c) for c in self.split.test],
+                },
+                "passes": self.passes,
+                "seconds": self.seconds,
+                "candidates": [
+                    {
+                        "method": c.method,
+                        "label": c.label,
+                        "params": c.params,
+                        "n_components": c.n_components,
+                        "status": c.status,
+                        "message": c.message,
+                        "converged": c.converged,
+                        "seconds": c.seconds,
+                        "passes": c.passes,
+                        "reads_rows": c.reads_rows,
+                        "in_sample": scores(c.in_sample),
+                        "out_of_sample": scores(c.out_of_sample),
+                        "out_of_sample_status": c.out_of_sample_status,
+                        "rbf_mmd2": c.rbf_mmd2,
+                        "downstream": c.downstream,
+                        "warnings": list(c.warnings),
+                    }
+                    for c in self.candidates
+                ],
+            }
+        )
 
 
 def pareto_front(points: Sequence[tuple[float, float]], better: str) -> list[int]:
@@ -412,9 +475,11 @@ def pareto_front(points: Sequence[tuple[float, float]], better: str) -> list[int
     front = []
     for i, (value, variance) in enumerate(points):
         dominated = any(
-            sign * other <= sign * value and other_variance >= variance
+            sign * other <= sign * value
+            and other_variance >= variance
             and (sign * other < sign * value or other_variance > variance)
-            for j, (other, other_variance) in enumerate(points) if j != i
+            for j, (other, other_variance) in enumerate(points)
+            if j != i
         )
         if not dominated:
             front.append(i)
@@ -422,8 +487,13 @@ def pareto_front(points: Sequence[tuple[float, float]], better: str) -> list[int
 
 
 def check_comparison(
-    methods: Methods | None, n_components: int | Sequence[int], n_features: int, *,
-    groups: Sequence[Hashable] | None = None, center: Center = "group", target: str | None = None,
+    methods: Methods | None,
+    n_components: int | Sequence[int],
+    n_features: int,
+    *,
+    groups: Sequence[Hashable] | None = None,
+    center: Center = "group",
+    target: str | None = None,
 ) -> tuple[tuple[MethodPlan, ...], tuple[int, ...]]:
     """The checks that need no rows, so they fail before any pass: methods, options and grids
     (:func:`~fairpca_dist.assessment.evaluation.method_plans` over :data:`COMPARE_GRIDS`), the ranks, the
@@ -505,10 +575,10 @@ def compare_methods(
     started = time.perf_counter()
     if not isinstance(cells, CellMoments):
         raise InputError(f"compare_methods needs per-cell moments (CellMoments), got {type(cells).__name__}")
-    plans, ranks = check_comparison(methods, n_components, cells.n_features, groups=cells.groups, center=center,
-                                    target=target)
-    split = plan_splits(cells.cells, n_splits=1, train_fraction=train_fraction, n_folds=2,
-                        random_state=random_state)[0]
+    plans, ranks = check_comparison(
+        methods, n_components, cells.n_features, groups=cells.groups, center=center, target=target
+    )
+    split = plan_splits(cells.cells, n_splits=1, train_fraction=train_fraction, n_folds=2, random_state=random_state)[0]
     total = cells.total()
     train = cells.union(split.train)
     test = cells.union(split.test, min_group_size=1)
@@ -527,32 +597,63 @@ def compare_methods(
             if passes is not None and rbf_mmd:
                 pca = fit_projection(total, r, method="pca", **fit_options)
                 before = passes.n_passes
-                sigma = metrics.rbf_bandwidth(total.rescaled(pca.scale), passes.rescaled(pca.scale), pca.components,
-                                              seed=random_state)
+                sigma = metrics.rbf_bandwidth(
+                    total.rescaled(pca.scale), passes.rescaled(pca.scale), pca.components, seed=random_state
+                )
                 used["rbf bandwidth samples"] += passes.n_passes - before
                 sigmas[r] = sigma
-            at_rank = [_candidate(plan, params, r, total, train, test, split, passes, fit_options, sigma,
-                                  random_state, bar) for plan in plans for params in plan.grid]
+            at_rank = [
+                _candidate(plan, params, r, total, train, test, split, passes, fit_options, sigma, random_state, bar)
+                for plan in plans
+                for params in plan.grid
+            ]
             at_rank = _with_rbf_mmd(at_rank, total, passes, sigma, n_random_features, random_state, used)
             at_rank, downstream = _with_downstream(at_rank, sample, target, sensitive, random_state, downstream)
             candidates += at_rank
     settings = {
-        "n_components": list(ranks), "train_fraction": train_fraction, "center": center,
-        "standardize": standardize, "ddof": ddof, "random_state": random_state, "n_cells": cells.n_cells,
-        "n_samples": cells.n_samples, "n_features": cells.n_features, "feature_names": list(cells.feature_names),
+        "n_components": list(ranks),
+        "train_fraction": train_fraction,
+        "center": center,
+        "standardize": standardize,
+        "ddof": ddof,
+        "random_state": random_state,
+        "n_cells": cells.n_cells,
+        "n_samples": cells.n_samples,
+        "n_features": cells.n_features,
+        "feature_names": list(cells.feature_names),
         "group_columns": _group_columns(sensitive, cells.groups),
-        "group_counts": [int(n) for n in total.count], "rbf_mmd": bool(rbf_mmd and passes is not None),
-        "sigma": {str(r): value for r, value in sigmas.items()}, "n_random_features": n_random_features, "target": target,
+        "group_counts": [int(n) for n in total.count],
+        "rbf_mmd": bool(rbf_mmd and passes is not None),
+        "sigma": {str(r): value for r, value in sigmas.items()},
+        "n_random_features": n_random_features,
+        "target": target,
         "methods": {plan.name: {"fixed": jsonable(plan.fixed), "grid": jsonable(list(plan.grid))} for plan in plans},
     }
-    return Comparison(settings=settings, groups=cells.groups, split=split, candidates=tuple(candidates),
-                      passes={**used, "fits": sum(c.passes for c in candidates)},
-                      seconds=time.perf_counter() - started, downstream=downstream)
+    return Comparison(
+        settings=settings,
+        groups=cells.groups,
+        split=split,
+        candidates=tuple(candidates),
+        passes={**used, "fits": sum(c.passes for c in candidates)},
+        seconds=time.perf_counter() - started,
+        downstream=downstream,
+    )
 
 
-def _candidate(plan: MethodPlan, params: dict[str, Any], r: int, total: GroupMoments, train: GroupMoments,
-               test: GroupMoments, split: Split, passes: TablePasses | None, fit_options: dict[str, Any],
-               sigma: float | None, seed: int, bar: Any) -> Candidate:
+def _candidate(
+    plan: MethodPlan,
+    params: dict[str, Any],
+    r: int,
+    total: GroupMoments,
+    train: GroupMoments,
+    test: GroupMoments,
+    split: Split,
+    passes: TablePasses | None,
+    fit_options: dict[str, Any],
+    sigma: float | None,
+    seed: int,
+    bar: Any,
+) -> Candidate:
     """Fit one grid point on all rows and on the training cells; score both."""
     options = {**plan.fixed, **params}
     reads = isinstance(plan.method, str) and SOLVERS[plan.method].reads_rows(options)
@@ -561,8 +662,17 @@ def _candidate(plan: MethodPlan, params: dict[str, Any], r: int, total: GroupMom
     common = {"method": plan.name, "params": params, "n_components": r, "reads_rows": reads}
     if reads and passes is None:
         bar.update(2)
-        return Candidate(**common, status="skipped", message="reads the rows, which were not given", converged=False,
-                         seconds=0.0, passes=0, in_sample=None, out_of_sample=None, out_of_sample_status="skipped")
+        return Candidate(
+            **common,
+            status="skipped",
+            message="reads the rows, which were not given",
+            converged=False,
+            seconds=0.0,
+            passes=0,
+            in_sample=None,
+            out_of_sample=None,
+            out_of_sample_status="skipped",
+        )
     before = passes.n_passes if passes is not None else 0
     caught: list[str] = []
     started = time.perf_counter()
@@ -571,22 +681,47 @@ def _candidate(plan: MethodPlan, params: dict[str, Any], r: int, total: GroupMom
         in_sample = score_projection(model, total)
     except Exception as error:  # noqa: BLE001 - a failing method is a result of the comparison
         bar.update(2)
-        return Candidate(**common, status="failed", message=_failure(error), converged=False,
-                         seconds=time.perf_counter() - started, passes=_passes_since(passes, before),
-                         in_sample=None, out_of_sample=None, out_of_sample_status="not run",
-                         warnings=tuple(dict.fromkeys(caught)))
+        return Candidate(
+            **common,
+            status="failed",
+            message=_failure(error),
+            converged=False,
+            seconds=time.perf_counter() - started,
+            passes=_passes_since(passes, before),
+            in_sample=None,
+            out_of_sample=None,
+            out_of_sample_status="not run",
+            warnings=tuple(dict.fromkeys(caught)),
+        )
     seconds = time.perf_counter() - started
     bar.update(1)
     try:
-        held_out = fit_plan(train, r, plan, params, seed,
-                            {**fit_options, "passes": passes.restricted(split.train) if reads else None}, caught)
+        held_out = fit_plan(
+            train,
+            r,
+            plan,
+            params,
+            seed,
+            {**fit_options, "passes": passes.restricted(split.train) if reads else None},
+            caught,
+        )
         out_of_sample, out_status = score_projection(held_out, train, test), held_out.status
     except Exception as error:  # noqa: BLE001
         out_of_sample, out_status = None, f"failed: {_failure(error)}"
     bar.update(1)
-    return Candidate(**common, status=model.status, message=model.message, converged=model.converged, seconds=seconds,
-                     passes=_passes_since(passes, before), in_sample=in_sample, out_of_sample=out_of_sample,
-                     out_of_sample_status=out_status, warnings=tuple(dict.fromkeys(caught)), model=model)
+    return Candidate(
+        **common,
+        status=model.status,
+        message=model.message,
+        converged=model.converged,
+        seconds=seconds,
+        passes=_passes_since(passes, before),
+        in_sample=in_sample,
+        out_of_sample=out_of_sample,
+        out_of_sample_status=out_status,
+        warnings=tuple(dict.fromkeys(caught)),
+        model=model,
+    )
 
 
 def _group_columns(sensitive: Sequence[str] | str | None, groups: Sequence[Hashable]) -> list[str]:
@@ -606,25 +741,42 @@ def _passes_since(passes: TablePasses | None, before: int) -> int:
     return 0 if passes is None else passes.n_passes - before
 
 
-def _with_rbf_mmd(candidates: list[Candidate], total: GroupMoments, passes: TablePasses | None, sigma: float | None,
-                  n_random_features: int, seed: int, used: dict[str, int]) -> list[Candidate]:
+def _with_rbf_mmd(
+    candidates: list[Candidate],
+    total: GroupMoments,
+    passes: TablePasses | None,
+    sigma: float | None,
+    n_random_features: int,
+    seed: int,
+    used: dict[str, int],
+) -> list[Candidate]:
     """The largest RBF MMD² over pairs of every successful in-sample fit, one pass for all."""
     fitted = [c for c in candidates if c.model is not None]
     if sigma is None or not fitted:
         return candidates
     scale = fitted[0].model.scale  # every in-sample fit scales by the whole table's deviations
     before = passes.n_passes
-    matrices = metrics.mmd2_rbf_many(total.rescaled(scale), passes.rescaled(scale),
-                                     [c.model.components for c in fitted], sigma,
-                                     n_random_features=n_random_features, random_state=seed)
+    matrices = metrics.mmd2_rbf_many(
+        total.rescaled(scale),
+        passes.rescaled(scale),
+        [c.model.components for c in fitted],
+        sigma,
+        n_random_features=n_random_features,
+        random_state=seed,
+    )
     used["random-feature sums"] += passes.n_passes - before
     values = {id(c): float(np.max(m)) for c, m in zip(fitted, matrices)}
     return [replace(c, rbf_mmd2=values.get(id(c))) for c in candidates]
 
 
-def _with_downstream(candidates: list[Candidate], sample: pd.DataFrame | None, target: str | None,
-                     sensitive: Sequence[str] | str | None, seed: int,
-                     found: dict[str, Any] | None) -> tuple[list[Candidate], dict[str, Any] | None]:
+def _with_downstream(
+    candidates: list[Candidate],
+    sample: pd.DataFrame | None,
+    target: str | None,
+    sensitive: Sequence[str] | str | None,
+    seed: int,
+    found: dict[str, Any] | None,
+) -> tuple[list[Candidate], dict[str, Any] | None]:
     """Accuracy and DP difference of the downstream classifier on every successful fit, and
     what the check found beyond them (the same split at every r: base rate, groups; else
     ``found``, that of an earlier r)."""
@@ -634,11 +786,13 @@ def _with_downstream(candidates: list[Candidate], sample: pd.DataFrame | None, t
     features = list(next(iter(fitted.values())).feature_names)
     if sensitive is None:
         sensitive = [column for column in sample.columns if column not in features and column != target]
-    scores = downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=fitted,
-                               random_state=seed)
+    scores = downstream_parity(
+        sample, features=features, sensitive=sensitive, target=target, models=fitted, random_state=seed
+    )
     shared = {key: value for key, value in scores.items() if key != "models"}
-    return [replace(c, downstream=scores["models"].get(c.label) if c.model is not None else None)
-            for c in candidates], shared
+    return [
+        replace(c, downstream=scores["models"].get(c.label) if c.model is not None else None) for c in candidates
+    ], shared
 
 
 def one_line(message: str, limit: int = MESSAGE_LENGTH) -> str:
@@ -648,7 +802,7 @@ def one_line(message: str, limit: int = MESSAGE_LENGTH) -> str:
     text = " ".join(message.split())
     if len(text) <= limit:
         return text
-    cut = text[:limit - 1]
+    cut = text[: limit - 1]
     boundary = cut.rfind(" ")
     if boundary > limit // 2:
         cut = cut[:boundary]

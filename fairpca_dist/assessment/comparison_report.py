@@ -19,12 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from fairpca_dist.assessment import charts
-from fairpca_dist.io.atomic import atomic_directory, input_paths
 from fairpca_dist.assessment.comparison import DOWNSTREAM_KEYS, Candidate, Comparison, one_line
 from fairpca_dist.assessment.downstream import degenerate_mark
-from fairpca_dist.assessment.scoring import Criterion
-from fairpca_dist.io.storage import Location, StorageOptions, as_given
 from fairpca_dist.assessment.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
+from fairpca_dist.assessment.scoring import Criterion
+from fairpca_dist.io.atomic import atomic_directory, input_paths
+from fairpca_dist.io.storage import Location, StorageOptions, as_given
 
 __all__ = ["write_comparison", "COMPARISON_FILE", "COMPARISON_FILES"]
 
@@ -34,24 +34,33 @@ COMPARISON_FILES = (COMPARISON_FILE, "comparison.csv", "comparison.md", "compari
 ``group_error_vs_r.png`` come beside them."""
 
 
-def write_comparison(comparison: Comparison, out_dir: str | os.PathLike[str], *, source: str | None = None,
-                     storage_options: StorageOptions | None = None) -> Path | str:
+def write_comparison(
+    comparison: Comparison,
+    out_dir: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    storage_options: StorageOptions | None = None,
+) -> Path | str:
     """Write the comparison's files into ``out_dir``, replacing the folder as a whole (readers
     see the old one or the new one, never a mix). ``source``, the table compared, must not
     overlap ``out_dir``. ``out_dir`` may be a URL, opened with ``storage_options``."""
     title = f"Fair PCA methods compared{f' on {source}' if source else ''}"
-    with atomic_directory(out_dir, inputs=input_paths(source), marker=COMPARISON_FILE,
-                          storage_options=storage_options) as folder:
+    with atomic_directory(
+        out_dir, inputs=input_paths(source), marker=COMPARISON_FILE, storage_options=storage_options
+    ) as folder:
         images = _plots(comparison, folder)
         blocks = _blocks(comparison, title, images)
         (folder / "comparison.md").write_text(markdown(blocks), encoding="utf-8")
         (folder / "comparison.html").write_text(
-            html_page(blocks, {name: (folder / f"{name}.png").read_bytes() for name in images}, title), encoding="utf-8")
+            html_page(blocks, {name: (folder / f"{name}.png").read_bytes() for name in images}, title), encoding="utf-8"
+        )
         with (folder / "comparison.csv").open("wb") as file:
             comparison.table().to_csv(file, index=False)
         (folder / COMPARISON_FILE).write_text(
-            json.dumps({"source": source, **comparison.to_dict()}, indent=2, allow_nan=False, ensure_ascii=False) + "\n",
-            encoding="utf-8")
+            json.dumps({"source": source, **comparison.to_dict()}, indent=2, allow_nan=False, ensure_ascii=False)
+            + "\n",
+            encoding="utf-8",
+        )
     return as_given(out_dir)
 
 
@@ -83,16 +92,29 @@ def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[
             Heading(3, "Trade-off plots"),
             *(Image(name, caption) for name, caption in images.items() if name.startswith(f"pareto_r{r}_")),
             Heading(3, "Fits"),
-            Table(["method", "status", "out-of-sample status", "fit s", "passes over the rows", "message"],
-                  [[c.label, c.status, one_line(c.out_of_sample_status), f"{c.seconds:.2f}", str(c.passes),
-                    one_line(c.message)] for c in candidates]),
+            Table(
+                ["method", "status", "out-of-sample status", "fit s", "passes over the rows", "message"],
+                [
+                    [
+                        c.label,
+                        c.status,
+                        one_line(c.out_of_sample_status),
+                        f"{c.seconds:.2f}",
+                        str(c.passes),
+                        one_line(c.message),
+                    ]
+                    for c in candidates
+                ],
+            ),
         ]
     if "group_error_vs_r" in images:
         blocks += [Heading(2, "Per-group error against r"), Image("group_error_vs_r", images["group_error_vs_r"])]
     blocks += [
         Heading(2, "Settings"),
-        Paragraph(f"Grids and fixed options: {json.dumps(settings['methods'], sort_keys=True)}. "
-                  f"RBF MMD²: {_rbf_sentence(settings)}. Downstream: {_downstream_sentence(comparison)}."),
+        Paragraph(
+            f"Grids and fixed options: {json.dumps(settings['methods'], sort_keys=True)}. "
+            f"RBF MMD²: {_rbf_sentence(settings)}. Downstream: {_downstream_sentence(comparison)}."
+        ),
     ]
     return blocks
 
@@ -124,13 +146,17 @@ def _passes_sentence(comparison: Comparison) -> str:
     passes = comparison.passes
     parts = [f"{passes.get('cell moments', 0)} for the cell moments (every moment-based method's fits and scores)"]
     if passes.get("rbf bandwidth samples") or passes.get("random-feature sums"):
-        parts.append(f"{passes['rbf bandwidth samples']} for σ's row samples and {passes['random-feature sums']} "
-                     "for the random-feature sums of the RBF MMD²")
+        parts.append(
+            f"{passes['rbf bandwidth samples']} for σ's row samples and {passes['random-feature sums']} "
+            "for the random-feature sums of the RBF MMD²"
+        )
     if passes.get("downstream sample"):
         parts.append(f"{passes['downstream sample']} for the downstream classifier's row sample")
     if readers:
-        parts.append("by the methods that read the rows: " + ", ".join(f"{c.label} at r = {c.n_components}: {c.passes}"
-                                                                        for c in readers))
+        parts.append(
+            "by the methods that read the rows: "
+            + ", ".join(f"{c.label} at r = {c.n_components}: {c.passes}" for c in readers)
+        )
     total = sum(passes.values())
     return f"Passes over the rows: {total} in all — " + "; ".join(parts) + "."
 
@@ -139,18 +165,22 @@ def _rbf_sentence(settings: dict) -> str:
     if not settings["rbf_mmd"]:
         return "not measured (the rows were not given, or it was switched off)"
     sigmas = ", ".join(f"r = {r}: {value:.4g}" for r, value in settings["sigma"].items())
-    return (f"{settings['n_random_features']} random Fourier features over every row; σ by the median heuristic at "
-            f"each r's PCA projection ({sigmas}), also given to mmd fits")
+    return (
+        f"{settings['n_random_features']} random Fourier features over every row; σ by the median heuristic at "
+        f"each r's PCA projection ({sigmas}), also given to mmd fits"
+    )
 
 
 def _downstream_sentence(comparison: Comparison) -> str:
     downstream = comparison.downstream
     if downstream is None:
         return "not measured (give a target column)"
-    return (f"StandardScaler + LogisticRegression on each projection of a row sample, predicting "
-            f"{downstream['target']!r} = {downstream['positive_class']!r}, trained on {downstream['n_train']} rows and "
-            f"scored on {downstream['n_test']} held-out ones; DP difference is the largest minus the smallest "
-            "per-group positive rate")
+    return (
+        f"StandardScaler + LogisticRegression on each projection of a row sample, predicting "
+        f"{downstream['target']!r} = {downstream['positive_class']!r}, trained on {downstream['n_train']} rows and "
+        f"scored on {downstream['n_test']} held-out ones; DP difference is the largest minus the smallest "
+        "per-group positive rate"
+    )
 
 
 # ---------------------------------------------------------------------- figures
@@ -165,8 +195,9 @@ def _plots(comparison: Comparison, folder: Location) -> dict[str, str]:
                 images[name] = f"Explained variance against {criterion.title} at r = {r} (in sample); front in black"
     if len(comparison.ranks) > 1:
         _group_error_plot(comparison, folder / "group_error_vs_r.png")
-        images["group_error_vs_r"] = ("Each method's per-group reconstruction error against r (in sample; the first "
-                                      "point of its grid)")
+        images["group_error_vs_r"] = (
+            "Each method's per-group reconstruction error against r (in sample; the first point of its grid)"
+        )
     return images
 
 
@@ -185,8 +216,14 @@ def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Loc
     sweeps = {m: [point(c) for c in candidates if c.method == m and not flagged(c)] for m in methods}
     marked = {m: [point(c) for c in candidates if c.method == m and flagged(c)] for m in methods}
     front = [point(c) for c in comparison.front(r, criterion.key)]
-    charts.pareto(path, sweeps, front, xlabel=f"{criterion.title} ({criterion.better} is fairer)", title=f"r = {r}",
-                  flagged=marked)
+    charts.pareto(
+        path,
+        sweeps,
+        front,
+        xlabel=f"{criterion.title} ({criterion.better} is fairer)",
+        title=f"r = {r}",
+        flagged=marked,
+    )
 
 
 def _group_error_plot(comparison: Comparison, path: Location) -> None:
@@ -195,8 +232,7 @@ def _group_error_plot(comparison: Comparison, path: Location) -> None:
     for method in dict.fromkeys(c.method for c in comparison.candidates):
         curve = [_first_point(comparison, method, r) for r in comparison.ranks]
         panels[method] = np.array([c.in_sample.group_error if c is not None and c.ok else missing for c in curve])
-    charts.group_panels(path, comparison.ranks, panels, comparison.group_names,
-                        ylabel="group reconstruction error")
+    charts.group_panels(path, comparison.ranks, panels, comparison.group_names, ylabel="group reconstruction error")
 
 
 def _first_point(comparison: Comparison, method: str, r: int) -> Candidate | None:

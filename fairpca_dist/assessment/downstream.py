@@ -30,16 +30,24 @@ from sklearn.model_selection import train_test_split
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from fairpca_dist.assessment.rendering import Block, Paragraph, Table, number
+from fairpca_dist.engine.moments import sorted_labels
 from fairpca_dist.exceptions import InputError, SchemaError
 from fairpca_dist.io.jsonable import jsonable
-from fairpca_dist.engine.moments import sorted_labels
-from fairpca_dist.assessment.rendering import Block, Paragraph, Table, number
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names, listed, listed_counts
 
-__all__ = ["CONSTANT_SHARE", "MIN_GROUP_TEST_ROWS", "NOISE_STANDARD_ERRORS", "base_rate_sentence",
-           "check_binary_target", "degenerate_mark", "downstream_blocks", "downstream_parity",
-           "small_groups_sentence"]
+__all__ = [
+    "CONSTANT_SHARE",
+    "MIN_GROUP_TEST_ROWS",
+    "NOISE_STANDARD_ERRORS",
+    "base_rate_sentence",
+    "check_binary_target",
+    "degenerate_mark",
+    "downstream_blocks",
+    "downstream_parity",
+    "small_groups_sentence",
+]
 
 _CLASSIFIER_MAX_ITER = 1000
 _CLASSIFIER = f"StandardScaler + LogisticRegression(lbfgs, C=1, max_iter={_CLASSIFIER_MAX_ITER})"
@@ -128,13 +136,12 @@ def downstream_parity(
     sensitive = [sensitive] if isinstance(sensitive, str) else list(sensitive)
     _check_sample(sample, features, sensitive, target, models)
     y, positive = _binary_target(sample[target], target)
-    labels, values = pd.factorize(pd.MultiIndex.from_frame(sample[sensitive]) if len(sensitive) > 1
-                                  else sample[sensitive[0]])
+    labels, values = pd.factorize(
+        pd.MultiIndex.from_frame(sample[sensitive]) if len(sensitive) > 1 else sample[sensitive[0]]
+    )
     groups = np.asarray(group_display_names(list(values), sensitive, group_names, strict=False))[labels]
     x = sample[features].to_numpy(dtype=np.float64)
-    train, test = train_test_split(
-        np.arange(len(sample)), test_size=test_size, random_state=random_state, stratify=y
-    )
+    train, test = train_test_split(np.arange(len(sample)), test_size=test_size, random_state=random_state, stratify=y)
 
     base_rate = float(y[test].mean())
     majority = max(base_rate, 1.0 - base_rate)
@@ -142,29 +149,36 @@ def downstream_parity(
     def scores(inputs: np.ndarray) -> dict[str, Any]:
         classifier = _classifier().fit(inputs[train], y[train])
         predicted = classifier.predict(inputs[test])
-        return {**_parity_scores(y[test], predicted, groups[test], inputs.shape[1]),
-                "predicted_positive_share": float(predicted.mean()),
-                "degenerate": _degenerate(y[test], predicted, majority)}
+        return {
+            **_parity_scores(y[test], predicted, groups[test], inputs.shape[1]),
+            "predicted_positive_share": float(predicted.mean()),
+            "degenerate": _degenerate(y[test], predicted, majority),
+        }
 
     counts = pd.Series(groups[test]).value_counts().sort_index()
-    return jsonable({
-        "target": target,
-        "positive_class": positive,
-        "sensitive": sensitive,
-        "n_train": len(train),
-        "n_test": len(test),
-        "test_size": test_size,
-        "random_state": random_state,
-        "classifier": _CLASSIFIER,
-        "base_rate": base_rate,
-        "majority_accuracy": majority,
-        "group_test_counts": {str(group): int(n) for group, n in counts.items()},
-        "groups_too_small": {str(group): int(n) for group, n in counts.items() if n < MIN_GROUP_TEST_ROWS},
-        "thresholds": {"constant_share": CONSTANT_SHARE, "noise_standard_errors": NOISE_STANDARD_ERRORS,
-                       "min_group_test_rows": MIN_GROUP_TEST_ROWS},
-        "reference": scores(x),
-        "models": {name: scores(model.transform(x)) for name, model in models.items()},
-    })
+    return jsonable(
+        {
+            "target": target,
+            "positive_class": positive,
+            "sensitive": sensitive,
+            "n_train": len(train),
+            "n_test": len(test),
+            "test_size": test_size,
+            "random_state": random_state,
+            "classifier": _CLASSIFIER,
+            "base_rate": base_rate,
+            "majority_accuracy": majority,
+            "group_test_counts": {str(group): int(n) for group, n in counts.items()},
+            "groups_too_small": {str(group): int(n) for group, n in counts.items() if n < MIN_GROUP_TEST_ROWS},
+            "thresholds": {
+                "constant_share": CONSTANT_SHARE,
+                "noise_standard_errors": NOISE_STANDARD_ERRORS,
+                "min_group_test_rows": MIN_GROUP_TEST_ROWS,
+            },
+            "reference": scores(x),
+            "models": {name: scores(model.transform(x)) for name, model in models.items()},
+        }
+    )
 
 
 def _check_sample(
@@ -190,8 +204,10 @@ def _check_sample(
         raise InputError(f"column(s) {incomplete} of the sample contain missing values; drop or fill those rows")
     for name, model in models.items():
         if list(model.feature_names) != features:
-            raise SchemaError(f"model {name!r} was fitted on other features than the sample's: "
-                              + differences("the model", model.feature_names, "the sample", features))
+            raise SchemaError(
+                f"model {name!r} was fitted on other features than the sample's: "
+                + differences("the model", model.feature_names, "the sample", features)
+            )
 
 
 def check_binary_target(counts: pd.Series, name: str) -> list[Hashable]:
@@ -250,8 +266,10 @@ def _degenerate(y_true: np.ndarray, y_pred: np.ndarray, majority: float) -> str 
     accuracy = accuracy_score(y_true, y_pred)
     noise = _noise(majority, len(y_true))
     if accuracy <= majority + noise:
-        return (f"≈ base rate: accuracy {accuracy:.4g}, not above the majority class's {majority:.4g} by more "
-                f"than {NOISE_STANDARD_ERRORS:g} standard errors ({noise:.2g})")
+        return (
+            f"≈ base rate: accuracy {accuracy:.4g}, not above the majority class's {majority:.4g} by more "
+            f"than {NOISE_STANDARD_ERRORS:g} standard errors ({noise:.2g})"
+        )
     return None
 
 
@@ -285,16 +303,26 @@ def downstream_blocks(downstream: dict, labels: dict[str, str]) -> list[Block]:
         Paragraph(base_rate_sentence(downstream)),
         Table(
             ["inputs", "columns", "accuracy", "DP difference", "DP ratio", "note"],
-            [[name, *(number(scores[key]) for key in ("n_inputs", "accuracy", "demographic_parity_difference",
-                                                      "demographic_parity_ratio")), scores["degenerate"] or ""]
-             for name, scores in entries.items()],
+            [
+                [
+                    name,
+                    *(
+                        number(scores[key])
+                        for key in ("n_inputs", "accuracy", "demographic_parity_difference", "demographic_parity_ratio")
+                    ),
+                    scores["degenerate"] or "",
+                ]
+                for name, scores in entries.items()
+            ],
         ),
         *(Paragraph(sentence) for sentence in _against_pca(downstream, labels)),
         *([Paragraph(small)] if small else []),
         Table(
             ["group", "test rows", *(f"selection rate ({name})" for name in entries)],
-            [[group, str(n), *(number(scores["selection_rate"].get(group)) for scores in entries.values())]
-             for group, n in counts.items()],
+            [
+                [group, str(n), *(number(scores["selection_rate"].get(group)) for scores in entries.values())]
+                for group, n in counts.items()
+            ],
         ),
     ]
 
@@ -321,9 +349,11 @@ def small_groups_sentence(downstream: dict) -> str | None:
     small = downstream["groups_too_small"]
     if not small:
         return None
-    return (f"Warning: {len(small)} group(s) have fewer than {downstream['thresholds']['min_group_test_rows']} test "
-            f"rows ({listed_counts(small)}): their selection rates, and the DP difference and ratio built from "
-            "them, rest on a handful of predictions and may move a lot with another split.")
+    return (
+        f"Warning: {len(small)} group(s) have fewer than {downstream['thresholds']['min_group_test_rows']} test "
+        f"rows ({listed_counts(small)}): their selection rates, and the DP difference and ratio built from "
+        "them, rest on a handful of predictions and may move a lot with another split."
+    )
 
 
 def _against_pca(downstream: dict, labels: dict[str, str]) -> list[str]:
@@ -343,14 +373,21 @@ def _against_pca(downstream: dict, labels: dict[str, str]) -> list[str]:
             sentences.append(
                 "; ".join(f"{who}'s classifier is degenerate ({reason})" for who, reason in flagged)
                 + f": its DP difference and accuracy are no measure of the projection's fairness, so {label} and "
-                  f"{pca_label} cannot be compared downstream.")
+                f"{pca_label} cannot be compared downstream."
+            )
             continue
         ours, theirs = scores["demographic_parity_difference"], pca["demographic_parity_difference"]
-        evenness = ("less evenly across groups than" if ours > theirs else
-                    "more evenly across groups than" if ours < theirs else "as evenly across groups as")
+        evenness = (
+            "less evenly across groups than"
+            if ours > theirs
+            else "more evenly across groups than"
+            if ours < theirs
+            else "as evenly across groups as"
+        )
         sentences.append(
             f"{label}'s classifier selects {evenness} {pca_label}'s: DP difference {ours:.4g} against "
-            f"{theirs:.4g}, accuracy {scores['accuracy']:.4g} against {pca['accuracy']:.4g}.")
+            f"{theirs:.4g}, accuracy {scores['accuracy']:.4g} against {pca['accuracy']:.4g}."
+        )
     return sentences
 
 

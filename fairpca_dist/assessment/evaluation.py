@@ -44,12 +44,12 @@ from typing import Any, Union
 import numpy as np
 import pandas as pd
 
+from fairpca_dist.assessment.scoring import ProjectionScores, score_projection
 from fairpca_dist.engine.cells import CellMoments
-from fairpca_dist.exceptions import GroupError, InputError
-from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.engine.moments import Center, GroupMoments, label_to_json
 from fairpca_dist.engine.progress import progress_bar
-from fairpca_dist.assessment.scoring import ProjectionScores, score_projection
+from fairpca_dist.exceptions import GroupError, InputError
+from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.solvers import CENTERS, SOLVERS, FairProjection, fit_projection, solver_options
 from fairpca_dist.solvers.checks import integer, number
 
@@ -76,7 +76,7 @@ PAPER_GRIDS: dict[str, dict[str, tuple[Any, ...]]] = {
 }
 
 Method = Union[str, Callable[..., FairProjection]]
-Methods = Union[Method, Sequence[Method], Mapping[Method, Union[Mapping[str, Any], None]]]
+Methods = Union[Method, Sequence[Method], Mapping[Method, Mapping[str, Any] | None]]
 
 
 # ----------------------------------------------------------------------------- splits
@@ -119,8 +119,7 @@ def plan_splits(
         )
     if n_train < n_folds:
         raise InputError(
-            f"the training part has {n_train} cell(s), fewer than n_folds={n_folds}: "
-            f"use more cells or fewer folds"
+            f"the training part has {n_train} cell(s), fewer than n_folds={n_folds}: use more cells or fewer folds"
         )
     possible = math.comb(n_cells, n_train)
     if possible < n_splits:
@@ -137,12 +136,14 @@ def plan_splits(
     splits = []
     for index, train in enumerate(chosen):
         dealt = np.array_split(rng.permutation(np.array(train)), n_folds)
-        splits.append(Split(
-            index=index,
-            train=tuple(cells[i] for i in train),
-            test=tuple(cells[i] for i in range(n_cells) if i not in train),
-            folds=tuple(tuple(cells[i] for i in sorted(fold.tolist())) for fold in dealt),
-        ))
+        splits.append(
+            Split(
+                index=index,
+                train=tuple(cells[i] for i in train),
+                test=tuple(cells[i] for i in range(n_cells) if i not in train),
+                folds=tuple(tuple(cells[i] for i in sorted(fold.tolist())) for fold in dealt),
+            )
+        )
     return tuple(splits)
 
 
@@ -168,12 +169,15 @@ def _check_cover(cells: CellMoments, splits: Sequence[Split], min_group_size: in
             found = count[[position[c] for c in members]].sum(axis=0)
             short = [f"{g!r} ({int(n)} row(s))" for g, n in zip(cells.groups, found) if n < needed]
             if short:
-                problems.append(f"split {split.index}: the {role} cells {list(members)} hold too few rows of "
-                                f"group(s) {', '.join(short)}; at least {needed} needed")
+                problems.append(
+                    f"split {split.index}: the {role} cells {list(members)} hold too few rows of "
+                    f"group(s) {', '.join(short)}; at least {needed} needed"
+                )
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise GroupError("; ".join(problems[:3]) + more +
-                         ". Use fewer, larger cells, a larger train_fraction or fewer folds.")
+        raise GroupError(
+            "; ".join(problems[:3]) + more + ". Use fewer, larger cells, a larger train_fraction or fewer folds."
+        )
 
 
 # ----------------------------------------------------------------------------- methods and grids
@@ -192,8 +196,9 @@ def _swept(value: Any) -> bool:
     return isinstance(value, (list, tuple, np.ndarray, range))
 
 
-def method_plans(methods: Methods, grids: Mapping[str, Mapping[str, Any]] = PAPER_GRIDS, *,
-                 rows_allowed: bool = False) -> tuple[MethodPlan, ...]:
+def method_plans(
+    methods: Methods, grids: Mapping[str, Mapping[str, Any]] = PAPER_GRIDS, *, rows_allowed: bool = False
+) -> tuple[MethodPlan, ...]:
     """Methods with their fixed options and grid: a list or tuple of values is swept, any other
     value is fixed; options not given keep their ``grids`` entry (:data:`PAPER_GRIDS` here).
     Without ``rows_allowed``, methods that read the rows are refused."""
@@ -220,8 +225,9 @@ def method_plans(methods: Methods, grids: Mapping[str, Mapping[str, Any]] = PAPE
             raise InputError(f"a method must be a name in {sorted(SOLVERS)} or a solver function, got {method!r}")
         unknown = sorted(set(spec) - allowed) if allowed is not None else []
         if unknown:
-            raise InputError(f"unknown option(s) {unknown} for method {name!r}; valid options: "
-                             f"{sorted(allowed) or 'none'}")
+            raise InputError(
+                f"unknown option(s) {unknown} for method {name!r}; valid options: {sorted(allowed) or 'none'}"
+            )
         swept = {key: tuple(values) for key, values in spec.items() if _swept(values)}
         empty = [key for key, values in swept.items() if not values]
         if empty:
@@ -288,13 +294,22 @@ class Evaluation:
         """One row per method and split: chosen parameters and the four scores."""
         rows = []
         for result in self.results:
-            rows.append({
-                "method": result.method, "split": result.split, "params": json.dumps(result.params),
-                "test_abdiff": result.test.abdiff, "test_are": result.test.are,
-                "train_abdiff": result.train.abdiff, "train_are": result.train.are,
-                "test_abdiff_within": result.test.abdiff_within, "train_abdiff_within": result.train.abdiff_within,
-                "fits": result.fits, "seconds": result.seconds, "converged": result.converged,
-            })
+            rows.append(
+                {
+                    "method": result.method,
+                    "split": result.split,
+                    "params": json.dumps(result.params),
+                    "test_abdiff": result.test.abdiff,
+                    "test_are": result.test.are,
+                    "train_abdiff": result.train.abdiff,
+                    "train_are": result.train.are,
+                    "test_abdiff_within": result.test.abdiff_within,
+                    "train_abdiff_within": result.train.abdiff_within,
+                    "fits": result.fits,
+                    "seconds": result.seconds,
+                    "converged": result.converged,
+                }
+            )
         return pd.DataFrame(rows)
 
     def summary(self) -> pd.DataFrame:
@@ -319,7 +334,8 @@ class Evaluation:
         (the paper's Pareto view of the grid)."""
         rows = [
             {"method": result.method, "params": json.dumps(point.params), "abdiff": point.abdiff, "are": point.are}
-            for result in self.results for point in result.cross_validation
+            for result in self.results
+            for point in result.cross_validation
         ]
         if not rows:
             return pd.DataFrame(columns=["method", "params", "abdiff", "are"])
@@ -327,42 +343,76 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         """Everything, as JSON-ready values."""
+
         def scores(s: ProjectionScores) -> dict[str, Any]:
-            return {"are": s.are, "abdiff": s.abdiff, "abdiff_within": s.abdiff_within,
-                    "group_errors": s.group_error.tolist(), "group_errors_within": s.group_error_within.tolist()}
+            return {
+                "are": s.are,
+                "abdiff": s.abdiff,
+                "abdiff_within": s.abdiff_within,
+                "group_errors": s.group_error.tolist(),
+                "group_errors_within": s.group_error_within.tolist(),
+            }
 
         return {
             "settings": self.settings,
             "groups": [label_to_json(g) for g in self.groups],
             "seconds": self.seconds,
-            "splits": [{"index": s.index, "train": [label_to_json(c) for c in s.train],
-                        "test": [label_to_json(c) for c in s.test],
-                        "folds": [[label_to_json(c) for c in fold] for fold in s.folds]} for s in self.splits],
-            "results": [{
-                "method": r.method, "split": r.split, "params": jsonable(r.params), "fits": r.fits, "seconds": r.seconds,
-                "converged": r.converged, "warnings": list(r.warnings), "test": scores(r.test),
-                "train": scores(r.train),
-                "cross_validation": [{"params": jsonable(g.params), "abdiff": g.abdiff, "are": g.are}
-                                     for g in r.cross_validation],
-            } for r in self.results],
+            "splits": [
+                {
+                    "index": s.index,
+                    "train": [label_to_json(c) for c in s.train],
+                    "test": [label_to_json(c) for c in s.test],
+                    "folds": [[label_to_json(c) for c in fold] for fold in s.folds],
+                }
+                for s in self.splits
+            ],
+            "results": [
+                {
+                    "method": r.method,
+                    "split": r.split,
+                    "params": jsonable(r.params),
+                    "fits": r.fits,
+                    "seconds": r.seconds,
+                    "converged": r.converged,
+                    "warnings": list(r.warnings),
+                    "test": scores(r.test),
+                    "train": scores(r.train),
+                    "cross_validation": [
+                        {"params": jsonable(g.params), "abdiff": g.abdiff, "are": g.are} for g in r.cross_validation
+                    ],
+                }
+                for r in self.results
+            ],
         }
 
     def markdown(self) -> str:
         """The summary as a Markdown table (mean ± s.d. over splits)."""
         summary = self.summary()
-        lines = ["| method | test ABDiff | test ARE | train ABDiff | train ARE | chosen | fits | s |",
-                 "|---|---|---|---|---|---|---|---|"]
+        lines = [
+            "| method | test ABDiff | test ARE | train ABDiff | train ARE | chosen | fits | s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for method, row in summary.iterrows():
-            cells = [f"{row[c]:.4f} ± {row[c + '_std']:.4f}" for c in ("test_abdiff", "test_are", "train_abdiff",
-                                                                        "train_are")]
-            lines.append(f"| {method} | " + " | ".join(cells) + f" | {row['params']} | {row['fits']} | "
-                         f"{row['seconds']:.1f} |")
+            cells = [
+                f"{row[c]:.4f} ± {row[c + '_std']:.4f}"
+                for c in ("test_abdiff", "test_are", "train_abdiff", "train_are")
+            ]
+            lines.append(
+                f"| {method} | " + " | ".join(cells) + f" | {row['params']} | {row['fits']} | {row['seconds']:.1f} |"
+            )
         return "\n".join(lines)
 
 
 # ----------------------------------------------------------------------------- the protocol
-def fit_plan(moments: GroupMoments, n_components: int, plan: MethodPlan, params: dict[str, Any], seed: int,
-             fit_options: dict[str, Any], caught: list[str]) -> FairProjection:
+def fit_plan(
+    moments: GroupMoments,
+    n_components: int,
+    plan: MethodPlan,
+    params: dict[str, Any],
+    seed: int,
+    fit_options: dict[str, Any],
+    caught: list[str],
+) -> FairProjection:
     """Fit ``plan``'s method with ``params`` and ``fit_options`` (those of
     :func:`~fairpca_dist.fit_projection`, ``standardize`` a bool); warnings are collected in
     ``caught``, not shown. With standardisation, a column constant on these fitting rows keeps
@@ -372,8 +422,9 @@ def fit_plan(moments: GroupMoments, n_components: int, plan: MethodPlan, params:
         options["standardize"] = moments.feature_scale(options["ddof"], constant="keep")
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
-        model = fit_projection(moments, n_components, method=plan.method, random_state=seed,
-                               **options, **plan.fixed, **params)
+        model = fit_projection(
+            moments, n_components, method=plan.method, random_state=seed, **options, **plan.fixed, **params
+        )
     caught.extend(f"{r.category.__name__}: {r.message}" for r in records)
     return model
 
@@ -435,8 +486,10 @@ def evaluate(
     """
     started = time.perf_counter()
     if not isinstance(cells, CellMoments):
-        raise InputError(f"evaluate needs per-cell moments (CellMoments), got {type(cells).__name__}; "
-                         "compute them with compute_moments(..., cells=HashCells(...))")
+        raise InputError(
+            f"evaluate needs per-cell moments (CellMoments), got {type(cells).__name__}; "
+            "compute them with compute_moments(..., cells=HashCells(...))"
+        )
     if center not in CENTERS:
         raise InputError(f"center={center!r} is not one of {CENTERS}")
     n_components = integer("n_components", n_components)
@@ -445,8 +498,9 @@ def evaluate(
     min_group_size = integer("min_group_size", min_group_size)
     plans = method_plans(methods)
     rng = np.random.default_rng(random_state)
-    splits = plan_splits(cells.cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds,
-                         random_state=rng)
+    splits = plan_splits(
+        cells.cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds, random_state=rng
+    )
     cross_validate = any(len(plan.grid) > 1 for plan in plans)
     _check_cover(cells, splits, min_group_size, cross_validate)
     if standardize:
@@ -460,30 +514,61 @@ def evaluate(
         for split in splits:
             train = cells.union(split.train, min_group_size=min_group_size)
             test = cells.union(split.test, min_group_size=1)
-            folds = [(cells.union(fit_on, min_group_size=min_group_size), cells.union(held, min_group_size=1))
-                     for _, fit_on, held in _fold_sets(split)] if cross_validate else []
+            folds = (
+                [
+                    (cells.union(fit_on, min_group_size=min_group_size), cells.union(held, min_group_size=1))
+                    for _, fit_on, held in _fold_sets(split)
+                ]
+                if cross_validate
+                else []
+            )
             for plan in plans:
-                results.append(_evaluate_split(plan, split, train, test, folds, seeds[split.index], n_components,
-                                               fit_options, bar))
+                results.append(
+                    _evaluate_split(plan, split, train, test, folds, seeds[split.index], n_components, fit_options, bar)
+                )
     caught = [(r.method, w) for r in results for w in r.warnings]
     for method in dict.fromkeys(m for m, _ in caught):
         messages = sorted({w for m, w in caught if m == method})
-        warnings.warn(f"evaluate: {sum(m == method for m, _ in caught)} warning(s) from {method!r} fits, e.g. "
-                      f"{messages[0]} (all in Evaluation.results[i].warnings)", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"evaluate: {sum(m == method for m, _ in caught)} warning(s) from {method!r} fits, e.g. "
+            f"{messages[0]} (all in Evaluation.results[i].warnings)",
+            UserWarning,
+            stacklevel=2,
+        )
     settings = {
-        "n_components": n_components, "n_splits": len(splits), "train_fraction": train_fraction,
-        "n_folds": n_folds, "center": center, "standardize": standardize, "ddof": ddof,
-        "min_group_size": min_group_size, "random_state": random_state, "n_cells": cells.n_cells,
+        "n_components": n_components,
+        "n_splits": len(splits),
+        "train_fraction": train_fraction,
+        "n_folds": n_folds,
+        "center": center,
+        "standardize": standardize,
+        "ddof": ddof,
+        "min_group_size": min_group_size,
+        "random_state": random_state,
+        "n_cells": cells.n_cells,
         "cells": jsonable(getattr(cells.assignment, "to_json", lambda: cells.assignment)()),
         "methods": {plan.name: {"fixed": jsonable(plan.fixed), "grid": jsonable(list(plan.grid))} for plan in plans},
     }
-    return Evaluation(settings=settings, groups=cells.groups, splits=splits, results=tuple(results),
-                      seconds=time.perf_counter() - started)
+    return Evaluation(
+        settings=settings,
+        groups=cells.groups,
+        splits=splits,
+        results=tuple(results),
+        seconds=time.perf_counter() - started,
+    )
 
 
-def _evaluate_split(plan: MethodPlan, split: Split, train: GroupMoments, test: GroupMoments,
-                    folds: Sequence[tuple[GroupMoments, GroupMoments]], seeds: np.ndarray, n_components: int,
-                    fit_options: dict[str, Any], bar: Any) -> SplitResult:
+def _evaluate_split(
+    plan: MethodPlan,
+    split: Split,
+    train: GroupMoments,
+    test: GroupMoments,
+    folds: Sequence[tuple[GroupMoments, GroupMoments]],
+    seeds: np.ndarray,
+    n_components: int,
+    fit_options: dict[str, Any],
+    bar: Any,
+) -> SplitResult:
     """Cross-validate ``plan``'s grid on the folds (when it has several points), refit the best
     point on the whole training part, score it on test and train."""
     started = time.perf_counter()
@@ -496,16 +581,27 @@ def _evaluate_split(plan: MethodPlan, split: Split, train: GroupMoments, test: G
                 model = fit_plan(fit_on, n_components, plan, params, int(seeds[j]), fit_options, caught)
                 fold_scores.append(score_projection(model, fit_on, held))
                 bar.update(1)
-            grid_scores.append(GridScore(params=params, abdiff=float(np.mean([s.abdiff for s in fold_scores])),
-                                         are=float(np.mean([s.are for s in fold_scores]))))
+            grid_scores.append(
+                GridScore(
+                    params=params,
+                    abdiff=float(np.mean([s.abdiff for s in fold_scores])),
+                    are=float(np.mean([s.are for s in fold_scores])),
+                )
+            )
         best = min(grid_scores, key=lambda g: g.criterion).params  # ties: the first grid point
     else:
         best = plan.grid[0]
     model = fit_plan(train, n_components, plan, best, int(seeds[-1]), fit_options, caught)
     bar.update(1)
     return SplitResult(
-        method=plan.name, split=split.index, params=best, cross_validation=tuple(grid_scores),
-        test=score_projection(model, train, test), train=score_projection(model, train, train),
-        fits=len(plan.grid) * len(folds) * (len(plan.grid) > 1) + 1, seconds=time.perf_counter() - started,
-        converged=model.converged, warnings=tuple(dict.fromkeys(caught)),
+        method=plan.name,
+        split=split.index,
+        params=best,
+        cross_validation=tuple(grid_scores),
+        test=score_projection(model, train, test),
+        train=score_projection(model, train, train),
+        fits=len(plan.grid) * len(folds) * (len(plan.grid) > 1) + 1,
+        seconds=time.perf_counter() - started,
+        converged=model.converged,
+        warnings=tuple(dict.fromkeys(caught)),
     )

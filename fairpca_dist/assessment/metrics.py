@@ -32,9 +32,9 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from fairpca_dist.engine.datapasses import DataPasses
-from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.engine.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, pairwise_rbf, pairwise_rff
 from fairpca_dist.engine.moments import Center, GroupMoments, sorted_labels
+from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.wording import differences
 
 __all__ = [
@@ -66,8 +66,7 @@ def _check_components(moments: GroupMoments, components: np.ndarray) -> np.ndarr
     components = np.asarray(components, dtype=np.float64)
     if components.ndim != 2 or components.shape[0] != moments.n_features:
         raise InputError(
-            f"components must have shape (n_features={moments.n_features}, n_components), "
-            f"got {components.shape}"
+            f"components must have shape (n_features={moments.n_features}, n_components), got {components.shape}"
         )
     return components
 
@@ -216,13 +215,20 @@ RBF_ESTIMATORS = ("exact", "rff")
 
 def _check_passes(moments: GroupMoments, passes: DataPasses) -> None:
     if tuple(passes.groups) != moments.groups:
-        raise GroupError("the rows have other groups than the moments: "
-                         + differences("the moments", moments.groups, "the rows", tuple(passes.groups)))
+        raise GroupError(
+            "the rows have other groups than the moments: "
+            + differences("the moments", moments.groups, "the rows", tuple(passes.groups))
+        )
 
 
 def rbf_bandwidth(
-    moments: GroupMoments, passes: DataPasses, components: np.ndarray, *, mode: str = "code",
-    max_rows_per_group: int = 2000, seed: int = 0,
+    moments: GroupMoments,
+    passes: DataPasses,
+    components: np.ndarray,
+    *,
+    mode: str = "code",
+    max_rows_per_group: int = 2000,
+    seed: int = 0,
 ) -> float:
     """σ of the RBF kernel by the median heuristic (:func:`fairpca_dist.engine.kernels.median_bandwidth`,
     ``mode`` "code" or "paper") on the rows projected by ``components``, from a uniform sample
@@ -263,11 +269,13 @@ def mmd2_rbf(
         raise InputError(f"estimator must be one of {list(RBF_ESTIMATORS)}, got {estimator!r}")
     _check_sigma(sigma)
     if estimator == "rff":
-        return mmd2_rbf_many(moments, passes, [components], sigma, n_random_features=n_random_features,
-                             random_state=random_state)[0]
+        return mmd2_rbf_many(
+            moments, passes, [components], sigma, n_random_features=n_random_features, random_state=random_state
+        )[0]
     pairs = _group_pairs(moments.n_groups)
-    values, _ = pairwise_rbf(*passes.projected(components, moments.global_mean), pairs, sigma,
-                             block_rows=block_rows, gradient=False)
+    values, _ = pairwise_rbf(
+        *passes.projected(components, moments.global_mean), pairs, sigma, block_rows=block_rows, gradient=False
+    )
     return _pair_matrix(moments.n_groups, pairs, values)
 
 
@@ -308,8 +316,10 @@ def mmd2_rbf_many(
     }
     requests = [(v, features[v.shape[1]]) for v in checked]
     pairs = _group_pairs(moments.n_groups)
-    return [_pair_matrix(moments.n_groups, pairs, pairwise_rff(sums, pairs, drawn)[0])
-            for sums, (_, drawn) in zip(passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests)]
+    return [
+        _pair_matrix(moments.n_groups, pairs, pairwise_rff(sums, pairs, drawn)[0])
+        for sums, (_, drawn) in zip(passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests)
+    ]
 
 
 def _check_sigma(sigma: float) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = ["Heading", "Paragraph", "Table", "Image", "Block", "number", "markdown", "html_page"]
 
+
 @dataclass(frozen=True)
 class Heading:
     """A section title of ``level`` 1 (the document's), 2, …"""
@@ -59,7 +60,6 @@ def number(value: Any) -> str:
     return str(value)
 
 
-
 def _markdown_row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
@@ -74,8 +74,9 @@ def markdown(blocks: Sequence[Block]) -> str:
             case Paragraph(text):
                 lines.append(text)
             case Table(header, rows):
-                lines.extend([_markdown_row(header), _markdown_row(["---"] * len(header)),
-                              *(_markdown_row(row) for row in rows)])
+                lines.extend(
+                    [_markdown_row(header), _markdown_row(["---"] * len(header)), *(_markdown_row(row) for row in rows)]
+                )
             case Image(name, caption):
                 lines.append(f"![{caption}]({name}.png)")
         lines.append("")
@@ -101,14 +102,14 @@ def html_page(blocks: Sequence[Block], images: Mapping[str, bytes], title: str) 
                 body.append(f"<p>{escape(text)}</p>")
             case Table(header, rows):
                 head = "".join(f"<th>{escape(cell)}</th>" for cell in header)
-                cells = "".join(
-                    "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows
-                )
+                cells = "".join("<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
                 body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
             case Image(name, caption):
                 data = base64.b64encode(images[name]).decode("ascii")
-                body.append(f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
-                            f"<figcaption>{escape(caption)}</figcaption></figure>")
+                body.append(
+                    f'<figure><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
+                    f"<figcaption>{escape(caption)}</figcaption></figure>"
+                )
     return (
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n'
         f"<style>{_HTML_STYLE}</style>\n</head>\n<body>\n" + "\n".join(body) + "\n</body>\n</html>\n"

@@ -65,18 +65,25 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.assessment import charts, metrics
-from fairpca_dist.io.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
-from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
-from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
-from fairpca_dist.io.jsonable import jsonable
-from fairpca_dist.engine.moments import GroupMoments, label_to_json
-from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
-from fairpca_dist.engine.progress import progress_bar
-from fairpca_dist.assessment.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
-from fairpca_dist.assessment.scoring import CRITERIA, WORSE_RTOL, Criterion, ProjectionScores, criterion_named, score_projection
-from fairpca_dist.projection import projected_columns
-from fairpca_dist.engine.datapasses import DataPasses
 from fairpca_dist.assessment.downstream import degenerate_mark, downstream_blocks, downstream_parity
+from fairpca_dist.assessment.rendering import Block, Heading, Image, Paragraph, Table, html_page, markdown, number
+from fairpca_dist.assessment.scoring import (
+    CRITERIA,
+    WORSE_RTOL,
+    Criterion,
+    ProjectionScores,
+    criterion_named,
+    score_projection,
+)
+from fairpca_dist.engine.datapasses import DataPasses
+from fairpca_dist.engine.moments import GroupMoments, label_to_json
+from fairpca_dist.engine.progress import progress_bar
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
+from fairpca_dist.io.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
+from fairpca_dist.io.jsonable import jsonable
+from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
+from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
+from fairpca_dist.projection import projected_columns
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names
@@ -262,7 +269,7 @@ def build_report(
     arms = {"pca": _refit(moments, model, model.n_components, "pca", {}), "fair": model}
     scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
     curves, stopped = _curves(moments, model, asked, passes)
-    ranks = asked[:len(curves["fair"])]
+    ranks = asked[: len(curves["fair"])]
     rbf = _rbf_mmd(working, arms, passes, rbf_mmd)
     downstream = _downstream(sample, target, sensitive, arms, group_names)
     criterion, comparison = _criteria(own, scores, rbf, downstream)
@@ -312,15 +319,20 @@ def build_report(
 
 def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
     if tuple(model.feature_names) != moments.feature_names:
-        raise SchemaError("the model was fitted on other features than the moments have: "
-                          + differences("the model", model.feature_names, "the moments", moments.feature_names))
+        raise SchemaError(
+            "the model was fitted on other features than the moments have: "
+            + differences("the model", model.feature_names, "the moments", moments.feature_names)
+        )
     if tuple(model.group_labels) != moments.groups:
-        raise GroupError("the model was fitted on other groups than the moments have: "
-                         + differences("the model", model.group_labels, "the moments", moments.groups))
+        raise GroupError(
+            "the model was fitted on other groups than the moments have: "
+            + differences("the model", model.group_labels, "the moments", moments.groups)
+        )
 
 
-def _curves(moments: GroupMoments, model: FairProjection, ranks: range, passes: DataPasses | None
-            ) -> tuple[dict[str, list[ProjectionScores]], dict[str, Any] | None]:
+def _curves(
+    moments: GroupMoments, model: FairProjection, ranks: range, passes: DataPasses | None
+) -> tuple[dict[str, list[ProjectionScores]], dict[str, Any] | None]:
     """PCA and the model's method refitted and scored at every r of ``ranks`` (a bar on a
     terminal: on wide tables, and for a method that reads the rows, these refits are most of
     the report's time), and where they stopped.
@@ -359,11 +371,15 @@ def curve_length(max_components: int | None, n_features: int, model: FairProject
     n_components = model.n_components
     if max_components is None:
         return n_components if _slow_to_refit(model.method, model.options) else min(n_features, max(10, n_components))
-    if isinstance(max_components, bool) or not isinstance(max_components, (int, np.integer)) or not (
-        n_components <= max_components <= n_features
+    if (
+        isinstance(max_components, bool)
+        or not isinstance(max_components, (int, np.integer))
+        or not (n_components <= max_components <= n_features)
     ):
-        raise InputError(f"max_components={max_components!r} must be an integer between the model's "
-                         f"n_components={n_components} and n_features={n_features}")
+        raise InputError(
+            f"max_components={max_components!r} must be an integer between the model's "
+            f"n_components={n_components} and n_features={n_features}"
+        )
     return int(max_components)
 
 
@@ -381,18 +397,30 @@ def _check_refittable(model: FairProjection) -> None:
         )
 
 
-def _refit(moments: GroupMoments, model: FairProjection, n_components: int, method: str,
-           options: dict[str, Any], passes: DataPasses | None = None) -> FairProjection:
+def _refit(
+    moments: GroupMoments,
+    model: FairProjection,
+    n_components: int,
+    method: str,
+    options: dict[str, Any],
+    passes: DataPasses | None = None,
+) -> FairProjection:
     """``method`` at ``n_components`` with the model's centring and scale (and the rows, for a
     method that reads them), seeded: a method with random starts gives the same curves on
     every run of the report."""
-    return fit_projection(moments, n_components, method=method, center=model.center, standardize=model.scale,
-                          random_state=_REFIT_SEED, passes=passes if SOLVERS[method].reads_rows(options) else None,
-                          **options)
+    return fit_projection(
+        moments,
+        n_components,
+        method=method,
+        center=model.center,
+        standardize=model.scale,
+        random_state=_REFIT_SEED,
+        passes=passes if SOLVERS[method].reads_rows(options) else None,
+        **options,
+    )
 
 
-def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None,
-             choice: str) -> dict:
+def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None, choice: str) -> dict:
     """The RBF-kernel MMD² of both arms over every row, with one σ (module docstring); a bar on
     a terminal, one tick per arm (both at once for random features): over every pair of rows
     this is the report's longest step on a long table."""
@@ -404,8 +432,9 @@ def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: D
     rows = passes.rescaled(model.scale)
     estimator = choice if choice != "auto" else "exact" if working.n_samples <= RBF_EXACT_MAX_ROWS else "rff"
     how = "every pair of rows" if estimator == "exact" else "random Fourier features"
-    with progress_bar(f"report: RBF-kernel MMD² of pca and {model.method} over {working.n_samples:,} rows ({how})"
-                      ) as bar:
+    with progress_bar(
+        f"report: RBF-kernel MMD² of pca and {model.method} over {working.n_samples:,} rows ({how})"
+    ) as bar:
         bar.total, bar.unit = (len(models) if estimator == "exact" else 1), "projection"
         if "sigma" in model.certificate:
             sigma, source = float(model.certificate["sigma"]), f"the {model.method} model's"
@@ -427,8 +456,13 @@ def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: D
     return result
 
 
-def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequence[str] | str | None,
-                models: dict[str, FairProjection], group_names: Mapping[Hashable, str] | None) -> dict:
+def _downstream(
+    sample: pd.DataFrame | None,
+    target: str | None,
+    sensitive: Sequence[str] | str | None,
+    models: dict[str, FairProjection],
+    group_names: Mapping[Hashable, str] | None,
+) -> dict:
     if sample is None or target is None:
         missing = " and no ".join(name for name, value in (("sample", sample), ("target", target)) if value is None)
         return {"skipped": f"no {missing} given"}
@@ -436,14 +470,17 @@ def _downstream(sample: pd.DataFrame | None, target: str | None, sensitive: Sequ
     features = list(fair.feature_names)
     if sensitive is None:
         sensitive = list(fair.group_columns) or [
-            column for column in sample.columns if column not in features and column != target]
-    return downstream_parity(sample, features=features, sensitive=sensitive, target=target, models=models,
-                             group_names=group_names)
+            column for column in sample.columns if column not in features and column != target
+        ]
+    return downstream_parity(
+        sample, features=features, sensitive=sensitive, target=target, models=models, group_names=group_names
+    )
 
 
 # ---------------------------------------------------------------------- criteria, side by side
-def _criteria(own: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
-              ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _criteria(
+    own: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The method's own criterion (the headline) and every other criterion measured for both
     arms, in the order of :data:`~fairpca_dist.assessment.scoring.CRITERIA` (``build_report``'s Returns)."""
     rows = {criterion.key: _criterion_row(criterion, scores, rbf, downstream) for criterion in CRITERIA}
@@ -453,19 +490,27 @@ def _criteria(own: str, scores: dict[str, ProjectionScores], rbf: dict, downstre
     return headline, [row for row in rows.values() if row["verdict"] is not None]
 
 
-def _criterion_row(criterion: Criterion, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
-                   ) -> dict[str, Any]:
+def _criterion_row(
+    criterion: Criterion, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
+) -> dict[str, Any]:
     values = {arm: _criterion_value(criterion.key, arm, scores, rbf, downstream) for arm in ARMS}
-    row = {"key": criterion.key, "title": criterion.title, "better": criterion.better,
-           "fairness": criterion.fairness, "meaning": criterion.meaning, **values,
-           **_verdict(criterion.better, values["pca"], values["fair"])}
+    row = {
+        "key": criterion.key,
+        "title": criterion.title,
+        "better": criterion.better,
+        "fairness": criterion.fairness,
+        "meaning": criterion.meaning,
+        **values,
+        **_verdict(criterion.better, values["pca"], values["fair"]),
+    }
     if criterion.key in _DOWNSTREAM_KEYS and "skipped" not in downstream:
         row["degenerate"] = {arm: reason for arm in ARMS if (reason := downstream["models"][arm].get("degenerate"))}
     return row
 
 
-def _criterion_value(key: str, arm: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
-                     ) -> float | None:
+def _criterion_value(
+    key: str, arm: str, scores: dict[str, ProjectionScores], rbf: dict, downstream: dict
+) -> float | None:
     """Criterion ``key`` of one arm, read as the comparison of methods reads it
     (:meth:`fairpca_dist.assessment.comparison.Candidate.value`): the moment-based ones from scoring, the
     RBF MMD² as the largest entry of the arm's matrix (the worst pair of groups), the
@@ -493,8 +538,10 @@ def _not_measured(key: str, rbf: dict) -> str:
     """Why the method's own criterion ``key`` has no value (the RBF MMD² of an ``mmd`` fit
     with the RBF kernel, skipped; or a value that is not finite)."""
     if key == "rbf_mmd2" and "skipped" in rbf:
-        return (f"{rbf['skipped']}; it is measured over every row (build_report: passes= and rbf_mmd other than "
-                "'none'; `fairpca report`: unless --rbf-mmd none)")
+        return (
+            f"{rbf['skipped']}; it is measured over every row (build_report: passes= and rbf_mmd other than "
+            "'none'; `fairpca report`: unless --rbf-mmd none)"
+        )
     return "its value is not a finite number"
 
 
@@ -570,8 +617,11 @@ def _group_blocks(report: dict) -> list[Block]:
     shown, more = _worst(rows, lambda row: _sortable(row["loss_fair"]), limit if len(rows) > everyone else len(rows))
     header = ["group", "n", *(f"{title} ({labels[arm]})" for title in _COLUMN_TITLES.values() for arm in ARMS)]
     return [
-        *([Paragraph(f"The {len(shown)} groups with the largest loss under {labels['fair']}, largest first:")]
-          if more else []),
+        *(
+            [Paragraph(f"The {len(shown)} groups with the largest loss under {labels['fair']}, largest first:")]
+            if more
+            else []
+        ),
         Table(header, [[number(value) for value in row.values()] for row in shown]),
         *([Paragraph(f"… and {more} more groups (every group is in report.json).")] if more else []),
     ]
@@ -609,15 +659,21 @@ def _values(row: dict) -> dict[str, str]:
     """Both arms' values of a criterion as text; a value below 1e-12 of the larger one (round-off
     of an exact 0, e.g. a linear MMD² the method sets to 0) reads "≈ 0"."""
     scale = max((abs(row[arm]) for arm in ARMS if row[arm] is not None), default=0.0)
-    return {arm: "≈ 0" if row[arm] is not None and row[arm] != 0 and abs(row[arm]) <= _ROUND_OFF * scale
-            else number(row[arm]) for arm in ARMS}
+    return {
+        arm: "≈ 0"
+        if row[arm] is not None and row[arm] != 0 and abs(row[arm]) <= _ROUND_OFF * scale
+        else number(row[arm])
+        for arm in ARMS
+    }
 
 
 def _headline(report: dict) -> str:
     """The method's own criterion, in words with its direction, for PCA and the method."""
     own, method = report["criterion"], report["model"]["method"]
-    sentence = (f"{method} is judged by its own criterion: {own['title']}, {own['meaning']}; "
-                f"{_direction(own['better'], own['fairness'])}. ")
+    sentence = (
+        f"{method} is judged by its own criterion: {own['title']}, {own['meaning']}; "
+        f"{_direction(own['better'], own['fairness'])}. "
+    )
     if own["verdict"] is None:
         return sentence + f"Not measured: {own['not_measured']}."
     shown = _values(own)
@@ -634,8 +690,9 @@ def _criteria_table(report: dict) -> Table:
 
 def _criterion_cells(row: dict, report: dict) -> list[str]:
     labels = _arm_labels(report)
-    flagged = [f"{labels[arm]}'s classifier {degenerate_mark(reason)}"
-               for arm, reason in row.get("degenerate", {}).items()]
+    flagged = [
+        f"{labels[arm]}'s classifier {degenerate_mark(reason)}" for arm, reason in row.get("degenerate", {}).items()
+    ]
     note = f"not comparable: {', '.join(flagged)}" if flagged else _change(row)
     shown = _values(row)
     return [f"{criterion_named(row['key']).arrow} {row['better']}", shown["pca"], shown["fair"], note]
@@ -649,19 +706,28 @@ def _reading(report: dict) -> list[str]:
     rows = {row["key"]: row for row in report["comparison"]}
     shown = _values(own)
     if own["verdict"] is None:
-        lines = [f"Its own criterion, {own['title']}, was not measured, so this report cannot say whether {method} "
-                 "made the groups fairer by it."]
+        lines = [
+            f"Its own criterion, {own['title']}, was not measured, so this report cannot say whether {method} "
+            "made the groups fairer by it."
+        ]
     elif own["verdict"] == "unchanged":
-        lines = [f"Its own criterion did not change: {own['title']} is {shown['pca']} for PCA and "
-                 f"{shown['fair']} for {method}."]
+        lines = [
+            f"Its own criterion did not change: {own['title']} is {shown['pca']} for PCA and "
+            f"{shown['fair']} for {method}."
+        ]
     else:
         what = "What improved" if own["verdict"] == "better" else "It did not improve its own criterion"
         lines = [f"{what}: {own['title']} from {shown['pca']} (PCA) to {shown['fair']} ({method}), {_change(own)}."]
     if own["key"] != "explained_variance_ratio":
         lines.append(_cost(rows["explained_variance_ratio"], report))
-    worse = [row for row in report["comparison"]
-             if row["fairness"] and row["verdict"] == "worse" and not row.get("degenerate")
-             and criterion_named(row["key"]).worse(row["fair"], row["pca"])]
+    worse = [
+        row
+        for row in report["comparison"]
+        if row["fairness"]
+        and row["verdict"] == "worse"
+        and not row.get("degenerate")
+        and criterion_named(row["key"]).worse(row["fair"], row["pca"])
+    ]
     if worse:
         lines.append("What got worse: " + "; ".join(_worse(row, report) for row in worse) + ".")
     else:
@@ -675,8 +741,10 @@ def _worse(row: dict, report: dict) -> str:
     shown, method = _values(row), report["model"]["method"]
     small = report["downstream"]["groups_too_small"] if row["key"] == "dp_difference" else None
     caveat = f" (from groups with as few as {min(small.values())} test rows)" if small else ""
-    return (f"{row['title']} ({_direction(row['better'], row['fairness'])}) from {shown['pca']} (PCA) to "
-            f"{shown['fair']} ({method}), {_change(row)}{caveat}")
+    return (
+        f"{row['title']} ({_direction(row['better'], row['fairness'])}) from {shown['pca']} (PCA) to "
+        f"{shown['fair']} ({method}), {_change(row)}{caveat}"
+    )
 
 
 def _cost(variance: dict, report: dict) -> str:
@@ -689,9 +757,9 @@ def _cost(variance: dict, report: dict) -> str:
         less = "" if variance["change"] is None else f", {_percent(-variance['change'])} % less"
         return f"What it cost: explained variance from {before} (PCA) to {after} ({method}){less}."
     wider = len(model["output_columns"]) > model["n_components"]
-    return (f"Explained variance rose from {before} (PCA) to {after} ({method})"
-            + (f": {method} returns {len(model['output_columns'])} columns, PCA {model['n_components']}." if wider
-               else "."))
+    return f"Explained variance rose from {before} (PCA) to {after} ({method})" + (
+        f": {method} returns {len(model['output_columns'])} columns, PCA {model['n_components']}." if wider else "."
+    )
 
 
 def _document_blocks(report: dict) -> list[Block]:
@@ -713,27 +781,40 @@ def _document_blocks(report: dict) -> list[Block]:
             f"Statistics fingerprint {report['data']['fingerprint']}; library version {report['library_version']}."
         ),
         Heading(2, "Linear-kernel MMD² between the projected groups"),
-        Paragraph("MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
-                   "project to the same mean."),
+        Paragraph(
+            "MMD²(a, b) = ‖Vᵀ(μ_a − μ_b)‖², in the model's (scaled) units: 0 means both groups "
+            "project to the same mean."
+        ),
         *_mmd_blocks(report, labels, lambda arm: report["at_model"][arm]["mmd2_linear"]),
         Heading(2, "RBF-kernel MMD² between the projected groups"),
         *_rbf_mmd_blocks(report, labels),
         Heading(2, "Against the number of components"),
-        Paragraph(f"Both methods refitted at every r = 1..{curves['n_components'][-1]}: {criterion.title} "
-                  f"({_direction(criterion.better, criterion.fairness)}) and the explained-variance ratio (EVR) of "
-                  f"all rows.{_curves_end(report)}"),
+        Paragraph(
+            f"Both methods refitted at every r = 1..{curves['n_components'][-1]}: {criterion.title} "
+            f"({_direction(criterion.better, criterion.fairness)}) and the explained-variance ratio (EVR) of "
+            f"all rows.{_curves_end(report)}"
+        ),
         Table(
-            ["r", *(f"{criterion.title} ({labels[arm]})" for arm in ARMS), *(f"EVR ({labels[arm]})" for arm in ARMS),
-             f"{labels['fair']} converged"],
             [
-                [str(r), *(number(curves["criterion"][arm][i]) for arm in ARMS),
-                 *(number(curves[arm][i]["explained_variance_ratio"]) for arm in ARMS),
-                 str(curves["fair"][i]["converged"])]
+                "r",
+                *(f"{criterion.title} ({labels[arm]})" for arm in ARMS),
+                *(f"EVR ({labels[arm]})" for arm in ARMS),
+                f"{labels['fair']} converged",
+            ],
+            [
+                [
+                    str(r),
+                    *(number(curves["criterion"][arm][i]) for arm in ARMS),
+                    *(number(curves[arm][i]["explained_variance_ratio"]) for arm in ARMS),
+                    str(curves["fair"][i]["converged"]),
+                ]
                 for i, r in enumerate(curves["n_components"])
             ],
         ),
-        *(Image(name, f"{label} per group against r: PCA and {labels['fair']}")
-          for name, (_, label) in FIGURES.items()),
+        *(
+            Image(name, f"{label} per group against r: PCA and {labels['fair']}")
+            for name, (_, label) in FIGURES.items()
+        ),
         Heading(2, "Downstream classifier"),
         *downstream_blocks(report["downstream"], labels),
     ]
@@ -745,12 +826,15 @@ def _curves_end(report: dict) -> str:
     curves, method = report["curves"], report["model"]["method"]
     stopped, last = curves["stopped"], curves["n_components"][-1]
     if stopped:
-        return (f" The curves end at r = {last}: {method} could not be fitted at r = {stopped['at']}: "
-                f"{stopped['reason']}.")
+        return (
+            f" The curves end at r = {last}: {method} could not be fitted at r = {stopped['at']}: {stopped['reason']}."
+        )
     if _slow_to_refit(method, report["model"]["options"]) and last == report["model"]["n_components"]:
-        return (f" They stop at the model's r = {last}: {method} is slow to refit (it can take minutes per r on a "
-                "few thousand rows), so by default the report does not refit it beyond its own r; ask for more with "
-                "max_components (`fairpca report --max-components`).")
+        return (
+            f" They stop at the model's r = {last}: {method} is slow to refit (it can take minutes per r on a "
+            "few thousand rows), so by default the report does not refit it beyond its own r; ask for more with "
+            "max_components (`fairpca report --max-components`)."
+        )
     return ""
 
 
@@ -759,13 +843,17 @@ def _mmd_blocks(report: dict, labels: dict[str, str], matrix: Callable[[str], li
     the pairs with the largest value in either arm, largest first, and how many more there are."""
     names = [group["name"] for group in report["data"]["groups"]]
     pairs = [(a, b) for a in range(len(names)) for b in range(a + 1, len(names))]
-    shown, more = _worst(pairs, lambda pair: max(_sortable(matrix(arm)[pair[0]][pair[1]]) for arm in ARMS),
-                         SHOWN_PAIRS)
+    shown, more = _worst(pairs, lambda pair: max(_sortable(matrix(arm)[pair[0]][pair[1]]) for arm in ARMS), SHOWN_PAIRS)
     return [
-        *([Paragraph(f"The {len(shown)} pairs of groups with the largest MMD² under either arm, largest first:")]
-          if more else []),
-        Table(["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
-              [[names[a], names[b], *(number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in shown]),
+        *(
+            [Paragraph(f"The {len(shown)} pairs of groups with the largest MMD² under either arm, largest first:")]
+            if more
+            else []
+        ),
+        Table(
+            ["group a", "group b", *(f"MMD² ({labels[arm]})" for arm in ARMS)],
+            [[names[a], names[b], *(number(matrix(arm)[a][b]) for arm in ARMS)] for a, b in shown],
+        ),
         *([Paragraph(f"… and {more} more pairs (every pair is in report.json).")] if more else []),
     ]
 
@@ -787,12 +875,17 @@ def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[Block]:
     rbf = report["rbf_mmd"]
     if "skipped" in rbf:
         return [Paragraph(f"Skipped: {rbf['skipped']}.")]
-    how = ("every pair of rows, in kernel blocks" if rbf["estimator"] == "exact"
-           else f"{rbf['n_random_features']} random Fourier features (an estimate; its error shrinks as 1/√D)")
+    how = (
+        "every pair of rows, in kernel blocks"
+        if rbf["estimator"] == "exact"
+        else f"{rbf['n_random_features']} random Fourier features (an estimate; its error shrinks as 1/√D)"
+    )
     return [
-        Paragraph(f"Biased MMD² of the projected groups under k(u, v) = exp(−‖u − v‖² / (2σ²)), over every "
-                   f"row: {how}; σ = {number(rbf['sigma'])} ({rbf['sigma_source']}), the same for both arms. "
-                   "0 means the projected groups have the same distribution."),
+        Paragraph(
+            f"Biased MMD² of the projected groups under k(u, v) = exp(−‖u − v‖² / (2σ²)), over every "
+            f"row: {how}; σ = {number(rbf['sigma'])} ({rbf['sigma_source']}), the same for both arms. "
+            "0 means the projected groups have the same distribution."
+        ),
         *_mmd_blocks(report, labels, lambda arm: rbf[arm]),
     ]
 
@@ -800,16 +893,29 @@ def _rbf_mmd_blocks(report: dict, labels: dict[str, str]) -> list[Block]:
 def _plot(report: dict, quantity: str, ylabel: str, path: Location) -> None:
     """Per-group ``quantity`` against r for both arms (:func:`fairpca_dist.assessment.charts.group_curves`)."""
     curves, labels = report["curves"], _arm_labels(report)
-    arms = {labels[arm]: np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
-            for arm in ARMS}
-    charts.group_curves(path, curves["n_components"], arms, [group["name"] for group in report["data"]["groups"]],
-                        ylabel=ylabel, title=report["title"],
-                        worse="lower" if quantity == "group_explained_variance_ratio" else "higher")
+    arms = {
+        labels[arm]: np.array([point[quantity] for point in curves[arm]], dtype=np.float64)  # None -> NaN
+        for arm in ARMS
+    }
+    charts.group_curves(
+        path,
+        curves["n_components"],
+        arms,
+        [group["name"] for group in report["data"]["groups"]],
+        ylabel=ylabel,
+        title=report["title"],
+        worse="lower" if quantity == "group_explained_variance_ratio" else "higher",
+    )
 
 
 # ---------------------------------------------------------------------- writing
-def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os.PathLike[str]] = (),
-                 storage_options: StorageOptions | None = None) -> ReportFiles:
+def write_report(
+    report: dict,
+    out_dir: str | Path,
+    *,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    storage_options: StorageOptions | None = None,
+) -> ReportFiles:
     """Write ``report.json``, ``report.md``, ``report.html`` and the PNGs of :data:`FIGURES`.
 
     ``report.json`` has sorted keys, indent 2, and null for non-finite numbers. ``report.md``
@@ -857,8 +963,12 @@ def write_report(report: dict, out_dir: str | Path, *, inputs: Iterable[str | os
 
 def _report_files(folder: str | os.PathLike[str], kind: Callable[[str], Any]) -> ReportFiles:
     base = os.fspath(folder).rstrip("/")
-    return ReportFiles(json=kind(f"{base}/{REPORT_FILE}"), markdown=kind(f"{base}/report.md"),
-                       html=kind(f"{base}/report.html"), figures={name: kind(f"{base}/{name}.png") for name in FIGURES})
+    return ReportFiles(
+        json=kind(f"{base}/{REPORT_FILE}"),
+        markdown=kind(f"{base}/report.md"),
+        html=kind(f"{base}/report.html"),
+        figures={name: kind(f"{base}/{name}.png") for name in FIGURES},
+    )
 
 
 def _render(report: dict, folder: Location) -> list[str]:

@@ -34,13 +34,21 @@ from typing import Any
 import numpy as np
 
 from fairpca_dist.assessment import metrics
-from fairpca_dist.exceptions import InputError
 from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences
 
-__all__ = ["CRITERIA", "WORSE_ATOL", "WORSE_RTOL", "Criterion", "ProjectionScores", "criterion_named", "own_criterion",
-           "score_projection"]
+__all__ = [
+    "CRITERIA",
+    "WORSE_ATOL",
+    "WORSE_RTOL",
+    "Criterion",
+    "ProjectionScores",
+    "criterion_named",
+    "own_criterion",
+    "score_projection",
+]
 
 
 WORSE_RTOL, WORSE_ATOL = 0.01, 1e-6
@@ -98,25 +106,67 @@ class Criterion:
 
 
 CRITERIA: tuple[Criterion, ...] = (
-    Criterion("explained_variance_ratio", "explained variance", "higher", False,
-              meaning="the share of the variance of all rows the projection keeps"),
-    Criterion("max_loss", "max group loss", "lower", True,
-              meaning="the largest over the groups of a group's reconstruction error minus the smallest error "
-                      "any r-dimensional projection gives that group (Samadi et al.'s loss)"),
-    Criterion("min_group_variance", "min group variance", "higher", True,
-              meaning="the smallest variance the projection keeps of any group (Babu et al.'s max-min criterion)"),
-    Criterion("abdiff", "ABDiff", "lower", True,
-              meaning="the largest minus the smallest group reconstruction error (Vu et al.)"),
-    Criterion("are", "ARE", "lower", False,
-              meaning="the average reconstruction error over all rows (Vu et al.)"),
-    Criterion("mmd2_linear", "linear MMD²", "lower", True,
-              meaning="the largest squared distance between the projected group means, ‖Vᵀ(μ_a − μ_b)‖²"),
-    Criterion("rbf_mmd2", "RBF MMD²", "lower", True, out_of_sample=False,
-              meaning="the largest RBF-kernel MMD² between the projected groups' distributions"),
-    Criterion("accuracy", "downstream accuracy", "higher", False, out_of_sample=False,
-              meaning="the accuracy of a classifier trained on the projection"),
-    Criterion("dp_difference", "DP difference", "lower", True, out_of_sample=False,
-              meaning="the largest minus the smallest per-group positive rate of that classifier"),
+    Criterion(
+        "explained_variance_ratio",
+        "explained variance",
+        "higher",
+        False,
+        meaning="the share of the variance of all rows the projection keeps",
+    ),
+    Criterion(
+        "max_loss",
+        "max group loss",
+        "lower",
+        True,
+        meaning="the largest over the groups of a group's reconstruction error minus the smallest error "
+        "any r-dimensional projection gives that group (Samadi et al.'s loss)",
+    ),
+    Criterion(
+        "min_group_variance",
+        "min group variance",
+        "higher",
+        True,
+        meaning="the smallest variance the projection keeps of any group (Babu et al.'s max-min criterion)",
+    ),
+    Criterion(
+        "abdiff",
+        "ABDiff",
+        "lower",
+        True,
+        meaning="the largest minus the smallest group reconstruction error (Vu et al.)",
+    ),
+    Criterion("are", "ARE", "lower", False, meaning="the average reconstruction error over all rows (Vu et al.)"),
+    Criterion(
+        "mmd2_linear",
+        "linear MMD²",
+        "lower",
+        True,
+        meaning="the largest squared distance between the projected group means, ‖Vᵀ(μ_a − μ_b)‖²",
+    ),
+    Criterion(
+        "rbf_mmd2",
+        "RBF MMD²",
+        "lower",
+        True,
+        out_of_sample=False,
+        meaning="the largest RBF-kernel MMD² between the projected groups' distributions",
+    ),
+    Criterion(
+        "accuracy",
+        "downstream accuracy",
+        "higher",
+        False,
+        out_of_sample=False,
+        meaning="the accuracy of a classifier trained on the projection",
+    ),
+    Criterion(
+        "dp_difference",
+        "DP difference",
+        "lower",
+        True,
+        out_of_sample=False,
+        meaning="the largest minus the smallest per-group positive rate of that classifier",
+    ),
 )
 _CRITERIA_BY_KEY = {criterion.key: criterion for criterion in CRITERIA}
 
@@ -179,22 +229,29 @@ class ProjectionScores:
         """Every field and derived criterion, as plain values (arrays become lists)."""
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
         derived = {name: getattr(self, name) for name in ("abdiff", "abdiff_within", "max_loss", "min_group_variance")}
-        return {name: value.tolist() if isinstance(value, np.ndarray) else value
-                for name, value in {**fields, **derived}.items()}
+        return {
+            name: value.tolist() if isinstance(value, np.ndarray) else value
+            for name, value in {**fields, **derived}.items()
+        }
 
 
-def score_projection(model: FairProjection, fitted_on: GroupMoments, rows: GroupMoments | None = None
-                     ) -> ProjectionScores:
+def score_projection(
+    model: FairProjection, fitted_on: GroupMoments, rows: GroupMoments | None = None
+) -> ProjectionScores:
     """Scores of ``model`` (fitted on the rows of ``fitted_on``) on the rows of ``rows``
     (default: the fitting rows, in sample), in the model's units, about the centres of
     ``model.center`` computed on ``fitted_on`` (module docstring)."""
     rows = fitted_on if rows is None else rows
     if rows.feature_names != fitted_on.feature_names:
-        raise InputError("the scored rows have other features than the fit: "
-                         + differences("the fit", fitted_on.feature_names, "the scored rows", rows.feature_names))
+        raise InputError(
+            "the scored rows have other features than the fit: "
+            + differences("the fit", fitted_on.feature_names, "the scored rows", rows.feature_names)
+        )
     if rows.groups != fitted_on.groups:
-        raise InputError("the scored rows have other groups than the fit: "
-                         + differences("the fit", fitted_on.groups, "the scored rows", rows.groups))
+        raise InputError(
+            "the scored rows have other groups than the fit: "
+            + differences("the fit", fitted_on.groups, "the scored rows", rows.groups)
+        )
     scored = rows.rescaled(model.scale)
     centres = fitted_on.rescaled(model.scale).centers(model.center)
     components, center = model.components, model.center

@@ -15,18 +15,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from fairpca_dist.io.atomic import check_output
-from fairpca_dist.io.storage import StorageOptions
-from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.assessment.comparison import Comparison, check_comparison, compare_methods
 from fairpca_dist.assessment.comparison_report import COMPARISON_FILE, write_comparison
 from fairpca_dist.assessment.evaluation import Methods, plan_splits
-from fairpca_dist.exceptions import SchemaError
-from fairpca_dist.io.ingest import read_schema, table_source
+from fairpca_dist.assessment.table_evaluation import cached_cell_moments, cell_moments_cache_path, table_cells
+from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.engine.moments import Center
 from fairpca_dist.engine.passes import compute_moments, sample_rows, table_passes
 from fairpca_dist.engine.sources import open_table
-from fairpca_dist.assessment.table_evaluation import cached_cell_moments, cell_moments_cache_path, table_cells
+from fairpca_dist.exceptions import SchemaError
+from fairpca_dist.io.atomic import check_output
+from fairpca_dist.io.ingest import read_schema, table_source
+from fairpca_dist.io.storage import StorageOptions
 from fairpca_dist.wording import listed
 
 __all__ = ["compare", "compare_table"]
@@ -67,8 +67,14 @@ def compare(
     ``target`` column (binary) feeds the downstream classifier; it is left out of the features.
     """
     cells = HashCells(tuple(key_columns), n_cells, seed=cell_seed)
-    table = open_table(data, sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
-                       key_columns=key_columns, cells=cells)  # the schema, no rows
+    table = open_table(
+        data,
+        sensitive_feature=sensitive_feature,
+        features=features,
+        sample_weight=sample_weight,
+        key_columns=key_columns,
+        cells=cells,
+    )  # the schema, no rows
     if target is not None and (table.frame is None or target not in table.frame.columns):
         columns = [] if table.frame is None else list(table.frame.columns)
         raise SchemaError(f"target column {target!r} is not in the data; it has {columns}")
@@ -76,14 +82,42 @@ def compare(
     check_comparison(methods, n_components, len(features), center=center, target=target)
     plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
     exclude = [target] if target is not None else []
-    moments = compute_moments(data, sensitive_feature=sensitive_feature, features=features,
-                              sample_weight=sample_weight, key_columns=key_columns, exclude=exclude, cells=cells,
-                              client=client, progress=progress, min_group_size=1)
-    roles = {"sensitive_feature": sensitive_feature, "sample_weight": sample_weight, "key_columns": key_columns,
-             "exclude": exclude, "cells": cells}
-    return _compare_rows(data, moments, roles, list(table.sensitive), n_components, methods, target=target,
-                         moments_passes=1, train_fraction=train_fraction, center=center, standardize=standardize,
-                         rbf_mmd=rbf_mmd, random_state=random_state, client=client, progress=progress)
+    moments = compute_moments(
+        data,
+        sensitive_feature=sensitive_feature,
+        features=features,
+        sample_weight=sample_weight,
+        key_columns=key_columns,
+        exclude=exclude,
+        cells=cells,
+        client=client,
+        progress=progress,
+        min_group_size=1,
+    )
+    roles = {
+        "sensitive_feature": sensitive_feature,
+        "sample_weight": sample_weight,
+        "key_columns": key_columns,
+        "exclude": exclude,
+        "cells": cells,
+    }
+    return _compare_rows(
+        data,
+        moments,
+        roles,
+        list(table.sensitive),
+        n_components,
+        methods,
+        target=target,
+        moments_passes=1,
+        train_fraction=train_fraction,
+        center=center,
+        standardize=standardize,
+        rbf_mmd=rbf_mmd,
+        random_state=random_state,
+        client=client,
+        progress=progress,
+    )
 
 
 def compare_table(
@@ -116,42 +150,97 @@ def compare_table(
     groups = [group["label"] for group in schema["groups"]]
     check_comparison(methods, n_components, len(schema["features"]), groups=groups, center=center, target=target)
     if target is not None and target not in schema["dtypes"]:
-        raise SchemaError(f"target column {target!r} is not in the table {table_dir}; it has "
-                          f"{listed(sorted(schema['dtypes']))} (keep it at ingestion with pass_through)")
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
-                        storage_options=storage_options)
+        raise SchemaError(
+            f"target column {target!r} is not in the table {table_dir}; it has "
+            f"{listed(sorted(schema['dtypes']))} (keep it at ingestion with pass_through)"
+        )
+    cells = table_cells(
+        table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed, storage_options=storage_options
+    )
     if isinstance(cells, HashCells):
         plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
     cached = cell_moments_cache_path(table_dir, cache_dir, cells, storage_options).isfile()
-    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress,
-                                     storage_options=storage_options)
-    roles = {"sensitive_feature": schema["sensitive_feature"], "sample_weight": schema.get("sample_weight"),
-             "key_columns": schema["key_columns"], "cells": cells}
-    comparison = _compare_rows(table_source(table_dir, storage_options), moments, roles, schema["sensitive_feature"],
-                               n_components, methods, target=target, moments_passes=0 if cached else 1,
-                               train_fraction=train_fraction, center=center, standardize=standardize,
-                               rbf_mmd=rbf_mmd, random_state=random_state, client=client, progress=progress,
-                               storage_options=storage_options)
+    moments, _ = cached_cell_moments(
+        table_dir, cache_dir, cells=cells, client=client, progress=progress, storage_options=storage_options
+    )
+    roles = {
+        "sensitive_feature": schema["sensitive_feature"],
+        "sample_weight": schema.get("sample_weight"),
+        "key_columns": schema["key_columns"],
+        "cells": cells,
+    }
+    comparison = _compare_rows(
+        table_source(table_dir, storage_options),
+        moments,
+        roles,
+        schema["sensitive_feature"],
+        n_components,
+        methods,
+        target=target,
+        moments_passes=0 if cached else 1,
+        train_fraction=train_fraction,
+        center=center,
+        standardize=standardize,
+        rbf_mmd=rbf_mmd,
+        random_state=random_state,
+        client=client,
+        progress=progress,
+        storage_options=storage_options,
+    )
     write_comparison(comparison, out_dir, source=os.fspath(table_dir), storage_options=storage_options)
     return comparison
 
 
-def _compare_rows(data: Any, moments: CellMoments, roles: dict[str, Any], sensitive: list[str],
-                  n_components: int | Sequence[int], methods: Methods | None, *, target: str | None,
-                  moments_passes: int, client: Any, progress: bool, random_state: int,
-                  storage_options: StorageOptions | None = None, **settings: Any) -> Comparison:
+def _compare_rows(
+    data: Any,
+    moments: CellMoments,
+    roles: dict[str, Any],
+    sensitive: list[str],
+    n_components: int | Sequence[int],
+    methods: Methods | None,
+    *,
+    target: str | None,
+    moments_passes: int,
+    client: Any,
+    progress: bool,
+    random_state: int,
+    storage_options: StorageOptions | None = None,
+    **settings: Any,
+) -> Comparison:
     """:func:`~fairpca_dist.assessment.comparison.compare_methods` with the rows of ``data`` (opened with
     the column ``roles`` and cells the moments came from) and, with a target, a row sample for
     the downstream classifier; the passes made before it (``moments_passes`` for the cell
     moments, 2 for the sample) are added to its count."""
-    passes = table_passes(data, moments.total(), **roles, client=client, progress=progress,
-                          storage_options=storage_options)
+    passes = table_passes(
+        data, moments.total(), **roles, client=client, progress=progress, storage_options=storage_options
+    )
     sample = None
     if target is not None:
-        sample = sample_rows(data, columns=[*moments.feature_names, *sensitive, target],
-                             max_rows=DOWNSTREAM_SAMPLE_ROWS, seed=random_state, client=client,
-                             storage_options=storage_options)
-    comparison = compare_methods(moments, n_components, methods, passes=passes, sample=sample, target=target,
-                                 sensitive=sensitive, random_state=random_state, progress=progress, **settings)
-    return replace(comparison, passes={"cell moments": moments_passes, **comparison.passes,
-                                       "downstream sample": 2 if sample is not None else 0})
+        sample = sample_rows(
+            data,
+            columns=[*moments.feature_names, *sensitive, target],
+            max_rows=DOWNSTREAM_SAMPLE_ROWS,
+            seed=random_state,
+            client=client,
+            storage_options=storage_options,
+        )
+    comparison = compare_methods(
+        moments,
+        n_components,
+        methods,
+        passes=passes,
+        sample=sample,
+        target=target,
+        sensitive=sensitive,
+        random_state=random_state,
+        progress=progress,
+        **settings,
+    )
+    return replace(
+        comparison,
+        passes={
+            "cell moments": moments_passes,
+            **comparison.passes,
+            "downstream sample": 2 if sample is not None else 0,
+        },
+    )

@@ -17,25 +17,39 @@ from typing import IO, Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, input_paths
-from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.assessment.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
+from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, input_paths
 from fairpca_dist.io.ingest import read_schema, table_source
-from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.io.storage import Location, StorageOptions, as_given
 
-__all__ = ["table_cells", "check_settings", "cell_moments_cache_path", "cached_cell_moments", "evaluate_table", "write_evaluation",
-           "EVALUATION_FILE", "EVALUATION_FILES"]
+__all__ = [
+    "table_cells",
+    "check_settings",
+    "cell_moments_cache_path",
+    "cached_cell_moments",
+    "evaluate_table",
+    "write_evaluation",
+    "EVALUATION_FILE",
+    "EVALUATION_FILES",
+]
 
 EVALUATION_FILE = "evaluation.json"  # everything: the mark of an evaluation folder
 EVALUATION_FILES = (EVALUATION_FILE, "evaluation.csv", "evaluation.md", "tradeoff.png")
 """What :func:`write_evaluation` writes (``tradeoff.png`` only when some method has a grid)."""
 
 
-def table_cells(table_dir: str | os.PathLike[str], *, n_cells: int = 10, cells_column: str | None = None,
-                seed: int = 0, storage_options: StorageOptions | None = None) -> HashCells | str:
+def table_cells(
+    table_dir: str | os.PathLike[str],
+    *,
+    n_cells: int = 10,
+    cells_column: str | None = None,
+    seed: int = 0,
+    storage_options: StorageOptions | None = None,
+) -> HashCells | str:
     """How the rows of an ingested table are assigned to cells: ``cells_column`` if given, else
     a hash of the table's key columns (all feature and group columns when it has none) into
     ``n_cells`` cells with ``seed``."""
@@ -44,8 +58,9 @@ def table_cells(table_dir: str | os.PathLike[str], *, n_cells: int = 10, cells_c
     return HashCells(tuple(read_schema(table_dir, storage_options)["key_columns"]), n_cells, seed=seed)
 
 
-def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, train_fraction: float,
-                   n_folds: int) -> None:
+def check_settings(
+    methods: Methods, cells: HashCells | str, *, n_splits: int, train_fraction: float, n_folds: int
+) -> None:
     """The checks of :func:`~fairpca_dist.assessment.evaluation.evaluate` that need no rows (methods, options,
     and for hash cells the split settings), to fail before the pass."""
     check_methods(methods)
@@ -53,17 +68,27 @@ def check_settings(methods: Methods, cells: HashCells | str, *, n_splits: int, t
         plan_splits(range(cells.n_cells), n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
 
 
-def cell_moments_cache_path(table_dir: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None,
-                            cells: HashCells | str, storage_options: StorageOptions | None = None) -> Location:
+def cell_moments_cache_path(
+    table_dir: str | os.PathLike[str],
+    cache_dir: str | os.PathLike[str] | None,
+    cells: HashCells | str,
+    storage_options: StorageOptions | None = None,
+) -> Location:
     """Where :func:`cached_cell_moments` keeps the per-cell moments of this table (its files'
     fingerprints, column roles and ``cells``); reading it costs no pass."""
     cache = moments_cache(table_dir, cache_dir, storage_options)
     if cache is None:
-        raise InputError(f"{table_dir} is a bucket's root: the cell moments are cached beside a table, and nothing "
-                         "lies beside a bucket; give cache_dir= (a folder outside the table)")
+        raise InputError(
+            f"{table_dir} is a bucket's root: the cell moments are cached beside a table, and nothing "
+            "lies beside a bucket; give cache_dir= (a folder outside the table)"
+        )
     schema = read_schema(table_dir, storage_options)
-    roles = [schema["features"], schema["sensitive_feature"], schema.get("sample_weight"),
-             cells.to_json() if isinstance(cells, HashCells) else {"column": cells}]
+    roles = [
+        schema["features"],
+        schema["sensitive_feature"],
+        schema.get("sample_weight"),
+        cells.to_json() if isinstance(cells, HashCells) else {"column": cells},
+    ]
     digest = hashlib.sha256(json.dumps(roles, sort_keys=True).encode())
     for path in table_files(table_dir, storage_options):
         digest.update(file_fingerprint(path).encode())
@@ -90,9 +115,15 @@ def cached_cell_moments(
     if path.isfile():
         return CellMoments.load(path), path
     moments = compute_moments(
-        table_source(table_dir, storage_options), sensitive_feature=schema["sensitive_feature"],
-        features=schema["features"], sample_weight=schema.get("sample_weight"), cells=cells, client=client,
-        progress=progress, min_group_size=1, storage_options=storage_options,
+        table_source(table_dir, storage_options),
+        sensitive_feature=schema["sensitive_feature"],
+        features=schema["features"],
+        sample_weight=schema.get("sample_weight"),
+        cells=cells,
+        client=client,
+        progress=progress,
+        min_group_size=1,
+        storage_options=storage_options,
     )
     with atomic_file(path, inputs=[table_dir]) as staging:
         moments.save(staging)
@@ -125,30 +156,48 @@ def evaluate_table(
     ``storage_options``.
     """
     check_output(out_dir, [table_dir], kind="folder", marker=EVALUATION_FILE, storage_options=storage_options)
-    cells = table_cells(table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed,
-                        storage_options=storage_options)
+    cells = table_cells(
+        table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed, storage_options=storage_options
+    )
     check_settings(methods, cells, n_splits=n_splits, train_fraction=train_fraction, n_folds=n_folds)
-    moments, _ = cached_cell_moments(table_dir, cache_dir, cells=cells, client=client, progress=progress,
-                                     storage_options=storage_options)
-    evaluation = evaluate(moments, n_components, methods, n_splits=n_splits, train_fraction=train_fraction,
-                          n_folds=n_folds, center=center, standardize=standardize, random_state=random_state,
-                          progress=progress)
+    moments, _ = cached_cell_moments(
+        table_dir, cache_dir, cells=cells, client=client, progress=progress, storage_options=storage_options
+    )
+    evaluation = evaluate(
+        moments,
+        n_components,
+        methods,
+        n_splits=n_splits,
+        train_fraction=train_fraction,
+        n_folds=n_folds,
+        center=center,
+        standardize=standardize,
+        random_state=random_state,
+        progress=progress,
+    )
     write_evaluation(evaluation, out_dir, source=str(table_dir), storage_options=storage_options)
     return evaluation
 
 
-def write_evaluation(evaluation: Evaluation, out_dir: str | os.PathLike[str], *, source: str | None = None,
-                     storage_options: StorageOptions | None = None) -> Path | str:
+def write_evaluation(
+    evaluation: Evaluation,
+    out_dir: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    storage_options: StorageOptions | None = None,
+) -> Path | str:
     """Write ``evaluation.json`` (everything), ``evaluation.csv`` (one row per method and split),
     ``evaluation.md`` (the summary) and, when a method has a grid, ``tradeoff.png`` (ABDiff
     against ARE of every grid point, cross-validated, and of the refits on the test parts).
     The folder is replaced as a whole: readers see the old one or the new one. ``source``, the
     table evaluated, must not overlap ``out_dir``."""
     document = {"source": source, **evaluation.to_dict()}
-    with atomic_directory(out_dir, inputs=input_paths(source), marker=EVALUATION_FILE,
-                          storage_options=storage_options) as folder:
+    with atomic_directory(
+        out_dir, inputs=input_paths(source), marker=EVALUATION_FILE, storage_options=storage_options
+    ) as folder:
         (folder / EVALUATION_FILE).write_text(
-            json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8")
+            json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         with (folder / "evaluation.csv").open("wb") as file:
             evaluation.table().to_csv(file, index=False)
         (folder / "evaluation.md").write_text(_markdown(evaluation, source), encoding="utf-8")
@@ -188,10 +237,24 @@ def plot_tradeoff(evaluation: Evaluation, path: str | os.PathLike[str] | IO[byte
     for i, method in enumerate(evaluation.methods):
         points = tradeoff[tradeoff["method"] == method]
         if len(points):
-            axes.plot(points["are"], points["abdiff"], "o", color=f"C{i}", markersize=4, alpha=0.7,
-                      label=f"{method}: grid (CV)")
-        axes.plot(summary.loc[method, "test_are"], summary.loc[method, "test_abdiff"], "*", color=f"C{i}",
-                  markersize=12, markeredgecolor="black", label=f"{method}: test")
+            axes.plot(
+                points["are"],
+                points["abdiff"],
+                "o",
+                color=f"C{i}",
+                markersize=4,
+                alpha=0.7,
+                label=f"{method}: grid (CV)",
+            )
+        axes.plot(
+            summary.loc[method, "test_are"],
+            summary.loc[method, "test_abdiff"],
+            "*",
+            color=f"C{i}",
+            markersize=12,
+            markeredgecolor="black",
+            label=f"{method}: test",
+        )
     axes.set_xlabel("ARE (average reconstruction error)")
     axes.set_ylabel("ABDiff (group error gap)")
     axes.set_title(f"ABDiff vs ARE, r = {evaluation.settings['n_components']}")

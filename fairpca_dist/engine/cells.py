@@ -32,9 +32,9 @@ from os import PathLike
 import numpy as np
 import pandas as pd
 
+from fairpca_dist.engine.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
-from fairpca_dist.engine.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
 from fairpca_dist.wording import differences, label_text, listed
 
 __all__ = ["HashCells", "CellMoments", "pair_codes"]

@@ -34,14 +34,17 @@ def check_address(address: str) -> None:
     except ValueError as error:
         raise InputError(f"dask address {address!r} is not an address of a Dask scheduler: {error}; {form}") from None
     if protocol not in backends:
-        raise InputError(f"dask address {address!r} uses the protocol {protocol!r}, which Dask does not speak "
-                         f"(it speaks {', '.join(sorted(backends))}); {form}")
+        raise InputError(
+            f"dask address {address!r} uses the protocol {protocol!r}, which Dask does not speak "
+            f"(it speaks {', '.join(sorted(backends))}); {form}"
+        )
     if protocol != "inproc":
         try:
             _, port = parse_host_port(location)
         except ValueError as error:
-            raise InputError(f"dask address {address!r} is not an address of a Dask scheduler: {error}; "
-                             f"{form}") from None
+            raise InputError(
+                f"dask address {address!r} is not an address of a Dask scheduler: {error}; {form}"
+            ) from None
         if not 0 < port < 65536:
             raise InputError(f"dask address {address!r} has port {port}, outside 1-65535; {form}")
 
@@ -60,8 +63,9 @@ def connect(address: str, *, timeout: float = CONNECT_TIMEOUT) -> Iterator[Any]:
     try:
         client = Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError) as error:
-        raise ServiceError(f"the Dask scheduler at {address} stopped answering while connecting: "
-                           f"{' '.join(str(error).split())}") from error
+        raise ServiceError(
+            f"the Dask scheduler at {address} stopped answering while connecting: {' '.join(str(error).split())}"
+        ) from error
     with client:
         yield client
 
@@ -86,7 +90,7 @@ def _identify(address: str, timeout: float) -> None:
         if "running event loop" in str(error):
             return
         raise
-    except (OSError, TimeoutError, asyncio.TimeoutError) as error:
+    except (OSError, TimeoutError) as error:
         reason = " ".join(str(error).split()) or f"{type(error).__name__}: no answer"
         raise ServiceError(
             f"no Dask scheduler answers at {address} (waited {timeout:g} s: {reason}); start one (`dask scheduler`) or "
@@ -95,8 +99,10 @@ def _identify(address: str, timeout: float) -> None:
     except Exception as error:  # noqa: BLE001 - whatever a server that is not a scheduler makes it do
         answer = error
     if not (isinstance(answer, dict) and answer.get("type") == "Scheduler"):
-        raise ServiceError(f"{address} answers, but not as a Dask scheduler ({type(answer).__name__}); check the "
-                           "address and port (--dask-address, dask_address=)")
+        raise ServiceError(
+            f"{address} answers, but not as a Dask scheduler ({type(answer).__name__}); check the "
+            "address and port (--dask-address, dask_address=)"
+        )
 
 
 def check_scheduler(address: str | None, *, timeout: float = CONNECT_TIMEOUT) -> None:

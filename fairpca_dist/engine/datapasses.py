@@ -41,9 +41,9 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.engine.blas import one_blas_thread
-from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
 from fairpca_dist.engine.moments import block_rows
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 
 __all__ = [
     "DataPasses",
@@ -164,23 +164,34 @@ def check_rff_requests(requests: Sequence[RFFRequest], n_features: int) -> list[
             raise InputError(f"request {i} of rff_sums_many must be a (components, RandomFeatures) pair")
         components, features = np.asarray(request[0], dtype=np.float64), request[1]
         if components.ndim != 2 or components.shape[0] != n_features:
-            raise InputError(f"components of request {i} must have shape (n_features={n_features}, n_components), "
-                             f"got {components.shape}")
+            raise InputError(
+                f"components of request {i} must have shape (n_features={n_features}, n_components), "
+                f"got {components.shape}"
+            )
         if features.frequencies.shape[0] != components.shape[1]:
-            raise InputError(f"request {i}: random features of {features.frequencies.shape[0]} dimensions "
-                             f"for {components.shape[1]} components")
+            raise InputError(
+                f"request {i}: random features of {features.frequencies.shape[0]} dimensions "
+                f"for {components.shape[1]} components"
+            )
         checked.append((components, features))
     return checked
 
 
 def rff_block_sums_many(
-    rows: np.ndarray, codes: np.ndarray, n_groups: int, requests: Sequence[RFFRequest],
-    weights: np.ndarray | None = None, *, gradient: bool = True,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    requests: Sequence[RFFRequest],
+    weights: np.ndarray | None = None,
+    *,
+    gradient: bool = True,
 ) -> list[RFFSums]:
     """:func:`fairpca_dist.engine.kernels.rff_sums` of one block of rows (solver units) for every
     request, in order: the per-block work of :meth:`DataPasses.rff_sums_many`."""
-    return [rff_sums(rows, codes, n_groups, components, features, weights, gradient=gradient)
-            for components, features in requests]
+    return [
+        rff_sums(rows, codes, n_groups, components, features, weights, gradient=gradient)
+        for components, features in requests
+    ]
 
 
 def merge_rff_sums_many(*parts: list[RFFSums]) -> list[RFFSums]:
@@ -237,8 +248,9 @@ class DataPasses(Protocol):
         the one-request :meth:`rff_sums_many`."""
         ...
 
-    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray, *,
-                      gradient: bool = True) -> list[RFFSums]:
+    def rff_sums_many(
+        self, requests: Sequence[RFFRequest], origin: np.ndarray, *, gradient: bool = True
+    ) -> list[RFFSums]:
         """:meth:`rff_sums` of every (V, features) request, in order, all in ONE pass (each
         block of rows computes every request); without ``gradient``, the cosines only (what
         the value of h needs). Bad requests (:func:`check_rff_requests`) raise
@@ -304,8 +316,9 @@ class ArrayPasses:
             for start in range(0, self.x.shape[0], _BLOCK_ROWS):
                 block = slice(start, start + _BLOCK_ROWS)
                 weights = None if self.weights is None else self.weights[block]
-                total = total + l1_block_sums(self.x[block], self.codes[block], self.groups, components, by_label,
-                                              self.scale, weights)
+                total = total + l1_block_sums(
+                    self.x[block], self.codes[block], self.groups, components, by_label, self.scale, weights
+                )
         return total
 
     def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
@@ -324,32 +337,46 @@ class ArrayPasses:
 
     def backprojected(self, s: np.ndarray, origin: np.ndarray) -> np.ndarray:
         self._counter.next()
-        return sum((backprojection(z, s[block]) for block, z in self._blocks(origin)),
-                   np.zeros((self.x.shape[1], s.shape[1])))
+        return sum(
+            (backprojection(z, s[block]) for block, z in self._blocks(origin)), np.zeros((self.x.shape[1], s.shape[1]))
+        )
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
         return self.rff_sums_many([(components, features)], origin)[0]
 
-    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray, *,
-                      gradient: bool = True) -> list[RFFSums]:
+    def rff_sums_many(
+        self, requests: Sequence[RFFRequest], origin: np.ndarray, *, gradient: bool = True
+    ) -> list[RFFSums]:
         requests = check_rff_requests(requests, self.x.shape[1])
         self._counter.next()
         with one_blas_thread():  # small products per block, as in a dask task
-            return merge_rff_sums_many(*(
-                rff_block_sums_many(z, self.codes[block], len(self.groups), requests,
-                                    None if self.weights is None else self.weights[block], gradient=gradient)
-                for block, z in self._blocks(origin)
-            ))
+            return merge_rff_sums_many(
+                *(
+                    rff_block_sums_many(
+                        z,
+                        self.codes[block],
+                        len(self.groups),
+                        requests,
+                        None if self.weights is None else self.weights[block],
+                        gradient=gradient,
+                    )
+                    for block, z in self._blocks(origin)
+                )
+            )
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
         if max_rows_per_group < 2:
             raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
         self._counter.next()
         rng = np.random.default_rng(seed)
-        keep = np.sort(np.concatenate([
-            rng.choice(rows, size=min(max_rows_per_group, rows.size), replace=False)
-            for rows in (np.flatnonzero(self.codes == g) for g in range(len(self.groups)))
-        ]))
+        keep = np.sort(
+            np.concatenate(
+                [
+                    rng.choice(rows, size=min(max_rows_per_group, rows.size), replace=False)
+                    for rows in (np.flatnonzero(self.codes == g) for g in range(len(self.groups)))
+                ]
+            )
+        )
         subset = copy.copy(self)
         subset.x, subset.codes = self.x[keep], self.codes[keep]
         subset.weights = None if self.weights is None else self.weights[keep]

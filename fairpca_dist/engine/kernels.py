@@ -61,11 +61,16 @@ __all__ = [
 ]
 
 DEFAULT_BLOCK_ROWS = 256  # a 256 × 256 float64 kernel block (512 KiB) stays in cache: ~3x faster than 2048
-RFF_BLOCK_VALUES = 32768  # values per (rows × D) random-feature buffer: the block's buffers stay in L2 (~1.5x faster than 4x more)
+RFF_BLOCK_VALUES = (
+    32768  # values per (rows × D) random-feature buffer: the block's buffers stay in L2 (~1.5x faster than 4x more)
+)
 
 
 def pair_weights(
-    codes: np.ndarray, pair: tuple[int, int], sizes: np.ndarray, row_weights: np.ndarray | None = None,
+    codes: np.ndarray,
+    pair: tuple[int, int],
+    sizes: np.ndarray,
+    row_weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """w_i = s_i/size_a for rows of group ``pair[0]``, −s_i/size_b for ``pair[1]``, 0 otherwise,
     with s_i the rows' sample weights (1 without) and ``sizes`` per group code their totals."""
@@ -84,7 +89,11 @@ def _squared_distances(u: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def rbf_blocks(
-    projected: np.ndarray, weights: np.ndarray, sigma: float, *, block_rows: int = DEFAULT_BLOCK_ROWS,
+    projected: np.ndarray,
+    weights: np.ndarray,
+    sigma: float,
+    *,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
     gradient: bool = True,
 ) -> tuple[float, np.ndarray | None]:
     """h = wᵀKw and S = diag(W1)U − WU of the RBF kernel on ``projected`` rows U (N × r).
@@ -127,15 +136,25 @@ def rbf_blocks(
 
 
 def pairwise_rbf(
-    projected: np.ndarray, codes: np.ndarray, row_weights: np.ndarray | None, pairs: Sequence[tuple[int, int]],
-    sigma: float, *, block_rows: int = DEFAULT_BLOCK_ROWS, gradient: bool = True,
+    projected: np.ndarray,
+    codes: np.ndarray,
+    row_weights: np.ndarray | None,
+    pairs: Sequence[tuple[int, int]],
+    sigma: float,
+    *,
+    block_rows: int = DEFAULT_BLOCK_ROWS,
+    gradient: bool = True,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """h_ab for every pair (a, b) of group codes from the projected rows (:func:`rbf_blocks`
     with :func:`pair_weights`), and their S side by side (N × (n_pairs·r)) for one Zᵀ S pass,
     or None with ``gradient=False``."""
     sizes = np.bincount(codes, weights=row_weights, minlength=1 + max(max(pair) for pair in pairs))
-    parts = [rbf_blocks(projected, pair_weights(codes, pair, sizes, row_weights), sigma, block_rows=block_rows,
-                        gradient=gradient) for pair in pairs]
+    parts = [
+        rbf_blocks(
+            projected, pair_weights(codes, pair, sizes, row_weights), sigma, block_rows=block_rows, gradient=gradient
+        )
+        for pair in pairs
+    ]
     values = np.array([value for value, _ in parts])
     return values, (np.hstack([s for _, s in parts]) if gradient else None)
 
@@ -160,8 +179,9 @@ def median_bandwidth(projected: np.ndarray, *, mode: str = "code") -> float:
     return float(np.sqrt(median / 2.0)) if mode == "code" else float(np.sqrt(median))
 
 
-def median_squared_distance(u: np.ndarray, *, block_rows: int = 1024, direct_pairs: int = 2**22,
-                            seed: int = 0) -> float:
+def median_squared_distance(
+    u: np.ndarray, *, block_rows: int = 1024, direct_pairs: int = 2**22, seed: int = 0
+) -> float:
     """median_{i<j} ‖u_i − u_j‖², exactly ``np.median(pdist(u, "sqeuclidean"))``, without
     holding the n(n−1)/2 distances (8 · 2000² · k²/2 bytes for the heuristic's k groups of 2000
     rows: 0.5 GB at k = 4, 3 GB at k = 10, twice that while np.median copies them).
@@ -221,17 +241,22 @@ class RandomFeatures:
     precision: str = "double"
 
     @classmethod
-    def draw(cls, n_components: int, n_features: int, sigma: float, rng: np.random.Generator, *,
-             precision: str = "double") -> RandomFeatures:
+    def draw(
+        cls, n_components: int, n_features: int, sigma: float, rng: np.random.Generator, *, precision: str = "double"
+    ) -> RandomFeatures:
         if n_features < 1:
             raise InputError(f"n_features of the random features must be a positive integer, got {n_features!r}")
         if precision not in PRECISIONS:
             raise InputError(f"precision of the random features must be one of {list(PRECISIONS)}, got {precision!r}")
-        return cls(rng.normal(scale=1.0 / sigma, size=(n_components, n_features)),
-                   rng.uniform(0.0, 2.0 * np.pi, size=n_features), precision)
+        return cls(
+            rng.normal(scale=1.0 / sigma, size=(n_components, n_features)),
+            rng.uniform(0.0, 2.0 * np.pi, size=n_features),
+            precision,
+        )
 
-    def cos_sin(self, projected: np.ndarray, out: FeatureBuffers | None = None, *,
-                sine: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    def cos_sin(
+        self, projected: np.ndarray, out: FeatureBuffers | None = None, *, sine: bool = True
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """cos and sin of the angles Ωᵀu + β of projected rows u (n × r), each (n × D), written
         into ``out`` (views of its first n rows; fresh buffers without it); without ``sine``,
         cos only (sin None). The angle is one
@@ -318,8 +343,14 @@ def rff_block_rows(n_features: int) -> int:
 
 
 def rff_sums(
-    rows: np.ndarray, codes: np.ndarray, n_groups: int, components: np.ndarray, features: RandomFeatures,
-    weights: np.ndarray | None = None, *, gradient: bool = True,
+    rows: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    components: np.ndarray,
+    features: RandomFeatures,
+    weights: np.ndarray | None = None,
+    *,
+    gradient: bool = True,
 ) -> RFFSums:
     """:class:`RFFSums` of a block of rows (solver units) whose group codes are ``codes``;
     without ``gradient``, the cosines only (no sin, no product: h alone, about a third of the
@@ -334,7 +365,11 @@ def rff_sums(
     weights = None if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
     n, p = rows.shape
     d = features.n_features
-    cosines, sines, weight = np.zeros((n_groups, d)), np.zeros((n_groups, p, d)) if gradient else None, np.zeros(n_groups)
+    cosines, sines, weight = (
+        np.zeros((n_groups, d)),
+        np.zeros((n_groups, p, d)) if gradient else None,
+        np.zeros(n_groups),
+    )
     block_rows = rff_block_rows(d)
     buffers = FeatureBuffers(min(n, block_rows), features, p)
     for g in range(n_groups):
@@ -372,8 +407,9 @@ def rff_mmd2(sums: RFFSums, pair: tuple[int, int], features: RandomFeatures) -> 
     return float(delta @ delta), gradient
 
 
-def pairwise_rff(sums: RFFSums, pairs: Sequence[tuple[int, int]], features: RandomFeatures
-                 ) -> tuple[np.ndarray, np.ndarray | None]:
+def pairwise_rff(
+    sums: RFFSums, pairs: Sequence[tuple[int, int]], features: RandomFeatures
+) -> tuple[np.ndarray, np.ndarray | None]:
     """:func:`rff_mmd2` for every pair: values (n_pairs,) and gradients (n_pairs, p, r), or
     None for sums without sines."""
     parts = [rff_mmd2(sums, pair, features) for pair in pairs]
@@ -382,8 +418,13 @@ def pairwise_rff(sums: RFFSums, pairs: Sequence[tuple[int, int]], features: Rand
 
 
 def moment_mmd2(
-    means: np.ndarray, second: np.ndarray, components: np.ndarray, pair: tuple[int, int], *,
-    kernel: str, offset: float = 1.0,
+    means: np.ndarray,
+    second: np.ndarray,
+    components: np.ndarray,
+    pair: tuple[int, int],
+    *,
+    kernel: str,
+    offset: float = 1.0,
 ) -> tuple[float, np.ndarray]:
     """Exact V-statistic MMD² and gradient for the linear or quadratic kernel from group means
     (k, p) and uncentred second moments (k, p, p) (spec §3.4.4):

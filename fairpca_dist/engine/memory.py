@@ -34,8 +34,8 @@ from dask.base import is_dask_collection
 from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
 from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 
-from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
 from fairpca_dist.engine.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
+from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
 
 __all__ = [
     "PartitionSize",
@@ -102,8 +102,10 @@ class PartitionSize:
             return None
         if self.source == _PARQUET:
             size = f"{max(1, rows * self.row_bytes // 2**20)} MiB"
-            return (f"read_options={{'blocksize': '{size}'}} (command line: --read-option blocksize="
-                    f"{size.replace(' ', '')}; the default is 64 MiB)")
+            return (
+                f"read_options={{'blocksize': '{size}'}} (command line: --read-option blocksize="
+                f"{size.replace(' ', '')}; the default is 64 MiB)"
+            )
         return f"chunk_rows={rows} (or rechunk the dask array to {rows} rows per block)"
 
     def __str__(self) -> str:
@@ -148,8 +150,10 @@ def frame_partition_size(frame: Any) -> PartitionSize | None:
         return None
     candidates, source = found
     widths = [_value_bytes(dtype) for dtype in frame.dtypes]
-    return max((PartitionSize(rows, sum(widths), len(widths), source, sliced) for rows, sliced in candidates),
-               key=PartitionSize.need)
+    return max(
+        (PartitionSize(rows, sum(widths), len(widths), source, sliced) for rows, sliced in candidates),
+        key=PartitionSize.need,
+    )
 
 
 def array_partition_size(blocks: Sequence[Any]) -> PartitionSize:
@@ -271,8 +275,10 @@ def check_workers(client: Any, size: PartitionSize | None) -> None:
         return
     worst = max(short, key=lambda w: w.required_limit(need))
     required = _size(math.ceil(worst.required_limit(need) / 1e8) * 10**8)  # to the next 100 MB
-    start = (f"start workers with a memory limit of at least {required} "
-             f"(dask worker --memory-limit {required.replace(' ', '')})")
+    start = (
+        f"start workers with a memory limit of at least {required} "
+        f"(dask worker --memory-limit {required.replace(' ', '')})"
+    )
     pauses = f"distributed pauses a worker at {worst.threshold:.0%} of it ({_size(worst.usable)})"
     if worst.floor >= worst.usable:
         raise ResourceError(
@@ -302,8 +308,11 @@ def killed_worker_error(error: BaseException, client: Any, size: PartitionSize |
     limit = int(getattr(last, "memory_limit", 0) or 0)
     limits = f"a memory limit of {_size(limit)}" if limit else "no memory limit"
     if any("memory budget" in line and last.address in line for line in _nanny_log(client, last)):
-        need = (f"; the largest partition of this pass ({size}) was estimated to need ≈ {_size(size.need())} "
-                "per task" if size is not None else "")
+        need = (
+            f"; the largest partition of this pass ({size}) was estimated to need ≈ {_size(size.need())} per task"
+            if size is not None
+            else ""
+        )
         smaller = size.smaller(size.need() // 2) if size is not None else None
         smaller = f", or make the partitions smaller: {smaller}" if smaller else ""
         return ResourceError(
@@ -344,7 +353,7 @@ def worker_memory(client: Any) -> list[WorkerMemory]:
 
 
 def _limits(workers: Iterable[WorkerMemory]) -> str:
-    """"a memory limit of 600 MB" (or "memory limits of 600 MB to 1 GB")."""
+    """ "a memory limit of 600 MB" (or "memory limits of 600 MB to 1 GB")."""
     limits = sorted({w.limit for w in workers})
     if not any(limits):
         return "no memory limit"

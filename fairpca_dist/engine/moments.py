@@ -31,8 +31,15 @@ from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.wording import differences, label_text, listed
 
-__all__ = ["GroupMoments", "Center", "sorted_labels", "label_to_json", "label_from_json", "MANY_GROUPS",
-           "BINNING_ADVICE"]
+__all__ = [
+    "GroupMoments",
+    "Center",
+    "sorted_labels",
+    "label_to_json",
+    "label_from_json",
+    "MANY_GROUPS",
+    "BINNING_ADVICE",
+]
 
 Center = Literal["group", "global", "origin"]
 
@@ -44,8 +51,10 @@ BINNING_ADVICE = "a sensitive feature of many values (a number such as an age?) 
 """The advice of every check that finds a sensitive feature of too many values (:meth:`GroupMoments.check_groups`,
 :func:`fairpca_dist.params.check_source_table`)."""
 
-SPARSE_ADVICE = ("intersections of several sensitive columns leave some combinations with (almost) no rows: merge rare "
-                 "categories, or use fewer sensitive columns")
+SPARSE_ADVICE = (
+    "intersections of several sensitive columns leave some combinations with (almost) no rows: merge rare "
+    "categories, or use fewer sensitive columns"
+)
 """The advice of :meth:`GroupMoments.check_groups` for too small intersectional (tuple) groups."""
 
 _CENTERS = ("group", "global", "origin")
@@ -219,15 +228,13 @@ class GroupMoments:
         for name, (found, expected) in shapes.items():
             if found != expected:
                 raise InputError(
-                    f"GroupMoments.{name} has shape {found}, expected {expected} for "
-                    f"{k} groups and {p} features"
+                    f"GroupMoments.{name} has shape {found}, expected {expected} for {k} groups and {p} features"
                 )
 
     def __repr__(self) -> str:
         """One line: rows, features and the groups with their row counts (not the arrays)."""
         groups = listed(zip(self.groups, self.count), show=lambda group: f"{label_text(group[0])}: {int(group[1]):,}")
-        return (f"GroupMoments({self.n_samples:,} rows, {self.n_features} features, {self.n_groups} groups "
-                f"({groups}))")
+        return f"GroupMoments({self.n_samples:,} rows, {self.n_features} features, {self.n_groups} groups ({groups}))"
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -511,13 +518,13 @@ class GroupMoments:
         if self.n_groups < 2:
             found = f"only group {label_text(self.groups[0])}" if self.groups else "no rows at all"
             raise GroupError(
-                f"the sensitive feature defines {self.n_groups} group(s) ({found}); "
-                "fair PCA needs at least 2 groups"
+                f"the sensitive feature defines {self.n_groups} group(s) ({found}); fair PCA needs at least 2 groups"
             )
         small = {g: int(n) for g, n in zip(self.groups, self.count) if n < min_group_size}
         if small:
             detail = ", ".join(f"{label_text(g)}: {n} row(s)" for g, n in list(small.items())[:10]) + (
-                ", …" if len(small) > 10 else "")
+                ", …" if len(small) > 10 else ""
+            )
             if any(isinstance(g, tuple) for g in small):  # a combination of columns, not a column of many values
                 advice = f"; {SPARSE_ADVICE}"
             else:

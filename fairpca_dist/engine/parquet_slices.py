@@ -96,8 +96,9 @@ def _batches(reader: pq.ParquetFile, part: RowSlice, columns: list[str]) -> list
     """The batches of ``columns`` in rows ``part.start:part.stop`` of the row group, the ones
     before decoded and dropped (cut at the slice's bounds, whatever size pyarrow gives them)."""
     batches, first = [], 0
-    for batch in reader.iter_batches(batch_size=part.batch_rows, row_groups=[part.row_group], columns=columns,
-                                     use_threads=False):
+    for batch in reader.iter_batches(
+        batch_size=part.batch_rows, row_groups=[part.row_group], columns=columns, use_threads=False
+    ):
         start, stop = max(part.start - first, 0), min(part.stop - first, batch.num_rows)
         if start < stop:
             batches.append(batch.slice(start, stop - start))
@@ -120,8 +121,15 @@ def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
     plan = info["plan"]
     budget = parse_bytes(info["blocksize"]) if isinstance(info["blocksize"], str) else info["blocksize"]
     statistics = plan["statistics"]
-    if (plan["empty"] or info["split_row_groups"] is not True or not budget or info["partition_names"]
-            or info["filters"] or any(info["index_cols"] or ()) or len(statistics) != len(plan["parts"])):
+    if (
+        plan["empty"]
+        or info["split_row_groups"] is not True
+        or not budget
+        or info["partition_names"]
+        or info["filters"]
+        or any(info["index_cols"] or ())
+        or len(statistics) != len(plan["parts"])
+    ):
         return frame
     if all(stats["total_byte_size"] <= budget for stats in statistics):
         return frame
@@ -149,5 +157,7 @@ def _row_slices(path: str, row_group: int, n_rows: int, n_bytes: int, budget: in
     n_batches = -(-n_rows // batch_rows)
     n_slices = -(-n_batches // batches_per_slice)
     per_slice = -(-n_batches // n_slices) * batch_rows  # equal slices, whole batches
-    return [RowSlice(path, row_group, start, min(start + per_slice, n_rows), batch_rows)
-            for start in range(0, n_rows, per_slice)]
+    return [
+        RowSlice(path, row_group, start, min(start + per_slice, n_rows), batch_rows)
+        for start in range(0, n_rows, per_slice)
+    ]

@@ -38,11 +38,11 @@ from fairpca_dist.engine.datapasses import (
     merge_rff_sums_many,
     rff_block_sums_many,
 )
-from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
 from fairpca_dist.engine.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
+from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.io.storage import StorageOptions
 
 __all__ = [
@@ -72,7 +72,9 @@ def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str]) 
     # Non-finite values propagate into the statistics; checking those (k·p² numbers)
     # instead of the rows keeps clean data free of a validation pass.
     with np.errstate(invalid="ignore", over="ignore"):
-        moments = GroupMoments.from_codes(x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features)
+        moments = GroupMoments.from_codes(
+            x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features
+        )
         finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
     if not finite:
         check_finite(x, features, chunk.partition)
@@ -135,8 +137,10 @@ def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: 
         if isinstance(scheduler, str):
             # A pool of this pass's own, so that when the pass is interrupted (an error, SIGTERM)
             # no task still runs when the caller cleans up (e.g. removes a staging folder).
-            with (threaded_progress(label) if progress else contextlib.nullcontext(),
-                  ContextAwareThreadPoolExecutor(CPU_COUNT) as pool):
+            with (
+                threaded_progress(label) if progress else contextlib.nullcontext(),
+                ContextAwareThreadPoolExecutor(CPU_COUNT) as pool,
+            ):
                 try:
                     return dask.compute(graph, scheduler=scheduler, pool=pool)[0]
                 except BaseException:
@@ -261,8 +265,13 @@ def compute_file_moments(
     _check_split_every(split_every)
     graphs = [
         _moments_graph(
-            open_table(str(path), sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
-                       storage_options=storage_options),
+            open_table(
+                str(path),
+                sensitive_feature=sensitive_feature,
+                features=features,
+                sample_weight=sample_weight,
+                storage_options=storage_options,
+            ),
             split_every,
         )
         for path in paths
@@ -285,20 +294,29 @@ def sample_rows(
     """A uniform random sample of about ``max_rows`` rows of ``columns`` (deterministic for a
     given table, partitioning and ``seed``), e.g. to train a downstream model in a report.
     Two passes: the partition lengths, then each partition sampled at the same rate."""
-    table = open_table(source, key_columns=list(columns), features=[], read_options=read_options,
-                       storage_options=storage_options)
+    table = open_table(
+        source, key_columns=list(columns), features=[], read_options=read_options, storage_options=storage_options
+    )
     total = sum(run_graph(table.map_partitions(_partition_length), client=client))
     fraction = min(1.0, max_rows / max(total, 1))
     parts = run_graph(table.map_partitions(_sample_partition, list(columns), fraction, seed), client=client)
     return pd.concat(parts, ignore_index=True)
 
 
-def value_counts(source: Any, column: str, *, dropna: bool = True, read_options: dict[str, Any] | None = None,
-                 client: Any = None, storage_options: StorageOptions | None = None) -> pd.Series:
+def value_counts(
+    source: Any,
+    column: str,
+    *,
+    dropna: bool = True,
+    read_options: dict[str, Any] | None = None,
+    client: Any = None,
+    storage_options: StorageOptions | None = None,
+) -> pd.Series:
     """How many rows hold each value of ``column`` (missing values left out, or with
     ``dropna=False`` counted under NaN, as in pandas): one pass that reads that column alone."""
-    table = open_table(source, key_columns=[column], features=[], read_options=read_options,
-                       storage_options=storage_options)
+    table = open_table(
+        source, key_columns=[column], features=[], read_options=read_options, storage_options=storage_options
+    )
     parts = run_graph(table.map_partitions(_partition_counts, column, dropna), client=client)
     return pd.concat(parts).groupby(level=0, dropna=dropna).sum() if parts else pd.Series(dtype=np.int64)
 
@@ -311,7 +329,9 @@ def _partition_length(part: pd.DataFrame, partition: Partition) -> int:
     return len(part)
 
 
-def _sample_partition(part: pd.DataFrame, partition: Partition, columns: list[str], fraction: float, seed: int) -> pd.DataFrame:
+def _sample_partition(
+    part: pd.DataFrame, partition: Partition, columns: list[str], fraction: float, seed: int
+) -> pd.DataFrame:
     rng = np.random.default_rng([seed, partition.index])
     return part[columns].sample(frac=fraction, random_state=rng)
 
@@ -356,8 +376,14 @@ class TablePasses:
     """
 
     def __init__(
-        self, table: Table, groups: Sequence[Hashable], *, scale: np.ndarray | None = None,
-        client: Any = None, split_every: int = 8, progress: bool = False,
+        self,
+        table: Table,
+        groups: Sequence[Hashable],
+        *,
+        scale: np.ndarray | None = None,
+        client: Any = None,
+        split_every: int = 8,
+        progress: bool = False,
     ) -> None:
         _check_split_every(split_every)
         self.table = table
@@ -419,8 +445,12 @@ class TablePasses:
 
     def _run(self, graph: Any, kind: str) -> Any:
         """One pass over the rows (every request goes through here)."""
-        return run_graph(graph, client=self.client, progress=self.progress,
-                         label=f"pass {self._counter.next()} over the rows: {kind}")
+        return run_graph(
+            graph,
+            client=self.client,
+            progress=self.progress,
+            label=f"pass {self._counter.next()} over the rows: {kind}",
+        )
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
@@ -428,14 +458,20 @@ class TablePasses:
         total: L1Sums = self._run(_tree_sum(parts, self.split_every), "l1 sums")
         return total.in_order(self.groups)
 
-
     # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """U = ZV of every row read (of :attr:`cells` when restricted), in partition order,
         collected on the driver (n × r numbers)."""
-        parts = self._run(self._map(_chunk_projected, np.asarray(components, dtype=np.float64),
-                                    np.asarray(origin, dtype=np.float64), self.scale, self.groups),
-                          "projection")
+        parts = self._run(
+            self._map(
+                _chunk_projected,
+                np.asarray(components, dtype=np.float64),
+                np.asarray(origin, dtype=np.float64),
+                self.scale,
+                self.groups,
+            ),
+            "projection",
+        )
         weights = None if any(w is None for _, _, w in parts) else np.concatenate([w for _, _, w in parts])
         self._offsets = np.concatenate([[0], np.cumsum([len(c) for _, c, _ in parts])])
         return np.concatenate([u for u, _, _ in parts]), np.concatenate([c for _, c, _ in parts]), weights
@@ -450,20 +486,27 @@ class TablePasses:
         offsets = self._offsets
         if offsets[-1] != s.shape[0]:
             raise InputError(f"{s.shape[0]} rows of S for a table of {offsets[-1]} rows")
-        parts = self._map(_chunk_backprojected, np.asarray(s, dtype=np.float64), offsets,
-                          np.asarray(origin, dtype=np.float64), self.scale)
+        parts = self._map(
+            _chunk_backprojected,
+            np.asarray(s, dtype=np.float64),
+            offsets,
+            np.asarray(origin, dtype=np.float64),
+            self.scale,
+        )
         return self._run(_tree_sum(parts, self.split_every), "kernel gradient")
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
         return self.rff_sums_many([(components, features)], origin)[0]
 
-    def rff_sums_many(self, requests: Sequence[RFFRequest], origin: np.ndarray, *,
-                      gradient: bool = True) -> list[RFFSums]:
+    def rff_sums_many(
+        self, requests: Sequence[RFFRequest], origin: np.ndarray, *, gradient: bool = True
+    ) -> list[RFFSums]:
         """The random-feature sums of every (V, features) request in one pass: each slab of a
         partition is projected and summed for all of them while it is in memory."""
         requests = check_rff_requests(requests, len(self.table.features))
-        parts = self._map(_chunk_rff_sums, requests, np.asarray(origin, dtype=np.float64), self.scale, self.groups,
-                          gradient)
+        parts = self._map(
+            _chunk_rff_sums, requests, np.asarray(origin, dtype=np.float64), self.scale, self.groups, gradient
+        )
         return self._run(_tree_sum(parts, self.split_every, merge_rff_sums_many), "random-feature sums")
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
@@ -507,16 +550,18 @@ def _chunk_slabs(chunk: Chunk, origin: np.ndarray, scale: np.ndarray) -> Iterato
         yield start, stop, chunk.rows(start, stop) / scale - origin
 
 
-def _chunk_projected(chunk: Chunk, components: np.ndarray, origin: np.ndarray, scale: np.ndarray,
-                     groups: tuple[Hashable, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _chunk_projected(
+    chunk: Chunk, components: np.ndarray, origin: np.ndarray, scale: np.ndarray, groups: tuple[Hashable, ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     u = np.zeros((len(chunk), components.shape[1]))
     for start, stop, z in _chunk_slabs(chunk, origin, scale):
         u[start:stop] = z @ components
     return u, _fitted_codes(chunk, groups), chunk.weights
 
 
-def _chunk_backprojected(chunk: Chunk, s: np.ndarray, offsets: np.ndarray, origin: np.ndarray,
-                         scale: np.ndarray) -> np.ndarray:
+def _chunk_backprojected(
+    chunk: Chunk, s: np.ndarray, offsets: np.ndarray, origin: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
     first = int(offsets[chunk.partition.index])
     total = np.zeros((scale.shape[0], s.shape[1]))
     for start, stop, z in _chunk_slabs(chunk, origin, scale):
@@ -524,39 +569,70 @@ def _chunk_backprojected(chunk: Chunk, s: np.ndarray, offsets: np.ndarray, origi
     return total
 
 
-def _chunk_rff_sums(chunk: Chunk, requests: list[RFFRequest], origin: np.ndarray, scale: np.ndarray,
-                    groups: tuple[Hashable, ...], gradient: bool) -> list[RFFSums]:
+def _chunk_rff_sums(
+    chunk: Chunk,
+    requests: list[RFFRequest],
+    origin: np.ndarray,
+    scale: np.ndarray,
+    groups: tuple[Hashable, ...],
+    gradient: bool,
+) -> list[RFFSums]:
     codes = _fitted_codes(chunk, groups)
-    return merge_rff_sums_many(*(
-        rff_block_sums_many(z, codes[start:stop], len(groups), requests,
-                            None if chunk.weights is None else chunk.weights[start:stop], gradient=gradient)
-        for start, stop, z in _chunk_slabs(chunk, origin, scale)
-    ))
+    return merge_rff_sums_many(
+        *(
+            rff_block_sums_many(
+                z,
+                codes[start:stop],
+                len(groups),
+                requests,
+                None if chunk.weights is None else chunk.weights[start:stop],
+                gradient=gradient,
+            )
+            for start, stop, z in _chunk_slabs(chunk, origin, scale)
+        )
+    )
 
 
 def _chunk_group_counts(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:
     return np.bincount(_fitted_codes(chunk, groups), minlength=len(groups))
 
 
-def _chunk_gather(chunk: Chunk, groups: tuple[Hashable, ...], chosen: list[np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def _chunk_gather(
+    chunk: Chunk, groups: tuple[Hashable, ...], chosen: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The rows picked for this partition: ``chosen[partition][g]`` are positions among its
     rows of group g."""
     codes = _fitted_codes(chunk, groups)
-    keep = np.sort(np.concatenate([np.flatnonzero(codes == g)[picks]
-                                   for g, picks in enumerate(chosen[chunk.partition.index])]).astype(np.int64))
-    pieces = [chunk.rows(start, stop)[keep[(keep >= start) & (keep < stop)] - start]
-              for start, stop in chunk.slabs(_SLAB_BYTES)]
+    keep = np.sort(
+        np.concatenate(
+            [np.flatnonzero(codes == g)[picks] for g, picks in enumerate(chosen[chunk.partition.index])]
+        ).astype(np.int64)
+    )
+    pieces = [
+        chunk.rows(start, stop)[keep[(keep >= start) & (keep < stop)] - start]
+        for start, stop in chunk.slabs(_SLAB_BYTES)
+    ]
     rows = np.concatenate(pieces) if pieces else np.zeros((0, chunk.features.shape[1]))
     return rows, codes[keep], None if chunk.weights is None else chunk.weights[keep]
 
 
-def _chunk_l1_sums(chunk: Chunk, components: np.ndarray, centers: dict[Hashable, np.ndarray], scale: np.ndarray) -> L1Sums:
-    return _merge(*(
-        l1_block_sums(chunk.rows(start, stop), chunk.codes[start:stop], chunk.groups, components, centers, scale,
-                      None if chunk.weights is None else chunk.weights[start:stop])
-        for start, stop in chunk.slabs(_SLAB_BYTES)
-    ))
+def _chunk_l1_sums(
+    chunk: Chunk, components: np.ndarray, centers: dict[Hashable, np.ndarray], scale: np.ndarray
+) -> L1Sums:
+    return _merge(
+        *(
+            l1_block_sums(
+                chunk.rows(start, stop),
+                chunk.codes[start:stop],
+                chunk.groups,
+                components,
+                centers,
+                scale,
+                None if chunk.weights is None else chunk.weights[start:stop],
+            )
+            for start, stop in chunk.slabs(_SLAB_BYTES)
+        )
+    )
 
 
 def table_passes(
@@ -589,8 +665,16 @@ def table_passes(
     >>> fit_projection(moments, 3, method="mm-robust", passes=passes)
     """
     table = open_table(
-        data, sensitive_feature=sensitive_feature, features=list(moments.feature_names), sample_weight=sample_weight,
-        key_columns=key_columns, exclude=exclude, feature_names=feature_names, chunk_rows=chunk_rows,
-        read_options=read_options, cells=cells, storage_options=storage_options,
+        data,
+        sensitive_feature=sensitive_feature,
+        features=list(moments.feature_names),
+        sample_weight=sample_weight,
+        key_columns=key_columns,
+        exclude=exclude,
+        feature_names=feature_names,
+        chunk_rows=chunk_rows,
+        read_options=read_options,
+        cells=cells,
+        storage_options=storage_options,
     )
     return TablePasses(table, moments.groups, client=client, split_every=split_every, progress=progress)

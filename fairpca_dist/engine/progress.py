@@ -25,8 +25,13 @@ def progress_bar(label: str, *, file: TextIO | None = None, disable: bool | None
     """An empty bar for a pass called ``label``; its total is set once the graph is known.
     ``disable=None``: drawn only on a terminal."""
     return tqdm(
-        total=0, desc=f"  {label}", unit="task", leave=False, dynamic_ncols=True,
-        file=file if file is not None else sys.stderr, disable=disable,
+        total=0,
+        desc=f"  {label}",
+        unit="task",
+        leave=False,
+        dynamic_ncols=True,
+        file=file if file is not None else sys.stderr,
+        disable=disable,
     )
 
 

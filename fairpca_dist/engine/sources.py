@@ -52,20 +52,20 @@ from fsspec.utils import infer_compression
 
 from fairpca_dist.engine import memory
 from fairpca_dist.engine.cells import HashCells
+from fairpca_dist.engine.parquet_slices import sliced_row_groups
 from fairpca_dist.exceptions import (
+    READ_ERRORS,
     AccessError,
     FairPCAError,
     GroupError,
     InputError,
     ReadError,
     SchemaError,
-    READ_ERRORS,
     error_line,
     read_error,
     reading,
 )
 from fairpca_dist.io.markers import looks_like_a_marker, na_values_hint, profile_text, with_markers
-from fairpca_dist.engine.parquet_slices import sliced_row_groups
 from fairpca_dist.io.storage import Location, StorageOptions, locate, missing_bucket, service_errors_named
 from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed
@@ -140,7 +140,11 @@ class Chunk:
         """Row ranges of about equal size whose float64 conversion needs at most ``max_bytes``
         each; one range when the features already are C-ordered float64 (no conversion)."""
         n_rows, n_features = len(self), max(self.features.shape[1], 1)
-        if isinstance(self.features, np.ndarray) and self.features.dtype == np.float64 and self.features.flags.c_contiguous:
+        if (
+            isinstance(self.features, np.ndarray)
+            and self.features.dtype == np.float64
+            and self.features.flags.c_contiguous
+        ):
             n_slabs = 1
         else:
             n_slabs = max(1, -(-n_rows * 8 * n_features // max_bytes))
@@ -167,7 +171,9 @@ class Chunk:
         keep = np.flatnonzero(mask)
         features = self.features.iloc[keep] if isinstance(self.features, pd.DataFrame) else self.features[keep]
         return replace(
-            self, features=features, codes=self.codes[keep],
+            self,
+            features=features,
+            codes=self.codes[keep],
             weights=None if self.weights is None else self.weights[keep],
             cell_codes=None if self.cell_codes is None else self.cell_codes[keep],
         )
@@ -212,9 +218,17 @@ class Table:
     @property
     def columns(self) -> list[str]:
         """Every column the table uses: features, sensitive, key, weight and cell columns."""
-        return list(dict.fromkeys([
-            *self.features, *self.sensitive, *self.keys, *filter(None, [self.sample_weight]), *self.cell_columns,
-        ]))
+        return list(
+            dict.fromkeys(
+                [
+                    *self.features,
+                    *self.sensitive,
+                    *self.keys,
+                    *filter(None, [self.sample_weight]),
+                    *self.cell_columns,
+                ]
+            )
+        )
 
     @property
     def cell_columns(self) -> tuple[str, ...]:
@@ -330,8 +344,10 @@ def _reader_hint(error: BaseException) -> str:
     missing-value option when text in a numeric CSV column may mark missing values ('?', 'NA ',
     '-')."""
     if isinstance(error, UnicodeDecodeError):
-        return ("\nThe file is not UTF-8 text: give its encoding, e.g. read_options={'encoding': 'latin-1'} "
-                "(command line: --read-option encoding=latin-1)")
+        return (
+            "\nThe file is not UTF-8 text: give its encoding, e.g. read_options={'encoding': 'latin-1'} "
+            "(command line: --read-option encoding=latin-1)"
+        )
     found = re.search(r"could not convert string to float: '([^']{0,8})'", str(error))
     return f"\n{na_values_hint([found.group(1)])}" if found else ""
 
@@ -355,19 +371,27 @@ def _mismatched_dtypes(error: BaseException, reader_options: dict[str, Any]) -> 
     values = dict(_CONVERSION.findall(text))
     if not rows:
         return None
-    held = [f"{c!r} (read as {expected}) holds {values[c]!r}" if c in values else
-            f"{c!r} (read as {expected}) holds {found} values" for c, found, expected in rows]
+    held = [
+        f"{c!r} (read as {expected}) holds {values[c]!r}"
+        if c in values
+        else f"{c!r} (read as {expected}) holds {found} values"
+        for c, found, expected in rows
+    ]
     markers = {c: [values[c]] for c, _, _ in rows if c in values and looks_like_a_marker(values[c])}
     others = {c: "object" if c in values else found for c, found, _ in rows if c not in markers}
     hints = [na_values_hint(with_markers(reader_options.get("na_values"), markers))] if markers else []
     if others:
         option = shlex.quote(f"dtype={json.dumps(others)}")
-        hints.append(f"To read {listed(others, len(others))} as found there: read_options={{'dtype': {others!r}}} "
-                     f"(command line: --read-option {option})")
-    typed = "column typed from the file's first rows holds" if len(rows) == 1 else "columns typed from the file's " \
-        "first rows hold"
-    return (f"{typed} other values further down: {listed(held, show=str)}"
-            + "".join(f"\n{hint}" for hint in hints))
+        hints.append(
+            f"To read {listed(others, len(others))} as found there: read_options={{'dtype': {others!r}}} "
+            f"(command line: --read-option {option})"
+        )
+    typed = (
+        "column typed from the file's first rows holds"
+        if len(rows) == 1
+        else "columns typed from the file's first rows hold"
+    )
+    return f"{typed} other values further down: {listed(held, show=str)}" + "".join(f"\n{hint}" for hint in hints)
 
 
 def _csv_reader_options(node: Any, depth: int = 0) -> dict[str, Any]:
@@ -465,8 +489,10 @@ def _delimiter_hint(columns: Sequence[Any]) -> str:
     if len(columns) == 1:
         for sep in (";", "\t", "|"):
             if sep in str(columns[0]):
-                return (f"; the file seems to use {sep!r} as delimiter: pass read_options={{'sep': {sep!r}}} "
-                        f"(command line: --read-option 'sep={json.dumps(sep)}')")
+                return (
+                    f"; the file seems to use {sep!r} as delimiter: pass read_options={{'sep': {sep!r}}} "
+                    f"(command line: --read-option 'sep={json.dumps(sep)}')"
+                )
     return ""
 
 
@@ -491,8 +517,10 @@ def _first_file(source: Location) -> tuple[Location, bool]:
         return (committed(source) if folder and not source.local else source), folder
     matches = _glob(source)
     if not matches and source.fs.lexists(source.path):
-        raise InputError(f"{source.url!r} is read as a pattern ('*', '?' and '[...]' are wildcards), which matches no "
-                         "file, though a file of that name exists: rename it without those characters")
+        raise InputError(
+            f"{source.url!r} is read as a pattern ('*', '?' and '[...]' are wildcards), which matches no "
+            "file, though a file of that name exists: rename it without those characters"
+        )
     if not matches:
         raise InputError(f"no files match {source.url!r}")
     return matches[0], _check_readable(matches[0])
@@ -526,8 +554,12 @@ def _check_readable(location: Location) -> bool:
         if kind == "file":
             with location.fs.open(location.path, "rb"):
                 return False
-    raise AccessError(errno.ENXIO, f"cannot read {location.url!r}: it is not a regular file or a folder (a pipe, "
-                                   "a socket or a device): copy the data into a file", location.url)
+    raise AccessError(
+        errno.ENXIO,
+        f"cannot read {location.url!r}: it is not a regular file or a folder (a pipe, "
+        "a socket or a device): copy the data into a file",
+        location.url,
+    )
 
 
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zip", ".zst")  # what pandas infers from a CSV file's name
@@ -602,8 +634,15 @@ def _ends_rows_with_a_delimiter(first: Location, separator: str, read_options: d
     encoding = read_options.get("encoding") or "utf-8"
     quotechar = read_options.get("quotechar") or '"'
     try:
-        with OpenFile(first.fs, first.path, "rt", compression=infer_compression(first.path), encoding=encoding,
-                      errors="replace", newline="") as file:
+        with OpenFile(
+            first.fs,
+            first.path,
+            "rt",
+            compression=infer_compression(first.path),
+            encoding=encoding,
+            errors="replace",
+            newline="",
+        ) as file:
             lines = (row for row in csv.reader(file, delimiter=separator, quotechar=quotechar) if row)
             header, row = next(lines, []), next(lines, [])
     except (OSError, EOFError, ValueError, LookupError, csv.Error):
@@ -641,8 +680,9 @@ def _drop_trailing_field(part: pd.DataFrame, last_column: str) -> pd.DataFrame:
     return part.drop(columns=_TRAILING_FIELD)
 
 
-def _open_reader(reader: Callable[..., dd.DataFrame], source: Location, kind: str,
-                 read_options: dict[str, Any]) -> dd.DataFrame:
+def _open_reader(
+    reader: Callable[..., dd.DataFrame], source: Location, kind: str, read_options: dict[str, Any]
+) -> dd.DataFrame:
     """Plan the read (dask reads footers or a sample here) of ``source``'s URL, on its
     filesystem with its storage options; a file that cannot be read as ``kind`` raises
     :class:`ReadError` naming ``source`` (pyarrow's message names the file)."""
@@ -657,11 +697,12 @@ def _open_reader(reader: Callable[..., dd.DataFrame], source: Location, kind: st
     except (ValueError, KeyError) as error:  # ArrowInvalid, ParserError, UnicodeDecodeError, ...
         culprit = _unreadable_parquet_file(source) if kind == "Parquet" else None
         where = f" (file {culprit[0]}: {culprit[1]})" if culprit else ""
-        raise ReadError(f"cannot read {text!r} as {kind}{where}: {error_line(error)}"
-                        f"{_reader_hint(error)}") from error
+        raise ReadError(f"cannot read {text!r} as {kind}{where}: {error_line(error)}{_reader_hint(error)}") from error
     except (TypeError, LookupError) as error:  # a misspelt option, a value of the wrong type, an unknown encoding
-        raise InputError(f"read options {read_options} are not accepted by the {kind} reader: "
-                         f"{error_line(error)}{_option_hint(error, reader, kind)}") from error
+        raise InputError(
+            f"read options {read_options} are not accepted by the {kind} reader: "
+            f"{error_line(error)}{_option_hint(error, reader, kind)}"
+        ) from error
     except READ_ERRORS as error:  # damaged, forbidden, missing: named; others may pass on retry (remote storage)
         named = read_error(error, getattr(error, "filename", None) or text)
         if named is None:
@@ -692,8 +733,11 @@ def _unreadable_parquet_file(source: Location) -> tuple[str, str] | None:
     elif source.isdir():
         base = source.path.rstrip("/")
         found = source.fs.find(base)
-        files = [source / name[len(base) + 1:] for name in sorted(found)
-                 if not posixpath.basename(name).startswith(("_", "."))]
+        files = [
+            source / name[len(base) + 1 :]
+            for name in sorted(found)
+            if not posixpath.basename(name).startswith(("_", "."))
+        ]
     else:
         files = [source]
     for file in files:
@@ -797,9 +841,7 @@ def _in_memory(values: np.ndarray, rows: int | tuple[int, ...]) -> da.Array:
     chunks = normalize_chunks((rows,) + (-1,) * (values.ndim - 1), values.shape, dtype=values.dtype)
     bounds = np.cumsum((0, *chunks[0]))
     name = f"rows-{uuid.uuid4().hex}"
-    blocks = {
-        (name, i) + (0,) * (values.ndim - 1): values[bounds[i] : bounds[i + 1]] for i in range(len(chunks[0]))
-    }
+    blocks = {(name, i) + (0,) * (values.ndim - 1): values[bounds[i] : bounds[i + 1]] for i in range(len(chunks[0]))}
     return da.Array(blocks, name, chunks, dtype=values.dtype)
 
 
@@ -923,8 +965,10 @@ def open_table(
     if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     if "storage_options" in (read_options or {}):
-        raise InputError("give the options of a URL's filesystem as storage_options=..., not in read_options "
-                         "(command line: --storage-option key=value)")
+        raise InputError(
+            "give the options of a URL's filesystem as storage_options=..., not in read_options "
+            "(command line: --storage-option key=value)"
+        )
     if isinstance(data, _PATHS):
         data = locate(data, storage_options)
     extra: dict[str, Any] = {}
@@ -976,7 +1020,9 @@ def open_table(
     if weight is not None:
         _require_columns(frame, [weight], "sample_weight", origin)
         if not pd.api.types.is_numeric_dtype(frame[weight].dtype):
-            raise SchemaError(f"sample_weight column {weight!r}{origin} has dtype {frame[weight].dtype}, expected numeric")
+            raise SchemaError(
+                f"sample_weight column {weight!r}{origin} has dtype {frame[weight].dtype}, expected numeric"
+            )
 
     keys = list(key_columns)
     _require_columns(frame, keys, "key", origin)
@@ -991,7 +1037,8 @@ def open_table(
         _require_columns(frame, list(cells.key_columns), "HashCells key", origin)
     if features is None:
         chosen = [
-            c for c in frame.columns
+            c
+            for c in frame.columns
             if c not in reserved and c not in _hash_keys(cells) and pd.api.types.is_numeric_dtype(frame[c].dtype)
         ]
         if not chosen:
@@ -1009,8 +1056,10 @@ def open_table(
         for c in chosen:
             dtype = frame[c].dtype
             if not pd.api.types.is_numeric_dtype(dtype):
-                raise SchemaError(f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype"
-                                  f"{_text_hint(frame[c], dict(read_options or {}))}")
+                raise SchemaError(
+                    f"feature column {c!r}{origin} has dtype {dtype}, expected a numeric dtype"
+                    f"{_text_hint(frame[c], dict(read_options or {}))}"
+                )
     if isinstance(cells, HashCells):
         cells = _resolved_hash_cells(cells, chosen, sensitive)
     if isinstance(data, Location):
@@ -1070,7 +1119,12 @@ def _resolved_hash_cells(cells: HashCells, features: Sequence[str], sensitive: S
 def _is_column_reference(value: Any) -> bool:
     if isinstance(value, str):
         return True
-    return isinstance(value, (list, tuple)) and len(value) > 0 and all(isinstance(v, str) for v in value) and len(value) < 64
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(isinstance(v, str) for v in value)
+        and len(value) < 64
+    )
 
 
 def read_chunk(
@@ -1179,14 +1233,14 @@ def check_finite(x: np.ndarray, features: Sequence[str], partition: Partition | 
     raise InputError(f"non-finite feature values in {partition}: {detail}; clean or impute them first")
 
 
-def _group_codes(part: pd.DataFrame, sensitive: Sequence[str], partition: Partition) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+def _group_codes(
+    part: pd.DataFrame, sensitive: Sequence[str], partition: Partition
+) -> tuple[np.ndarray, tuple[Hashable, ...]]:
     for column in sensitive:
         missing = part[column].isna()
         if missing.any():
             name = "sensitive_features" if column == SENSITIVE_COLUMN else repr(column)
-            raise GroupError(
-                f"sensitive feature {name} has {int(missing.sum())} missing label(s) in {partition}"
-            )
+            raise GroupError(f"sensitive feature {name} has {int(missing.sum())} missing label(s) in {partition}")
     if len(sensitive) == 1:
         return _factorize(part[sensitive[0]])
     tuples = np.empty(len(part), dtype=object)

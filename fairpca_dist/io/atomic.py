@@ -31,8 +31,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Literal
 
-from fairpca_dist.io import versions
 from fairpca_dist.exceptions import FairPCAError, OutputBusyError, OutputPathError, WriteError
+from fairpca_dist.io import versions
 from fairpca_dist.io.storage import (
     Location,
     StorageOptions,
@@ -43,8 +43,16 @@ from fairpca_dist.io.storage import (
     service_errors_named,
 )
 
-__all__ = ["atomic_directory", "atomic_file", "output_lock", "check_output", "input_paths", "staging_folder",
-           "swap_in", "write_errors_named"]
+__all__ = [
+    "atomic_directory",
+    "atomic_file",
+    "output_lock",
+    "check_output",
+    "input_paths",
+    "staging_folder",
+    "swap_in",
+    "write_errors_named",
+]
 
 # Errors of a write the user can act on (a full, read-only or forbidden disk, a parent that is
 # a file, a looping link): reported as WriteError naming the output. Other OSErrors (a lost
@@ -65,7 +73,7 @@ _WRITE_ERRNOS = {
 # The same, for an object store's answers (s3fs turns them into these OSErrors)
 _STORE_ERRNOS = {
     errno.EACCES: "access denied by the store: check the credentials (e.g. AWS_ACCESS_KEY_ID and "
-                  "AWS_SECRET_ACCESS_KEY) and that they may write this bucket",
+    "AWS_SECRET_ACCESS_KEY) and that they may write this bucket",
     errno.EPERM: "access denied by the store: check the credentials and that they may write this bucket",
     errno.ENOENT: "its bucket does not exist: create it first, or write elsewhere",
 }
@@ -76,8 +84,14 @@ Paths = Iterable[str | os.PathLike[str]]
 Target = str | os.PathLike[str] | Location
 
 
-def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | None = None,
-                 storage_options: StorageOptions | None = None) -> None:
+def check_output(
+    target: Target,
+    inputs: Paths,
+    *,
+    kind: Kind,
+    marker: str | None = None,
+    storage_options: StorageOptions | None = None,
+) -> None:
     """Refuse an output that would touch an input or replace something not its writer's.
 
     ``target`` and every input are resolved to real paths (symbolic links and ``..``
@@ -104,11 +118,15 @@ def check_output(target: Target, inputs: Paths, *, kind: Kind, marker: str | Non
         _check_remote_kind(location, kind, marker)
         return
     if kind == "folder" and os.path.isfile(output):
-        raise OutputPathError(f"output {location.url!r} is an existing file, where a folder is to be written: "
-                              "remove the file or choose another output (nothing was written)")
+        raise OutputPathError(
+            f"output {location.url!r} is an existing file, where a folder is to be written: "
+            "remove the file or choose another output (nothing was written)"
+        )
     if kind == "file" and os.path.isdir(output):
-        raise OutputPathError(f"output {location.url!r} is an existing folder, where a file is to be written: "
-                              "remove the folder or choose another output (nothing was written)")
+        raise OutputPathError(
+            f"output {location.url!r} is an existing folder, where a file is to be written: "
+            "remove the folder or choose another output (nothing was written)"
+        )
     if marker is not None:
         _check_replaceable(Path(output), marker)
 
@@ -117,11 +135,15 @@ def _check_remote_kind(location: Location, kind: Kind, marker: str | None) -> No
     with write_errors_named(location):
         _check_bucket(location)
         if kind == "folder" and location.isfile():
-            raise OutputPathError(f"output {location} is an existing object, where a folder is to be written: "
-                                  "remove it or choose another output (nothing was written)")
+            raise OutputPathError(
+                f"output {location} is an existing object, where a folder is to be written: "
+                "remove it or choose another output (nothing was written)"
+            )
         if kind == "file" and location.listdir() and not location.isfile():
-            raise OutputPathError(f"output {location} is an existing folder, where a file is to be written: "
-                                  "remove the folder or choose another output (nothing was written)")
+            raise OutputPathError(
+                f"output {location} is an existing folder, where a file is to be written: "
+                "remove the folder or choose another output (nothing was written)"
+            )
         if marker is not None:
             versions.check_replaceable(location, marker)
 
@@ -135,8 +157,11 @@ def _check_bucket(location: Location) -> None:
     try:
         location.fs.call_s3("head_bucket", Bucket=bucket)
     except FileNotFoundError as error:
-        raise WriteError(errno.ENOENT, f"could not write {location}: its bucket {bucket!r} does not exist: create it "
-                                       "first, or write elsewhere; nothing was written") from error
+        raise WriteError(
+            errno.ENOENT,
+            f"could not write {location}: its bucket {bucket!r} does not exist: create it "
+            "first, or write elsewhere; nothing was written",
+        ) from error
 
 
 def input_paths(*sources: object) -> list[str | os.PathLike[str]]:
@@ -185,7 +210,11 @@ def _inside(path: str, folder: str) -> bool:
 
 @contextlib.contextmanager
 def output_lock(
-    target: Target, *, inputs: Paths, kind: Kind = "folder", marker: str | None = None,
+    target: Target,
+    *,
+    inputs: Paths,
+    kind: Kind = "folder",
+    marker: str | None = None,
     storage_options: StorageOptions | None = None,
 ) -> Iterator[Location]:
     """Hold the exclusive write lock of ``target`` (a ``kind`` of output) while inside.
@@ -339,11 +368,14 @@ def write_errors_named(target: Target) -> Iterator[None]:
             raise
         if code == errno.ENOENT and not missing_bucket(error):
             raise
-        kept = ("the previous output, if any, is unchanged" if remote else
-                f"any partial output was removed and the previous {name} is unchanged" if existed
-                else f"nothing was left at {name}")
-        where = (f" ({error.filename})" if not remote and error.filename and os.fspath(error.filename) != name
-                 else "")
+        kept = (
+            "the previous output, if any, is unchanged"
+            if remote
+            else f"any partial output was removed and the previous {name} is unchanged"
+            if existed
+            else f"nothing was left at {name}"
+        )
+        where = f" ({error.filename})" if not remote and error.filename and os.fspath(error.filename) != name else ""
         raise WriteError(code, f"could not write {name}: {reasons[code]}{where}; {kept}") from error
 
 
@@ -356,8 +388,9 @@ def _errno(error: OSError) -> int | None:
 
 
 @contextlib.contextmanager
-def atomic_directory(target: Target, *, inputs: Paths, marker: str,
-                     storage_options: StorageOptions | None = None) -> Iterator[Location]:
+def atomic_directory(
+    target: Target, *, inputs: Paths, marker: str, storage_options: StorageOptions | None = None
+) -> Iterator[Location]:
     """Yield an empty folder to write the output into; on success make it ``target``.
 
     Parameters
@@ -381,8 +414,10 @@ def atomic_directory(target: Target, *, inputs: Paths, marker: str,
     removed and ``target`` is left exactly as it was (or absent); a full, read-only or
     forbidden disk or store raises :class:`WriteError` naming ``target``.
     """
-    with output_lock(target, inputs=inputs, kind="folder", marker=marker,
-                     storage_options=storage_options) as target, write_errors_named(target):
+    with (
+        output_lock(target, inputs=inputs, kind="folder", marker=marker, storage_options=storage_options) as target,
+        write_errors_named(target),
+    ):
         if not target.local:
             with versions.versioned_directory(target, marker=marker) as version:
                 yield version

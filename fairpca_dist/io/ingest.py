@@ -27,19 +27,33 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.io.atomic import atomic_directory, atomic_file, input_paths
-from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
-from fairpca_dist.io.markers import (
-    ALL_MISSING, MOSTLY_MARKERS, TextProfile, exclude_hint, na_values_hint, profile_text, with_markers)
 from fairpca_dist.engine.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.engine.passes import run_graph
 from fairpca_dist.engine.sources import Partition, feature_values, map_partitions, open_table
+from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, input_paths
+from fairpca_dist.io.markers import (
+    ALL_MISSING,
+    MOSTLY_MARKERS,
+    TextProfile,
+    exclude_hint,
+    na_values_hint,
+    profile_text,
+    with_markers,
+)
 from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate
 from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed, listed_counts
 
-__all__ = ["ingest_table", "IngestResult", "read_schema", "table_source", "failed_rejects_path", "SCHEMA_FILE",
-           "REJECTS_SAMPLE_ROWS"]
+__all__ = [
+    "ingest_table",
+    "IngestResult",
+    "read_schema",
+    "table_source",
+    "failed_rejects_path",
+    "SCHEMA_FILE",
+    "REJECTS_SAMPLE_ROWS",
+]
 
 SCHEMA_FILE = "schema.json"
 REJECTS_FILE = "rejects.csv"
@@ -73,8 +87,10 @@ class IngestResult:
         features = self.schema["features"]
         shown = ", ".join(features if len(features) <= 10 else [*features[:8], "…"])
         groups = len(self.schema["groups"])
-        lines = [f"{self.rows:,} rows ({self.rejected:,} rejected), {len(features)} features ({shown}), "
-                 f"{groups} groups by {', '.join(self.schema['sensitive_feature'])}"]
+        lines = [
+            f"{self.rows:,} rows ({self.rejected:,} rejected), {len(features)} features ({shown}), "
+            f"{groups} groups by {', '.join(self.schema['sensitive_feature'])}"
+        ]
         dropped = self.schema["dropped_columns"]
         if dropped:
             lines.append(_dropped_line(dropped))
@@ -83,8 +99,10 @@ class IngestResult:
             lines.append(na_values_hint(markers))
         mostly = self.schema.get("suggested_exclude")
         if mostly:
-            lines.append(f"{_columns_named(mostly)} mostly missing-value markers: read as missing, they would "
-                         f"reject most rows; leave them out ({exclude_hint(mostly)})")
+            lines.append(
+                f"{_columns_named(mostly)} mostly missing-value markers: read as missing, they would "
+                f"reject most rows; leave them out ({exclude_hint(mostly)})"
+            )
         if self.rejected > self.rows:
             lines.append(_rejected_line(self.schema["rejected_by_column"], self.rows, self.rejected, features))
         return "\n".join(lines)
@@ -106,8 +124,10 @@ def _rejected_line(bad_by_column: Mapping[str, int], rows: int, rejected: int, f
     """``"293 of 294 rows (99.7 %) were rejected (per column: '11': 291, ...); leave out ..."``:
     what dropping the bad rows cost, and the columns to leave out to keep more of them."""
     total = rows + rejected
-    line = (f"{rejected:,} of {total:,} rows ({rejected / total:.1%}) were rejected (per column: "
-            f"{listed_counts(bad_by_column, 3, show=repr)})")
+    line = (
+        f"{rejected:,} of {total:,} rows ({rejected / total:.1%}) were rejected (per column: "
+        f"{listed_counts(bad_by_column, 3, show=repr)})"
+    )
     worst = _mostly_bad(bad_by_column, total, features)
     return f"{line}; to keep more rows leave out the worst ({exclude_hint(worst)})" if worst else line
 
@@ -120,8 +140,9 @@ def _dropped_line(dropped: dict[str, str]) -> str:
         by_reason.setdefault(reason, []).append(column)
     ranked = sorted(by_reason.items(), key=lambda item: -len(item[1]))
     columns = "column" if len(dropped) == 1 else "columns"
-    return (f"{len(dropped)} {columns} left out of the features: "
-            + "; ".join(f"{listed(names, 3)} ({reason})" for reason, names in ranked))
+    return f"{len(dropped)} {columns} left out of the features: " + "; ".join(
+        f"{listed(names, 3)} ({reason})" for reason, names in ranked
+    )
 
 
 @dataclass(frozen=True)
@@ -178,8 +199,13 @@ def _group_label(key: Any, n_columns: int) -> Any:
 
 
 def _clean_partition(
-    part: pd.DataFrame, partition: Partition, columns: list[str], features: list[str], sensitive: list[str],
-    profiled: list[str], folder: Location,
+    part: pd.DataFrame,
+    partition: Partition,
+    columns: list[str],
+    features: list[str],
+    sensitive: list[str],
+    profiled: list[str],
+    folder: Location,
 ) -> _PartitionReport:
     values = feature_values(part, features, partition)
     bad_values = ~np.isfinite(values)
@@ -264,8 +290,13 @@ def ingest_table(
     if isinstance(source, np.ndarray):
         raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
     table = open_table(
-        source, sensitive_feature=sensitive_feature, features=features, sample_weight=sample_weight,
-        key_columns=[*key_columns, *pass_through], exclude=exclude, read_options=read_options,
+        source,
+        sensitive_feature=sensitive_feature,
+        features=features,
+        sample_weight=sample_weight,
+        key_columns=[*key_columns, *pass_through],
+        exclude=exclude,
+        read_options=read_options,
         storage_options=storage_options,
     )
     if table.frame is None:
@@ -282,9 +313,15 @@ def ingest_table(
 
         def clean(feature_columns: list[str], text_columns: list[str], label: str) -> _Pass:
             """One pass: write the good rows of the roles and ``feature_columns``, profile ``text_columns``."""
-            tasks = map_partitions(table.frame[[*roles, *feature_columns, *text_columns]], _clean_partition,
-                                   [*roles, *feature_columns], feature_columns, sensitive, text_columns,
-                                   staging / PARTS_DIR)
+            tasks = map_partitions(
+                table.frame[[*roles, *feature_columns, *text_columns]],
+                _clean_partition,
+                [*roles, *feature_columns],
+                feature_columns,
+                sensitive,
+                text_columns,
+                staging / PARTS_DIR,
+            )
             return _Pass.of(list(run_graph(tasks, client=client, progress=progress, label=label)))
 
         found = clean(features_, profiled, "ingest")
@@ -330,8 +367,9 @@ def ingest_table(
             "suggested_read_options": suggested,
             "suggested_exclude": [str(c) for c in mostly],
             "groups": [{"label": label_to_json(g), "rows": found.groups[g]} for g in sorted_labels(list(found.groups))],
-            "partitions": [{"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows}
-                           for i, r in enumerate(found.reports)],
+            "partitions": [
+                {"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(found.reports)
+            ],
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
@@ -359,34 +397,47 @@ def _left_out(
     return reasons
 
 
-def _rejected_message(found: _Pass, sample: pd.DataFrame, kept: str, features: list[str], sensitive: list[str],
-                      keys: list[str]) -> str:
+def _rejected_message(
+    found: _Pass, sample: pd.DataFrame, kept: str, features: list[str], sensitive: list[str], keys: list[str]
+) -> str:
     """Why a failed ingest wrote nothing, in a few short lines: the count of rejected rows and
     the columns with the most bad values, where the sample is, the first row's key and bad
     values, and the remedies (leaving the rows out only when some would remain)."""
     empty = found.empty(features)
-    leave_out = (f"Feature(s) {empty} have no usable value in any row: leave them out ({exclude_hint(empty)}).\n"
-                 if empty else "")
+    leave_out = (
+        f"Feature(s) {empty} have no usable value in any row: leave them out ({exclude_hint(empty)}).\n"
+        if empty
+        else ""
+    )
     mostly = [c for c in _mostly_bad(found.bad_by_column, found.rows + found.rejected, features) if c not in empty]
     if mostly:
-        leave_out += (f"{_columns_named(mostly)} missing in more than half of the rows: leave them out to keep "
-                      f"those rows ({exclude_hint(mostly)}).\n")
-    drop = (", or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) to leave the rows out"
-            if found.rows else " (every row has a bad value: leaving them out would leave none)")
+        leave_out += (
+            f"{_columns_named(mostly)} missing in more than half of the rows: leave them out to keep "
+            f"those rows ({exclude_hint(mostly)}).\n"
+        )
+    drop = (
+        ", or ingest with on_bad_rows='drop' (command line: --on-bad-rows drop) to leave the rows out"
+        if found.rows
+        else " (every row has a bad value: leaving them out would leave none)"
+    )
     rows = f"{found.rejected:,} row(s)" if found.rows else f"all {found.rejected:,} row(s)"
     counts = dict(sorted(found.bad_by_column.items()))
-    return (f"{rows} have bad values (per column: {listed_counts(counts, show=repr)}); {kept}; "
-            f"the first: {_first_rejected(sample, features, sensitive, keys)}.\n"
-            f"Nothing was written. {leave_out}Clean the source{drop}")
+    return (
+        f"{rows} have bad values (per column: {listed_counts(counts, show=repr)}); {kept}; "
+        f"the first: {_first_rejected(sample, features, sensitive, keys)}.\n"
+        f"Nothing was written. {leave_out}Clean the source{drop}"
+    )
 
 
 def _groups_left_message(found: _Pass, features: list[str], sensitive: list[str]) -> str:
     """Why dropping the bad rows left too few groups to compare: the groups left and the
     columns that rejected most."""
     left = listed_counts({str(label): n for label, n in found.groups.items()}, show=str) if found.groups else "none"
-    return (f"dropping the rows with bad values left fewer than 2 groups of sensitive feature "
-            f"{', '.join(map(repr, sensitive))} (rows per group: {left}): nothing to compare. "
-            f"{_rejected_line(found.bad_by_column, found.rows, found.rejected, features)}. Nothing was written.")
+    return (
+        f"dropping the rows with bad values left fewer than 2 groups of sensitive feature "
+        f"{', '.join(map(repr, sensitive))} (rows per group: {left}): nothing to compare. "
+        f"{_rejected_line(found.bad_by_column, found.rows, found.rejected, features)}. Nothing was written."
+    )
 
 
 def _first_rejected(sample: pd.DataFrame, features: list[str], sensitive: list[str], keys: list[str]) -> str:
@@ -409,8 +460,9 @@ def _write_failed_rejects(sample: pd.DataFrame, path: Location, inputs: list[str
     return f"a sample is in {path}"
 
 
-def failed_rejects_path(table_dir: str | os.PathLike[str] | Location,
-                        storage_options: StorageOptions | None = None) -> Location:
+def failed_rejects_path(
+    table_dir: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None
+) -> Location:
     """Where a failed ingest into ``table_dir`` leaves its sample of rejected rows (beside it:
     the failure writes nothing into ``table_dir``)."""
     out = locate(table_dir, storage_options)

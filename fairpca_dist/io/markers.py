@@ -22,8 +22,18 @@ import pandas as pd
 
 from fairpca_dist.wording import listed
 
-__all__ = ["TextProfile", "profile_text", "looks_like_a_marker", "na_values_hint", "with_markers", "exclude_hint",
-           "MAX_MARKERS", "MOSTLY_MARKERS", "ALL_MISSING", "HEAD_ROWS"]
+__all__ = [
+    "TextProfile",
+    "profile_text",
+    "looks_like_a_marker",
+    "na_values_hint",
+    "with_markers",
+    "exclude_hint",
+    "MAX_MARKERS",
+    "MOSTLY_MARKERS",
+    "ALL_MISSING",
+    "HEAD_ROWS",
+]
 
 MAX_MARKERS = 3
 """A column of numbers holding at most this many distinct other values is read as numbers with
@@ -152,8 +162,10 @@ def na_values_hint(na_values: Sequence[Any] | Mapping[str, Sequence[Any]]) -> st
     markers = list(dict.fromkeys(m for values in lists for m in values))
     verb = "marks a missing value" if len(markers) == 1 else "mark missing values"
     option = shlex.quote(f"na_values={json.dumps(na_values)}")
-    return (f"If {listed(markers, len(markers))} {verb}: read_options={{'na_values': {na_values!r}}} "
-            f"(command line: --read-option {option})")
+    return (
+        f"If {listed(markers, len(markers))} {verb}: read_options={{'na_values': {na_values!r}}} "
+        f"(command line: --read-option {option})"
+    )
 
 
 def exclude_hint(columns: Sequence[str]) -> str:

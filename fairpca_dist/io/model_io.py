@@ -21,23 +21,34 @@ from typing import Any, TypeVar, get_args
 
 import numpy as np
 
-from fairpca_dist.io.atomic import atomic_directory, atomic_file, output_lock
-from fairpca_dist.exceptions import InputError, reading
 from fairpca_dist.engine.moments import Center, label_from_json, label_to_json
-from fairpca_dist.solvers import SOLVERS
-from fairpca_dist.solvers.result import FairProjection
+from fairpca_dist.exceptions import InputError, reading
+from fairpca_dist.io.atomic import atomic_directory, atomic_file, output_lock
 from fairpca_dist.io.storage import Location, StorageOptions, as_given, is_url, locate
 from fairpca_dist.io.versions import committed
+from fairpca_dist.solvers import SOLVERS
+from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["save_model", "load_model", "read_model_file", "write_model_files", "model_folder", "read_fingerprint", "MODEL_FILE", "ARRAYS_FILE",
-           "MODEL_FORMAT_VERSION"]
+__all__ = [
+    "save_model",
+    "load_model",
+    "read_model_file",
+    "write_model_files",
+    "model_folder",
+    "read_fingerprint",
+    "MODEL_FILE",
+    "ARRAYS_FILE",
+    "MODEL_FORMAT_VERSION",
+]
 
 MODEL_FORMAT_VERSION = 1
 MODEL_FILE = "model.json"  # the record, written last: a folder holding it holds a whole model
 ARRAYS_FILE = "model.npz"
 _ARRAYS = ("components", "mean", "scale", "group_count", "group_loss", "group_error", "objective_history")
-_MODEL_FILES = (" (a model folder holds model.json and model.npz, written together by save_model; fit_table, on "
-                "the command line `fairpca fit`, writes both)")
+_MODEL_FILES = (
+    " (a model folder holds model.json and model.npz, written together by save_model; fit_table, on "
+    "the command line `fairpca fit`, writes both)"
+)
 T = TypeVar("T")
 
 
@@ -56,8 +67,12 @@ def _jsonable(value: Any) -> Any:
 
 
 def save_model(
-    model: FairProjection, directory: str | os.PathLike[str], *, fingerprint: str | None = None,
-    inputs: Iterable[str | os.PathLike[str]] = (), storage_options: StorageOptions | None = None,
+    model: FairProjection,
+    directory: str | os.PathLike[str],
+    *,
+    fingerprint: str | None = None,
+    inputs: Iterable[str | os.PathLike[str]] = (),
+    storage_options: StorageOptions | None = None,
 ) -> Path | str:
     """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder.
 
@@ -148,9 +163,15 @@ def load_model(directory: str | os.PathLike[str], storage_options: StorageOption
             field(names, i, "a column name, as text", _is_text, within="feature_names") for i in range(len(names))
         ),
         group_labels=tuple(
-            label_from_json(field(field(groups, i, "an object", _is_object, within="groups"), "label",
-                                  "a group label: text, a number or {'tuple': [labels]}", _is_label,
-                                  within=f"groups[{i}]"))
+            label_from_json(
+                field(
+                    field(groups, i, "an object", _is_object, within="groups"),
+                    "label",
+                    "a group label: text, a number or {'tuple': [labels]}",
+                    _is_label,
+                    within=f"groups[{i}]",
+                )
+            )
             for i in range(len(groups))
         ),
         n_iter=field(diagnostics, "n_iter", "a whole number", _is_int, within="diagnostics"),
@@ -163,22 +184,35 @@ def load_model(directory: str | os.PathLike[str], storage_options: StorageOption
             dict(field(record, "options", "an object", _is_object)),
             dict(field(diagnostics, "details", "an object", _is_object, within="diagnostics", default={})),
         ),
-        group_columns=tuple(field(record, "group_columns", "a list of column names, as text",
-                                  lambda value: _is_list(value) and all(map(_is_text, value)), default=[])),
+        group_columns=tuple(
+            field(
+                record,
+                "group_columns",
+                "a list of column names, as text",
+                lambda value: _is_list(value) and all(map(_is_text, value)),
+                default=[],
+            )
+        ),
         **arrays,
     )
     _check_consistent(model, json_path, folder / ARRAYS_FILE)
     return model
 
 
-def model_folder(directory: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None) -> Location:
+def model_folder(
+    directory: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None
+) -> Location:
     """Where the files of the model folder ``directory`` are: the folder, or on an object
     store its committed version (:func:`fairpca_dist.io.versions.committed`)."""
     return committed(locate(directory, storage_options))
 
 
 def read_model_file(
-    directory: str | os.PathLike[str] | Location, name: str, read: Callable[[Location], T], *, missing: str = "",
+    directory: str | os.PathLike[str] | Location,
+    name: str,
+    read: Callable[[Location], T],
+    *,
+    missing: str = "",
     storage_options: StorageOptions | None = None,
 ) -> T:
     """``read(path)`` of the file ``name`` of the model folder ``directory``, or one
@@ -192,8 +226,9 @@ def read_model_file(
     with reading(folder):
         if not folder.isdir():
             state = "is a file, not a model folder" if folder.exists() else "does not exist"
-            raise InputError(f"model folder {folder} {state} (fit_table, on the command line `fairpca fit`, "
-                             "writes one)")
+            raise InputError(
+                f"model folder {folder} {state} (fit_table, on the command line `fairpca fit`, writes one)"
+            )
         if not path.isfile():
             raise InputError(f"{path} is missing{missing or _MODEL_FILES}")
     with reading(path), path.open("rb"):  # a file there that cannot be opened: AccessError (permission denied)
@@ -235,8 +270,14 @@ _REQUIRED = object()
 
 
 def _field(
-    record: dict[str, Any] | list[Any], key: str | int, expected: str, accepts: Callable[[Any], bool], *,
-    json_path: Location, within: str = "", default: Any = _REQUIRED,
+    record: dict[str, Any] | list[Any],
+    key: str | int,
+    expected: str,
+    accepts: Callable[[Any], bool],
+    *,
+    json_path: Location,
+    within: str = "",
+    default: Any = _REQUIRED,
 ) -> Any:
     """``record[key]`` if ``accepts`` it, else :class:`InputError` naming the file, the field
     (``within`` its parent, e.g. ``diagnostics.n_iter``, ``groups[1]``) and what it should be;
@@ -298,8 +339,14 @@ def _check_consistent(model: FairProjection, json_path: Location, npz_path: Loca
     """Shapes and values of the arrays against the record: an edited file fails here, not later."""
     p, k = len(model.feature_names), len(model.group_labels)
     width = model.components.shape[1] if model.components.ndim == 2 else -1
-    expected = {"components": (p, width), "mean": (p,), "scale": (p,), "group_count": (k,), "group_loss": (k,),
-                "group_error": (k,)}
+    expected = {
+        "components": (p, width),
+        "mean": (p,),
+        "scale": (p,),
+        "group_count": (k,),
+        "group_loss": (k,),
+        "group_error": (k,),
+    }
     for name, shape in expected.items():
         array = getattr(model, name)
         if array.shape != shape or width < 1:
@@ -319,8 +366,10 @@ def _check_consistent(model: FairProjection, json_path: Location, npz_path: Loca
         raise InputError(f"{json_path}: n_components={model.n_components} is not between 1 and {p}")
     parts = {len(label) if isinstance(label, tuple) else 1 for label in model.group_labels}
     if model.group_columns and parts != {len(model.group_columns)}:
-        raise InputError(f"{json_path}: group_columns {list(model.group_columns)} do not match the group labels "
-                         f"(of {' or '.join(map(str, sorted(parts)))} part(s) each)")
+        raise InputError(
+            f"{json_path}: group_columns {list(model.group_columns)} do not match the group labels "
+            f"(of {' or '.join(map(str, sorted(parts)))} part(s) each)"
+        )
 
 
 def _check_real(array: np.ndarray, name: str, npz_path: Location) -> None:
@@ -333,5 +382,11 @@ def _check_real(array: np.ndarray, name: str, npz_path: Location) -> None:
 def read_fingerprint(directory: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> str | None:
     """The data fingerprint recorded with a saved model."""
     folder = model_folder(directory, storage_options)
-    return _field(_read_record(folder), "data_fingerprint", "text or null", lambda v: v is None or _is_text(v),
-                  json_path=folder / MODEL_FILE, default=None)
+    return _field(
+        _read_record(folder),
+        "data_fingerprint",
+        "text or null",
+        lambda v: v is None or _is_text(v),
+        json_path=folder / MODEL_FILE,
+        default=None,
+    )

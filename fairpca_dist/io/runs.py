@@ -12,12 +12,12 @@ import contextlib
 import os
 from typing import Any
 
-from fairpca_dist.io.atomic import check_output, input_paths, output_lock
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import MOMENTS_CACHE
+from fairpca_dist.io.atomic import check_output, input_paths, output_lock
 from fairpca_dist.io.ingest import failed_rejects_path
-from fairpca_dist.params import check_run_parameters, check_source_table
 from fairpca_dist.io.storage import Location, is_url, locate
+from fairpca_dist.params import check_run_parameters, check_source_table
 from fairpca_dist.wording import listed
 
 __all__ = ["STEP_FOLDERS", "check_run", "check_run_folder", "previous_run", "remove_unfinished_run", "run_folder"]
@@ -63,14 +63,29 @@ def check_run(
     many values, a target that is not binary; on a source of one partition of at most
     :data:`~fairpca_dist.params.SAMPLE_ROWS` rows, exactly the fit's check of the groups and the
     report's of the target)."""
-    check_run_parameters(source=source, method=method, n_components=n_components, center=center,
-                         on_bad_rows=on_bad_rows, options=options, run_id=run_id or None, dask_address=dask_address,
-                         storage_options=storage_options)
+    check_run_parameters(
+        source=source,
+        method=method,
+        n_components=n_components,
+        center=center,
+        on_bad_rows=on_bad_rows,
+        options=options,
+        run_id=run_id or None,
+        dask_address=dask_address,
+        storage_options=storage_options,
+    )
     if run_id:
         check_run_folder(run_folder(runs_dir, run_id, storage_options), source, overwrite, storage_options)
-    check_source_table(source, sensitive_feature=sensitive_feature, features=features, exclude=exclude or [],
-                       key_columns=key_columns or [], target=target, read_options=read_options,
-                       storage_options=storage_options)
+    check_source_table(
+        source,
+        sensitive_feature=sensitive_feature,
+        features=features,
+        exclude=exclude or [],
+        key_columns=key_columns or [],
+        target=target,
+        read_options=read_options,
+        storage_options=storage_options,
+    )
 
 
 def check_run_folder(root: Location, source: str, overwrite: bool, storage_options: dict[str, Any] | None) -> None:
@@ -80,15 +95,21 @@ def check_run_folder(root: Location, source: str, overwrite: bool, storage_optio
     is writing it now). The folder of a run to replace may not hold the source either: it is
     replaced whole."""
     for output in _STEP_OUTPUTS:  # the run folder may hold the source (the demo's): its steps' outputs may not
-        check_output(f"{root.url}/{output}" if not root.local else os.path.join(root.path, output),
-                     input_paths(source), kind="folder", storage_options=storage_options)
+        check_output(
+            f"{root.url}/{output}" if not root.local else os.path.join(root.path, output),
+            input_paths(source),
+            kind="folder",
+            storage_options=storage_options,
+        )
     previous = previous_run(root)
     if previous and not overwrite:
         with output_lock(root, inputs=()):  # a run writing it now is named as such
             pass
-        raise InputError(f"run folder {root} holds a previous run ({listed(previous, show=str)}): choose another run "
-                         "id (command line: --run-id), or replace that run once this one completes with "
-                         "overwrite=True (command line: --overwrite)")
+        raise InputError(
+            f"run folder {root} holds a previous run ({listed(previous, show=str)}): choose another run "
+            "id (command line: --run-id), or replace that run once this one completes with "
+            "overwrite=True (command line: --overwrite)"
+        )
     if previous:
         check_output(root, input_paths(source), kind="folder", storage_options=storage_options)
 

@@ -32,15 +32,34 @@ from fsspec.spec import AbstractBufferedFile
 
 from fairpca_dist.exceptions import AccessError, FairPCAError, InputError, ServiceError
 
-__all__ = ["Location", "locate", "as_given", "local_path", "StorageOptions", "is_url", "service_errors_named", "missing_bucket"]
+__all__ = [
+    "Location",
+    "locate",
+    "as_given",
+    "local_path",
+    "StorageOptions",
+    "is_url",
+    "service_errors_named",
+    "missing_bucket",
+]
 
 StorageOptions = Mapping[str, Any]
 
 # The package each scheme needs, for the message when it is missing (fsspec's registry names
 # the class to import; this names what to pip install).
 _PACKAGES = {
-    "s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "abfs": "adlfs", "abfss": "adlfs",
-    "az": "adlfs", "adl": "adlfs", "hdfs": "pyarrow", "sftp": "paramiko", "http": "aiohttp", "https": "aiohttp",
+    "s3": "s3fs",
+    "s3a": "s3fs",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+    "az": "adlfs",
+    "adl": "adlfs",
+    "hdfs": "pyarrow",
+    "sftp": "paramiko",
+    "http": "aiohttp",
+    "https": "aiohttp",
 }
 
 
@@ -240,8 +259,9 @@ def locate(path: str | os.PathLike[str] | Location, storage_options: StorageOpti
     try:
         fs, fs_path = fsspec.core.url_to_fs(text, **dict(storage_options or {}))
     except TypeError as error:
-        raise InputError(f"storage options {sorted(storage_options or {})} are not accepted for {text!r}: "
-                         f"{error}") from error
+        raise InputError(
+            f"storage options {sorted(storage_options or {})} are not accepted for {text!r}: {error}"
+        ) from error
     except ImportError as error:
         raise InputError(f"{text!r} needs a package that is not installed: {error}") from error
     return Location(text.rstrip("/") if text.endswith("/") and len(text) > 1 else text, fs, fs_path)
@@ -251,12 +271,16 @@ def _check_scheme(scheme: str, url: str) -> None:
     try:
         fsspec.get_filesystem_class(scheme)
     except ValueError:
-        raise InputError(f"{url!r}: unknown storage scheme '{scheme}://' (known: a local path, file://, s3://, "
-                         "gs://, abfs://, memory:// and the others fsspec lists)") from None
+        raise InputError(
+            f"{url!r}: unknown storage scheme '{scheme}://' (known: a local path, file://, s3://, "
+            "gs://, abfs://, memory:// and the others fsspec lists)"
+        ) from None
     except ImportError:
         package = _PACKAGES.get(scheme, "the package fsspec names for it")
-        raise InputError(f"{url!r} needs {package}, which is not installed: pip install {package} "
-                         f"(or pip install 'fairpca_dist[{'s3' if package == 's3fs' else 'cloud'}]')") from None
+        raise InputError(
+            f"{url!r} needs {package}, which is not installed: pip install {package} "
+            f"(or pip install 'fairpca_dist[{'s3' if package == 's3fs' else 'cloud'}]')"
+        ) from None
 
 
 def missing_bucket(error: BaseException) -> bool:
@@ -267,15 +291,33 @@ def missing_bucket(error: BaseException) -> bool:
 def _connection_error(error: BaseException) -> bool:
     """Whether ``error`` is a failure to reach a storage service (not an answer from it)."""
     names = {cls.__name__ for cls in type(error).__mro__}
-    return bool(names & {"EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
-                         "ClientConnectorError", "ServerDisconnectedError", "ConnectionClosedError",
-                         "ConnectionError", "TimeoutError"}) and not isinstance(error, FairPCAError)
+    return bool(
+        names
+        & {
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ReadTimeoutError",
+            "ClientConnectorError",
+            "ServerDisconnectedError",
+            "ConnectionClosedError",
+            "ConnectionError",
+            "TimeoutError",
+        }
+    ) and not isinstance(error, FairPCAError)
 
 
 def _credentials_error(error: BaseException) -> bool:
     names = {cls.__name__ for cls in type(error).__mro__}
-    return bool(names & {"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
-                         "DefaultCredentialsError", "ClientAuthenticationError"})
+    return bool(
+        names
+        & {
+            "NoCredentialsError",
+            "PartialCredentialsError",
+            "CredentialRetrievalError",
+            "DefaultCredentialsError",
+            "ClientAuthenticationError",
+        }
+    )
 
 
 @contextlib.contextmanager
@@ -290,13 +332,19 @@ def service_errors_named(location: Location | str) -> Iterator[None]:
     except Exception as error:  # noqa: BLE001 - classified below, re-raised unchanged otherwise
         url = str(location)
         if _credentials_error(error):
-            raise AccessError(errno.EACCES, f"cannot access {url!r}: no valid credentials were found "
-                                            f"({type(error).__name__}); set them the usual way for the store "
-                                            "(e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)", url) from error
+            raise AccessError(
+                errno.EACCES,
+                f"cannot access {url!r}: no valid credentials were found "
+                f"({type(error).__name__}); set them the usual way for the store "
+                "(e.g. AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
+                url,
+            ) from error
         if _connection_error(error):
-            raise ServiceError(f"cannot reach the storage service for {url!r}: {_endpoint_reason(error)}; "
-                               "check the endpoint (e.g. AWS_ENDPOINT_URL or storage option endpoint_url) "
-                               "and the network") from error
+            raise ServiceError(
+                f"cannot reach the storage service for {url!r}: {_endpoint_reason(error)}; "
+                "check the endpoint (e.g. AWS_ENDPOINT_URL or storage option endpoint_url) "
+                "and the network"
+            ) from error
         raise
 
 

@@ -80,8 +80,10 @@ def _read_pointer(folder: Location) -> _Pointer | None:
         record = json.loads(text)
         version = record["version"]
     except (ValueError, KeyError, TypeError) as error:
-        raise InputError(f"{pointer} is damaged (it must name the committed version): {error}; "
-                         "remove it, or write the output to a new folder") from error
+        raise InputError(
+            f"{pointer} is damaged (it must name the committed version): {error}; "
+            "remove it, or write the output to a new folder"
+        ) from error
     if not isinstance(version, str) or not is_version_name(version):
         raise InputError(f"{pointer} names {version!r}, which is not a version folder of this library")
     return _Pointer(version, record.get("marker"), str(info.get("ETag") or version))
@@ -106,8 +108,10 @@ def check_replaceable(folder: Location, marker: str) -> None:
     if pointer is not None:
         if pointer.marker == marker:
             return
-        raise OutputPathError(f"output {folder} holds another kind of output (its {POINTER} commits a "
-                              f"{pointer.marker}, not a {marker}); it is not replaced: choose another folder")
+        raise OutputPathError(
+            f"output {folder} holds another kind of output (its {POINTER} commits a "
+            f"{pointer.marker}, not a {marker}); it is not replaced: choose another folder"
+        )
     others = [entry for entry in folder.listdir() if not is_version_name(entry.name)]
     if others:
         raise OutputPathError(
@@ -140,13 +144,19 @@ def versioned_directory(target: Location, *, marker: str) -> Iterator[Location]:
 
 
 def _commit(target: Location, version: str, marker: str, base: _Pointer | None) -> None:
-    record = {"version": version, "marker": marker, "committed": datetime.datetime.now(datetime.UTC).isoformat(),
-              "format": "fairpca_dist versioned folder: read the version named here"}
+    record = {
+        "version": version,
+        "marker": marker,
+        "committed": datetime.datetime.now(datetime.UTC).isoformat(),
+        "format": "fairpca_dist versioned folder: read the version named here",
+    }
     data = (json.dumps(record, indent=2) + "\n").encode()
     pointer = target / POINTER
-    busy = OutputBusyError(f"{target} was written by another run while this one was writing (its {POINTER} "
-                           "changed); this run's output was discarded and the other run's output stands: run again "
-                           "to replace it, or write to another output")
+    busy = OutputBusyError(
+        f"{target} was written by another run while this one was writing (its {POINTER} "
+        "changed); this run's output was discarded and the other run's output stands: run again "
+        "to replace it, or write to another output"
+    )
     with service_errors_named(pointer):
         if hasattr(target.fs, "call_s3"):  # S3: the store checks the condition
             bucket, key, _ = target.fs.split_path(pointer.path)

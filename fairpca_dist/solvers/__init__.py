@@ -20,13 +20,12 @@ from typing import Any
 import numpy as np
 
 from fairpca_dist.engine.datapasses import DataPasses
-from fairpca_dist.exceptions import InputError
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers import dro, eigopt, jevd, kleindessner, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "option_defaults", "FairProjection",
-           "CENTERS"]
+__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "option_defaults", "FairProjection", "CENTERS"]
 
 CENTERS = ("group", "global", "origin")
 
@@ -95,72 +94,101 @@ def _options_of(solve: Callable[..., FairProjection]) -> frozenset[str]:
 SOLVERS: dict[str, SolverSpec] = {
     "pca": SolverSpec(pca.solve, False, _options_of(pca.solve), "vanilla PCA of all rows pooled"),
     "samadi-sdp": SolverSpec(
-        samadi.solve_sdp, False, _options_of(samadi.solve_sdp),
+        samadi.solve_sdp,
+        False,
+        _options_of(samadi.solve_sdp),
         "min-max group loss: Fantope SDP + LP rounding, rank <= r + k - 1 (Samadi et al. 2018)",
         criterion="max_loss",
     ),
     "samadi-mw": SolverSpec(
-        samadi.solve_mw, False, _options_of(samadi.solve_mw),
+        samadi.solve_mw,
+        False,
+        _options_of(samadi.solve_mw),
         "min-max group loss: multiplicative weights + LP rounding, certified gap (Samadi et al. 2018)",
         criterion="max_loss",
     ),
     "fair-eig": SolverSpec(
-        eigopt.solve, False, _options_of(eigopt.solve),
+        eigopt.solve,
+        False,
+        _options_of(eigopt.solve),
         "exact two-group min-max group loss by 1-D eigenvalue optimisation (hidden convexity)",
-        criterion="max_loss", two_groups=True,
+        criterion="max_loss",
+        two_groups=True,
     ),
     "mm": SolverSpec(
-        mm.solve_mm, False, _options_of(mm.solve_mm),
+        mm.solve_mm,
+        False,
+        _options_of(mm.solve_mm),
         "max-min group variance by minorization-maximization, SDR-certified (Babu, Stoica & Saini, TMLR)",
         criterion="min_group_variance",
     ),
     "mm-sparse": SolverSpec(
-        mm.solve_mm_sparse, False, _options_of(mm.solve_mm_sparse),
+        mm.solve_mm_sparse,
+        False,
+        _options_of(mm.solve_mm_sparse),
         "max-min group variance with an l1 sparsity penalty by MM (Babu, Stoica & Saini, Algorithm 3)",
         criterion="min_group_variance",
     ),
     "dro": SolverSpec(
-        dro.solve_dro, False, _options_of(dro.solve_dro),
+        dro.solve_dro,
+        False,
+        _options_of(dro.solve_dro),
         "distributionally robust fair PCA: worst case over Gelbrich balls (Vu et al., ICLR 2022); two groups: "
         "certified global optimum by a search along the boundary of the group-loss region, else Riemannian descent",
         criterion="abdiff",
     ),
     "mm-robust": SolverSpec(
-        mm.solve_mm_robust, True, _options_of(mm.solve_mm_robust),
+        mm.solve_mm_robust,
+        True,
+        _options_of(mm.solve_mm_robust),
         "outlier-robust max-min l1 criterion by MM, one pass over the rows per iteration (Babu et al., Algorithm 4)",
         criterion="min_group_variance",
     ),
     "jevd": SolverSpec(
-        jevd.solve, False, _options_of(jevd.solve),
+        jevd.solve,
+        False,
+        _options_of(jevd.solve),
         "joint eigenvalue decomposition of the group covariances (Rathore & Manwani, Algorithm 1); "
         "no fairness guarantee (its Thm 4.1 is false)",
         criterion="max_loss",
     ),
     "jevd-orthogonal": SolverSpec(
-        jevd.solve_orthogonal, False, _options_of(jevd.solve_orthogonal),
+        jevd.solve_orthogonal,
+        False,
+        _options_of(jevd.solve_orthogonal),
         "orthogonal joint diagonalisation of the group covariances by Jacobi rotations (Cardoso-Souloumiac 1996)",
         criterion="max_loss",
     ),
     "mmd": SolverSpec(
-        mmd.solve, True, _options_of(mmd.solve),
+        mmd.solve,
+        True,
+        _options_of(mmd.solve),
         "max explained variance s.t. MMD² between projected groups <= tau, REPMS with Riemannian L-BFGS "
         "(Lee et al., AAAI 2022); the RBF kernel reads the rows (exact blocks, random features or a sample)",
-        rows_needed=mmd.rows_needed, criterion_needed=mmd.criterion_key,
+        rows_needed=mmd.rows_needed,
+        criterion_needed=mmd.criterion_key,
     ),
     "olfat-sdp": SolverSpec(
-        olfat.solve, False, _options_of(olfat.solve),
+        olfat.solve,
+        False,
+        _options_of(olfat.solve),
         "two-group FPCA: max variance s.t. projected mean gap <= delta, minus mu x covariance gap, convex SDP "
         "(Olfat & Aswani 2019); Lee et al.'s Table 1 prints its (mu, delta) tuples, which are really (delta, mu)",
-        criterion="mmd2_linear", two_groups=True,
+        criterion="mmd2_linear",
+        two_groups=True,
     ),
     "kleindessner": SolverSpec(
-        kleindessner.solve, False, _options_of(kleindessner.solve),
+        kleindessner.solve,
+        False,
+        _options_of(kleindessner.solve),
         "PCA in the complement of the group-mean differences: every projected group has the same mean, closed form "
         "(Kleindessner et al., AISTATS 2023)",
         criterion="mmd2_linear",
     ),
     "kleindessner-cov": SolverSpec(
-        kleindessner.solve_covariance, False, _options_of(kleindessner.solve_covariance),
+        kleindessner.solve_covariance,
+        False,
+        _options_of(kleindessner.solve_covariance),
         "kleindessner that also keeps only the n_directions where the group covariances differ least "
         "(Kleindessner et al. 2023, FairPCAEqualizeCovariance)",
         criterion="mmd2_linear",
@@ -172,9 +200,7 @@ def _check_n_components(n_components: Any, n_features: int) -> int:
     if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
         raise InputError(f"n_components must be an integer, got {n_components!r}")
     if not 1 <= n_components <= n_features:
-        raise InputError(
-            f"n_components={n_components} must be between 1 and n_features={n_features}"
-        )
+        raise InputError(f"n_components={n_components} must be between 1 and n_features={n_features}")
     return int(n_components)
 
 

@@ -23,8 +23,11 @@ def number(name: str, value: Any, *, minimum: float = 0.0, strict: bool = False)
         and (value > minimum if strict else value >= minimum)
     )
     if not valid:
-        kind = ("a positive number" if strict else "a non-negative number") if minimum == 0 else \
-            f"a finite number {'>' if strict else '>='} {minimum:g}"
+        kind = (
+            ("a positive number" if strict else "a non-negative number")
+            if minimum == 0
+            else f"a finite number {'>' if strict else '>='} {minimum:g}"
+        )
         raise InputError(f"{name} must be {kind}, got {value!r}")
     return float(value)
 

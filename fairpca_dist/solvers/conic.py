@@ -49,6 +49,7 @@ def _reason(text: str, name: str) -> str:
     another solver, or solve with verbose=True …" names no reason (the solver's status is not
     passed on); other errors (a solver not installed) are kept."""
     if text.startswith(f"Solver '{name}' failed."):
-        return ("it stopped without a solution (cvxpy's status 'solver_error': a numerical failure or too little "
-                "progress)")
+        return (
+            "it stopped without a solution (cvxpy's status 'solver_error': a numerical failure or too little progress)"
+        )
     return text

@@ -73,9 +73,9 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fairpca_dist.exceptions import InputError, ModelWarning
 from fairpca_dist.assessment.metrics import best_rank_variance, losses_from_covariance
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import InputError, ModelWarning
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.frontier import minimize_on_frontier
 from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap
@@ -291,8 +291,21 @@ def _complement(components: np.ndarray) -> np.ndarray:
     return full[..., :, r:p]
 
 
-def _check_options(algorithm: Any, alpha: Any, lam: Any, n_iter: Any, n_restarts: Any, retraction: Any, form: Any,
-                   output: Any, objective: Any, patience: Any, patience_rtol: Any, tol: Any, max_iter: Any) -> None:
+def _check_options(
+    algorithm: Any,
+    alpha: Any,
+    lam: Any,
+    n_iter: Any,
+    n_restarts: Any,
+    retraction: Any,
+    form: Any,
+    output: Any,
+    objective: Any,
+    patience: Any,
+    patience_rtol: Any,
+    tol: Any,
+    max_iter: Any,
+) -> None:
     checks.choice("algorithm", algorithm, ALGORITHMS)
     checks.number("tol", tol, strict=True)
     checks.integer("max_iter", max_iter, minimum=4)
@@ -309,8 +322,10 @@ def _check_options(algorithm: Any, alpha: Any, lam: Any, n_iter: Any, n_restarts
     checks.number("patience_rtol", patience_rtol)
 
 
-_ONLY_FOR = {"frontier": ("tol", "max_iter"),
-             "subgradient": ("n_iter", "n_restarts", "retraction", "form", "output", "patience", "patience_rtol")}
+_ONLY_FOR = {
+    "frontier": ("tol", "max_iter"),
+    "subgradient": ("n_iter", "n_restarts", "retraction", "form", "output", "patience", "patience_rtol"),
+}
 
 
 def _check_applies(algorithm: str, given: dict[str, Any]) -> None:
@@ -319,9 +334,12 @@ def _check_applies(algorithm: str, given: dict[str, Any]) -> None:
     other = "subgradient" if algorithm == "frontier" else "frontier"
     ignored = [name for name in _ONLY_FOR[other] if given[name] != defaults[name]]
     if ignored:
-        raise InputError(f"dro: {', '.join(ignored)} set for algorithm='{other}', but the fit uses "
-                         f"algorithm='{algorithm}'" + (" (the default for two groups)" if algorithm == "frontier" else "")
-                         + f"; pass algorithm='{other}' or drop {'it' if len(ignored) == 1 else 'them'}")
+        raise InputError(
+            f"dro: {', '.join(ignored)} set for algorithm='{other}', but the fit uses "
+            f"algorithm='{algorithm}'"
+            + (" (the default for two groups)" if algorithm == "frontier" else "")
+            + f"; pass algorithm='{other}' or drop {'it' if len(ignored) == 1 else 'them'}"
+        )
 
 
 def solve_dro(
@@ -404,33 +422,72 @@ def solve_dro(
         that is kept (the last-iterate objective with ``output="last"``), ``n_iter`` the steps
         taken (fewer than the option only with ``patience``).
     """
-    _check_options(algorithm, alpha, lam, n_iter, n_restarts, retraction, form, output, objective, patience,
-                   patience_rtol, tol, max_iter)
+    _check_options(
+        algorithm,
+        alpha,
+        lam,
+        n_iter,
+        n_restarts,
+        retraction,
+        form,
+        output,
+        objective,
+        patience,
+        patience_rtol,
+        tol,
+        max_iter,
+    )
     if algorithm == "frontier" and moments.n_groups != 2:
-        raise InputError(f"dro: algorithm='frontier' solves two-group problems; the data have {moments.n_groups} "
-                         "groups (use algorithm='subgradient')")
+        raise InputError(
+            f"dro: algorithm='frontier' solves two-group problems; the data have {moments.n_groups} "
+            "groups (use algorithm='subgradient')"
+        )
     if algorithm == "auto":
         algorithm = "frontier" if moments.n_groups == 2 else "subgradient"
-    _check_applies(algorithm, {"tol": tol, "max_iter": max_iter, "n_iter": n_iter, "n_restarts": n_restarts,
-                               "retraction": retraction, "form": form, "output": output, "patience": patience,
-                               "patience_rtol": patience_rtol})
+    _check_applies(
+        algorithm,
+        {
+            "tol": tol,
+            "max_iter": max_iter,
+            "n_iter": n_iter,
+            "n_restarts": n_restarts,
+            "retraction": retraction,
+            "form": form,
+            "output": output,
+            "patience": patience,
+            "patience_rtol": patience_rtol,
+        },
+    )
     problem = DROProblem.from_moments(moments, alpha=float(alpha), lam=float(lam), center=center)
     r = n_components
     if algorithm == "frontier":
-        found = minimize_on_frontier(problem.second, r, functools.partial(problem.pieces, objective=objective),
-                                     tol=float(tol), max_iter=int(max_iter))
+        found = minimize_on_frontier(
+            problem.second,
+            r,
+            functools.partial(problem.pieces, objective=objective),
+            tol=float(tol),
+            max_iter=int(max_iter),
+        )
         hold = problem.conditions(r, found.least_losses)
     else:
         hold = problem.conditions(r)
     if not hold.all():
         failing = [moments.groups[b] for b in np.flatnonzero(~hold)]
         rest = moments.n_features - r
-        discarded = (f"the sum of their {rest} smallest eigenvalues, the variance r = {r} discards, is below ε"
-                     if rest else f"r = {r} = p discards no variance, which is below ε")
-        message = (f"dro at r = {r}: Theorem 3.2's conditions fail for group(s) {failing} "
-                   f"(λ = {lam:g} > their share and {discarded}): ")
-        message += ("minimising the exact worst case, which differs from the closed form (6b) here"
-                    if objective == "exact" else "minimising (6b) anyway, which is not the worst case here")
+        discarded = (
+            f"the sum of their {rest} smallest eigenvalues, the variance r = {r} discards, is below ε"
+            if rest
+            else f"r = {r} = p discards no variance, which is below ε"
+        )
+        message = (
+            f"dro at r = {r}: Theorem 3.2's conditions fail for group(s) {failing} "
+            f"(λ = {lam:g} > their share and {discarded}): "
+        )
+        message += (
+            "minimising the exact worst case, which differs from the closed form (6b) here"
+            if objective == "exact"
+            else "minimising (6b) anyway, which is not the worst case here"
+        )
         warnings.warn(message, ModelWarning, stacklevel=2)
     common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective}
     if algorithm == "frontier":
@@ -438,19 +495,32 @@ def solve_dro(
         history, steps = np.asarray(found.history), found.n_directions
         status = found.stop
         if status != "converged":
-            warn_gap("dro", found.lower, found.upper, tol,
-                     f"after {found.n_directions} eigendecompositions ({STATUS_MESSAGES[status]})")
+            warn_gap(
+                "dro",
+                found.lower,
+                found.upper,
+                tol,
+                f"after {found.n_directions} eigendecompositions ({STATUS_MESSAGES[status]})",
+            )
         specific = {"lower_bound": found.lower, "upper_bound": found.upper}
         best = problem.traces - found.least_losses  # β_b(r), which the result's group losses need
         options = {**common, "tol": float(tol), "max_iter": int(max_iter)}
     else:
-        components, value, history, specific = _subgradient(problem, r, random_state, n_iter, n_restarts, retraction,
-                                                            form, output, objective, patience, patience_rtol)
+        components, value, history, specific = _subgradient(
+            problem, r, random_state, n_iter, n_restarts, retraction, form, output, objective, patience, patience_rtol
+        )
         steps, status, best = len(history) - 1, "fixed_steps", None
         losses = problem.losses(components)
-        options = {**common, "n_iter": int(n_iter), "n_restarts": int(n_restarts), "retraction": retraction,
-                   "form": form, "output": output, "patience": None if patience is None else int(patience),
-                   "patience_rtol": float(patience_rtol)}
+        options = {
+            **common,
+            "n_iter": int(n_iter),
+            "n_restarts": int(n_restarts),
+            "retraction": retraction,
+            "form": form,
+            "output": output,
+            "patience": None if patience is None else int(patience),
+            "patience_rtol": float(patience_rtol),
+        }
     certificate = {
         "objective": float(value),
         "objective_exact": float(problem.pieces(losses).max()),
@@ -502,8 +572,11 @@ def _subgradient(
     )
     best = int(np.argmin(kept_values))
     components = fix_signs(kept[best] if form == "V" else _complement(kept[best]))
-    entries = {"best_start": float(best), "worst_start_value": float(kept_values.max()),
-               "starts_run": float(len(starts))}
+    entries = {
+        "best_start": float(best),
+        "worst_start_value": float(kept_values.max()),
+        "starts_run": float(len(starts)),
+    }
     return components, float(kept_values[best]), history[:, best], entries
 
 

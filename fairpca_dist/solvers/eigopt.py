@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fairpca_dist.exceptions import InputError
 from fairpca_dist.assessment.metrics import loss_rounding, losses_from_covariance
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection, warn_gap
 from fairpca_dist.solvers.stiefel import fix_signs, geodesic_root, top_eigenvectors
@@ -48,8 +48,13 @@ class _Dual:
     t evaluated so far (consecutive matrices tΣ_A + (1 − t)Σ_B differ by |Δt|·‖Σ_A − Σ_B‖).
     """
 
-    def __init__(self, covariance: np.ndarray, best: np.ndarray, n_components: int,
-                 ends: dict[float, tuple[np.ndarray, np.ndarray]]) -> None:
+    def __init__(
+        self,
+        covariance: np.ndarray,
+        best: np.ndarray,
+        n_components: int,
+        ends: dict[float, tuple[np.ndarray, np.ndarray]],
+    ) -> None:
         self.covariance, self.best, self.n_components = covariance, best, n_components
         self.lower, self.upper = -np.inf, np.inf
         self.solution: np.ndarray | None = None
@@ -68,8 +73,9 @@ class _Dual:
         else:
             nearest = min(self.bases, key=lambda s: abs(s - t)) if self.bases else None
             start = None if nearest is None else self.bases[nearest]
-            values, basis = top_eigenvectors(np.tensordot(weights, self.covariance, axes=1), self.n_components,
-                                             start=start, dense=dense)
+            values, basis = top_eigenvectors(
+                np.tensordot(weights, self.covariance, axes=1), self.n_components, start=start, dense=dense
+            )
         self.bases[t] = basis
         losses = losses_from_covariance(self.covariance, self.best, basis)
         value = float(weights @ self.best - values.sum())
@@ -125,9 +131,11 @@ def _bracket_root(dual: _Dual, tol: float, max_iter: int) -> tuple[float, float,
     widths = [np.inf, np.inf]
     while iterations < max_iter and not dual.gap_closed(tol) and slope_low > 0 > slope_high and high - low > 1e-15:
         width = high - low
-        for t in (_hermite_step(points[-2], points[-1]),
-                  _hermite_step((low, value_low, slope_low), (high, value_high, slope_high)),
-                  high - slope_high * width / (slope_high - slope_low)):
+        for t in (
+            _hermite_step(points[-2], points[-1]),
+            _hermite_step((low, value_low, slope_low), (high, value_high, slope_high)),
+            high - slope_high * width / (slope_high - slope_low),
+        ):
             if low < t < high:
                 break
         if not low < t < high or width > widths[-2] / 2.0:
@@ -188,8 +196,9 @@ def solve(
         ``upper_bound`` (the output's max loss).
     """
     if moments.n_groups != 2:
-        raise InputError(f"fair-eig solves two-group problems; the data have {moments.n_groups} groups "
-                         "(use samadi-mw or samadi-sdp)")
+        raise InputError(
+            f"fair-eig solves two-group problems; the data have {moments.n_groups} groups (use samadi-mw or samadi-sdp)"
+        )
     max_iter = checks.integer("max_iter", max_iter, minimum=2)
     tol = checks.number("tol", tol, strict=True)
     covariance = moments.covariance(center)
@@ -205,8 +214,13 @@ def solve(
     assert dual.solution is not None
     closed = dual.gap_closed(tol)
     if not closed:
-        warn_gap("fair-eig", dual.lower * scale, dual.upper * scale, tol,
-                 f"after max_iter={max_iter} eigendecompositions (raise max_iter)")
+        warn_gap(
+            "fair-eig",
+            dual.lower * scale,
+            dual.upper * scale,
+            tol,
+            f"after max_iter={max_iter} eigendecompositions (raise max_iter)",
+        )
     return make_projection(
         moments,
         fix_signs(dual.solution),

@@ -119,8 +119,9 @@ class _Search:
     def evaluate(self, theta: float, *, dense: bool = False) -> _Support:
         start = min(self.supports, key=lambda s: abs(s.theta - theta)).basis if self.supports else None
         direction = np.array([np.cos(theta), np.sin(theta)])
-        basis = top_eigenvectors(np.tensordot(direction, self.matrices, axes=1), self.n_components, start=start,
-                                 dense=dense)[1]
+        basis = top_eigenvectors(
+            np.tensordot(direction, self.matrices, axes=1), self.n_components, start=start, dense=dense
+        )[1]
         self.n_directions += 1
         support = _Support(theta, self.offer(basis), basis)
         self.supports.append(support)
@@ -231,8 +232,9 @@ def _chord_normal(left: _Support, right: _Support) -> float | None:
     return None
 
 
-def _split(left: _Support, right: _Support, pieces: Pieces, secant: bool = True,
-           bisect: bool = False) -> tuple[float | None, bool]:
+def _split(
+    left: _Support, right: _Support, pieces: Pieces, secant: bool = True, bisect: bool = False
+) -> tuple[float | None, bool]:
     """Where to refine the arc between two support points (None when it cannot be split), and
     whether that is a secant step held back by the arc's guard.
 
@@ -352,5 +354,13 @@ def minimize_on_frontier(
         elif np.linalg.norm(new.losses - right.losses) <= same:
             stuck.add(left.theta)
     losses, basis = search.best
-    return FrontierResult(basis, losses, float(search.upper), float(min(lower, search.upper)), search.least_losses(),
-                          stop, search.history, search.n_directions)
+    return FrontierResult(
+        basis,
+        losses,
+        float(search.upper),
+        float(min(lower, search.upper)),
+        search.least_losses(),
+        stop,
+        search.history,
+        search.n_directions,
+    )

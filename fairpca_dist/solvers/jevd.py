@@ -111,9 +111,9 @@ import numpy as np
 import scipy.linalg
 
 from fairpca_dist.assessment import metrics
-from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.assessment.metrics import best_rank_variance, losses_from_covariance
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, offdiagonal_energy
@@ -239,8 +239,14 @@ def _solve_each(factors: tuple[np.ndarray, np.ndarray], stack: np.ndarray) -> np
 
 
 def _faithful_loop(
-    matrices: np.ndarray, start: np.ndarray, *, max_iter: int, tol: float, stall_tol: float,
-    step_tol: float, denominator_tol: float,
+    matrices: np.ndarray,
+    start: np.ndarray,
+    *,
+    max_iter: int,
+    tol: float,
+    stall_tol: float,
+    step_tol: float,
+    denominator_tol: float,
 ) -> JointDiagonalization:
     u = start.copy()
     t = np.linalg.solve(u, matrices @ u)  # U⁻¹Σ_gU (exact copy for U = I)
@@ -279,30 +285,50 @@ def _faithful_loop(
 
 
 def faithful_jevd(
-    matrices: np.ndarray, *, init: str = "identity", fallback: bool = True, max_iter: int = 500,
-    tol: float = 1e-12, stall_tol: float = 1e-12, step_tol: float = 1e-12, denominator_tol: float = 1e-12,
+    matrices: np.ndarray,
+    *,
+    init: str = "identity",
+    fallback: bool = True,
+    max_iter: int = 500,
+    tol: float = 1e-12,
+    stall_tol: float = 1e-12,
+    step_tol: float = 1e-12,
+    denominator_tol: float = 1e-12,
 ) -> JointDiagonalization:
     """Algorithm 1 of Rathore & Manwani on a stack (k, d, d) of matrices (module docstring)."""
     matrices = np.asarray(matrices, dtype=np.float64)
     d = matrices.shape[1]
-    settings = dict(max_iter=max_iter, tol=tol, stall_tol=stall_tol, step_tol=step_tol,
-                    denominator_tol=denominator_tol)
+    settings = dict(max_iter=max_iter, tol=tol, stall_tol=stall_tol, step_tol=step_tol, denominator_tol=denominator_tol)
     if init == "eig_sum":
         return _run(matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum")
     if fallback and _stuck(matrices, denominator_tol):
-        return _run(matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum",
-                    fallback_reason="stuck")
+        return _run(
+            matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum", fallback_reason="stuck"
+        )
     result = _run(matrices, np.eye(d), settings, fallback)
     if fallback and (result.diverged or result.reason == "max_iter"):
-        restart = _run(matrices, _eig_sum_start(matrices), settings, fallback, init_used="eig_sum",
-                       fallback_reason="diverged" if result.diverged else "max_iter")
+        restart = _run(
+            matrices,
+            _eig_sum_start(matrices),
+            settings,
+            fallback,
+            init_used="eig_sum",
+            fallback_reason="diverged" if result.diverged else "max_iter",
+        )
         if restart.orthogonal_criterion(matrices) <= result.orthogonal_criterion(matrices):
             return restart
     return result
 
 
-def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, fallback: bool, *, init_used: str = "identity",
-         fallback_reason: str = "") -> JointDiagonalization:
+def _run(
+    matrices: np.ndarray,
+    start: np.ndarray,
+    settings: dict,
+    fallback: bool,
+    *,
+    init_used: str = "identity",
+    fallback_reason: str = "",
+) -> JointDiagonalization:
     """One run from ``start``; with ``fallback``, a run that diverged gives back its start."""
     result = _faithful_loop(matrices, start, **settings)
     result.init_used, result.fallback_reason = init_used, fallback_reason
@@ -311,8 +337,9 @@ def _run(matrices: np.ndarray, start: np.ndarray, settings: dict, fallback: bool
 
 
 # ---------------------------------------------------------------------------- Jacobi (orthogonal)
-def jacobi_jd(matrices: np.ndarray, *, max_iter: int = 500, tol: float = 1e-12,
-              stall_tol: float = 1e-12) -> JointDiagonalization:
+def jacobi_jd(
+    matrices: np.ndarray, *, max_iter: int = 500, tol: float = 1e-12, stall_tol: float = 1e-12
+) -> JointDiagonalization:
     """Orthogonal joint diagonalisation of symmetric matrices by Jacobi rotations.
 
     Cardoso & Souloumiac (1996), "Jacobi angles for simultaneous diagonalization": for a pair
@@ -379,8 +406,9 @@ def _pair_angles(a: np.ndarray, first: np.ndarray, second: np.ndarray) -> tuple[
     return np.cos(theta), np.sin(theta)
 
 
-def _round_rotation(d: int, first: np.ndarray, second: np.ndarray, cos: np.ndarray,
-                    sin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _round_rotation(
+    d: int, first: np.ndarray, second: np.ndarray, cos: np.ndarray, sin: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A round's rotations J as (partner, scale, shift): index i of x·J is scale_i x_i +
     shift_i x_partner(i), i.e. (x_p, x_q) ← (c x_p + s x_q, −s x_p + c x_q) for every pair (an
     index in no pair keeps itself). One gather per axis instead of a read and write per pair."""
@@ -399,8 +427,13 @@ def _qr_in_order(columns: np.ndarray) -> np.ndarray:
 
 
 def select_columns(
-    unit: np.ndarray, covariance: np.ndarray, n_components: int, rule: str,
-    *, pooled: np.ndarray | None = None, best: np.ndarray | None = None,
+    unit: np.ndarray,
+    covariance: np.ndarray,
+    n_components: int,
+    rule: str,
+    *,
+    pooled: np.ndarray | None = None,
+    best: np.ndarray | None = None,
 ) -> np.ndarray:
     """Indices of the r chosen columns of ``unit`` (unit-norm d × d), in the chosen order."""
     d = unit.shape[1]
@@ -414,8 +447,9 @@ def select_columns(
     chosen: list[int] = []
     for _ in range(n_components):
         candidates = [j for j in range(d) if j not in chosen]
-        worst = [losses_from_covariance(covariance, best, _qr_in_order(unit[:, chosen + [j]])).max()
-                 for j in candidates]
+        worst = [
+            losses_from_covariance(covariance, best, _qr_in_order(unit[:, chosen + [j]])).max() for j in candidates
+        ]
         chosen.append(candidates[int(np.argmin(worst))])
     return np.array(chosen)
 
@@ -429,8 +463,16 @@ def _check_common(columns: str, max_iter: int, tol: float) -> tuple[str, int, fl
 
 
 def _finish(
-    moments: GroupMoments, n_components: int, center: Center, covariance: np.ndarray,
-    found: JointDiagonalization, *, method: str, columns: str, options: dict, certificate: dict,
+    moments: GroupMoments,
+    n_components: int,
+    center: Center,
+    covariance: np.ndarray,
+    found: JointDiagonalization,
+    *,
+    method: str,
+    columns: str,
+    options: dict,
+    certificate: dict,
     details: dict | None = None,
 ) -> FairProjection:
     unit = found.unit
@@ -442,17 +484,30 @@ def _finish(
     orthogonal = found.orthogonal_criterion(covariance)
     status = "inaccurate" if found.diverged else ("converged" if found.converged else "max_iter")
     if status == "max_iter":
-        warnings.warn(f"{method}: stopped at max_iter={options['max_iter']} before meeting a stopping test",
-                      ConvergenceWarning, stacklevel=3)
+        warnings.warn(
+            f"{method}: stopped at max_iter={options['max_iter']} before meeting a stopping test",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
     elif status == "inaccurate":
         hint = " (fallback=True restarts from init='eig_sum')" if options.get("fallback") is False else ""
-        ending = "stopped at a numerically singular step" if found.reason == "singular_step" else \
-            "ended with unit columns diagonalising worse than the start"
-        outcome = (f"the columns returned are its start's ({found.init_used!r}, orthogonal criterion "
-                   f"{orthogonal:.3g}), not a joint diagonaliser" if found.start_kept
-                   else f"the columns are not a joint diagonaliser (orthogonal criterion {orthogonal:.3g}){hint}")
-        warnings.warn(f"{method}: the iteration diverged (criterion {found.history[0]:.3g} -> up to "
-                      f"{max(found.history):.3g}) and {ending}: {outcome}", ConvergenceWarning, stacklevel=3)
+        ending = (
+            "stopped at a numerically singular step"
+            if found.reason == "singular_step"
+            else "ended with unit columns diagonalising worse than the start"
+        )
+        outcome = (
+            f"the columns returned are its start's ({found.init_used!r}, orthogonal criterion "
+            f"{orthogonal:.3g}), not a joint diagonaliser"
+            if found.start_kept
+            else f"the columns are not a joint diagonaliser (orthogonal criterion {orthogonal:.3g}){hint}"
+        )
+        warnings.warn(
+            f"{method}: the iteration diverged (criterion {found.history[0]:.3g} -> up to "
+            f"{max(found.history):.3g}) and {ending}: {outcome}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
     certificate = {
         **certificate,
         "criterion_initial": found.history[0],
@@ -464,8 +519,14 @@ def _finish(
     if moments.n_groups == 2:
         certificate["mmd2_linear"] = float(metrics.mmd2_linear(moments, components)[0, 1])
     return make_projection(
-        moments, components, method=method, n_components=n_components, center=center,
-        objective_history=found.history, n_iter=found.n_iter, status=status,
+        moments,
+        components,
+        method=method,
+        n_components=n_components,
+        center=center,
+        objective_history=found.history,
+        n_iter=found.n_iter,
+        status=status,
         certificate=certificate,
         options={**options, "columns": columns},
         details={**(details or {}), "selected": [int(j) for j in chosen], "stop_reason": found.reason},
@@ -528,13 +589,37 @@ def solve(
     step_tol = checks.number("step_tol", step_tol)
     denominator_tol = checks.number("denominator_tol", denominator_tol)
     covariance = moments.covariance(center)
-    found = faithful_jevd(covariance, init=init, fallback=fallback, max_iter=max_iter, tol=tol,
-                          stall_tol=stall_tol, step_tol=step_tol, denominator_tol=denominator_tol)
-    options = {"init": init, "fallback": fallback, "max_iter": max_iter,
-               "tol": tol, "stall_tol": stall_tol, "step_tol": step_tol, "denominator_tol": denominator_tol}
-    return _finish(moments, n_components, center, covariance, found, method="jevd", columns=columns,
-                   options=options, details={"init_used": found.init_used, "fallback_reason": found.fallback_reason},
-                   certificate={"fallback_eig_sum": float(found.fallback)})
+    found = faithful_jevd(
+        covariance,
+        init=init,
+        fallback=fallback,
+        max_iter=max_iter,
+        tol=tol,
+        stall_tol=stall_tol,
+        step_tol=step_tol,
+        denominator_tol=denominator_tol,
+    )
+    options = {
+        "init": init,
+        "fallback": fallback,
+        "max_iter": max_iter,
+        "tol": tol,
+        "stall_tol": stall_tol,
+        "step_tol": step_tol,
+        "denominator_tol": denominator_tol,
+    }
+    return _finish(
+        moments,
+        n_components,
+        center,
+        covariance,
+        found,
+        method="jevd",
+        columns=columns,
+        options=options,
+        details={"init_used": found.init_used, "fallback_reason": found.fallback_reason},
+        certificate={"fallback_eig_sum": float(found.fallback)},
+    )
 
 
 def solve_orthogonal(
@@ -572,6 +657,14 @@ def solve_orthogonal(
     stall_tol = checks.number("stall_tol", stall_tol)
     covariance = moments.covariance(center)
     found = jacobi_jd(covariance, max_iter=max_iter, tol=tol, stall_tol=stall_tol)
-    return _finish(moments, n_components, center, covariance, found, method="jevd-orthogonal",
-                   columns=columns, options={"max_iter": max_iter, "tol": tol, "stall_tol": stall_tol},
-                   certificate={})
+    return _finish(
+        moments,
+        n_components,
+        center,
+        covariance,
+        found,
+        method="jevd-orthogonal",
+        columns=columns,
+        options={"max_iter": max_iter, "tol": tol, "stall_tol": stall_tol},
+        certificate={},
+    )

@@ -72,8 +72,8 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from fairpca_dist.exceptions import InputError, ModelWarning
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import InputError, ModelWarning
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
@@ -118,19 +118,39 @@ def _with_variance(moments: GroupMoments, basis: np.ndarray, n_components: int) 
     values, vectors = scipy.linalg.eigh(basis.T @ moments.total_covariance() @ basis)
     values, vectors = values[::-1], vectors[:, ::-1]
     usable = values[values > moments.n_features * np.finfo(np.float64).eps * max(float(values[0]), 0.0)]
-    return basis @ vectors[:, :max(usable.size, n_components)], usable
+    return basis @ vectors[:, : max(usable.size, n_components)], usable
 
 
-def _projection(moments: GroupMoments, found: tuple[np.ndarray, np.ndarray, float], n_components: int, method: str,
-                center: Center, certificate: dict[str, float], options: dict, details: dict | None = None
-                ) -> FairProjection:
+def _projection(
+    moments: GroupMoments,
+    found: tuple[np.ndarray, np.ndarray, float],
+    n_components: int,
+    method: str,
+    center: Center,
+    certificate: dict[str, float],
+    options: dict,
+    details: dict | None = None,
+) -> FairProjection:
     components, variances, trace = found
     gaps = (moments.mean - moments.global_mean) @ components
-    certificate = {**certificate, "max_projected_mean_gap": float(np.abs(gaps).max()),
-                   "explained_variance_ratio": float(variances.sum()) / trace}
-    return make_projection(moments, components, method=method, n_components=n_components, center=center,
-                           objective_history=[float(variances.sum())], n_iter=1, status="closed_form",
-                           certificate=certificate, options=options, details=details)
+    certificate = {
+        **certificate,
+        "max_projected_mean_gap": float(np.abs(gaps).max()),
+        "explained_variance_ratio": float(variances.sum()) / trace,
+    }
+    return make_projection(
+        moments,
+        components,
+        method=method,
+        n_components=n_components,
+        center=center,
+        objective_history=[float(variances.sum())],
+        n_iter=1,
+        status="closed_form",
+        certificate=certificate,
+        options=options,
+        details=details,
+    )
 
 
 def solve(
@@ -200,42 +220,62 @@ def solve_covariance(
     gap = max(float(np.linalg.norm(components.T @ (c - average) @ components)) for c in covariances)
     without = basis.shape[1] - usable.size
     _warn_if_negligible(found, usable, kept, without if paper_selection else 0)
-    details = {"directions_with_variance": usable.size, "directions_without_variance": without,
-               "n_directions_clipped": _clipped(n_directions, kept, n_components, usable.size, without,
-                                                paper_selection)}
-    return _projection(moments, found, n_components, "kleindessner-cov", center,
-                       {"n_directions": float(kept), "max_covariance_gap": gap},
-                       {"n_directions": n_directions, "paper_selection": paper_selection}, details)
+    details = {
+        "directions_with_variance": usable.size,
+        "directions_without_variance": without,
+        "n_directions_clipped": _clipped(n_directions, kept, n_components, usable.size, without, paper_selection),
+    }
+    return _projection(
+        moments,
+        found,
+        n_components,
+        "kleindessner-cov",
+        center,
+        {"n_directions": float(kept), "max_covariance_gap": gap},
+        {"n_directions": n_directions, "paper_selection": paper_selection},
+        details,
+    )
 
 
-def _warn_if_negligible(found: tuple[np.ndarray, np.ndarray, float], usable: np.ndarray, kept: int,
-                        skipped: int) -> None:
+def _warn_if_negligible(
+    found: tuple[np.ndarray, np.ndarray, float], usable: np.ndarray, kept: int, skipped: int
+) -> None:
     """The :class:`ModelWarning` of a kleindessner-cov projection some of whose columns keep less
     than :data:`NEGLIGIBLE_SHARE` of the variance of kleindessner's same column (``usable``: the
     eigenvalues λ_j of RᵀΣR above rounding, the latter's column variances); ``skipped``: the
     directions without variance that ``paper_selection=True`` took. Warned at the caller of
     :func:`~fairpca_dist.fit_projection`."""
     _, variances, trace = found
-    best = usable[:variances.size]
-    idle = int(np.count_nonzero(variances[:best.size] < NEGLIGIBLE_SHARE * best))
+    best = usable[: variances.size]
+    idle = int(np.count_nonzero(variances[: best.size] < NEGLIGIBLE_SHARE * best))
     if not idle:
         return
-    cause = (f"paper_selection=True takes the {skipped} directions of the mean complement without variance first"
-             if skipped else f"the n_directions={kept} directions where the group covariances differ least carry "
-             "almost none; a larger n_directions keeps more")
-    warnings.warn(f"kleindessner-cov: the projection explains {variances.sum() / trace:.2g} of the variance, "
-                  f"kleindessner's {best.sum() / trace:.2g}; {idle} of its {variances.size} column(s) keep less than "
-                  f"{NEGLIGIBLE_SHARE:g} of the variance of kleindessner's: {cause}", ModelWarning, stacklevel=4)
+    cause = (
+        f"paper_selection=True takes the {skipped} directions of the mean complement without variance first"
+        if skipped
+        else f"the n_directions={kept} directions where the group covariances differ least carry "
+        "almost none; a larger n_directions keeps more"
+    )
+    warnings.warn(
+        f"kleindessner-cov: the projection explains {variances.sum() / trace:.2g} of the variance, "
+        f"kleindessner's {best.sum() / trace:.2g}; {idle} of its {variances.size} column(s) keep less than "
+        f"{NEGLIGIBLE_SHARE:g} of the variance of kleindessner's: {cause}",
+        ModelWarning,
+        stacklevel=4,
+    )
 
 
-def _clipped(n_directions: int, kept: int, n_components: int, usable: int, without: int,
-             paper_selection: bool) -> str | None:
+def _clipped(
+    n_directions: int, kept: int, n_components: int, usable: int, without: int, paper_selection: bool
+) -> str | None:
     """Why l = ``kept`` differs from the ``n_directions`` asked for (None when it does not)."""
     if kept == n_directions:
         return None
     if kept > n_directions:
         return f"n_directions={n_directions} raised to n_components={n_components}"
     if without and not paper_selection:
-        return (f"n_directions={n_directions} clipped to {kept}: only {usable} directions of the mean complement "
-                f"have variance ({without} have none); the result is kleindessner's, PCA in the mean complement")
+        return (
+            f"n_directions={n_directions} clipped to {kept}: only {usable} directions of the mean complement "
+            f"have variance ({without} have none); the result is kleindessner's, PCA in the mean complement"
+        )
     return f"n_directions={n_directions} clipped to the {kept} directions of the mean complement"

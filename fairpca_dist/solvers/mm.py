@@ -125,8 +125,8 @@ import numpy as np
 import scipy.optimize
 
 from fairpca_dist.engine.datapasses import DataPasses, L1Sums
-from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, largest_eigenvalue, polar, random_orthonormal, top_eigenvectors
@@ -268,9 +268,7 @@ def _dual_hessian(gram: np.ndarray, point: _DualPoint) -> np.ndarray:
     slopes = vectors.T @ (point.mixed + point.mixed.transpose(0, 2, 1)) @ vectors
     weight = 1.0 / (roots[:, None] * roots[None, :] * (roots[:, None] + roots[None, :]))
     pairs = gram + gram.transpose(1, 0, 3, 2)
-    hessian = np.einsum("klab,ba->kl", pairs, point.inverse_root) - np.einsum(
-        "kab,lab,ab->kl", slopes, slopes, weight
-    )
+    hessian = np.einsum("klab,ba->kl", pairs, point.inverse_root) - np.einsum("kab,lab,ab->kl", slopes, slopes, weight)
     return (hessian + hessian.T) / 2.0
 
 
@@ -694,8 +692,16 @@ def _ascend(
             converged = True
             break
     return _Run(
-        components, history, converged, float(np.max(gaps, initial=0.0)), fallbacks, loose, last_sigma, weights,
-        upper_bound, refused,
+        components,
+        history,
+        converged,
+        float(np.max(gaps, initial=0.0)),
+        fallbacks,
+        loose,
+        last_sigma,
+        weights,
+        upper_bound,
+        refused,
     )
 
 
@@ -837,8 +843,11 @@ def _run_status(run: _Run, method: str, max_iter: int) -> str:
     if run.converged:
         return "converged"
     if run.refused:
-        warnings.warn(f"{method}: stopped before meeting tol at the last ascending iterate: {run.refused}",
-                      ConvergenceWarning, stacklevel=3)
+        warnings.warn(
+            f"{method}: stopped before meeting tol at the last ascending iterate: {run.refused}",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
         return "inaccurate"
     warnings.warn(f"{method}: stopped at max_iter={max_iter} before meeting tol", ConvergenceWarning, stacklevel=3)
     return "max_iter"
@@ -940,8 +949,9 @@ def solve_mm(
                 # The run's own bound S_r(Σ_k μ_k R_k) at its dual weights certifies it.
                 bound = SDRBound(result.upper_bound, result.history[-1], result.weights, 0)
             else:  # not certified: the SDR value is needed to far better than tol (later runs stop at it)
-                bound = sdr_bound(matrices, n_components, weights=result.weights, feasible=[result.components],
-                                  tol=_INNER_SHARE * tol)
+                bound = sdr_bound(
+                    matrices, n_components, weights=result.weights, feasible=[result.components], tol=_INNER_SHARE * tol
+                )
         return within(result, bound.upper)
 
     def pooled_start() -> np.ndarray:
@@ -994,7 +1004,11 @@ def solve_mm(
         status=status,
         certificate=certificate,
         options={
-            "normalize": normalize, "inner": resolved, "n_restarts": restarts, "tol": tol, "max_iter": max_iter,
+            "normalize": normalize,
+            "inner": resolved,
+            "n_restarts": restarts,
+            "tol": tol,
+            "max_iter": max_iter,
             "accelerate": accelerate,
         },
     )
@@ -1109,8 +1123,7 @@ def solve_mm_sparse(
             f"{best.loose_steps} of {len(best.history) - 1} surrogate maximisers were projected to "
             f"orthonormal by their polar factor (last σ_min {best.last_sigma:.3g})"
             if output == "polar"
-            else f"the relaxed solution has singular values {singular.min():.3g}..{singular.max():.3g}, "
-            f"rank {rank}"
+            else f"the relaxed solution has singular values {singular.min():.3g}..{singular.max():.3g}, rank {rank}"
         )
         warnings.warn(
             f"mm-sparse: penalty={penalty:g} is past the range where the relaxation is tight "
@@ -1292,7 +1305,11 @@ def solve_mm_robust(
             "passes": float(made[0]),
         },
         options={
-            "normalize": normalize, "inner": resolved, "n_restarts": restarts, "tol": tol, "max_iter": max_iter,
+            "normalize": normalize,
+            "inner": resolved,
+            "n_restarts": restarts,
+            "tol": tol,
+            "max_iter": max_iter,
             "accelerate": accelerate,
         },
     )

@@ -82,7 +82,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fairpca_dist.engine.datapasses import DataPasses
-from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
 from fairpca_dist.engine.kernels import (
     DEFAULT_BLOCK_ROWS,
     PRECISIONS,
@@ -95,6 +94,7 @@ from fairpca_dist.engine.kernels import (
     rbf_blocks,
 )
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import ConvergenceWarning, InputError, ModelWarning
 from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import minimize_lbfgs, qr_retraction, random_orthonormal, top_eigenvectors
@@ -154,8 +154,9 @@ def _moment_constraint(moments: GroupMoments, pairs: list[tuple[int, int]], kern
     return evaluate
 
 
-def _exact_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], sigma: float,
-                      block_rows: int) -> Evaluation:
+def _exact_constraint(
+    passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], sigma: float, block_rows: int
+) -> Evaluation:
     def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values, s = pairwise_rbf(*passes.projected(components, origin), pairs, sigma, block_rows=block_rows)
         back = passes.backprojected(s, origin)  # one pass for every pair
@@ -165,8 +166,9 @@ def _exact_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[
     return evaluate
 
 
-def _rff_constraint(passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]],
-                    features: RandomFeatures) -> Evaluation:
+def _rff_constraint(
+    passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], features: RandomFeatures
+) -> Evaluation:
     return lambda components: pairwise_rff(passes.rff_sums(components, origin, features), pairs, features)
 
 
@@ -182,13 +184,24 @@ class _Log:
     inner: list[int] = field(default_factory=list)
 
     def add(self, objective: float, mmd2: float, rho: float, eps: float, step: float, inner: int) -> None:
-        for name, value in zip(("objective", "mmd2", "rho", "eps", "step", "inner"),
-                               (objective, mmd2, rho, eps, step, inner)):
+        for name, value in zip(
+            ("objective", "mmd2", "rho", "eps", "step", "inner"), (objective, mmd2, rho, eps, step, inner)
+        ):
             getattr(self, name).append(value)
 
 
-def _check_options(tau: float, kernel: str, estimator: str, start: object, rho_update: str, bandwidth: str,
-                   rff_precision: str, feasible_pca: object, numbers: dict[str, tuple[float, bool]], integers: dict[str, int]) -> None:
+def _check_options(
+    tau: float,
+    kernel: str,
+    estimator: str,
+    start: object,
+    rho_update: str,
+    bandwidth: str,
+    rff_precision: str,
+    feasible_pca: object,
+    numbers: dict[str, tuple[float, bool]],
+    integers: dict[str, int],
+) -> None:
     checks.number("tau", tau, strict=True)
     checks.choice("kernel", kernel, KERNELS)
     checks.choice("estimator", estimator, ESTIMATORS)
@@ -204,8 +217,15 @@ def _check_options(tau: float, kernel: str, estimator: str, start: object, rho_u
         checks.integer(name, value)
 
 
-def _start(start: str | np.ndarray, pca: np.ndarray, total: np.ndarray, penalty: _Constraint,
-           rng: np.random.Generator, max_inner: int, eps_min: float) -> np.ndarray:
+def _start(
+    start: str | np.ndarray,
+    pca: np.ndarray,
+    total: np.ndarray,
+    penalty: _Constraint,
+    rng: np.random.Generator,
+    max_inner: int,
+    eps_min: float,
+) -> np.ndarray:
     p, r = pca.shape
     if isinstance(start, np.ndarray):
         if start.shape != (p, r) or not np.isfinite(start).all():
@@ -293,30 +313,70 @@ def solve(
         (−f), ``rho`` (final), ``sigma`` and ``null_bias_floor`` (RBF), ``n_evaluations`` of the
         constraint; ``details["log"]``: f, max h, ρ, ε, step and inner steps per outer iteration.
     """
-    numbers = {"rho_factor": (rho_factor, True), "rho_max": (rho_max, True), "eps0": (eps0, True),
-               "eps_min": (eps_min, True), "step_tol": (step_tol, False), "offset": (offset, False)}
+    numbers = {
+        "rho_factor": (rho_factor, True),
+        "rho_max": (rho_max, True),
+        "eps0": (eps0, True),
+        "eps_min": (eps_min, True),
+        "step_tol": (step_tol, False),
+        "offset": (offset, False),
+    }
     if sigma is not None:
         numbers["sigma"] = (sigma, True)
     if rho0 is not None:
         numbers["rho0"] = (rho0, True)
-    _check_options(tau, kernel, estimator, start, rho_update, bandwidth, rff_precision, feasible_pca, numbers,
-                   {"bandwidth_rows": bandwidth_rows, "n_random_features": n_random_features,
-                    "sample_rows": sample_rows, "block_rows": block_rows, "max_iter": max_iter,
-                    "max_inner": max_inner})
+    _check_options(
+        tau,
+        kernel,
+        estimator,
+        start,
+        rho_update,
+        bandwidth,
+        rff_precision,
+        feasible_pca,
+        numbers,
+        {
+            "bandwidth_rows": bandwidth_rows,
+            "n_random_features": n_random_features,
+            "sample_rows": sample_rows,
+            "block_rows": block_rows,
+            "max_iter": max_iter,
+            "max_inner": max_inner,
+        },
+    )
     if moments.n_groups < 2:
         raise InputError(f"mmd compares groups: got {moments.n_groups} group ({moments.groups})")
     if kernel == "rbf" and passes is None:
-        raise InputError("kernel='rbf' reads the rows: pass passes= (or use kernel='linear' / 'quadratic', "
-                         "which need only the moments)")
+        raise InputError(
+            "kernel='rbf' reads the rows: pass passes= (or use kernel='linear' / 'quadratic', "
+            "which need only the moments)"
+        )
 
     def options_used() -> dict:  # every option as given (a refit, e.g. the report's curves, repeats it)
-        return {"tau": tau, "kernel": kernel, "estimator": estimator, "sigma": sigma, "bandwidth": bandwidth,
-                "bandwidth_rows": bandwidth_rows, "n_random_features": n_random_features,
-                "rff_precision": rff_precision, "sample_rows": sample_rows, "block_rows": block_rows,
-                "offset": offset, "rho0": rho0, "rho_factor": rho_factor, "rho_max": rho_max,
-                "rho_update": rho_update, "eps0": eps0, "eps_min": eps_min, "step_tol": step_tol,
-                "max_iter": max_iter, "max_inner": max_inner, "feasible_pca": feasible_pca,
-                **({"start": start} if isinstance(start, str) else {})}
+        return {
+            "tau": tau,
+            "kernel": kernel,
+            "estimator": estimator,
+            "sigma": sigma,
+            "bandwidth": bandwidth,
+            "bandwidth_rows": bandwidth_rows,
+            "n_random_features": n_random_features,
+            "rff_precision": rff_precision,
+            "sample_rows": sample_rows,
+            "block_rows": block_rows,
+            "offset": offset,
+            "rho0": rho0,
+            "rho_factor": rho_factor,
+            "rho_max": rho_max,
+            "rho_update": rho_update,
+            "eps0": eps0,
+            "eps_min": eps_min,
+            "step_tol": step_tol,
+            "max_iter": max_iter,
+            "max_inner": max_inner,
+            "feasible_pca": feasible_pca,
+            **({"start": start} if isinstance(start, str) else {}),
+        }
 
     rng = np.random.default_rng(random_state)
     total = moments.total_covariance()
@@ -329,16 +389,30 @@ def solve(
 
     if kernel == "rbf":
         assert passes is not None
-        evaluate, found = _rbf_constraint(passes, moments, pca, pairs, rng, estimator=estimator, sigma=sigma,
-                                          bandwidth=bandwidth, bandwidth_rows=bandwidth_rows,
-                                          n_random_features=n_random_features, rff_precision=rff_precision,
-                                          sample_rows=sample_rows, block_rows=block_rows)
+        evaluate, found = _rbf_constraint(
+            passes,
+            moments,
+            pca,
+            pairs,
+            rng,
+            estimator=estimator,
+            sigma=sigma,
+            bandwidth=bandwidth,
+            bandwidth_rows=bandwidth_rows,
+            n_random_features=n_random_features,
+            rff_precision=rff_precision,
+            sample_rows=sample_rows,
+            block_rows=block_rows,
+        )
         certificate.update(found)
         if tau < found["null_bias_floor"]:
-            warnings.warn(f"mmd: tau={tau:g} is below the estimator's null-bias floor "
-                          f"{found['null_bias_floor']:.3g} (the MMD² of two samples of one distribution "
-                          "of these sizes): it can only be met by collapsing the projected spread",
-                          ModelWarning, stacklevel=3)
+            warnings.warn(
+                f"mmd: tau={tau:g} is below the estimator's null-bias floor "
+                f"{found['null_bias_floor']:.3g} (the MMD² of two samples of one distribution "
+                "of these sizes): it can only be met by collapsing the projected spread",
+                ModelWarning,
+                stacklevel=3,
+            )
     else:
         evaluate = _moment_constraint(moments, pairs, kernel, offset)
     penalty = _Constraint(evaluate)
@@ -353,8 +427,19 @@ def solve(
     if feasible_pca and float(at_pca.max()) <= tau:
         log = _Log()
         log.add(objective(pca)[0], float(at_pca.max()), float(rho0), 0.0, 0.0, 0)
-        return _result(moments, pca, n_components, center, "converged", log, certificate, penalty, float(rho0),
-                       options_used(), n_iter=0)
+        return _result(
+            moments,
+            pca,
+            n_components,
+            center,
+            "converged",
+            log,
+            certificate,
+            penalty,
+            float(rho0),
+            options_used(),
+            n_iter=0,
+        )
     components = _start(start, pca, total, penalty, rng, max_inner, eps_min)
     theta_eps = (eps_min / eps0) ** (1.0 / 5.0) if eps_min < eps0 else 1.0
     rho, eps = float(rho0), float(eps0)
@@ -385,30 +470,82 @@ def solve(
         eps, rho = next_eps, next_rho
     if status != "converged" and log.mmd2[-1] > tau:
         status = "constraint_unmet"
-        warnings.warn(f"mmd: ended without meeting tau={tau:g} (MMD² {log.mmd2[-1]:.3g} after {len(log.mmd2)} "
-                      f"outer iterations, rho {rho:.3g}): the paper's improper termination", ConvergenceWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"mmd: ended without meeting tau={tau:g} (MMD² {log.mmd2[-1]:.3g} after {len(log.mmd2)} "
+            f"outer iterations, rho {rho:.3g}): the paper's improper termination",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
     elif status == "max_iter":
-        warnings.warn(f"mmd: stopped at max_iter={max_iter} before the step test (tau is met)",
-                      ConvergenceWarning, stacklevel=3)
-    return _result(moments, components, n_components, center, status, log, certificate, penalty, rho,
-                   options_used(), n_iter=len(log.objective))
+        warnings.warn(
+            f"mmd: stopped at max_iter={max_iter} before the step test (tau is met)", ConvergenceWarning, stacklevel=3
+        )
+    return _result(
+        moments,
+        components,
+        n_components,
+        center,
+        status,
+        log,
+        certificate,
+        penalty,
+        rho,
+        options_used(),
+        n_iter=len(log.objective),
+    )
 
 
-def _result(moments: GroupMoments, components: np.ndarray, n_components: int, center: Center, status: str,
-            log: _Log, certificate: dict[str, float], penalty: _Constraint, rho: float,
-            options: dict, *, n_iter: int) -> FairProjection:
-    certificate = {**certificate, "mmd2": log.mmd2[-1], "explained_variance": -log.objective[-1], "rho": rho,
-                   "n_evaluations": float(penalty.n_evaluations)}
-    return make_projection(moments, components, method="mmd", n_components=n_components, center=center,
-                           objective_history=log.objective, n_iter=n_iter, status=status, certificate=certificate,
-                           options=options, details={"log": log.__dict__})
+def _result(
+    moments: GroupMoments,
+    components: np.ndarray,
+    n_components: int,
+    center: Center,
+    status: str,
+    log: _Log,
+    certificate: dict[str, float],
+    penalty: _Constraint,
+    rho: float,
+    options: dict,
+    *,
+    n_iter: int,
+) -> FairProjection:
+    certificate = {
+        **certificate,
+        "mmd2": log.mmd2[-1],
+        "explained_variance": -log.objective[-1],
+        "rho": rho,
+        "n_evaluations": float(penalty.n_evaluations),
+    }
+    return make_projection(
+        moments,
+        components,
+        method="mmd",
+        n_components=n_components,
+        center=center,
+        objective_history=log.objective,
+        n_iter=n_iter,
+        status=status,
+        certificate=certificate,
+        options=options,
+        details={"log": log.__dict__},
+    )
 
 
 def _rbf_constraint(
-    passes: DataPasses, moments: GroupMoments, pca: np.ndarray, pairs: list[tuple[int, int]],
-    rng: np.random.Generator, *, estimator: str, sigma: float | None, bandwidth: str, bandwidth_rows: int,
-    n_random_features: int, rff_precision: str, sample_rows: int, block_rows: int,
+    passes: DataPasses,
+    moments: GroupMoments,
+    pca: np.ndarray,
+    pairs: list[tuple[int, int]],
+    rng: np.random.Generator,
+    *,
+    estimator: str,
+    sigma: float | None,
+    bandwidth: str,
+    bandwidth_rows: int,
+    n_random_features: int,
+    rff_precision: str,
+    sample_rows: int,
+    block_rows: int,
 ) -> tuple[Evaluation, dict[str, float]]:
     """The RBF evaluation the options ask for, with σ (the median heuristic on a per-group
     sample at the PCA projection unless given) and the null-bias floor on that sample."""
@@ -426,8 +563,14 @@ def _rbf_constraint(
     return _rff_constraint(passes, origin, pairs, features), found
 
 
-def _null_bias_floor(sampled: DataPasses, pca: np.ndarray, origin: np.ndarray, sigma: float,
-                     moments: GroupMoments, pairs: list[tuple[int, int]]) -> float:
+def _null_bias_floor(
+    sampled: DataPasses,
+    pca: np.ndarray,
+    origin: np.ndarray,
+    sigma: float,
+    moments: GroupMoments,
+    pairs: list[tuple[int, int]],
+) -> float:
     """max over pairs of (1 − ū_a)/n_a + (1 − ū_b)/n_b (spec §1.3): ū_g the mean RBF kernel
     value between distinct rows of group g at the PCA projection, on the sample (kernel blocks:
     Σ_ij K_ij = wᵀKw with w = 1), n_g the group's full size."""

@@ -26,8 +26,8 @@ import warnings
 import numpy as np
 import scipy.linalg
 
-from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import top_eigenvectors
@@ -96,8 +96,12 @@ def _solve_sdp(problem, name: str, tolerance: float | None) -> None:  # type: ig
         tolerance = _SCS_TOLERANCE if name == "SCS" else _CLARABEL_TOLERANCE
     status = conic.solve(problem, name, conic.tolerance_settings(name, tolerance), what="SDP solver")
     if status == "optimal_inaccurate":
-        warnings.warn(f"olfat-sdp: {name} stopped at reduced accuracy ('optimal_inaccurate'); "
-                      "a looser tolerance= or solver='SCS' may converge", ConvergenceWarning, stacklevel=3)
+        warnings.warn(
+            f"olfat-sdp: {name} stopped at reduced accuracy ('optimal_inaccurate'); "
+            "a looser tolerance= or solver='SCS' may converge",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 def solve(
@@ -200,11 +204,18 @@ def solve(
         raise SolverError("all rows are equal (zero total variance): there is nothing to project")
     p, r = moments.n_features, n_components
     name = ("SCS" if p >= 50 else "CLARABEL") if solver == "auto" else solver
-    options = {"delta": delta, "mu": mu, "formulation": formulation, "phi": phi, "solver": name,
-               "tolerance": tolerance}
+    options = {"delta": delta, "mu": mu, "formulation": formulation, "phi": phi, "solver": name, "tolerance": tolerance}
     if formulation == "code" and r == p and float(f @ f) > delta**2:
-        return _infeasible(moments, covariance, f, q, r, center, options,
-                           f"tr P = r = p forces P = I, whose mean gap ||f||^2 = {float(f @ f):.3g} > delta^2")
+        return _infeasible(
+            moments,
+            covariance,
+            f,
+            q,
+            r,
+            center,
+            options,
+            f"tr P = r = p forces P = I, whose mean gap ||f||^2 = {float(f @ f):.3g} > delta^2",
+        )
     # δ = 0: P ⪰ 0 and fᵀPf = 0 mean Pf = 0, i.e. P = B P̃ Bᵀ with B an orthonormal basis of f⊥.
     # Solving for P̃ imposes the constraint exactly and keeps the SDP strictly feasible (the
     # equality costs interior-point solvers several digits: 2e-4 relative on a p = 4 example).
@@ -212,9 +223,15 @@ def solve(
     factors = covariance_factors(q / scale, formulation, None if phi is None else phi / scale)
     # ⟨P, ffᵀ⟩ ≤ ‖f‖² on 0 ⪯ P ⪯ I: a larger δ² leaves the constraint out (a huge bound upsets Clarabel)
     bound = delta**2 / scale if 0 < delta**2 < float(f @ f) else 0.0
-    matrix, problem = _build(basis.T @ covariance @ basis / scale, basis.T @ f / np.sqrt(scale), bound,
-                             [basis.T @ factor for factor in factors] if mu > 0 else [],
-                             mu=mu, n_components=r, formulation=formulation)
+    matrix, problem = _build(
+        basis.T @ covariance @ basis / scale,
+        basis.T @ f / np.sqrt(scale),
+        bound,
+        [basis.T @ factor for factor in factors] if mu > 0 else [],
+        mu=mu,
+        n_components=r,
+        formulation=formulation,
+    )
     _solve_sdp(problem, name, tolerance)
     if problem.status in ("infeasible", "infeasible_inaccurate"):
         return _infeasible(moments, covariance, f, q, r, center, options, f"{name} reports {problem.status!r}")
@@ -235,15 +252,29 @@ def solve(
         **_gaps(components, f, q),
     }
     return make_projection(
-        moments, components, method="olfat-sdp", n_components=r, center=center,
-        objective_history=[certificate["objective"]], n_iter=int(problem.solver_stats.num_iters or 0),
+        moments,
+        components,
+        method="olfat-sdp",
+        n_components=r,
+        center=center,
+        objective_history=[certificate["objective"]],
+        n_iter=int(problem.solver_stats.num_iters or 0),
         status="converged" if problem.status == "optimal" else "inaccurate",
-        certificate=certificate, options=options,
+        certificate=certificate,
+        options=options,
     )
 
 
-def _build(covariance: np.ndarray, f: np.ndarray, bound: float, factors: list[np.ndarray], *,
-           mu: float, n_components: int, formulation: str):  # type: ignore[no-untyped-def]
+def _build(
+    covariance: np.ndarray,
+    f: np.ndarray,
+    bound: float,
+    factors: list[np.ndarray],
+    *,
+    mu: float,
+    n_components: int,
+    formulation: str,
+):  # type: ignore[no-untyped-def]
     """The cvxpy problem on normalised data, in the coordinates of the basis: (P̃, problem).
 
     The mean constraint is left out when ``bound`` is 0 (the basis already spans f⊥, or δ ≥ ‖f‖), the
@@ -270,27 +301,58 @@ def _build(covariance: np.ndarray, f: np.ndarray, bound: float, factors: list[np
 def _penalty(relaxed: np.ndarray, q: np.ndarray, formulation: str, phi: float | None) -> float:
     """The covariance penalty at P* with the smallest feasible t: λ_max(P M_± M_±ᵀ P), summed over
     ± (``"code"``) or their maximum (``"paper"``), in data units (t itself is free when μ = 0)."""
-    tops = [float(np.linalg.eigvalsh(relaxed @ factor @ factor.T @ relaxed)[-1])
-            for factor in covariance_factors(q, formulation, phi)]
+    tops = [
+        float(np.linalg.eigvalsh(relaxed @ factor @ factor.T @ relaxed)[-1])
+        for factor in covariance_factors(q, formulation, phi)
+    ]
     return sum(tops) if formulation == "code" else max(tops)
 
 
 def _gaps(components: np.ndarray, f: np.ndarray, q: np.ndarray) -> dict[str, float]:
     """‖Vᵀf‖² and ‖VᵀQV‖₂ at the output components."""
     projected = components.T @ f
-    return {"mean_gap": float(projected @ projected),
-            "covariance_gap": float(np.abs(np.linalg.eigvalsh(components.T @ q @ components)).max())}
+    return {
+        "mean_gap": float(projected @ projected),
+        "covariance_gap": float(np.abs(np.linalg.eigvalsh(components.T @ q @ components)).max()),
+    }
 
 
-def _infeasible(moments: GroupMoments, covariance: np.ndarray, f: np.ndarray, q: np.ndarray, n_components: int,
-                center: Center, options: dict, reason: str) -> FairProjection:
-    warnings.warn(f"olfat-sdp: the SDP is infeasible ({reason}); returning plain PCA components. "
-                  "Raise delta, lower n_components or use formulation='paper' (tr P <= r).",
-                  ConvergenceWarning, stacklevel=3)
+def _infeasible(
+    moments: GroupMoments,
+    covariance: np.ndarray,
+    f: np.ndarray,
+    q: np.ndarray,
+    n_components: int,
+    center: Center,
+    options: dict,
+    reason: str,
+) -> FairProjection:
+    warnings.warn(
+        f"olfat-sdp: the SDP is infeasible ({reason}); returning plain PCA components. "
+        "Raise delta, lower n_components or use formulation='paper' (tr P <= r).",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
     _, components = top_eigenvectors(covariance, n_components)
     nan = float("nan")
-    certificate = {"objective": nan, "sdp_variance": nan, "covariance_penalty": nan, "leaked_trace": nan,
-                   "leaked_variance": nan, "eigengap": nan, **_gaps(components, f, q)}
-    return make_projection(moments, components, method="olfat-sdp", n_components=n_components, center=center,
-                           objective_history=[nan], n_iter=0, status="infeasible", certificate=certificate,
-                           options=options)
+    certificate = {
+        "objective": nan,
+        "sdp_variance": nan,
+        "covariance_penalty": nan,
+        "leaked_trace": nan,
+        "leaked_variance": nan,
+        "eigengap": nan,
+        **_gaps(components, f, q),
+    }
+    return make_projection(
+        moments,
+        components,
+        method="olfat-sdp",
+        n_components=n_components,
+        center=center,
+        objective_history=[nan],
+        n_iter=0,
+        status="infeasible",
+        certificate=certificate,
+        options=options,
+    )

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from fairpca_dist.assessment import metrics
-from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import ConvergenceWarning
 
 __all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection", "with_status", "warn_gap"]
 

@@ -59,9 +59,9 @@ import scipy.linalg
 import scipy.optimize
 from scipy.optimize import linprog
 
-from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.assessment.metrics import best_rank_variance, loss_rounding, losses_from_covariance
 from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap, with_status
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
@@ -213,8 +213,17 @@ def _rounded_projection(
     details: dict[str, Any] = {}
     if components.shape[1] > n_components:
         components, rounded, lower, details = _rank_r_if_certified(
-            components, rounded, certificate["lower_bound"] / scale, covariance=covariance, best=best, scale=scale,
-            n_components=n_components, tolerance=rank_tolerance, polish=polish, skip_lp=skip_lp)
+            components,
+            rounded,
+            certificate["lower_bound"] / scale,
+            covariance=covariance,
+            best=best,
+            scale=scale,
+            n_components=n_components,
+            tolerance=rank_tolerance,
+            polish=polish,
+            skip_lp=skip_lp,
+        )
         certificate = {**certificate, "lower_bound": lower * scale}
     rounded *= scale
     if "rounded_columns" in details and components.shape[1] == n_components:  # narrowed: OPT_r ≤ its loss
@@ -230,8 +239,13 @@ def _rounded_projection(
         objective_history=[*objective_history, rounded],
         n_iter=n_iter,
         status=status,
-        certificate={**certificate, "relaxation_value": relaxed_value * scale, "rounded_value": rounded,
-                     "fractional_weights": float(fractional), "output_rank": float(components.shape[1])},
+        certificate={
+            **certificate,
+            "relaxation_value": relaxed_value * scale,
+            "rounded_value": rounded,
+            "fractional_weights": float(fractional),
+            "output_rank": float(components.shape[1]),
+        },
         options=options,
         details=details,
         best=best * scale,
@@ -305,15 +319,19 @@ def _why_wider(result: FairProjection) -> str:
     r, k = result.n_components, len(result.group_labels)
     bound = r + k - 1
     if result.options.get("skip_lp"):
-        return (f"skip_lp=True keeps every direction of the relaxed solution (the authors' code); the LP that "
-                f"bounds the rank by r + k − 1 = {bound} and the narrowing to rank {r} are skipped")
+        return (
+            f"skip_lp=True keeps every direction of the relaxed solution (the authors' code); the LP that "
+            f"bounds the rank by r + k − 1 = {bound} and the narrowing to rank {r} are skipped"
+        )
     narrow, lower = result.details["rank_r_loss"], result.certificate["lower_bound"]
     gap = (narrow - lower) / abs(narrow) if narrow else 0.0
-    words = (f"the best rank-{r} projection found in the output's span has largest loss {narrow:.6g}, "
-             f"{100 * gap:.2g} % above the certified lower bound {lower:.6g} on the rank-{r} optimum (the tolerance "
-             f"is {100 * result.details['rank_tolerance']:.2g} %), while the output's largest loss "
-             f"{result.certificate['rounded_value']:.6g} is at most that optimum (Samadi et al. 2018, Theorem 5.2: "
-             f"rank ≤ r + k − 1 = {bound})")
+    words = (
+        f"the best rank-{r} projection found in the output's span has largest loss {narrow:.6g}, "
+        f"{100 * gap:.2g} % above the certified lower bound {lower:.6g} on the rank-{r} optimum (the tolerance "
+        f"is {100 * result.details['rank_tolerance']:.2g} %), while the output's largest loss "
+        f"{result.certificate['rounded_value']:.6g} is at most that optimum (Samadi et al. 2018, Theorem 5.2: "
+        f"rank ≤ r + k − 1 = {bound})"
+    )
     return words + ("; fair-eig gives the exact rank-r optimum of two groups" if k == 2 else "")
 
 
@@ -364,8 +382,9 @@ class _Relaxation:
         self.matrix = cp.Variable((p, p), symmetric=True)
         self.worst = cp.Variable()
         constraints = [self.matrix >> 0, np.eye(p) - self.matrix >> 0, cp.trace(self.matrix) == n_components]
-        self.groups = [self.worst >= best[g] - cp.sum(cp.multiply(covariance[g], self.matrix))
-                       for g in range(len(best))]
+        self.groups = [
+            self.worst >= best[g] - cp.sum(cp.multiply(covariance[g], self.matrix)) for g in range(len(best))
+        ]
         self.problem = cp.Problem(cp.Minimize(self.worst), constraints + self.groups)
 
     def solve(self, name: str, settings: dict[str, float]) -> tuple[np.ndarray, float, np.ndarray, str]:
@@ -380,8 +399,9 @@ class _Relaxation:
         return (self.matrix.value + self.matrix.value.T) / 2.0, float(self.worst.value), weights, status
 
 
-def _dual_value(weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n_components: int, *,
-                start: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+def _dual_value(
+    weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n_components: int, *, start: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """The Lagrangian dual of the Fantope problem at group weights w on the simplex, a lower
     bound on its optimum: for every P, max_g (β_g − ⟨Σ_g, P⟩) ≥ Σ_g w_g β_g − Σ_{i≤r} λ_i(Σ_g w_g Σ_g);
     and the top-r eigenvectors V_w that attain the inner maximum. ``start`` seeds the Krylov
@@ -390,8 +410,9 @@ def _dual_value(weights: np.ndarray, covariance: np.ndarray, best: np.ndarray, n
     return float(weights @ best - values.sum()), basis
 
 
-def _polished_dual(weights: np.ndarray, value: float, covariance: np.ndarray, best: np.ndarray,
-                   n_components: int) -> float:
+def _polished_dual(
+    weights: np.ndarray, value: float, covariance: np.ndarray, best: np.ndarray, n_components: int
+) -> float:
     """The best dual value (:func:`_dual_value`) found by Nelder–Mead from ``weights`` (whose
     dual value is ``value``) over the simplex (w = softmax z); every value evaluated is a lower
     bound. The dual is concave but not smooth (at eigenvalue ties), and a conic solver's
@@ -406,9 +427,12 @@ def _polished_dual(weights: np.ndarray, value: float, covariance: np.ndarray, be
     k = len(weights)
     start = np.log(0.9 * weights + 0.1 / k)  # off the simplex's faces, where softmax steps vanish
     simplex = np.vstack([start, start + np.eye(k)])
-    scipy.optimize.minimize(negative, start, method="Nelder-Mead",
-                            options={"maxfev": _POLISH_EVALUATIONS * k, "xatol": 1e-10, "fatol": 0.0,
-                                     "initial_simplex": simplex})
+    scipy.optimize.minimize(
+        negative,
+        start,
+        method="Nelder-Mead",
+        options={"maxfev": _POLISH_EVALUATIONS * k, "xatol": 1e-10, "fatol": 0.0, "initial_simplex": simplex},
+    )
     return max(found)
 
 
@@ -471,11 +495,36 @@ def solve_sdp(
     tried: list[tuple[dict[str, Any], FairProjection | None]] = []
     for name in _sdp_solvers(solver, moments.n_features):
         try:
-            tried.append(_sdp_attempt(moments, n_components, relaxation, name, center=center, tolerance=tolerance,
-                                      skip_lp=skip_lp, covariance=covariance, best=best, scale=scale))
+            tried.append(
+                _sdp_attempt(
+                    moments,
+                    n_components,
+                    relaxation,
+                    name,
+                    center=center,
+                    tolerance=tolerance,
+                    skip_lp=skip_lp,
+                    covariance=covariance,
+                    best=best,
+                    scale=scale,
+                )
+            )
         except SolverError as error:
-            tried.append(({"solver": name, "status": "error", "error": str(error), "gap": None, "certified": False,
-                           "largest_loss": None, "lower_bound": None, "tolerance": None}, None))
+            tried.append(
+                (
+                    {
+                        "solver": name,
+                        "status": "error",
+                        "error": str(error),
+                        "gap": None,
+                        "certified": False,
+                        "largest_loss": None,
+                        "lower_bound": None,
+                        "tolerance": None,
+                    },
+                    None,
+                )
+            )
         if tried[-1][0]["certified"]:
             break
     solved = [(attempt, result) for attempt, result in tried if result is not None]
@@ -484,8 +533,9 @@ def solve_sdp(
     chosen, result = next(((a, r) for a, r in solved if a["certified"]), min(solved, key=lambda ar: ar[0]["gap"]))
     attempts = [attempt for attempt, _ in tried]
     if not chosen["certified"]:
-        warnings.warn(_inaccuracy_words(attempts, chosen, scale, named=solver != "auto"), ConvergenceWarning,
-                      stacklevel=2)
+        warnings.warn(
+            _inaccuracy_words(attempts, chosen, scale, named=solver != "auto"), ConvergenceWarning, stacklevel=2
+        )
         result = with_status(result, "inaccurate")
     details = {**result.details, "solver_attempts": attempts}
     if chosen is not attempts[0]:
@@ -518,12 +568,23 @@ def _sdp_attempt(
     dual = _dual_value(weights, covariance, best, n_components)[0]
     polish = functools.cache(lambda: _polished_dual(weights, dual, covariance, best, n_components))
     result = _rounded_projection(
-        moments, n_components, method="samadi-sdp", center=center, basis=basis[:, ::-1],
-        relaxed_weights=np.clip(values[::-1], 0.0, 1.0), covariance=covariance, best=best, scale=scale,
-        relaxed_value=relaxed, objective_history=[relaxed * scale],
-        n_iter=int(relaxation.problem.solver_stats.num_iters or 0), status="converged",
-        certificate={"lower_bound": dual * scale}, options={"solver": name, "tolerance": tolerance, "skip_lp": skip_lp},
-        rank_tolerance=_RANK_TOLERANCE, polish=polish,
+        moments,
+        n_components,
+        method="samadi-sdp",
+        center=center,
+        basis=basis[:, ::-1],
+        relaxed_weights=np.clip(values[::-1], 0.0, 1.0),
+        covariance=covariance,
+        best=best,
+        scale=scale,
+        relaxed_value=relaxed,
+        objective_history=[relaxed * scale],
+        n_iter=int(relaxation.problem.solver_stats.num_iters or 0),
+        status="converged",
+        certificate={"lower_bound": dual * scale},
+        options={"solver": name, "tolerance": tolerance, "skip_lp": skip_lp},
+        rank_tolerance=_RANK_TOLERANCE,
+        polish=polish,
     )
     # The solver's own status is not the verdict: its tolerance applies to losses normalised by
     # max_g β_g(r), so its multipliers or its primal can be far off where the losses are far
@@ -534,9 +595,16 @@ def _sdp_attempt(
     if upper - lower > allowed:  # a better bound first
         lower = max(lower, polish() * scale)
         result = replace(result, certificate={**result.certificate, "lower_bound": lower})
-    attempt = {"solver": name, "status": status, "error": None, "gap": (upper - lower) / abs(upper) if upper else 0.0,
-               "certified": bool(upper - lower <= allowed), "largest_loss": upper, "lower_bound": lower,
-               "tolerance": settings.get("eps_abs", settings.get("tol_gap_abs", 1e-8))}
+    attempt = {
+        "solver": name,
+        "status": status,
+        "error": None,
+        "gap": (upper - lower) / abs(upper) if upper else 0.0,
+        "certified": bool(upper - lower <= allowed),
+        "largest_loss": upper,
+        "lower_bound": lower,
+        "tolerance": settings.get("eps_abs", settings.get("tol_gap_abs", 1e-8)),
+    }
     return attempt, result
 
 
@@ -545,10 +613,15 @@ def _attempt_words(attempt: dict[str, Any]) -> str:
     if attempt["error"] is not None:
         return attempt["error"]
     name, used = attempt["solver"], attempt["tolerance"]
-    stopped = (f"{name} met its tolerance ({used:g}), but" if attempt["status"] == "optimal"
-               else f"{name} stopped at reduced accuracy ({attempt['status']!r}, tolerance {used:g}), and")
-    return (f"{stopped} the output's largest loss {attempt['largest_loss']:.6g} is {attempt['gap']:.1%} above the "
-            f"certified lower bound {attempt['lower_bound']:.6g}")
+    stopped = (
+        f"{name} met its tolerance ({used:g}), but"
+        if attempt["status"] == "optimal"
+        else f"{name} stopped at reduced accuracy ({attempt['status']!r}, tolerance {used:g}), and"
+    )
+    return (
+        f"{stopped} the output's largest loss {attempt['largest_loss']:.6g} is {attempt['gap']:.1%} above the "
+        f"certified lower bound {attempt['lower_bound']:.6g}"
+    )
 
 
 def _inaccuracy_words(attempts: list[dict[str, Any]], chosen: dict[str, Any], scale: float, *, named: bool) -> str:
@@ -556,10 +629,12 @@ def _inaccuracy_words(attempts: list[dict[str, Any]], chosen: dict[str, Any], sc
     the tolerance could not resolve the losses, and what to do."""
     kept = f"; {chosen['solver']}'s output is returned" if len(attempts) > 1 else ""
     other = "; another solver" if named else ""
-    return (f"samadi-sdp: {'; '.join(_attempt_words(a) for a in attempts)}{kept}: the tolerance applies to losses "
-            f"divided by the largest group's best variance β, and these are {abs(chosen['largest_loss']) / scale:.1e} "
-            f"of β (a tighter tolerance{other}; fair-eig for two groups or samadi-mw, which certify their own gap; "
-            "or standardize=True)")
+    return (
+        f"samadi-sdp: {'; '.join(_attempt_words(a) for a in attempts)}{kept}: the tolerance applies to losses "
+        f"divided by the largest group's best variance β, and these are {abs(chosen['largest_loss']) / scale:.1e} "
+        f"of β (a tighter tolerance{other}; fair-eig for two groups or samadi-mw, which certify their own gap; "
+        "or standardize=True)"
+    )
 
 
 def _failure_words(attempts: list[dict[str, Any]], solver: str) -> str:
@@ -568,8 +643,10 @@ def _failure_words(attempts: list[dict[str, Any]], solver: str) -> str:
     if solver == "auto":
         return f"samadi-sdp: {reasons} (samadi-mw solves the same relaxation without a conic solver)"
     others = [f"solver={name!r}" for name in ("CLARABEL", "SCS") if name != solver.upper()]
-    return (f"samadi-sdp: {reasons}; try {' or '.join(others)}, or the default solver='auto', which falls back "
-            "from CLARABEL to SCS")
+    return (
+        f"samadi-sdp: {reasons}; try {' or '.join(others)}, or the default solver='auto', which falls back "
+        "from CLARABEL to SCS"
+    )
 
 
 # ----------------------------------------------------------------------------- MW
@@ -591,8 +668,15 @@ def _best_mixture(losses: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
     cost = np.append(np.zeros(n_iterates), 1.0)
     upper = np.hstack([losses.T / norm, -np.ones((k, 1))])
     equal = np.append(np.ones(n_iterates), 0.0)[None, :]
-    result = linprog(cost, A_ub=upper, b_ub=np.zeros(k), A_eq=equal, b_eq=[1.0],
-                     bounds=[(0.0, None)] * n_iterates + [(None, None)], method="highs-ds")
+    result = linprog(
+        cost,
+        A_ub=upper,
+        b_ub=np.zeros(k),
+        A_eq=equal,
+        b_eq=[1.0],
+        bounds=[(0.0, None)] * n_iterates + [(None, None)],
+        method="highs-ds",
+    )
     if result.status != 0:
         raise SolverError(f"primal recovery LP failed: {result.message}")
     mixture = np.clip(result.x[:n_iterates], 0.0, None)
@@ -677,19 +761,33 @@ def solve_mw(
     if update == "auto":
         update = "cutting_plane" if eta is None else "multiplicative"
     if update == "cutting_plane" and eta is not None:
-        raise InputError(f"samadi-mw: eta={eta:g} is the step of update='multiplicative'; this fit uses "
-                         "update='cutting_plane', which has no step")
+        raise InputError(
+            f"samadi-mw: eta={eta:g} is the step of update='multiplicative'; this fit uses "
+            "update='cutting_plane', which has no step"
+        )
     steps = _oracle_steps(covariance, best, n_components, update, 1.0 if eta is None else eta)
     rounding = loss_rounding(covariance)
     history: list[float] = []
     state = _run_steps(steps, tol, rounding, max_iter, history, scale)
     status = "converged" if state.closed(tol, rounding) else "max_iter"
     if status != "converged":
-        warn_gap("samadi-mw", state.lower * scale, state.upper * scale, tol,
-                 f"after max_iter={max_iter} oracle calls (update={update!r}; raise max_iter)")
+        warn_gap(
+            "samadi-mw",
+            state.lower * scale,
+            state.upper * scale,
+            tol,
+            f"after max_iter={max_iter} oracle calls (update={update!r}; raise max_iter)",
+        )
     options = {"eta": eta, "max_iter": max_iter, "tol": tol, "skip_lp": skip_lp, "update": update}
-    common = {"center": center, "covariance": covariance, "best": best, "scale": scale, "history": history,
-              "status": status, "options": options}
+    common = {
+        "center": center,
+        "covariance": covariance,
+        "best": best,
+        "scale": scale,
+        "history": history,
+        "status": status,
+        "options": options,
+    }
     result = _mw_projection(moments, n_components, state, **common)
     # A wider output that an optimum of rank r may explain (the mixture is only tol-accurate):
     # iterate on at tenfold tighter gaps while that brings the rank-r projection closer.
@@ -722,8 +820,9 @@ class _Bounds:
         return self.upper - self.lower <= tol * max(self.upper, 0.0) + rounding
 
 
-def _oracle_steps(covariance: np.ndarray, best: np.ndarray, n_components: int, update: str,
-                  step_size: float) -> Iterator[_Bounds]:
+def _oracle_steps(
+    covariance: np.ndarray, best: np.ndarray, n_components: int, update: str, step_size: float
+) -> Iterator[_Bounds]:
     """The oracle iterations of :func:`solve_mw`, one :class:`_Bounds` per oracle call, without end."""
     k = len(best)
     weights = np.full(k, 1.0 / k)
@@ -752,8 +851,9 @@ def _oracle_steps(covariance: np.ndarray, best: np.ndarray, n_components: int, u
             weights /= weights.sum()
 
 
-def _run_steps(steps: Iterator[_Bounds], tol: float, rounding: float, budget: int, history: list[float],
-               scale: float) -> _Bounds:
+def _run_steps(
+    steps: Iterator[_Bounds], tol: float, rounding: float, budget: int, history: list[float], scale: float
+) -> _Bounds:
     """Take steps until the gap closes to ``tol`` or ``budget`` steps are taken (at least one);
     each step's upper bound, in the data's units, is appended to ``history``."""
     for _ in range(max(budget, 1)):
@@ -764,24 +864,54 @@ def _run_steps(steps: Iterator[_Bounds], tol: float, rounding: float, budget: in
     return state
 
 
-def _mw_projection(moments: GroupMoments, n_components: int, state: _Bounds, *, center: Center,
-                   covariance: np.ndarray, best: np.ndarray, scale: float, history: list[float], status: str,
-                   options: dict[str, Any]) -> FairProjection:
+def _mw_projection(
+    moments: GroupMoments,
+    n_components: int,
+    state: _Bounds,
+    *,
+    center: Center,
+    covariance: np.ndarray,
+    best: np.ndarray,
+    scale: float,
+    history: list[float],
+    status: str,
+    options: dict[str, Any],
+) -> FairProjection:
     """samadi-mw's result from the iterations' state: one projector as it is, a mixture rounded."""
     certificate = {"lower_bound": state.lower * scale, "upper_bound": state.upper * scale}
     used = np.flatnonzero(state.mixture > 1e-12)
     if used.size == 1:  # one projector: already a rank-r solution
         return make_projection(
-            moments, fix_signs(state.pool[used[0]][0]), method="samadi-mw", n_components=n_components,
-            center=center, objective_history=list(history), n_iter=len(history), status=status,
-            certificate=certificate, options=options, best=best * scale,
+            moments,
+            fix_signs(state.pool[used[0]][0]),
+            method="samadi-mw",
+            n_components=n_components,
+            center=center,
+            objective_history=list(history),
+            n_iter=len(history),
+            status=status,
+            certificate=certificate,
+            options=options,
+            best=best * scale,
         )
     span, relaxed_weights = _mixture_eigen([state.pool[t][0] for t in used], state.mixture[used])
     return _rounded_projection(
-        moments, n_components, method="samadi-mw", center=center, basis=span,
-        relaxed_weights=relaxed_weights, covariance=covariance, best=best, scale=scale,
-        relaxed_value=state.upper, objective_history=list(history), n_iter=len(history),
-        status=status, certificate=certificate, options=options, rank_tolerance=float(options["tol"]),
+        moments,
+        n_components,
+        method="samadi-mw",
+        center=center,
+        basis=span,
+        relaxed_weights=relaxed_weights,
+        covariance=covariance,
+        best=best,
+        scale=scale,
+        relaxed_value=state.upper,
+        objective_history=list(history),
+        n_iter=len(history),
+        status=status,
+        certificate=certificate,
+        options=options,
+        rank_tolerance=float(options["tol"]),
     )
 
 

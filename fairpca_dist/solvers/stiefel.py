@@ -203,8 +203,9 @@ def top_eigenvectors(
     p = matrix.shape[0]
     iterative = EIGENSOLVER == "krylov" or (EIGENSOLVER == "auto" and p >= _DENSE_BELOW)
     if iterative and not dense and 3 * _block_size(n_components) <= p:
-        found = krylov_top_eigenpairs(matrix, n_components, start=start, tol=_KRYLOV_TOL,
-                                      max_blocks=_KRYLOV_BLOCKS, max_restarts=_KRYLOV_RESTARTS)
+        found = krylov_top_eigenpairs(
+            matrix, n_components, start=start, tol=_KRYLOV_TOL, max_blocks=_KRYLOV_BLOCKS, max_restarts=_KRYLOV_RESTARTS
+        )
         if found is not None:
             return found[0], fix_signs(found[1])
     values, vectors = scipy.linalg.eigh(matrix, subset_by_index=(p - n_components, p - 1), driver="evr")
@@ -421,8 +422,17 @@ def _evaluate(cost: Cost, point: np.ndarray) -> tuple[float, np.ndarray | None]:
     return value, tangent_projection(point, euclidean)
 
 
-def _wolfe_search(cost: Cost, point: np.ndarray, value: float, direction: np.ndarray, slope: float,
-                  step: float, armijo: float, wolfe: float, max_evaluations: int) -> tuple[_Trial | None, int]:
+def _wolfe_search(
+    cost: Cost,
+    point: np.ndarray,
+    value: float,
+    direction: np.ndarray,
+    slope: float,
+    step: float,
+    armijo: float,
+    wolfe: float,
+    max_evaluations: int,
+) -> tuple[_Trial | None, int]:
     """A step t along the retraction curve φ(t) = f(R_V(tη)) meeting the weak Wolfe conditions
     φ(t) ≤ φ(0) + c₁tφ'(0) and φ'(t) ≥ c₂φ'(0), with φ'(t) = ⟨grad f(R_V(tη)), d/dt R_V(tη)⟩
     exact (:func:`qr_retraction_velocity`); found by bisection and doubling (Lewis & Overton
@@ -536,7 +546,8 @@ def minimize_lbfgs(
     wolfe = checks.number("wolfe", wolfe, strict=True)
     if not armijo < wolfe < 1.0:
         raise InputError(
-            f"armijo and wolfe must satisfy 0 < armijo < wolfe < 1, got armijo={armijo!r}, wolfe={wolfe!r}")
+            f"armijo and wolfe must satisfy 0 < armijo < wolfe < 1, got armijo={armijo!r}, wolfe={wolfe!r}"
+        )
     max_line_search = checks.integer("max_line_search", max_line_search)
     if not callable(cost):
         raise InputError(f"cost must be callable, got {cost!r}")
@@ -564,9 +575,10 @@ def minimize_lbfgs(
                 n_evaluations += used
         if trial is None:
             pairs.clear()
-            direction, slope = -gradient, -norm**2
+            direction, slope = -gradient, -(norm**2)
             trial, used = _wolfe_search(
-                cost, point, value, direction, slope, min(1.0, 1.0 / norm), armijo, wolfe, max_line_search)
+                cost, point, value, direction, slope, min(1.0, 1.0 / norm), armijo, wolfe, max_line_search
+            )
             n_evaluations += used
         if trial is None or np.array_equal(trial.point, point):
             reason = "no_progress"
@@ -583,5 +595,14 @@ def minimize_lbfgs(
         norm = float(np.linalg.norm(gradient))
         values.append(value)
         norms.append(norm)
-    return LBFGSResult(point=point, value=value, gradient=gradient, gradient_norm=norm, n_iter=len(values) - 1,
-                       n_evaluations=n_evaluations, reason=reason, values=tuple(values), gradient_norms=tuple(norms))
+    return LBFGSResult(
+        point=point,
+        value=value,
+        gradient=gradient,
+        gradient_norm=norm,
+        n_iter=len(values) - 1,
+        n_evaluations=n_evaluations,
+        reason=reason,
+        values=tuple(values),
+        gradient_norms=tuple(norms),
+    )

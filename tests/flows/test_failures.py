@@ -20,18 +20,18 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from conftest import grouped_data
 from distributed import Client, LocalCluster
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+from test_faults import KillOnce
 
-from conftest import grouped_data
 from fairpca_dist import InputError, WriteError
 from fairpca_dist.cli import main
 from fairpca_dist.fitting import fit_table
-from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.flows.pipeline import pipeline
 from fairpca_dist.flows.project import project
-from test_faults import KillOnce
+from fairpca_dist.io.ingest import ingest_table
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -47,22 +47,26 @@ def work(tmp_path_factory) -> Path:
     (folder / "source").mkdir()
     for i, start in enumerate(range(0, len(frame), 200)):
         frame.iloc[start : start + 200].to_parquet(folder / "source" / f"part-{i}.parquet", index=False)
-    ingest_table(str(folder / "source"), folder / "table", sensitive_feature="sex", features=FEATURES,
-                 key_columns=["id"])
+    ingest_table(
+        str(folder / "source"), folder / "table", sensitive_feature="sex", features=FEATURES, key_columns=["id"]
+    )
     fit_table(folder / "table", folder / "model", n_components=2, cache_dir=folder / "cache")
     return folder
 
 
 def _snapshot(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*"))}
+    return {
+        str(p.relative_to(folder)): "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+    }
 
 
 def _task_run_counts(state: Any) -> dict[str, int]:
     """How many times each task of the flow run that ended in ``state`` ran."""
     with get_client(sync_client=True) as client:
         runs = client.read_task_runs(
-            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id])))
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[state.state_details.flow_run_id]))
+        )
     return {run.task_key: run.run_count for run in runs}
 
 
@@ -84,15 +88,18 @@ def _disk_full(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "projected"
 
 
-@pytest.mark.parametrize("make_fault, message", [
-    (lambda tmp_path, monkeypatch: _parent_is_a_file(tmp_path), "a parent in the path is a file"),
-    (_disk_full, "no space left on the disk"),
-], ids=["parent-is-a-file", "disk-full"])
+@pytest.mark.parametrize(
+    "make_fault, message",
+    [
+        (lambda tmp_path, monkeypatch: _parent_is_a_file(tmp_path), "a parent in the path is a file"),
+        (_disk_full, "no space left on the disk"),
+    ],
+    ids=["parent-is-a-file", "disk-full"],
+)
 def test_a_deterministic_error_fails_the_flow_at_once(work, tmp_path, monkeypatch, make_fault, message):
     """A WriteError (an OSError, not an input error) was retried twice, 5 s and 30 s later."""
     out = make_fault(tmp_path, monkeypatch)
-    state = project(model_dir=str(work / "model"), table_dir=str(work / "table"), out_dir=str(out),
-                    return_state=True)
+    state = project(model_dir=str(work / "model"), table_dir=str(work / "table"), out_dir=str(out), return_state=True)
     assert state.is_failed()
     with pytest.raises(WriteError, match=message):
         state.result()
@@ -103,9 +110,11 @@ def test_a_deterministic_error_fails_the_flow_at_once(work, tmp_path, monkeypatc
 def fragile_cluster():
     """Two worker processes under nannies, on a scheduler that fails a task (KilledWorker) as
     soon as one worker dies running it."""
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster, set_as_default=False) as client:
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
         yield client
 
 
@@ -115,15 +124,21 @@ def test_a_lost_worker_is_retried_and_the_flow_succeeds(work, tmp_path, fragile_
     from fairpca_dist.flows.tasks import fit_task
 
     monkeypatch.setattr(fit_flow_module, "fit_task", fit_task.with_options(retry_delay_seconds=0))
-    fit_table(work / "table", tmp_path / "reference", n_components=2, standardize=True,
-              cache_dir=tmp_path / "ref-cache")
+    fit_table(
+        work / "table", tmp_path / "reference", n_components=2, standardize=True, cache_dir=tmp_path / "ref-cache"
+    )
     fragile_cluster.wait_for_workers(2, timeout=120)
     marker = tmp_path / "killed"
     fragile_cluster.register_plugin(KillOnce(marker, 2), name="kill-once")
     try:
-        state = fit(table_dir=str(work / "table"), model_dir=str(tmp_path / "model"), n_components=2,
-                    cache_dir=str(tmp_path / "cache"), dask_address=fragile_cluster.scheduler.address,
-                    return_state=True)
+        state = fit(
+            table_dir=str(work / "table"),
+            model_dir=str(tmp_path / "model"),
+            n_components=2,
+            cache_dir=str(tmp_path / "cache"),
+            dask_address=fragile_cluster.scheduler.address,
+            return_state=True,
+        )
     finally:
         fragile_cluster.unregister_worker_plugin("kill-once")
     assert marker.exists() and state.is_completed()
@@ -159,8 +174,14 @@ def test_a_target_with_missing_values_fails_the_run_right_after_ingest(work, tmp
     frame.to_parquet(tmp_path / "source.parquet", index=False)
     runs = tmp_path / "runs"
     with pytest.raises(InputError, match=r"target 'y' is missing in 2 row\(s\) of the ingested table \S+"):
-        pipeline(source=str(tmp_path / "source.parquet"), sensitive_feature=["sex"], features=FEATURES, target="y",
-                 runs_dir=str(runs), run_id="t")
+        pipeline(
+            source=str(tmp_path / "source.parquet"),
+            sensitive_feature=["sex"],
+            features=FEATURES,
+            target="y",
+            runs_dir=str(runs),
+            run_id="t",
+        )
     assert list(runs.iterdir()) == []  # no run folder, no moments cache: the fit never ran
 
 

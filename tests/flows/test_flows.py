@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import CREDIT_CSV, require_data
+
 from fairpca_dist import InputError, compute_moments, fit_projection, load_model, projection
-from fairpca_dist.io.ingest import table_source
 from fairpca_dist.flows import project as project_flow_module
 from fairpca_dist.flows.pipeline import pipeline
 from fairpca_dist.flows.tasks import project_task
-
+from fairpca_dist.io.ingest import table_source
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -33,56 +32,91 @@ def credit_csv(tmp_path_factory) -> Path:
 
 def test_pipeline_on_credit_agrees_with_the_library(credit_csv, tmp_path):
     result = pipeline(
-        source=str(credit_csv), sensitive_feature=["education"], runs_dir=str(tmp_path), run_id="credit",
-        key_columns=["ID"], target="default", method="fair-eig", n_components=3,
+        source=str(credit_csv),
+        sensitive_feature=["education"],
+        runs_dir=str(tmp_path),
+        run_id="credit",
+        key_columns=["ID"],
+        target="default",
+        method="fair-eig",
+        n_components=3,
         read_options={"blocksize": 1_000_000},
     )
     run = tmp_path / "credit"
     assert result["run_dir"] == str(run)
-    for path in ["table/schema.json", "model/model.json", "model/moments.npz", "projected/_SUCCESS",
-                 "report/report.json", "report/report.md", "report/report.html", "report/loss_vs_components.png"]:
+    for path in [
+        "table/schema.json",
+        "model/model.json",
+        "model/moments.npz",
+        "projected/_SUCCESS",
+        "report/report.json",
+        "report/report.md",
+        "report/report.html",
+        "report/loss_vs_components.png",
+    ]:
         assert (run / path).is_file(), path
     frame = pd.read_csv(credit_csv)
     features = [c for c in frame.columns if c not in ("ID", "education", "default")]
-    direct = fit_projection(compute_moments(frame, sensitive_feature="education", features=features), 3,
-                            method="fair-eig", standardize=True)
+    direct = fit_projection(
+        compute_moments(frame, sensitive_feature="education", features=features), 3, method="fair-eig", standardize=True
+    )
     model = load_model(run / "model")
     np.testing.assert_allclose(model.components, direct.components, atol=1e-8)
     np.testing.assert_allclose(model.group_loss, direct.group_loss, rtol=1e-8)
     projected = pd.read_parquet(run / "projected").sort_values("ID")
     assert len(projected) == 30000 and list(projected.columns) == ["ID", "default", "fairpca0", "fairpca1", "fairpca2"]
-    np.testing.assert_allclose(projected[["fairpca0", "fairpca1", "fairpca2"]].to_numpy(),
-                               direct.transform(frame.sort_values("ID")[features].to_numpy()), atol=1e-8)
+    np.testing.assert_allclose(
+        projected[["fairpca0", "fairpca1", "fairpca2"]].to_numpy(),
+        direct.transform(frame.sort_values("ID")[features].to_numpy()),
+        atol=1e-8,
+    )
     report = json.loads((run / "report" / "report.json").read_text())
     assert report["model"]["method"] == "fair-eig"
     assert 0 <= report["downstream"]["models"]["fair"]["demographic_parity_difference"] <= 1
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"source": "/no/such/table.csv"}, "does not exist"),
-    ({"method": "fairest"}, "unknown method 'fairest'"),
-    ({"n_components": 0}, "n_components must be a positive integer"),
-    ({"on_bad_rows": "ignore"}, "on_bad_rows='ignore'"),
-    ({"options": {"tolerance": 1}}, "unknown option"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"source": "/no/such/table.csv"}, "does not exist"),
+        ({"method": "fairest"}, "unknown method 'fairest'"),
+        ({"n_components": 0}, "n_components must be a positive integer"),
+        ({"on_bad_rows": "ignore"}, "on_bad_rows='ignore'"),
+        ({"options": {"tolerance": 1}}, "unknown option"),
+    ],
+)
 def test_parameters_are_checked_before_any_data_is_read(credit_csv, tmp_path, change, message):
-    parameters = {"source": str(credit_csv), "sensitive_feature": ["education"], "runs_dir": str(tmp_path),
-                  "run_id": "bad", **change}
+    parameters = {
+        "source": str(credit_csv),
+        "sensitive_feature": ["education"],
+        "runs_dir": str(tmp_path),
+        "run_id": "bad",
+        **change,
+    }
     with pytest.raises(InputError, match=message):
         pipeline(**parameters)
     assert not (tmp_path / "bad").exists()
 
 
 def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, tmp_path, monkeypatch):
-    from fairpca_dist.flows.ingest import ingest
     from fairpca_dist.flows.fit import fit
+    from fairpca_dist.flows.ingest import ingest
     from fairpca_dist.flows.project import project
 
-    ingest(source=str(credit_csv), table_dir=str(tmp_path / "table"), sensitive_feature=["education"],
-           key_columns=["ID"], read_options={"blocksize": 600_000})
+    ingest(
+        source=str(credit_csv),
+        table_dir=str(tmp_path / "table"),
+        sensitive_feature=["education"],
+        key_columns=["ID"],
+        read_options={"blocksize": 600_000},
+    )
     fit(table_dir=str(tmp_path / "table"), model_dir=str(tmp_path / "model"), n_components=2)
-    project(model_dir=str(tmp_path / "model"), table_dir=str(tmp_path / "table"), out_dir=str(tmp_path / "clean"),
-            pass_through=["ID"])
+    project(
+        model_dir=str(tmp_path / "model"),
+        table_dir=str(tmp_path / "table"),
+        out_dir=str(tmp_path / "clean"),
+        pass_through=["ID"],
+    )
     real = projection._project_partition
     failures = []
 
@@ -94,8 +128,12 @@ def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, 
 
     monkeypatch.setattr(projection, "_project_partition", fail_once_on_partition_2)
     monkeypatch.setattr(project_flow_module, "project_task", project_task.with_options(retry_delay_seconds=0))
-    project(model_dir=str(tmp_path / "model"), table_dir=str(tmp_path / "table"), out_dir=str(tmp_path / "retried"),
-            pass_through=["ID"])
+    project(
+        model_dir=str(tmp_path / "model"),
+        table_dir=str(tmp_path / "table"),
+        out_dir=str(tmp_path / "retried"),
+        pass_through=["ID"],
+    )
     assert failures == [2]
     clean = {p.name: p.read_bytes() for p in (tmp_path / "clean").iterdir()}
     assert {p.name: p.read_bytes() for p in (tmp_path / "retried").iterdir()} == clean
@@ -113,10 +151,15 @@ def test_demo_runs_the_pipeline_on_the_embedded_table(tmp_path, capsys):
     # breakdown of where the time went.
     steps = ["dask", "ingest", "fit", "project", "report"]
     lines = [line.split() for line in out.splitlines() if line.startswith("  ") and line.split()[0] in steps]
-    assert [(words[0], words[1]) for words in lines] == [(name, event) for name in steps for event in ("started", "done")]
+    assert [(words[0], words[1]) for words in lines] == [
+        (name, event) for name in steps for event in ("started", "done")
+    ]
     assert all(float(words[3]) >= 0 and words[4].startswith("s") for words in lines if words[1] == "done")
-    assert re.search(r"finished in [\d.]+ s: checks [\d.]+ s, imports [\d.]+ s, Prefect API [\d.]+ s, dask [\d.]+ s, "
-                     r"ingest [\d.]+ s, fit [\d.]+ s, project [\d.]+ s, report [\d.]+ s, Prefect runs [\d.]+ s", out)
+    assert re.search(
+        r"finished in [\d.]+ s: checks [\d.]+ s, imports [\d.]+ s, Prefect API [\d.]+ s, dask [\d.]+ s, "
+        r"ingest [\d.]+ s, fit [\d.]+ s, project [\d.]+ s, report [\d.]+ s, Prefect runs [\d.]+ s",
+        out,
+    )
     report = json.loads((tmp_path / "demo" / "report" / "report.json").read_text())
     assert report["data"]["n_samples"] == 442 and report["model"]["method"] == "fair-eig"
 
@@ -141,8 +184,14 @@ def test_a_run_failing_after_ingest_leaves_no_run_folder(credit_csv, tmp_path):
     three = tmp_path / "three.csv"
     frame.assign(education=np.where(frame["SEX"] == 1, "male-" + frame["education"], "female")).to_csv(three)
     with pytest.raises(InputError, match="fair-eig solves two-group problems; the data have 3 groups"):
-        pipeline(source=str(three), sensitive_feature=["education"], features=["LIMIT_BAL", "AGE", "BILL_AMT1"],
-                 runs_dir=str(tmp_path / "runs"), run_id="failed", method="fair-eig")
+        pipeline(
+            source=str(three),
+            sensitive_feature=["education"],
+            features=["LIMIT_BAL", "AGE", "BILL_AMT1"],
+            runs_dir=str(tmp_path / "runs"),
+            run_id="failed",
+            method="fair-eig",
+        )
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [".moments-cache"]
 
 
@@ -156,8 +205,14 @@ def test_a_target_the_report_cannot_use_fails_the_run_before_the_fit(credit_csv,
 
     monkeypatch.setattr(tasks, "fit_table", fit_table)
     with pytest.raises(InputError, match=r"target 'EDUCATION_RAW' has \d+ class\(es\) .*needs a binary target"):
-        pipeline(source=str(_with_raw_education(credit_csv, tmp_path)), sensitive_feature=["education"],
-                 features=["LIMIT_BAL", "AGE"], target="EDUCATION_RAW", runs_dir=str(tmp_path / "runs"), run_id="t")
+        pipeline(
+            source=str(_with_raw_education(credit_csv, tmp_path)),
+            sensitive_feature=["education"],
+            features=["LIMIT_BAL", "AGE"],
+            target="EDUCATION_RAW",
+            runs_dir=str(tmp_path / "runs"),
+            run_id="t",
+        )
     assert not (tmp_path / "runs" / "t").exists()
 
 
@@ -170,18 +225,18 @@ def _with_raw_education(credit_csv: Path, tmp_path: Path) -> Path:
 
 def test_evaluate_flow_agrees_with_the_library(tmp_path):
     from conftest import grouped_data
+
     from fairpca_dist import HashCells
     from fairpca_dist.assessment.evaluation import evaluate as evaluate_cells
-    from fairpca_dist.io.ingest import ingest_table
     from fairpca_dist.flows.evaluate import evaluate
+    from fairpca_dist.io.ingest import ingest_table
 
     x, labels = grouped_data(n_rows=900, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(900), sex=labels)
     ingest_table(frame, tmp_path / "table", sensitive_feature=["sex"], key_columns=["id"])
     methods = {"pca": None, "dro": {"lam": [0.0, 1.0], "alpha": 0.1}}  # None: the README's form
     result = evaluate(str(tmp_path / "table"), str(tmp_path / "out"), methods=methods, n_splits=3)
-    cells = compute_moments(frame, sensitive_feature="sex", features=list("abcd"),
-                            cells=HashCells(("id",), n_cells=10))
+    cells = compute_moments(frame, sensitive_feature="sex", features=list("abcd"), cells=HashCells(("id",), n_cells=10))
     with pytest.warns(UserWarning):  # dro's Theorem 3.2 conditions fail at λ = 1 on these groups
         direct = evaluate_cells(cells, 3, methods, n_splits=3, standardize=True, random_state=0).summary()
     for method in ("pca", "dro"):
@@ -191,8 +246,8 @@ def test_evaluate_flow_agrees_with_the_library(tmp_path):
 
 
 def test_evaluate_flow_checks_settings_before_the_pass(tmp_path):
-    from fairpca_dist.io.ingest import ingest_table
     from fairpca_dist.flows.evaluate import evaluate
+    from fairpca_dist.io.ingest import ingest_table
 
     frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 2, "id": np.arange(40), "g": [0, 1] * 20})
     ingest_table(frame, tmp_path / "table", sensitive_feature=["g"], key_columns=["id"])
@@ -203,9 +258,10 @@ def test_evaluate_flow_checks_settings_before_the_pass(tmp_path):
 
 def test_compare_flow_agrees_with_the_library(tmp_path):
     from conftest import grouped_data
-    from fairpca_dist.io.ingest import ingest_table
+
     from fairpca_dist.assessment.table_comparison import compare_table
     from fairpca_dist.flows.compare import compare
+    from fairpca_dist.io.ingest import ingest_table
 
     x, labels = grouped_data(n_rows=600, n_features=4, n_groups=2)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(id=np.arange(600), sex=labels)
@@ -221,8 +277,8 @@ def test_compare_flow_agrees_with_the_library(tmp_path):
 
 
 def test_compare_flow_checks_settings_before_the_pass(tmp_path):
-    from fairpca_dist.io.ingest import ingest_table
     from fairpca_dist.flows.compare import compare
+    from fairpca_dist.io.ingest import ingest_table
 
     frame = pd.DataFrame({"a": np.arange(40.0), "b": np.arange(40.0) ** 2, "id": np.arange(40), "g": [0, 1] * 20})
     ingest_table(frame, tmp_path / "table", sensitive_feature=["g"], key_columns=["id"])

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupError, InputError, SchemaError, params
-from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.cli import main
+from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.params import check_source_table
 
 FEATURES = ["a", "b", "c", "d"]
@@ -40,9 +40,13 @@ def source(tmp_path_factory) -> Path:
     x, labels = grouped_data(n_rows=ROWS, n_features=4, n_groups=2, seed=3)
     rng = np.random.default_rng(3)
     frame = pd.DataFrame(x, columns=FEATURES).assign(
-        id=np.arange(ROWS), sex=labels, income=np.exp(x[:, 0]),
+        id=np.arange(ROWS),
+        sex=labels,
+        income=np.exp(x[:, 0]),
         age=18 + np.minimum(rng.exponential(12, ROWS), 62).astype(int),
-        y=rng.integers(0, 2, ROWS), grade=rng.integers(0, 5, ROWS), rare=(np.arange(ROWS) == ROWS - 1).astype(int),
+        y=rng.integers(0, 2, ROWS),
+        grade=rng.integers(0, 5, ROWS),
+        rare=(np.arange(ROWS) == ROWS - 1).astype(int),
     )
     ages = frame["age"].value_counts()
     assert 18 <= ages.index.min() and ages.index.max() <= 80 and len(ages) > 20 and 0 < 2 * (ages == 1).sum() < ROWS
@@ -57,26 +61,36 @@ def _new_user_env(home: Path) -> dict[str, str]:
     return {**env, "PREFECT_HOME": str(home)}
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"--sensitive-feature": "gender"}, "sensitive feature column 'gender' not found in "),
-    ({"--features": "a b weight"}, "feature column 'weight' not found in "),
-    ({"source": "people.data"}, "cannot tell the format of "),
-    ({"--sensitive-feature": "income"}, "sensitive feature 'income' in "),
-    ({"--sensitive-feature": "age"}, "sensitive feature 'age' in "),
-    ({"--target": "grade"}, "target 'grade' has 5 class(es) [0, 1, 2, 3, 4]; demographic parity needs a binary "),
-], ids=["sensitive-feature", "feature", "format", "continuous-sensitive-feature", "age", "target"])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--sensitive-feature": "gender"}, "sensitive feature column 'gender' not found in "),
+        ({"--features": "a b weight"}, "feature column 'weight' not found in "),
+        ({"source": "people.data"}, "cannot tell the format of "),
+        ({"--sensitive-feature": "income"}, "sensitive feature 'income' in "),
+        ({"--sensitive-feature": "age"}, "sensitive feature 'age' in "),
+        ({"--target": "grade"}, "target 'grade' has 5 class(es) [0, 1, 2, 3, 4]; demographic parity needs a binary "),
+    ],
+    ids=["sensitive-feature", "feature", "format", "continuous-sensitive-feature", "age", "target"],
+)
 def test_bad_input_fails_before_prefect_starts(source, tmp_path, change, message):
     if change.get("source"):
         (tmp_path / change["source"]).write_bytes(source.read_bytes())
-    arguments = {"source": str(tmp_path / change.get("source", "")) if "source" in change else str(source),
-                 "--sensitive-feature": "sex", "--key-columns": "id", "--runs-dir": str(tmp_path / "runs"),
-                 "--run-id": "first", **{k: v for k, v in change.items() if k != "source"}}
+    arguments = {
+        "source": str(tmp_path / change.get("source", "")) if "source" in change else str(source),
+        "--sensitive-feature": "sex",
+        "--key-columns": "id",
+        "--runs-dir": str(tmp_path / "runs"),
+        "--run-id": "first",
+        **{k: v for k, v in change.items() if k != "source"},
+    }
     command = [sys.executable, "-m", "fairpca_dist.cli", "pipeline", arguments.pop("source")]
     for option, value in arguments.items():
         command += [option, *value.split()]
     home = tmp_path / "prefect-home"
-    completed = subprocess.run(command, env=_new_user_env(home), cwd=tmp_path, capture_output=True, text=True,
-                               timeout=300)
+    completed = subprocess.run(
+        command, env=_new_user_env(home), cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert completed.stderr.startswith(f"fairpca: error: {message}") and completed.stderr.count("\n") == 1
     # Prefect's server never started: it creates its database in the Prefect home on its start,
@@ -128,8 +142,11 @@ def test_on_part_of_the_source_a_number_and_what_is_certain_are_refused(source, 
     assert len(first) > 20 and (first == 1).any()
     check_source_table(tmp_path / "letters.csv", sensitive_feature="letter", key_columns=["id"])
     check_source_table(source, sensitive_feature="age", key_columns=["id"])
-    with pytest.raises(GroupError, match=r"^sensitive feature 'income' has 100 distinct values in the first 100 "
-                                         r"rows of .*: a sensitive feature of many values .* needs binning"):
+    with pytest.raises(
+        GroupError,
+        match=r"^sensitive feature 'income' has 100 distinct values in the first 100 "
+        r"rows of .*: a sensitive feature of many values .* needs binning",
+    ):
         check_source_table(source, sensitive_feature="income", key_columns=["id"])
     check_source_table(source, sensitive_feature="sex", key_columns=["id"], target="rare")
     with pytest.raises(InputError, match=r"^target 'grade' has 5 class\(es\)"):
@@ -152,18 +169,44 @@ def test_a_run_id_in_use_is_refused_and_overwrite_replaces_it_once_complete(sour
     from fairpca_dist.flows.pipeline import pipeline
 
     runs = tmp_path / "runs"
-    settings = {"source": str(source), "sensitive_feature": ["sex"], "features": FEATURES, "key_columns": ["id"],
-                "runs_dir": str(runs), "run_id": "r"}
+    settings = {
+        "source": str(source),
+        "sensitive_feature": ["sex"],
+        "features": FEATURES,
+        "key_columns": ["id"],
+        "runs_dir": str(runs),
+        "run_id": "r",
+    }
     pipeline(**settings, method="pca")
     first = {p.name: p.read_bytes() for p in (runs / "r" / "model").iterdir()}
 
     # refused: by the command line before Prefect starts (one line naming the folder), and by the flow
     capsys.readouterr()
-    assert main(["pipeline", str(source), "--sensitive-feature", "sex", "--key-columns", "id", "--runs-dir",
-                 str(runs), "--run-id", "r"]) == 2
+    assert (
+        main(
+            [
+                "pipeline",
+                str(source),
+                "--sensitive-feature",
+                "sex",
+                "--key-columns",
+                "id",
+                "--runs-dir",
+                str(runs),
+                "--run-id",
+                "r",
+            ]
+        )
+        == 2
+    )
     error = capsys.readouterr().err
-    assert error.startswith(f"fairpca: error: run folder {runs / 'r'} holds a previous run (table, model, projected, "
-                            "report)") and "--overwrite" in error and error.count("\n") == 1
+    assert (
+        error.startswith(
+            f"fairpca: error: run folder {runs / 'r'} holds a previous run (table, model, projected, report)"
+        )
+        and "--overwrite" in error
+        and error.count("\n") == 1
+    )
     with pytest.raises(InputError, match="holds a previous run"):
         pipeline(**settings, method="fair-eig")
 

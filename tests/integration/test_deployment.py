@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import CREDIT_CSV, DATA_DIR, require_data
 from processes import Processes, executable, free_ports
 
@@ -42,8 +41,9 @@ FINAL_STATES = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 
 def _get_json(url: str, payload: dict[str, Any] | None = None) -> Any:
     data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
-                                     method="GET" if payload is None else "POST")
+    request = urllib.request.Request(
+        url, data=data, headers={"Content-Type": "application/json"}, method="GET" if payload is None else "POST"
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read() or b"null")
 
@@ -71,18 +71,35 @@ def _port_open(port: int) -> bool:
 class Stack:
     """Handles of the running services."""
 
-    def __init__(self, root: Path, processes: Processes, api_url: str, scheduler: str, base_env: dict[str, str],
-                 timings: dict[str, float]):
+    def __init__(
+        self,
+        root: Path,
+        processes: Processes,
+        api_url: str,
+        scheduler: str,
+        base_env: dict[str, str],
+        timings: dict[str, float],
+    ):
         self.root, self.processes, self.api_url, self.scheduler = root, processes, api_url, scheduler
         self.base_env, self.timings = base_env, timings
 
-    def prefect(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-                timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run([executable("prefect"), *args], cwd=cwd or self.root, env=env or self.base_env,
-                                capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    def prefect(
+        self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [executable("prefect"), *args],
+            cwd=cwd or self.root,
+            env=env or self.base_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if result.returncode != 0:
-            raise AssertionError(f"prefect {' '.join(args)} failed ({result.returncode}):\n"
-                                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+            raise AssertionError(
+                f"prefect {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            )
         return result
 
 
@@ -109,15 +126,38 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     server_env = {k: v for k, v in env.items() if k != "PREFECT_API_URL"}
     clock = time.monotonic()
     try:
-        processes.start("prefect-server", [executable("prefect"), "server", "start", "--host", "127.0.0.1",
-                                           "--port", str(api_port)], env=server_env, cwd=root)
-        processes.start("dask-scheduler", [executable("dask"), "scheduler", "--host", "127.0.0.1",
-                                           "--port", str(dask_port), "--no-dashboard"], env=env, cwd=root)
+        processes.start(
+            "prefect-server",
+            [executable("prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(api_port)],
+            env=server_env,
+            cwd=root,
+        )
+        processes.start(
+            "dask-scheduler",
+            [executable("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(dask_port), "--no-dashboard"],
+            env=env,
+            cwd=root,
+        )
         for i in range(2):
-            processes.start(f"dask-worker-{i}", [
-                executable("dask"), "worker", scheduler, "--name", f"worker-{i}", "--nthreads", "1",
-                "--memory-limit", "2GB", "--no-dashboard", "--local-directory", str(root / f"dask-{i}"),
-            ], env=env, cwd=root)
+            processes.start(
+                f"dask-worker-{i}",
+                [
+                    executable("dask"),
+                    "worker",
+                    scheduler,
+                    "--name",
+                    f"worker-{i}",
+                    "--nthreads",
+                    "1",
+                    "--memory-limit",
+                    "2GB",
+                    "--no-dashboard",
+                    "--local-directory",
+                    str(root / f"dask-{i}"),
+                ],
+                env=env,
+                cwd=root,
+            )
         _wait_for("the Prefect API health check", lambda: _get_json(f"{api_url}/health") is True, 120, processes)
         _wait_for("the Dask scheduler port", lambda: _port_open(dask_port), 60, processes)
 
@@ -132,8 +172,10 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
 
 def _flow_run_logs(api_url: str, flow_run_id: str) -> str:
     try:
-        logs = _get_json(f"{api_url}/logs/filter",
-                         {"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "TIMESTAMP_ASC", "limit": 200})
+        logs = _get_json(
+            f"{api_url}/logs/filter",
+            {"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "sort": "TIMESTAMP_ASC", "limit": 200},
+        )
     except (OSError, urllib.error.URLError):
         return "(could not read flow-run logs)"
     return "\n".join(f"{log['level']:>3} {log['message']}" for log in logs)[-6000:]
@@ -144,7 +186,12 @@ class DeployedRun:
 
     def __init__(self, stack: Stack, flow_run_id: str, run_dir: Path, runs_dir: Path, timings: dict[str, float]):
         self.stack, self.flow_run_id, self.run_dir, self.runs_dir, self.timings = (
-            stack, flow_run_id, run_dir, runs_dir, timings)
+            stack,
+            flow_run_id,
+            run_dir,
+            runs_dir,
+            timings,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -163,17 +210,32 @@ def deployed_run(stack: Stack, tmp_path_factory) -> DeployedRun:
     # ({{ $FAIRPCA_ROOT }}, from the worker's environment) leads the flow run to the code.
     worker_cwd = work / "worker-cwd"
     worker_cwd.mkdir()
-    stack.processes.start("prefect-worker", [executable("prefect"), "worker", "start", "--pool", POOL,
-                                             "--name", "it-worker"],
-                          env={**stack.base_env, "FAIRPCA_ROOT": str(REPO)}, cwd=worker_cwd)
+    stack.processes.start(
+        "prefect-worker",
+        [executable("prefect"), "worker", "start", "--pool", POOL, "--name", "it-worker"],
+        env={**stack.base_env, "FAIRPCA_ROOT": str(REPO)},
+        cwd=worker_cwd,
+    )
     # The shipped parameters, except where outputs go and which cluster to use; the source comes
     # from the file's {{ $FAIRPCA_DATA }} template. A 1 MB CSV block size splits the table into
     # partitions (Parquet files), so both workers can get work and moments are cached per file.
-    overrides = {"runs_dir": str(runs_dir), "dask_address": stack.scheduler,
-                 "read_options": {"header": 1, "blocksize": 1_000_000}}
-    deployed = stack.prefect("--no-prompt", "deploy", "--prefect-file", str(PREFECT_FILE.relative_to(REPO)),
-                             "--name", f"pipeline/{DEPLOYMENT}", "--params", json.dumps(overrides),
-                             cwd=REPO, env={**stack.base_env, "FAIRPCA_DATA": str(DATA_DIR.resolve())})
+    overrides = {
+        "runs_dir": str(runs_dir),
+        "dask_address": stack.scheduler,
+        "read_options": {"header": 1, "blocksize": 1_000_000},
+    }
+    deployed = stack.prefect(
+        "--no-prompt",
+        "deploy",
+        "--prefect-file",
+        str(PREFECT_FILE.relative_to(REPO)),
+        "--name",
+        f"pipeline/{DEPLOYMENT}",
+        "--params",
+        json.dumps(overrides),
+        cwd=REPO,
+        env={**stack.base_env, "FAIRPCA_DATA": str(DATA_DIR.resolve())},
+    )
     assert f"{FLOW_NAME}/{DEPLOYMENT}" in deployed.stdout, deployed.stdout
     timings["work pool + worker + deploy"] = time.monotonic() - clock
 
@@ -190,28 +252,41 @@ def deployed_run(stack: Stack, tmp_path_factory) -> DeployedRun:
     state = _wait_for(f"flow run {flow_run_id} to finish", final_state, RUN_TIMEOUT_S, stack.processes, 0.5)
     timings["trigger -> final state"] = time.monotonic() - clock
     print("deployment test timings (s):", {k: round(v, 1) for k, v in {**stack.timings, **timings}.items()})
-    assert state == "COMPLETED", (f"flow run ended {state} after {timings['trigger -> final state']:.0f} s\n"
-                                  f"{_flow_run_logs(stack.api_url, flow_run_id)}\n"
-                                  f"{stack.processes.logs('prefect-worker', 'dask-worker-0', 'dask-worker-1')}")
+    assert state == "COMPLETED", (
+        f"flow run ended {state} after {timings['trigger -> final state']:.0f} s\n"
+        f"{_flow_run_logs(stack.api_url, flow_run_id)}\n"
+        f"{stack.processes.logs('prefect-worker', 'dask-worker-0', 'dask-worker-1')}"
+    )
     return DeployedRun(stack, flow_run_id, runs_dir / run_id, runs_dir, timings)
 
 
 def test_deployment_carries_the_file_settings(deployed_run: DeployedRun) -> None:
     deployment = _get_json(f"{deployed_run.stack.api_url}/deployments/name/{FLOW_NAME}/{DEPLOYMENT}")
     parameters = deployment["parameters"]
-    assert parameters["source"] == str(DATA_DIR.resolve() / "pelegrina_fpca" / "default_degree.csv")  # {{ $FAIRPCA_DATA }}
+    assert parameters["source"] == str(
+        DATA_DIR.resolve() / "pelegrina_fpca" / "default_degree.csv"
+    )  # {{ $FAIRPCA_DATA }}
     assert parameters["sensitive_feature"] == ["SEX"] and parameters["target"] == TARGET
     assert parameters["runs_dir"] == str(deployed_run.runs_dir)  # --params merged into the file's
     assert deployment["work_pool_name"] == POOL
     assert deployment["job_variables"]["env"]["OPENBLAS_NUM_THREADS"] == "1"
     assert deployment["pull_steps"] == [
-        {"prefect.deployments.steps.set_working_directory": {"directory": "{{ $FAIRPCA_ROOT }}"}}]
+        {"prefect.deployments.steps.set_working_directory": {"directory": "{{ $FAIRPCA_ROOT }}"}}
+    ]
 
 
 def test_run_writes_every_output(deployed_run: DeployedRun) -> None:
     run = deployed_run.run_dir  # named by the run-time parameter run_id
-    for path in ["table/schema.json", "model/model.json", "model/model.npz", "model/moments.npz",
-                 "projected/_SUCCESS", "report/report.json", "report/report.md", "report/report.html"]:
+    for path in [
+        "table/schema.json",
+        "model/model.json",
+        "model/model.npz",
+        "model/moments.npz",
+        "projected/_SUCCESS",
+        "report/report.json",
+        "report/report.md",
+        "report/report.html",
+    ]:
         assert (run / path).is_file(), f"{path} missing; run folder holds {sorted(str(p) for p in run.rglob('*'))}"
     schema = json.loads((run / "table" / "schema.json").read_text())
     assert schema["rows"] == 30000 and schema["rejected"] == 0
@@ -226,8 +301,10 @@ def test_run_writes_every_output(deployed_run: DeployedRun) -> None:
 
 def test_tasks_report_to_the_server(deployed_run: DeployedRun) -> None:
     api = deployed_run.stack.api_url
-    children = _get_json(f"{api}/flow_runs/filter",
-                         {"flow_runs": {"parent_flow_run_id": {"any_": [deployed_run.flow_run_id]}}, "limit": 10})
+    children = _get_json(
+        f"{api}/flow_runs/filter",
+        {"flow_runs": {"parent_flow_run_id": {"any_": [deployed_run.flow_run_id]}}, "limit": 10},
+    )
     ids = [deployed_run.flow_run_id, *(r["id"] for r in children)]
     task_runs = _get_json(f"{api}/task_runs/filter", {"flow_runs": {"id": {"any_": ids}}, "limit": 50})
     states = {r["name"]: r["state"]["type"] if r["state"] else None for r in task_runs}
@@ -245,25 +322,37 @@ def test_deployed_model_equals_the_library(deployed_run: DeployedRun, tmp_path: 
     run = deployed_run.run_dir
     model = load_model(run / "model")
     # the library on the same ingested table, in this process (threads, no Prefect, no cluster)
-    direct = fit_table(run / "table", tmp_path / "model", method="fair-eig", n_components=2, center="group",
-                       standardize=True, cache_dir=tmp_path / "cache")
+    direct = fit_table(
+        run / "table",
+        tmp_path / "model",
+        method="fair-eig",
+        n_components=2,
+        center="group",
+        standardize=True,
+        cache_dir=tmp_path / "cache",
+    )
     assert model.feature_names == direct.feature_names and model.group_labels == direct.group_labels
     for name in ("components", "mean", "scale", "group_count", "group_loss"):
-        np.testing.assert_allclose(getattr(model, name), getattr(direct, name), rtol=1e-12, atol=1e-12,
-                                   err_msg=name)
+        np.testing.assert_allclose(getattr(model, name), getattr(direct, name), rtol=1e-12, atol=1e-12, err_msg=name)
 
     # and from the CSV held in memory by pandas: no ingest, no Parquet, no Dask
     frame = pd.read_csv(CREDIT_CSV, header=1)
     features = list(model.feature_names)
-    reference = fit_projection(compute_moments(frame, sensitive_feature="SEX", features=features), 2,
-                               method="fair-eig", center="group", standardize=True)
+    reference = fit_projection(
+        compute_moments(frame, sensitive_feature="SEX", features=features),
+        2,
+        method="fair-eig",
+        center="group",
+        standardize=True,
+    )
     np.testing.assert_allclose(model.components, reference.components, atol=1e-8)
     np.testing.assert_allclose(model.group_loss, reference.group_loss, rtol=1e-8)
     projected = pd.read_parquet(run / "projected").sort_values("ID")
     assert len(projected) == 30000 and {"ID", TARGET} <= set(projected.columns)
     columns = [c for c in projected.columns if c not in ("ID", TARGET)]
-    np.testing.assert_allclose(projected[columns].to_numpy(),
-                               reference.transform(frame.sort_values("ID")[features].to_numpy()), atol=1e-8)
+    np.testing.assert_allclose(
+        projected[columns].to_numpy(), reference.transform(frame.sort_values("ID")[features].to_numpy()), atol=1e-8
+    )
 
 
 def test_dask_workers_do_the_work(deployed_run: DeployedRun) -> None:

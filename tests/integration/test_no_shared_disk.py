@@ -34,21 +34,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from processes import Processes, executable, free_ports
+from test_first_contact import new_machine_env
 
 from fairpca_dist import load_model
-from fairpca_dist.io.datasets import synthetic_group_table
 from fairpca_dist.fitting import MOMENTS_CACHE
+from fairpca_dist.io.datasets import synthetic_group_table
 from fairpca_dist.io.ingest import table_source
 from fairpca_dist.io.storage import locate
 from fairpca_dist.io.versions import POINTER, committed, is_version_name
-from processes import Processes, executable, free_ports
-from test_first_contact import new_machine_env
 
 WORKERS = 2
 OUTPUTS = ("table", "model", "projected", "report")
 # names of the files the library writes (parts, schema, model, moments cache, report, markers)
-OUR_FILES = ("*.parquet", "schema.json", "model.json", "*.npz", "report.*", "*.png",
-             "_SUCCESS", POINTER, "rejects*")
+OUR_FILES = ("*.parquet", "schema.json", "model.json", "*.npz", "report.*", "*.png", "_SUCCESS", POINTER, "rejects*")
 RUN_TIMEOUT_S = 300
 
 
@@ -65,9 +64,14 @@ def _in_private_namespace(mounts: list[Path], cwd: Path, command: list[str]) -> 
     """``command`` in a new mount namespace with a tmpfs over each of ``mounts``, started in
     ``cwd`` (created inside them). ``exec``: the process that ``Popen`` returns is the command,
     and it sees what the namespace holds at ``/proc/<pid>/root``."""
-    script = " && ".join([*(f"mount -t tmpfs fairpca-private {shlex.quote(str(m))}" for m in mounts),
-                          f"mkdir -p {shlex.quote(str(cwd))}", f"cd {shlex.quote(str(cwd))}",
-                          f"exec {shlex.join(command)}"])
+    script = " && ".join(
+        [
+            *(f"mount -t tmpfs fairpca-private {shlex.quote(str(m))}" for m in mounts),
+            f"mkdir -p {shlex.quote(str(cwd))}",
+            f"cd {shlex.quote(str(cwd))}",
+            f"exec {shlex.join(command)}",
+        ]
+    )
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script]
 
 
@@ -76,8 +80,9 @@ def _why_no_private_namespace(folder: Path) -> str | None:
     not permitted), or None when it can."""
     if sys.platform != "linux" or shutil.which("unshare") is None:
         return "needs Linux and unshare(1) for private mount namespaces"
-    probe = subprocess.run(_in_private_namespace([folder], folder / "probe", ["true"]), capture_output=True,
-                           text=True, timeout=30)
+    probe = subprocess.run(
+        _in_private_namespace([folder], folder / "probe", ["true"]), capture_output=True, text=True, timeout=30
+    )
     if probe.returncode != 0:
         return f"unshare --mount + mount -t tmpfs not permitted here: {probe.stderr.strip()}"
     return None
@@ -100,10 +105,12 @@ class PrivateCluster:
         for name, process in self.workers.items():
             assert process.poll() is None, self.processes.logs(name)
             root = Path(f"/proc/{process.pid}/root")
-            found[name] = sorted(os.path.join(folder, file)[len(str(root)):]
-                                 for mount in self.mounts
-                                 for folder, _, files in os.walk(root / mount.relative_to("/"))
-                                 for file in files)
+            found[name] = sorted(
+                os.path.join(folder, file)[len(str(root)) :]
+                for mount in self.mounts
+                for folder, _, files in os.walk(root / mount.relative_to("/"))
+                for file in files
+            )
         return found
 
 
@@ -125,16 +132,33 @@ def private_cluster(tmp_path: Path, s3) -> Iterator[PrivateCluster]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "DASK_"))}
     env.update(s3.env, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     try:
-        processes.start("dask-scheduler", [executable("dask"), "scheduler", "--host", "127.0.0.1", "--port",
-                                           str(port), "--no-dashboard"], env=env, cwd=tmp_path)
+        processes.start(
+            "dask-scheduler",
+            [executable("dask"), "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            env=env,
+            cwd=tmp_path,
+        )
         workers = {}
         for i in range(WORKERS):
             home = Path(tempfile.gettempdir()).resolve() / f"worker-{i}"  # inside the worker's tmpfs
-            command = [executable("dask"), "worker", scheduler, "--name", f"worker-{i}", "--nthreads", "1",
-                       "--memory-limit", "2GB", "--no-dashboard"]
+            command = [
+                executable("dask"),
+                "worker",
+                scheduler,
+                "--name",
+                f"worker-{i}",
+                "--nthreads",
+                "1",
+                "--memory-limit",
+                "2GB",
+                "--no-dashboard",
+            ]
             workers[f"dask-worker-{i}"] = processes.start(
-                f"dask-worker-{i}", _in_private_namespace(mounts, home, command),
-                env={**env, "PREFECT_HOME": str(home / "prefect-home")}, cwd=tmp_path)
+                f"dask-worker-{i}",
+                _in_private_namespace(mounts, home, command),
+                env={**env, "PREFECT_HOME": str(home / "prefect-home")},
+                cwd=tmp_path,
+            )
         from distributed import Client
 
         sentinel = driver_dir / "driver-only"
@@ -200,11 +224,30 @@ def _assert_close(a: object, b: object, where: str) -> None:
 
 def _pipeline(source: str, runs_dir: str, cwd: Path, home: Path, *extra: str) -> subprocess.Popen[str]:
     """``fairpca pipeline`` on the test's table, started in ``cwd`` with a new Prefect home."""
-    return subprocess.Popen([executable("fairpca"), "pipeline", source, "--sensitive-feature", "group",
-                             "--key-columns", "row_id", "--target", "label", "--runs-dir", runs_dir,
-                             "--run-id", "r1", *extra],
-                            cwd=cwd, env=new_machine_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(
+        [
+            executable("fairpca"),
+            "pipeline",
+            source,
+            "--sensitive-feature",
+            "group",
+            "--key-columns",
+            "row_id",
+            "--target",
+            "label",
+            "--runs-dir",
+            runs_dir,
+            "--run-id",
+            "r1",
+            *extra,
+        ],
+        cwd=cwd,
+        env=new_machine_env(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 def _finish(process: subprocess.Popen[str], what: str, cluster: PrivateCluster) -> None:
@@ -213,27 +256,36 @@ def _finish(process: subprocess.Popen[str], what: str, cluster: PrivateCluster) 
     except subprocess.TimeoutExpired:
         process.kill()
         out, err = process.communicate()
-    assert process.returncode == 0, (f"{what} exited with {process.returncode}\n{out[-4000:]}\n{err[-6000:]}\n"
-                                     f"{cluster.processes.logs(*cluster.workers)}")
+    assert process.returncode == 0, (
+        f"{what} exited with {process.returncode}\n{out[-4000:]}\n{err[-6000:]}\n"
+        f"{cluster.processes.logs(*cluster.workers)}"
+    )
 
 
 @pytest.mark.slow  # 60-125 s on 2 cores: two new Prefect homes (temporary servers) and first imports on the workers
-def test_pipeline_on_s3_with_workers_that_share_no_disk(private_cluster: PrivateCluster, s3, s3_bucket: str,
-                                                         tmp_path: Path) -> None:
+def test_pipeline_on_s3_with_workers_that_share_no_disk(
+    private_cluster: PrivateCluster, s3, s3_bucket: str, tmp_path: Path
+) -> None:
     bucket = s3_bucket.removeprefix("s3://")
     frame = synthetic_group_table(3_000, n_features=4, seed=30)
     frame["label"] = (frame["f0"] > frame["f0"].median()).astype("int64")
     local = tmp_path / "local"
     (local / "source").mkdir(parents=True)
     for i in range(3):  # three partitions, for both workers to write
-        part = frame.iloc[i * 1_000:(i + 1) * 1_000]
+        part = frame.iloc[i * 1_000 : (i + 1) * 1_000]
         part.to_parquet(f"{s3_bucket}/source/part-{i}.parquet", index=False)
         part.to_parquet(local / "source" / f"part-{i}.parquet", index=False)
 
     # the same command on the same table on local disk (a cluster in the command's process), meanwhile
     local_run = _pipeline(str(local / "source"), "runs", local, tmp_path / "prefect-home-local")
-    remote_run = _pipeline(f"{s3_bucket}/source", f"{s3_bucket}/runs", private_cluster.driver_dir,
-                           tmp_path / "prefect-home", "--dask-address", private_cluster.scheduler)
+    remote_run = _pipeline(
+        f"{s3_bucket}/source",
+        f"{s3_bucket}/runs",
+        private_cluster.driver_dir,
+        tmp_path / "prefect-home",
+        "--dask-address",
+        private_cluster.scheduler,
+    )
     try:
         _finish(remote_run, "the pipeline on the cluster", private_cluster)
     finally:
@@ -243,8 +295,9 @@ def test_pipeline_on_s3_with_workers_that_share_no_disk(private_cluster: Private
     driver_dir = private_cluster.driver_dir
     written = sorted(str(path.relative_to(driver_dir)) for path in driver_dir.rglob("*"))
     assert written == [], f"written under the driver's working folder: {written}"
-    stray = {name: [path for path in files if _ours(path, bucket)]
-             for name, files in private_cluster.private_files().items()}
+    stray = {
+        name: [path for path in files if _ours(path, bucket)] for name, files in private_cluster.private_files().items()
+    }
     assert not any(stray.values()), f"files written on the workers' local disks: {stray}"
 
     # every output in the bucket, committed: _CURRENT and the one version it names
@@ -259,12 +312,25 @@ def test_pipeline_on_s3_with_workers_that_share_no_disk(private_cluster: Private
 
     # the outputs of the local run
     runs = local / "runs" / "r1"
-    pd.testing.assert_frame_equal(_parquet_rows(table_source(f"{s3_bucket}/runs/r1/table")),
-                                  _parquet_rows(table_source(runs / "table")), check_exact=False, rtol=0, atol=1e-9)
+    pd.testing.assert_frame_equal(
+        _parquet_rows(table_source(f"{s3_bucket}/runs/r1/table")),
+        _parquet_rows(table_source(runs / "table")),
+        check_exact=False,
+        rtol=0,
+        atol=1e-9,
+    )
     _assert_same_model(f"{s3_bucket}/runs/r1/model", runs / "model")
-    pd.testing.assert_frame_equal(_parquet_rows(committed(locate(f"{s3_bucket}/runs/r1/projected")).url),
-                                  _parquet_rows(str(runs / "projected")), check_exact=False, rtol=0, atol=1e-9)
+    pd.testing.assert_frame_equal(
+        _parquet_rows(committed(locate(f"{s3_bucket}/runs/r1/projected")).url),
+        _parquet_rows(str(runs / "projected")),
+        check_exact=False,
+        rtol=0,
+        atol=1e-9,
+    )
     report = committed(locate(f"{s3_bucket}/runs/r1/report"))
     assert sorted(entry.name for entry in report.listdir()) == sorted(os.listdir(runs / "report"))
-    _assert_close(json.loads((report / "report.json").read_text()),
-                  json.loads((runs / "report" / "report.json").read_text()), "report.json")
+    _assert_close(
+        json.loads((report / "report.json").read_text()),
+        json.loads((runs / "report" / "report.json").read_text()),
+        "report.json",
+    )

@@ -8,8 +8,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import SOLVERS, FairProjection, GroupMoments, InputError, fit_projection, load_model, save_model
 from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.solvers.result import STATUS_MESSAGES
@@ -47,10 +47,12 @@ def moments(rows) -> GroupMoments:
 @pytest.fixture(scope="module")
 def fit(rows, moments):
     """fit_projection on the fixture, with the rows for the methods that read them."""
+
     def fit(method: str, n_components: int = 2, **options) -> FairProjection:
         options = {**FIXTURE_OPTIONS.get(method, {}), **options}
         passes = ArrayPasses(*rows, moments.groups) if SOLVERS[method].reads_rows(options) else None
         return fit_projection(moments, n_components, method=method, passes=passes, **options)
+
     return fit
 
 
@@ -144,12 +146,16 @@ def test_custom_callable_solver(moments):
     assert result.method == "first_axes"
 
 
-DETAILS = {"dro": {"formula", "radii"}, "jevd": {"selected", "stop_reason", "init_used", "fallback_reason"},
-           "jevd-orthogonal": {"selected", "stop_reason"}, "mmd": {"log"},
-           "kleindessner-cov": {"directions_with_variance", "directions_without_variance", "n_directions_clipped"},
-           "samadi-sdp": {"solver_attempts"},
-           # its rounded mixture is wider than r here, and narrowed to r: the rounding is recorded
-           "samadi-mw": {"rounded_columns", "extra_singular_values", "rank_r_loss", "rank_tolerance"}}
+DETAILS = {
+    "dro": {"formula", "radii"},
+    "jevd": {"selected", "stop_reason", "init_used", "fallback_reason"},
+    "jevd-orthogonal": {"selected", "stop_reason"},
+    "mmd": {"log"},
+    "kleindessner-cov": {"directions_with_variance", "directions_without_variance", "n_directions_clipped"},
+    "samadi-sdp": {"solver_attempts"},
+    # its rounded mixture is wider than r here, and narrowed to r: the rounding is recorded
+    "samadi-mw": {"rounded_columns", "extra_singular_values", "rank_r_loss", "rank_tolerance"},
+}
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -114,8 +114,7 @@ def ref_pieces(matrices, shares, radii, lam, v) -> dict:
     """Σ_b φ(υ_b^{(a,a')}, L_b, ε_b) for every ordered pair a ≠ a' (B.6, exact)."""
     losses = ref_losses(matrices, v)
     return {
-        (a, a2): float(phi(weights_of_pair(shares, lam, a, a2), losses, radii).sum())
-        for a, a2 in pairs(len(matrices))
+        (a, a2): float(phi(weights_of_pair(shares, lam, a, a2), losses, radii).sum()) for a, a2 in pairs(len(matrices))
     }
 
 
@@ -432,8 +431,11 @@ def test_paper_form_differs_where_the_conditions_fail():
         assert exact == pytest.approx(ref_exact(matrices, shares, radii, lam, v), rel=1e-12)
         assert paper == pytest.approx(ref_paper(matrices, shares, radii, lam, v), rel=1e-12)
         assert exact - paper > 1e-3  # the (6b) expansion of φ is wrong on the zero branch
-    with pytest.warns(ModelWarning, match=rf"dro at r = {r}: .* group\(s\) \['g0'\] .*the sum of their {p - r} smallest "
-                                          rf"eigenvalues, the variance r = {r} discards, is below ε"):  # T-B2: naming the group
+    with pytest.warns(
+        ModelWarning,
+        match=rf"dro at r = {r}: .* group\(s\) \['g0'\] .*the sum of their {p - r} smallest "
+        rf"eigenvalues, the variance r = {r} discards, is below ε",
+    ):  # T-B2: naming the group
         result = fit(moments, r, alpha=alpha, lam=lam, n_iter=30, n_restarts=1, random_state=0)
     assert result.certificate["conditions_hold"] == 0.0 and result.details["formula"] == "exact"
     np.testing.assert_allclose(result.details["radii"], radii, rtol=1e-15)
@@ -873,8 +875,9 @@ def test_fit_uses_the_second_moments_about_the_requested_centre(center):
         centres = {g: x[labels == g].mean(axis=0) for g in "abc"}
     else:
         centres = {g: np.zeros(5) for g in "abc"}
-    matrices = np.array([(x[labels == g] - centres[g]).T @ (x[labels == g] - centres[g]) / np.sum(labels == g)
-                         for g in "abc"])
+    matrices = np.array(
+        [(x[labels == g] - centres[g]).T @ (x[labels == g] - centres[g]) / np.sum(labels == g) for g in "abc"]
+    )
     counts = np.array([30, 50, 70])
     shares, radii = counts / 150, 0.2 / np.sqrt(counts)
     options = dict(alpha=0.2, lam=0.5, n_iter=100, n_restarts=2, random_state=0)
@@ -959,8 +962,9 @@ def brute_force_minimum(objective, p: int, r: int, rng: np.random.Generator, sam
         def shifted(entries, start=start):
             return objective(np.linalg.qr(start + entries.reshape(p, r))[0])
 
-        found = scipy.optimize.minimize(shifted, np.zeros(p * r), method="Nelder-Mead",
-                                        options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000})
+        found = scipy.optimize.minimize(
+            shifted, np.zeros(p * r), method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000}
+        )
         best = min(best, float(found.fun))
     return best
 
@@ -997,8 +1001,9 @@ def subset_losses(diagonals: np.ndarray, r: int) -> np.ndarray:
     """(L_0, L_1) of every projection on r coordinate axes: the vertices whose convex hull is
     the Fantope's image when the M_b are diagonal (Schur–Horn)."""
     totals = diagonals.sum(axis=1)
-    return np.array([totals - diagonals[:, list(kept)].sum(axis=1)
-                     for kept in itertools.combinations(range(diagonals.shape[1]), r)])
+    return np.array(
+        [totals - diagonals[:, list(kept)].sum(axis=1) for kept in itertools.combinations(range(diagonals.shape[1]), r)]
+    )
 
 
 def polygon_minimum(points: np.ndarray, pieces) -> tuple[float, float]:
@@ -1019,8 +1024,12 @@ def polygon_minimum(points: np.ndarray, pieces) -> tuple[float, float]:
         top = values.argmax(axis=1)
         for i in np.flatnonzero(top[1:] != top[:-1]):
             j, k = top[i], top[i + 1]
-            s = scipy.optimize.brentq(lambda s: float(np.diff(pieces((a + s * (b - a))[None])[0, [k, j]])[0]),
-                                      steps[i], steps[i + 1], xtol=1e-16)
+            s = scipy.optimize.brentq(
+                lambda s: float(np.diff(pieces((a + s * (b - a))[None])[0, [k, j]])[0]),
+                steps[i],
+                steps[i + 1],
+                xtol=1e-16,
+            )
             best = min(best, float(pieces((a + s * (b - a))[None]).max()))
     return best, at_vertices
 
@@ -1037,8 +1046,12 @@ def test_frontier_reaches_an_edge_of_a_polygonal_loss_region(seed):
     shares, radii = np.array(counts) / 100, 0.15 / np.sqrt(counts)
 
     def pieces(losses):
-        return np.array([[float(phi(weights_of_pair(shares, lam, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
-                         for row in losses])
+        return np.array(
+            [
+                [float(phi(weights_of_pair(shares, lam, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
+                for row in losses
+            ]
+        )
 
     exact, at_vertices = polygon_minimum(subset_losses(diagonals, r), pieces)
     result = frontier_fit(moments, r, alpha=0.15, lam=lam, tol=1e-10)
@@ -1054,8 +1067,9 @@ def tied_instances() -> list[np.ndarray]:
     """Diagonal M_b with exactly tied entries (discrete features): boundary segments whose end
     bases differ in two directions or more, as in diag(1, 1, 0, 0) against diag(0, 0, 1, 1)."""
     rng = np.random.default_rng(5)
-    return [np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])] + \
-        [rng.integers(0, 4, size=(2, int(rng.integers(4, 7)))).astype(float) for _ in range(20)]
+    return [np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])] + [
+        rng.integers(0, 4, size=(2, int(rng.integers(4, 7)))).astype(float) for _ in range(20)
+    ]
 
 
 @pytest.mark.parametrize("diagonals", tied_instances())
@@ -1067,8 +1081,12 @@ def test_frontier_reaches_the_optimum_on_segments_of_tied_eigenvalues(diagonals,
     shares, radii = np.array(counts) / 100, alpha / np.sqrt(counts)
 
     def pieces(losses):
-        return np.array([[float(phi(weights_of_pair(shares, lam, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
-                         for row in losses])
+        return np.array(
+            [
+                [float(phi(weights_of_pair(shares, lam, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
+                for row in losses
+            ]
+        )
 
     matrices = np.array([np.diag(d) for d in diagonals])
     exact, _ = polygon_minimum(subset_losses(diagonals, r), pieces)
@@ -1116,8 +1134,7 @@ def test_frontier_lower_bound_holds_where_the_optimal_losses_are_zero(seed, obje
     optimum = reference(np.zeros_like(matrices), shares, radii, lam, basis)  # F at L = (0, 0) exactly
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
-        result = frontier_fit(group_moments(matrices, counts), r, alpha=alpha, lam=lam, objective=objective,
-                              tol=1e-10)
+        result = frontier_fit(group_moments(matrices, counts), r, alpha=alpha, lam=lam, objective=objective, tol=1e-10)
     assert result.certificate["lower_bound"] <= optimum
     assert result.certificate["upper_bound"] == pytest.approx(optimum, rel=1e-6)
 
@@ -1131,8 +1148,12 @@ def test_frontier_case_needs_an_edge():
         shares, radii = np.array([0.4, 0.6]), 0.15 / np.sqrt([40, 60])
 
         def pieces(losses):
-            return np.array([[float(phi(weights_of_pair(shares, 1.0, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
-                             for row in losses])
+            return np.array(
+                [
+                    [float(phi(weights_of_pair(shares, 1.0, a, a2), row, radii).sum()) for a, a2 in pairs(2)]
+                    for row in losses
+                ]
+            )
 
         exact, at_vertices = polygon_minimum(subset_losses(diagonals, 3), pieces)
         inside += at_vertices > exact * (1 + 1e-6)
@@ -1166,8 +1187,9 @@ def test_frontier_converges_where_the_groups_scales_differ_by_orders_of_magnitud
     reference is a minimum over u ∈ S³ (sampled in feature-rescaled coordinates and polished
     by Nelder–Mead), with the spec's objective written in this file."""
     rng = np.random.default_rng(seed)
-    x = np.vstack([rng.normal(size=(3, 4)) * np.array([1e-3, 1e4, 1e4, 1e-3]),
-                   rng.normal(size=(8, 4)) @ rng.normal(size=(4, 4))])
+    x = np.vstack(
+        [rng.normal(size=(3, 4)) * np.array([1e-3, 1e4, 1e4, 1e-3]), rng.normal(size=(8, 4)) @ rng.normal(size=(4, 4))]
+    )
     groups = [x[:3], x[3:]]
     matrices = np.array([(g - x.mean(axis=0)).T @ (g - x.mean(axis=0)) / len(g) for g in groups])
     shares, radii, lam = np.array([3, 8]) / 11, 0.15 / np.sqrt([3, 8]), 0.9
@@ -1176,17 +1198,27 @@ def test_frontier_converges_where_the_groups_scales_differ_by_orders_of_magnitud
     def value(z):  # (..., 4) -> (...)
         u = z * rescale / np.linalg.norm(z * rescale, axis=-1, keepdims=True)
         losses = np.einsum("...i,bij,...j->...b", u, matrices, u)
-        return np.max([phi(weights_of_pair(shares, lam, a, a2), losses, radii).sum(axis=-1) for a, a2 in pairs(2)],
-                      axis=0)
+        return np.max(
+            [phi(weights_of_pair(shares, lam, a, a2), losses, radii).sum(axis=-1) for a, a2 in pairs(2)], axis=0
+        )
 
     starts = np.random.default_rng(1).normal(size=(4000, 4))
-    reference = min(scipy.optimize.minimize(value, starts[i], method="Nelder-Mead",
-                                            options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 2000}).fun
-                    for i in np.argsort(value(starts))[:10])
+    reference = min(
+        scipy.optimize.minimize(
+            value, starts[i], method="Nelder-Mead", options={"xatol": 1e-12, "fatol": 1e-14, "maxiter": 2000}
+        ).fun
+        for i in np.argsort(value(starts))[:10]
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ModelWarning)
-        result = fit_projection(GroupMoments.from_arrays(x, np.repeat(["a", "b"], [3, 8])), 3, method="dro",
-                                alpha=0.15, lam=lam, center="global")
+        result = fit_projection(
+            GroupMoments.from_arrays(x, np.repeat(["a", "b"], [3, 8])),
+            3,
+            method="dro",
+            alpha=0.15,
+            lam=lam,
+            center="global",
+        )
     assert result.status == "converged" and result.n_iter <= 60
     assert result.certificate["lower_bound"] <= reference * (1 + 1e-9)
     assert result.certificate["upper_bound"] <= reference * (1 + 1e-6)
@@ -1225,8 +1257,14 @@ def test_frontier_krylov_path_agrees_with_lapack(monkeypatch):
 def test_auto_is_the_frontier_for_two_groups_and_algorithm_1_for_more():
     rng = np.random.default_rng(0)
     two = fit_projection(group_moments(random_matrices(rng, 5, 2), [30, 50]), 2, method="dro")
-    three = fit_projection(group_moments(random_matrices(rng, 5, 3), [30, 50, 40]), 2, method="dro",
-                           n_restarts=2, n_iter=50, random_state=0)
+    three = fit_projection(
+        group_moments(random_matrices(rng, 5, 3), [30, 50, 40]),
+        2,
+        method="dro",
+        n_restarts=2,
+        n_iter=50,
+        random_state=0,
+    )
     assert two.options["algorithm"] == "frontier" and "lower_bound" in two.certificate
     assert three.options["algorithm"] == "subgradient" and three.status == "fixed_steps"
 

@@ -15,8 +15,8 @@ import warnings
 
 import numpy as np
 import pytest
-
 from conftest import grouped_data
+
 from fairpca_dist import GroupMoments, InputError, fit_projection
 from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.solvers import jevd

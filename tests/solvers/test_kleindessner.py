@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.linalg
+from conftest import DATA_DIR, grouped_data, require_data
 
 from fairpca_dist import GroupMoments, InputError, ModelWarning, fit_projection
 from fairpca_dist.solvers.stiefel import subspace_distance
-from conftest import DATA_DIR, grouped_data, require_data
 
 
 def two_groups(n: int = 400, p: int = 7, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -63,8 +63,9 @@ def test_covariance_variant_equals_the_authors_algorithm_on_rows(n_directions):
 
 def test_covariance_variant_with_every_direction_is_the_mean_only_method():
     x, z = two_groups(seed=2)
-    assert subspace_distance(fit(x, z, 2, "kleindessner-cov", n_directions=6).components,
-                             fit(x, z, 2).components) <= 1e-10
+    assert (
+        subspace_distance(fit(x, z, 2, "kleindessner-cov", n_directions=6).components, fit(x, z, 2).components) <= 1e-10
+    )
 
 
 def test_fewer_directions_bring_the_projected_covariances_closer():
@@ -186,16 +187,19 @@ def test_singular_covariance_keeps_a_fair_share_of_the_variance(one_hot_credit, 
     usable = model.details["directions_with_variance"]
     assert (usable, model.details["directions_without_variance"]) == (44, 13)
     assert values[usable - 1] > 1e-3 * values[0] and abs(values[usable]) < 1e-14 * values[0]
-    bound = values[usable - 10:usable - 10 + r].sum() / np.trace(working.total_covariance())
+    bound = values[usable - 10 : usable - 10 + r].sum() / np.trace(working.total_covariance())
     assert share >= bound * (1 - 1e-12)
     assert model.certificate["max_projected_mean_gap"] <= 1e-12
 
 
 def test_the_papers_selection_stays_available_and_warns(one_hot_credit):
     moments, scale = one_hot_credit
-    with pytest.warns(ModelWarning, match=r"kleindessner-cov: the projection explains \S+ of the variance, "
-                                          r"kleindessner's 0.11; 2 of its 2 column\(s\) .*paper_selection=True takes "
-                                          r"the 13 directions"):
+    with pytest.warns(
+        ModelWarning,
+        match=r"kleindessner-cov: the projection explains \S+ of the variance, "
+        r"kleindessner's 0.11; 2 of its 2 column\(s\) .*paper_selection=True takes "
+        r"the 13 directions",
+    ):
         model = fit_projection(moments, 2, method="kleindessner-cov", standardize=scale, paper_selection=True)
     assert model.certificate["explained_variance_ratio"] < 1e-12
     assert model.options == {"n_directions": 10, "paper_selection": True}
@@ -207,7 +211,8 @@ def test_fewer_directions_with_variance_than_asked_for_clip_to_kleindessners_fit
     assert model.certificate["n_directions"] == 44
     assert model.details["n_directions_clipped"] == (
         "n_directions=50 clipped to 44: only 44 directions of the mean complement have variance (13 have none); "
-        "the result is kleindessner's, PCA in the mean complement")
+        "the result is kleindessner's, PCA in the mean complement"
+    )
     mean_only = fit_projection(moments, 3, method="kleindessner", standardize=scale)
     assert subspace_distance(model.components, mean_only.components) <= 1e-8
 
@@ -221,9 +226,12 @@ def test_warns_when_the_least_different_directions_carry_almost_no_variance():
     loud = rng.normal(size=(2000, 3)) * np.where(z[:, None] == 1, [1.0, 2.0, 3.0], [3.0, 1.0, 2.0])
     x = np.column_stack([loud + z[:, None], rng.normal(size=(2000, 3)) * 1e-4])
     moments = GroupMoments.from_arrays(x, z)
-    with pytest.warns(ModelWarning, match=r"explains \S+ of the variance, kleindessner's \S+; 2 of its 2 column\(s\) "
-                                          r"keep less than 0.001 .*n_directions=2 directions where the group "
-                                          "covariances differ least carry almost none"):
+    with pytest.warns(
+        ModelWarning,
+        match=r"explains \S+ of the variance, kleindessner's \S+; 2 of its 2 column\(s\) "
+        r"keep less than 0.001 .*n_directions=2 directions where the group "
+        "covariances differ least carry almost none",
+    ):
         quiet = fit_projection(moments, 2, method="kleindessner-cov", n_directions=2)
     assert quiet.certificate["explained_variance_ratio"] < 1e-6
     with pytest.warns(ModelWarning, match=r"1 of its 2 column\(s\)"):  # l = 4: three quiet, one loud

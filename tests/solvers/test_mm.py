@@ -174,9 +174,7 @@ def test_credit_two_groups_reach_the_sdr_bound(credit_standardized, center, norm
     moments = GroupMoments.from_arrays(x, labels)
     matrices = mm.group_matrices(moments, center, normalize)
     for r in range(1, 21):
-        result = fit_projection(
-            moments, r, method="mm", center=center, normalize=normalize, random_state=r, tol=1e-8
-        )
+        result = fit_projection(moments, r, method="mm", center=center, normalize=normalize, random_state=r, tol=1e-8)
         certificate = result.certificate
         value = min_variance(matrices, result.components)
         assert result.converged and result.components.shape == (21, r)
@@ -237,8 +235,12 @@ def brute_force_max_min(matrices: np.ndarray) -> float:
     grid = np.stack(np.meshgrid(np.linspace(0, np.pi / 2, 300), np.linspace(0, 2 * np.pi, 1200)), -1).reshape(-1, 2)
     values = worst(grid)
     refined = [
-        -minimize(lambda a: -worst(a[None, :])[0], start, method="Nelder-Mead",
-                  options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 4000}).fun
+        -minimize(
+            lambda a: -worst(a[None, :])[0],
+            start,
+            method="Nelder-Mead",
+            options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 4000},
+        ).fun
         for start in grid[np.argsort(-values)[:10]]
     ]
     return float(max(values.max(), *refined))
@@ -299,8 +301,10 @@ def test_sparse_penalty_is_unit_free():
 
 def test_sparse_penalty_reduces_the_support():
     moments = group_moments(random_matrices(0, 8, 2))
-    counts = [fit_projection(moments, 3, method="mm-sparse", penalty=pen, random_state=0).certificate["nnz"]
-              for pen in (0.0, 0.05, 0.1, 0.2)]
+    counts = [
+        fit_projection(moments, 3, method="mm-sparse", penalty=pen, random_state=0).certificate["nnz"]
+        for pen in (0.0, 0.05, 0.1, 0.2)
+    ]
     assert counts[0] == 24 and counts[-1] < counts[0]
     assert all(a >= b for a, b in zip(counts, counts[1:]))
 
@@ -375,8 +379,10 @@ def test_a_run_at_the_optimum_certifies_itself_without_cutting_planes(monkeypatc
 @pytest.mark.parametrize("seed", range(3))
 def test_plain_and_over_relaxed_mm_agree(seed):
     matrices = random_matrices(50 + seed, 10, 3)
-    plain, fast = (fit_projection(group_moments(matrices), 3, method="mm", random_state=seed, accelerate=a, tol=1e-9)
-                   for a in (False, True))
+    plain, fast = (
+        fit_projection(group_moments(matrices), 3, method="mm", random_state=seed, accelerate=a, tol=1e-9)
+        for a in (False, True)
+    )
     assert fast.certificate["lower_bound"] == pytest.approx(plain.certificate["lower_bound"], rel=1e-8)
     assert fast.n_iter < plain.n_iter
     assert np.all(np.diff(fast.objective_history) >= -1e-9 * np.abs(fast.objective_history[1:]))
@@ -384,8 +390,9 @@ def test_plain_and_over_relaxed_mm_agree(seed):
 
 def test_rank_one_groups_do_not_break_newton():
     # Newton on the dual cycled where A(μ) nearly loses rank, and the MM step then failed.
-    directions = np.array([[1.81, 0.27, 1.29, 0.81], [0.3, -0.18, -0.18, 0.05], [1.68, -0.95, 1.41, 0.19],
-                           [0.3, 0.14, -0.15, 1.01]])
+    directions = np.array(
+        [[1.81, 0.27, 1.29, 0.81], [0.3, -0.18, -0.18, 0.05], [1.68, -0.95, 1.41, 0.19], [0.3, 0.14, -0.15, 1.01]]
+    )
     cases = [np.array([np.outer(a, a) for a in directions])]
     rng = np.random.default_rng(7)
     cases += [random_instance(rng, int(rng.integers(3, 6)), int(rng.integers(3, 9)), rank_one=True) for _ in range(30)]
@@ -394,8 +401,9 @@ def test_rank_one_groups_do_not_break_newton():
         result = fit_projection(group_moments(matrices), r, method="mm", random_state=0)
         assert result.converged
         assert result.certificate["lower_bound"] <= result.certificate["upper_bound"] * (1 + 1e-9)
-        np.testing.assert_allclose(result.certificate["lower_bound"], min_variance(matrices, result.components),
-                                   rtol=1e-9)
+        np.testing.assert_allclose(
+            result.certificate["lower_bound"], min_variance(matrices, result.components), rtol=1e-9
+        )
 
 
 def near_isotropic_groups(seed: int) -> np.ndarray:

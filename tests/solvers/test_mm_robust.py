@@ -15,8 +15,8 @@ from scipy.optimize import minimize
 
 from fairpca_dist import ConvergenceWarning, GroupMoments, InputError, compute_moments, fit_projection
 from fairpca_dist.engine.datapasses import ArrayPasses, L1Sums, l1_block_sums
-from fairpca_dist.io.datasets import outlier_groups
 from fairpca_dist.engine.passes import table_passes
+from fairpca_dist.io.datasets import outlier_groups
 from fairpca_dist.solvers.mm import solve_mm_robust
 from fairpca_dist.solvers.stiefel import check_orthonormal, fix_signs, random_orthonormal
 
@@ -82,7 +82,8 @@ def test_block_sums_keep_their_digits_far_from_the_origin():
     np.testing.assert_allclose(far.h, near.h, rtol=1e-12)
     assert near.h[1] == 0 and not near.b[1].any()
     split = l1_block_sums(x[:7_777], codes[:7_777], groups, v, centers, np.ones(p)) + l1_block_sums(
-        x[7_777:], codes[7_777:], groups, v, centers, np.ones(p))
+        x[7_777:], codes[7_777:], groups, v, centers, np.ones(p)
+    )
     np.testing.assert_allclose(split.b, near.b, rtol=1e-12, atol=1e-12 * np.abs(near.b).max())
 
 
@@ -127,8 +128,9 @@ def test_one_group_one_component_is_kwaks_pca_l1_step_by_step():
     for steps in range(1, fixed_point):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            model = solve_mm_robust(moments, 1, passes=passes, max_iter=steps, tol=1e-15, n_restarts=1,
-                                    accelerate=False)
+            model = solve_mm_robust(
+                moments, 1, passes=passes, max_iter=steps, tol=1e-15, n_restarts=1, accelerate=False
+            )
         assert model.n_iter == steps
         np.testing.assert_allclose(model.components, fix_signs(expected[steps]), atol=1e-12)
         values = [np.abs(y @ u).sum() / 300 for u in expected[: steps + 1]]
@@ -156,16 +158,22 @@ def test_tiny_problem_reaches_the_brute_force_l1_optimum(seed):
     # Brute force: the criterion on a fine grid of the half sphere, refined by Nelder-Mead.
     theta, phi = np.meshgrid(np.linspace(0, np.pi, 361), np.linspace(0, np.pi, 361))
     grid = np.stack([np.sin(theta) * np.cos(phi), np.sin(theta) * np.sin(phi), np.cos(theta)], axis=-1).reshape(-1, 3)
-    values = np.min([np.abs((x[labels == g] - x[labels == g].mean(axis=0)) @ grid.T).mean(axis=0)
-                     for g in np.unique(labels)], axis=0)
+    values = np.min(
+        [np.abs((x[labels == g] - x[labels == g].mean(axis=0)) @ grid.T).mean(axis=0) for g in np.unique(labels)],
+        axis=0,
+    )
 
     def negative(angles: np.ndarray) -> float:
         t, f = angles
         return -l1_criterion(x, labels, np.array([[np.sin(t) * np.cos(f)], [np.sin(t) * np.sin(f)], [np.cos(t)]]))
 
     best = grid[np.argmax(values)]
-    refined = minimize(negative, [np.arccos(np.clip(best[2], -1, 1)), np.arctan2(best[1], best[0])],
-                       method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12})
+    refined = minimize(
+        negative,
+        [np.arccos(np.clip(best[2], -1, 1)), np.arctan2(best[1], best[0])],
+        method="Nelder-Mead",
+        options={"xatol": 1e-10, "fatol": 1e-12},
+    )
     model = fit_robust(x, labels, 1, tol=1e-10, random_state=seed, n_restarts=5)
     value = l1_criterion(x, labels, model.components)
     assert value >= -refined.fun * (1 - 1e-6)  # MM is at least as good as the refined grid
@@ -181,8 +189,9 @@ def test_over_relaxed_steps_need_fewer_passes_to_the_same_height():
     passes = {False: 0.0, True: 0.0}
     for seed in (7, 8, 9):
         x, labels = grouped_rows(seed, n=20_000, p=12, k=2, shift=0.5)
-        plain, fast = (fit_robust(x, labels, 4, random_state=0, tol=1e-7, accelerate=a, max_iter=3000)
-                       for a in (False, True))
+        plain, fast = (
+            fit_robust(x, labels, 4, random_state=0, tol=1e-7, accelerate=a, max_iter=3000) for a in (False, True)
+        )
         assert plain.status == fast.status == "converged"
         assert fast.objective_history[-1] == pytest.approx(plain.objective_history[-1], rel=1e-4)
         assert np.all(np.diff(fast.objective_history) >= 0)
@@ -220,10 +229,16 @@ def test_errors_before_any_pass():
         fit_projection(moments, 2, method="mm-robust")
     with pytest.raises(InputError, match="reads the rows at every iteration"):
         solve_mm_robust(moments, 2)
-    for options, match in [({"tol": 0}, "tol"), ({"tol": -1.0}, "tol"), ({"max_iter": 0}, "max_iter"),
-                           ({"normalize": "median"}, "normalize"), ({"inner": "magic"}, "inner"),
-                           ({"n_restarts": 0}, "n_restarts"), ({"penalty": 1.0}, "unknown option"),
-                           ({"accelerate": "yes"}, "accelerate")]:
+    for options, match in [
+        ({"tol": 0}, "tol"),
+        ({"tol": -1.0}, "tol"),
+        ({"max_iter": 0}, "max_iter"),
+        ({"normalize": "median"}, "normalize"),
+        ({"inner": "magic"}, "inner"),
+        ({"n_restarts": 0}, "n_restarts"),
+        ({"penalty": 1.0}, "unknown option"),
+        ({"accelerate": "yes"}, "accelerate"),
+    ]:
         with pytest.raises(InputError, match=match):
             fit_projection(moments, 2, method="mm-robust", passes=passes, **options)
     other = ArrayPasses(x, np.where(labels == "g0", "a", "b"), ("a", "b"))
@@ -241,8 +256,15 @@ def robust_table(tmp_path_factory):
     for i, start in enumerate(range(0, len(frame), 600)):
         frame.iloc[start : start + 600].to_parquet(folder / f"part-{i}.parquet")
     moments = GroupMoments.from_arrays(x, labels, feature_names=list(frame.columns[:6]))
-    reference = fit_projection(moments, 2, method="mm-robust", standardize=True, random_state=0, tol=1e-9,
-                               passes=ArrayPasses(x, labels, moments.groups))
+    reference = fit_projection(
+        moments,
+        2,
+        method="mm-robust",
+        standardize=True,
+        random_state=0,
+        tol=1e-9,
+        passes=ArrayPasses(x, labels, moments.groups),
+    )
     return frame, folder, moments, reference
 
 
@@ -267,10 +289,12 @@ def test_parquet_passes_on_a_local_cluster_equal_numpy_per_iteration(robust_tabl
     _, folder, _, reference = robust_table
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
         moments = compute_moments(str(folder), sensitive_feature="group", client=client)
-        passes = table_passes(str(folder), moments, sensitive_feature="group", client=client,
-                              read_options={"split_row_groups": False})
-        model = fit_projection(moments, 2, method="mm-robust", standardize=True, random_state=0, tol=1e-9,
-                               passes=passes)
+        passes = table_passes(
+            str(folder), moments, sensitive_feature="group", client=client, read_options={"split_row_groups": False}
+        )
+        model = fit_projection(
+            moments, 2, method="mm-robust", standardize=True, random_state=0, tol=1e-9, passes=passes
+        )
     _same_run(model, reference)
 
 
@@ -285,8 +309,15 @@ def test_estimator_and_fit_table_read_the_rows(robust_table, tmp_path):
     _same_run(estimator.fit(frame[features].to_numpy(), sensitive_features=frame["group"]).projection_, reference)
     _same_run(estimator.fit(dd.from_pandas(frame, npartitions=3), sensitive_features="group").projection_, reference)
     ingest_table(frame, tmp_path / "table", sensitive_feature="group")
-    model = fit_table(tmp_path / "table", tmp_path / "model", method="mm-robust", n_components=2, standardize=True,
-                      random_state=0, options={"tol": 1e-9})
+    model = fit_table(
+        tmp_path / "table",
+        tmp_path / "model",
+        method="mm-robust",
+        n_components=2,
+        standardize=True,
+        random_state=0,
+        options={"tol": 1e-9},
+    )
     _same_run(model, reference)
 
 

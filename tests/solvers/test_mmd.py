@@ -123,8 +123,9 @@ def test_a_fixed_point_of_the_outer_loop_ends_it():
     iteration would repeat the last one; the run ends there, constraint unmet, not at max_iter."""
     rows, labels, _ = shifted_copy(n=40, seed=5)
     with pytest.warns(ConvergenceWarning, match="improper termination"):
-        result, _ = fit(rows, labels, kernel="linear", tau=1e-8, rho0=1e-3, rho_max=1e-3, eps_min=1e-3,
-                        max_iter=200, start="pca")
+        result, _ = fit(
+            rows, labels, kernel="linear", tau=1e-8, rho0=1e-3, rho_max=1e-3, eps_min=1e-3, max_iter=200, start="pca"
+        )
     log = result.details["log"]
     assert result.status == "constraint_unmet" and len(log["mmd2"]) < 200
     assert log["inner"][-1] == 0 and log["rho"][-1] == 1e-3 and log["mmd2"][-1] > 1e-8
@@ -137,11 +138,25 @@ class ForbiddenPasses(ArrayPasses):
     sample = rff_sums = backprojected = projected
 
 
-@pytest.mark.parametrize(("option", "value"), [
-    ("tau", 0.0), ("tau", -1.0), ("kernel", "laplace"), ("estimator", "nystrom"), ("n_random_features", 0),
-    ("block_rows", 0), ("sample_rows", 0), ("start", "best"), ("rho_update", "fast"), ("bandwidth", "mean"),
-    ("sigma", -1.0), ("max_iter", 0), ("feasible_pca", "yes"), ("rff_precision", "half"),
-])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("tau", 0.0),
+        ("tau", -1.0),
+        ("kernel", "laplace"),
+        ("estimator", "nystrom"),
+        ("n_random_features", 0),
+        ("block_rows", 0),
+        ("sample_rows", 0),
+        ("start", "best"),
+        ("rho_update", "fast"),
+        ("bandwidth", "mean"),
+        ("sigma", -1.0),
+        ("max_iter", 0),
+        ("feasible_pca", "yes"),
+        ("rff_precision", "half"),
+    ],
+)
 def test_bad_options_fail_before_any_pass(option, value):
     rows, labels, _ = shifted_copy(n=20)
     moments = GroupMoments.from_arrays(rows, labels)
@@ -186,8 +201,9 @@ def _reference(frame, moments, **extra):
     x = frame.drop(columns="group").to_numpy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        return fit_projection(moments, 2, method="mmd", passes=ArrayPasses(x, frame["group"], moments.groups),
-                              **OPTIONS, **extra)
+        return fit_projection(
+            moments, 2, method="mmd", passes=ArrayPasses(x, frame["group"], moments.groups), **OPTIONS, **extra
+        )
 
 
 @pytest.mark.parametrize(("n_partitions", "estimator"), [(1, "exact"), (4, "exact"), (7, "rff"), (3, "sample")])
@@ -216,8 +232,9 @@ def test_parquet_passes_on_a_local_cluster_equal_numpy(mmd_table):
     frame, folder, _ = mmd_table
     with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0") as cluster, Client(cluster) as client:
         moments = compute_moments(str(folder), sensitive_feature="group", client=client)
-        passes = table_passes(str(folder), moments, sensitive_feature="group", client=client,
-                              read_options={"split_row_groups": False})
+        passes = table_passes(
+            str(folder), moments, sensitive_feature="group", client=client, read_options={"split_row_groups": False}
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             model = fit_projection(moments, 2, method="mmd", passes=passes, **OPTIONS)
@@ -237,8 +254,9 @@ def test_table_passes_evaluate_exactly_what_the_numpy_passes_do(mmd_table, n_par
     x = frame.drop(columns="group").to_numpy()
     scale = moments.feature_scale()
     numpy = ArrayPasses(x, frame["group"], moments.groups).rescaled(scale)
-    dask_passes = table_passes(dd.from_pandas(frame, npartitions=n_partitions), moments,
-                               sensitive_feature="group").rescaled(scale)
+    dask_passes = table_passes(
+        dd.from_pandas(frame, npartitions=n_partitions), moments, sensitive_feature="group"
+    ).rescaled(scale)
     rng = np.random.default_rng(32)
     v = np.linalg.qr(rng.normal(size=(5, 2)))[0]
     origin = moments.global_mean / scale
@@ -295,8 +313,9 @@ def test_synthetic_1_rbf_sees_what_moment_kernels_cannot():
     pca = fit_projection(moments, 2, method="pca").components
     projected = (rows - moments.global_mean) @ pca
     codes = (labels == "orange").astype(int)
-    rbf_at_pca = rbf_blocks(projected, pair_weights(codes, (0, 1), np.array([300.0, 300.0])),
-                            median_bandwidth(projected))[0]
+    rbf_at_pca = rbf_blocks(
+        projected, pair_weights(codes, (0, 1), np.array([300.0, 300.0])), median_bandwidth(projected)
+    )[0]
     for kernel in ("linear", "quadratic"):
         assert moment_mmd2(means, second, pca_big, (0, 1), kernel=kernel)[0] < 0.02 * rbf_at_pca
     tau = 0.01

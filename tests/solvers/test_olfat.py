@@ -33,8 +33,12 @@ def two_groups(p: int, seed: int, n: int = 300) -> tuple[np.ndarray, np.ndarray]
 def statistics(x: np.ndarray, labels: np.ndarray) -> dict[str, np.ndarray]:
     """Σ (all rows, about the global mean), f = μ_b − μ_a and Q = Σ_b − Σ_a (divisor n_s), by numpy."""
     a, b = x[labels == "a"], x[labels == "b"]
-    return {"sigma": np.cov(x.T, bias=True), "f": b.mean(0) - a.mean(0),
-            "q": np.cov(b.T, bias=True) - np.cov(a.T, bias=True), "n": len(x)}
+    return {
+        "sigma": np.cov(x.T, bias=True),
+        "f": b.mean(0) - a.mean(0),
+        "q": np.cov(b.T, bias=True) - np.cov(a.T, bias=True),
+        "n": len(x),
+    }
 
 
 def reference_eq14(stats: dict, r: int, delta: float, mu: float, phi: float) -> tuple[float, np.ndarray]:
@@ -84,9 +88,15 @@ def fit(x: np.ndarray, labels: np.ndarray, r: int, **options):
     return fit_projection(GroupMoments.from_arrays(x, labels), r, method="olfat-sdp", **options)
 
 
-@pytest.mark.parametrize("p, r, seed, delta, mu, phi_factor", [
-    (4, 1, 0, 0.3, 0.05, 1.0), (5, 2, 1, 0.0, 0.1, 1.5), (5, 2, 2, 1.0, 0.5, 1.0), (6, 3, 3, 0.5, 0.1, 2.0),
-])
+@pytest.mark.parametrize(
+    "p, r, seed, delta, mu, phi_factor",
+    [
+        (4, 1, 0, 0.3, 0.05, 1.0),
+        (5, 2, 1, 0.0, 0.1, 1.5),
+        (5, 2, 2, 1.0, 0.5, 1.0),
+        (6, 3, 3, 0.5, 0.1, 2.0),
+    ],
+)
 def test_paper_formulation_matches_independent_eq14(p, r, seed, delta, mu, phi_factor):
     x, labels = two_groups(p, seed)
     stats = statistics(x, labels)
@@ -203,10 +213,18 @@ def test_trace_equality_with_r_equal_p_is_infeasible_and_says_so():
     assert paper.status in ("converged", "inaccurate")
 
 
-@pytest.mark.parametrize("option, value", [
-    ("delta", -0.1), ("mu", float("nan")), ("mu", True), ("formulation", "mosek"), ("solver", "MOSEK"),
-    ("tolerance", 0.0), ("phi", 1.0),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("delta", -0.1),
+        ("mu", float("nan")),
+        ("mu", True),
+        ("formulation", "mosek"),
+        ("solver", "MOSEK"),
+        ("tolerance", 0.0),
+        ("phi", 1.0),
+    ],
+)
 def test_bad_options_name_the_option(option, value):
     x, labels = two_groups(4, 14)
     with pytest.raises(InputError, match=option):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import grouped_data
 from sklearn.decomposition import PCA
 
-from conftest import grouped_data
 from fairpca_dist import GroupMoments, compute_moments, fit_projection
 from fairpca_dist.solvers.stiefel import check_orthonormal, subspace_distance
 

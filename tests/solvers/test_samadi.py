@@ -8,9 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import DATA_DIR, grouped_data, require_data
 from scipy.optimize import minimize
 
-from conftest import DATA_DIR, grouped_data, require_data
 from fairpca_dist import FairPCA, GroupMoments, InputError, compute_moments, fit_projection
 from fairpca_dist.assessment import metrics
 from fairpca_dist.exceptions import ConvergenceWarning
@@ -22,8 +22,18 @@ from fairpca_dist.solvers.stiefel import subspace_distance
 FAIR = ["samadi-sdp", "samadi-mw", "fair-eig"]
 
 # spec/anchor-runs.md §1: credit optimum agreed by Clarabel, PICOS/CVXOPT and a 1-D dual.
-CREDIT_OPTIMUM = [0.031426331, 0.019248618, 0.174840998, 0.085089707, 0.049009607,
-                  0.124229467, 0.217098054, 0.273444495, 0.256849922, 0.211279557]
+CREDIT_OPTIMUM = [
+    0.031426331,
+    0.019248618,
+    0.174840998,
+    0.085089707,
+    0.049009607,
+    0.124229467,
+    0.217098054,
+    0.273444495,
+    0.256849922,
+    0.211279557,
+]
 
 
 def moments_from_covariances(covariances: list[np.ndarray], counts: list[int] | None = None) -> GroupMoments:
@@ -69,11 +79,13 @@ def test_f4_three_orthogonal_groups_round_to_rank_three_and_mix_to_rank_one(meth
     their signed mix (1, 1, 1)/√3 is a rank-1 projection at the same value 2/3, the rank-1
     optimum (spec §C.2 F4), which is returned with its certificate."""
     moments = moments_from_covariances([np.diag(np.eye(3)[g]) for g in range(3)])
-    result = fit_projection(moments, 1, method=method, **({"tol": 1e-7, "max_iter": 3000} if method == "samadi-mw" else {}))
+    result = fit_projection(
+        moments, 1, method=method, **({"tol": 1e-7, "max_iter": 3000} if method == "samadi-mw" else {})
+    )
     np.testing.assert_allclose(result.group_loss, [2 / 3] * 3, atol=1e-4)
     assert result.details["rounded_columns"] == 3 and result.certificate["fractional_weights"] == 3
     assert result.components.shape[1] == 1 and "extra_columns_reason" not in result.details
-    np.testing.assert_allclose(np.abs(result.components[:, 0]), [3 ** -0.5] * 3, atol=1e-4)
+    np.testing.assert_allclose(np.abs(result.components[:, 0]), [3**-0.5] * 3, atol=1e-4)
     lower, upper = result.certificate["lower_bound"], result.certificate["upper_bound"]
     assert lower <= 2 / 3 + 1e-9 and upper == pytest.approx(max_loss(result), rel=1e-12)
     assert upper - lower <= 1e-5 * upper + 1e-12
@@ -120,8 +132,15 @@ def brute_force_rank1(moments: GroupMoments) -> float:
     grid = np.stack(np.meshgrid(np.linspace(0, np.pi / 2, 300), np.linspace(0, 2 * np.pi, 1200)), -1).reshape(-1, 2)
     values = worst(grid)
     starts = grid[np.argsort(values)[:20]]
-    refined = [minimize(lambda a: worst(a[None, :])[0], start, method="Nelder-Mead",
-                        options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000}).fun for start in starts]
+    refined = [
+        minimize(
+            lambda a: worst(a[None, :])[0],
+            start,
+            method="Nelder-Mead",
+            options={"xatol": 1e-10, "fatol": 1e-13, "maxiter": 4000},
+        ).fun
+        for start in starts
+    ]
     return float(min(values.min(), *refined))
 
 
@@ -227,9 +246,13 @@ def test_invariant_to_rotation_and_duplication(method):
 
 
 def test_estimator_with_rank_relaxed_output():
-    moments_x = np.vstack([np.diag([3.0, 0.1, 0.1]) @ np.random.default_rng(1).normal(size=(3, 200)),
-                           np.diag([0.1, 3.0, 0.1]) @ np.random.default_rng(2).normal(size=(3, 200)),
-                           np.diag([0.1, 0.1, 3.0]) @ np.random.default_rng(3).normal(size=(3, 200))]).T
+    moments_x = np.vstack(
+        [
+            np.diag([3.0, 0.1, 0.1]) @ np.random.default_rng(1).normal(size=(3, 200)),
+            np.diag([0.1, 3.0, 0.1]) @ np.random.default_rng(2).normal(size=(3, 200)),
+            np.diag([0.1, 0.1, 3.0]) @ np.random.default_rng(3).normal(size=(3, 200)),
+        ]
+    ).T
     x = moments_x.T.reshape(3, 3, 200).transpose(0, 2, 1).reshape(600, 3)
     labels = np.repeat(["a", "b", "c"], 200)
     fpca = FairPCA(n_components=1, method="samadi-sdp").fit(x, sensitive_features=labels)
@@ -271,7 +294,9 @@ def scale_mismatched_rows(seed: int, n_rows: tuple[int, int], p_scales: np.ndarr
     """Two groups; the first's columns have very different scales (as raw income beside rates)."""
     rng = np.random.default_rng(seed)
     p = len(p_scales)
-    x = np.vstack([rng.normal(size=(n_rows[0], p)) * p_scales, rng.normal(size=(n_rows[1], p)) @ rng.normal(size=(p, p))])
+    x = np.vstack(
+        [rng.normal(size=(n_rows[0], p)) * p_scales, rng.normal(size=(n_rows[1], p)) @ rng.normal(size=(p, p))]
+    )
     return GroupMoments.from_arrays(x, np.repeat(["a", "b"], n_rows))
 
 
@@ -348,22 +373,30 @@ def test_sdp_stopped_at_reduced_accuracy_speaks_in_its_own_words_with_its_certif
 
     frame = pd.read_csv(require_data(DATA_DIR / "olfat_fairml" / "German_Credit_Data.csv"))
     features = [c for c in frame.columns if c not in ("A13", "A21") and frame[c].std() > 0]
-    moments = GroupMoments.from_arrays(frame[features].to_numpy(np.float64), frame["A13"].to_numpy(),
-                                       feature_names=features)
+    moments = GroupMoments.from_arrays(
+        frame[features].to_numpy(np.float64), frame["A13"].to_numpy(), feature_names=features
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         sdp = fit_projection(moments, 3, method="samadi-sdp")
     messages = [str(w.message) for w in caught]
     assert not any("Solution may be inaccurate" in m for m in messages), messages
-    assert any(issubclass(w.category, ConvergenceWarning) and re.search(
-        r"samadi-sdp: CLARABEL stopped at reduced accuracy \('optimal_inaccurate'.* above the certified lower bound",
-        str(w.message)) for w in caught), messages
+    assert any(
+        issubclass(w.category, ConvergenceWarning)
+        and re.search(
+            r"samadi-sdp: CLARABEL stopped at reduced accuracy \('optimal_inaccurate'.* above the certified lower bound",
+            str(w.message),
+        )
+        for w in caught
+    ), messages
     optimum = fit_projection(moments, 3, method="fair-eig")
     assert sdp.status == "inaccurate" and optimum.converged
     assert sdp.certificate["lower_bound"] == pytest.approx(optimum.certificate["lower_bound"], rel=1e-3)
     attempts = sdp.details["solver_attempts"]
     assert [(a["solver"], a["status"], a["certified"]) for a in attempts] == [
-        ("CLARABEL", "optimal_inaccurate", False), ("SCS", "optimal", False)]
+        ("CLARABEL", "optimal_inaccurate", False),
+        ("SCS", "optimal", False),
+    ]
     assert sdp.options["solver"] == "SCS" and attempts[1]["gap"] < attempts[0]["gap"]
     assert sdp.message.startswith(f"{STATUS_MESSAGES['inaccurate']}; CLARABEL stopped at reduced accuracy")
 
@@ -406,8 +439,11 @@ def test_cutting_plane_update_certifies_many_groups_in_few_oracle_calls(seed, k)
 def test_update_auto_and_the_step_of_the_other_update():
     two, three = random_moments(0, 6, 2), random_moments(0, 6, 3)
     assert fit_projection(two, 2, method="samadi-mw").options["update"] == "cutting_plane"
-    with pytest.warns(ConvergenceWarning, match=r"samadi-mw: the certified gap is \S+ > tol=1e-05 after max_iter=2 "
-                                                r"oracle calls \(update='multiplicative'; raise max_iter\)"):
+    with pytest.warns(
+        ConvergenceWarning,
+        match=r"samadi-mw: the certified gap is \S+ > tol=1e-05 after max_iter=2 "
+        r"oracle calls \(update='multiplicative'; raise max_iter\)",
+    ):
         stopped = fit_projection(two, 2, method="samadi-mw", eta=0.5, max_iter=2)
     assert stopped.options["update"] == "multiplicative" and stopped.status == "max_iter"
     with warnings.catch_warnings():

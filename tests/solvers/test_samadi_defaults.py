@@ -11,8 +11,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import CREDIT_CSV, DATA_DIR, require_data
+
 from fairpca_dist import GroupMoments, SolverError, fit_projection
 from fairpca_dist.exceptions import ConvergenceWarning
 from fairpca_dist.solvers import conic
@@ -33,15 +33,18 @@ def credit_by_default() -> GroupMoments:
     frame = pd.read_csv(require_data(CREDIT_CSV), header=1)
     target = "default payment next month"
     features = [c for c in frame.columns if c not in ("ID", "BILL_AMT5", target)]
-    return GroupMoments.from_arrays(frame[features].to_numpy(np.float64), frame[target].to_numpy(),
-                                    feature_names=features)
+    return GroupMoments.from_arrays(
+        frame[features].to_numpy(np.float64), frame[target].to_numpy(), feature_names=features
+    )
 
 
 def test_sdp_falls_back_to_scs_where_clarabel_fails_on_a_real_table(credit_by_default):
     result = fit_projection(credit_by_default, 2, method="samadi-sdp", standardize=True)
     attempts = result.details["solver_attempts"]
     assert [(a["solver"], a["status"], a["certified"]) for a in attempts] == [
-        ("CLARABEL", "error", False), ("SCS", "optimal", True)]
+        ("CLARABEL", "error", False),
+        ("SCS", "optimal", True),
+    ]
     assert attempts[0]["error"].startswith("SDP solver CLARABEL failed: it stopped without a solution")
     assert result.status == "converged" and result.options["solver"] == "SCS"
     assert result.message == f"{STATUS_MESSAGES['converged']}; {result.details['solver_fallback']}"
@@ -59,23 +62,32 @@ def test_sdp_falls_back_to_scs_where_clarabel_fails_on_a_real_table(credit_by_de
 
 
 def test_an_explicit_solver_that_fails_names_itself_and_the_others(credit_by_default):
-    with pytest.raises(SolverError, match=r"^samadi-sdp: SDP solver CLARABEL failed: it stopped without a solution "
-                                          r".*; try solver='SCS', or the default solver='auto', which falls back"):
+    with pytest.raises(
+        SolverError,
+        match=r"^samadi-sdp: SDP solver CLARABEL failed: it stopped without a solution "
+        r".*; try solver='SCS', or the default solver='auto', which falls back",
+    ):
         fit_projection(credit_by_default, 2, method="samadi-sdp", standardize=True, solver="CLARABEL")
 
 
 def solver_settings(monkeypatch, **settings: dict[str, float]) -> None:
     """Give the named conic solvers these settings in place of their tolerances."""
     original = conic.tolerance_settings
-    monkeypatch.setattr(conic, "tolerance_settings", lambda name, tolerance: settings.get(name.lower())
-                        or original(name, tolerance))
+    monkeypatch.setattr(
+        conic, "tolerance_settings", lambda name, tolerance: settings.get(name.lower()) or original(name, tolerance)
+    )
 
 
-@pytest.mark.parametrize(("clarabel", "words"), [
-    ({"max_iter": 3}, "SDP solver CLARABEL ended with status 'user_limit'"),
-    (dict.fromkeys(("tol_gap_abs", "tol_gap_rel", "tol_feas"), 0.3), "CLARABEL met its tolerance (0.3), but the "
-     "output's largest loss"),
-])
+@pytest.mark.parametrize(
+    ("clarabel", "words"),
+    [
+        ({"max_iter": 3}, "SDP solver CLARABEL ended with status 'user_limit'"),
+        (
+            dict.fromkeys(("tol_gap_abs", "tol_gap_rel", "tol_feas"), 0.3),
+            "CLARABEL met its tolerance (0.3), but the output's largest loss",
+        ),
+    ],
+)
 def test_sdp_falls_back_when_clarabel_stops_early_or_is_not_certified(monkeypatch, clarabel, words):
     """Clarabel stopped after 3 iterations (no solution), or at a tolerance so loose that its
     output is 6 % above the certified bound: SCS solves, as samadi-mw certifies."""
@@ -84,8 +96,11 @@ def test_sdp_falls_back_when_clarabel_stops_early_or_is_not_certified(monkeypatc
     result = fit_projection(moments, 2, method="samadi-sdp")
     reference = fit_projection(moments, 2, method="samadi-mw", tol=1e-8)
     first, second = result.details["solver_attempts"]
-    assert first["solver"] == "CLARABEL" and not first["certified"] and second == {**second, "solver": "SCS",
-                                                                                   "certified": True}
+    assert (
+        first["solver"] == "CLARABEL"
+        and not first["certified"]
+        and second == {**second, "solver": "SCS", "certified": True}
+    )
     assert result.status == "converged" and result.options["solver"] == "SCS"
     assert result.details["solver_fallback"].startswith(words)
     assert result.certificate["lower_bound"] <= reference.certificate["upper_bound"] * (1 + 1e-9)
@@ -94,11 +109,15 @@ def test_sdp_falls_back_when_clarabel_stops_early_or_is_not_certified(monkeypatc
 
 
 def test_sdp_returns_the_better_certified_gap_when_no_solver_certifies(monkeypatch):
-    solver_settings(monkeypatch, clarabel=dict.fromkeys(("tol_gap_abs", "tol_gap_rel", "tol_feas"), 0.3),
-                    scs={"max_iters": 2})
-    with pytest.warns(ConvergenceWarning, match=r"^samadi-sdp: CLARABEL met its tolerance \(0.3\), but .*; SCS "
-                                                r"stopped at reduced accuracy \('optimal_inaccurate'.*; CLARABEL's "
-                                                r"output is returned: "):
+    solver_settings(
+        monkeypatch, clarabel=dict.fromkeys(("tol_gap_abs", "tol_gap_rel", "tol_feas"), 0.3), scs={"max_iters": 2}
+    )
+    with pytest.warns(
+        ConvergenceWarning,
+        match=r"^samadi-sdp: CLARABEL met its tolerance \(0.3\), but .*; SCS "
+        r"stopped at reduced accuracy \('optimal_inaccurate'.*; CLARABEL's "
+        r"output is returned: ",
+    ):
         result = fit_projection(random_moments(0, 6, 3), 2, method="samadi-sdp")
     first, second = result.details["solver_attempts"]
     assert first["gap"] < second["gap"] and result.options["solver"] == "CLARABEL"
@@ -110,8 +129,11 @@ def test_sdp_says_which_solvers_failed_when_none_returns_a_solution(monkeypatch)
         raise SolverError(f"{what} {name} failed: it stopped without a solution")
 
     monkeypatch.setattr(conic, "solve", failing)
-    with pytest.raises(SolverError, match=r"^samadi-sdp: SDP solver CLARABEL failed: .*; SDP solver SCS failed: .* "
-                                          r"\(samadi-mw solves the same relaxation without a conic solver\)$"):
+    with pytest.raises(
+        SolverError,
+        match=r"^samadi-sdp: SDP solver CLARABEL failed: .*; SDP solver SCS failed: .* "
+        r"\(samadi-mw solves the same relaxation without a conic solver\)$",
+    ):
         fit_projection(random_moments(0, 6, 3), 2, method="samadi-sdp")
 
 
@@ -121,14 +143,30 @@ def adult_by_race() -> GroupMoments:
     """UCI Adult's six numeric columns, standardised, by race (five groups: 27,816 to 271 rows).
     At r = 3 both Samadi solvers returned 4 columns (issue #31's "--n-components 3 on five
     groups"): the LP vertex's fourth weight was a few 1e-6."""
-    names = ["age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
-             "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
-             "income"]
-    frame = pd.read_csv(require_data(DATA_DIR / "adult" / "adult.data"), header=None, names=names,
-                        skipinitialspace=True)
+    names = [
+        "age",
+        "workclass",
+        "fnlwgt",
+        "education",
+        "education-num",
+        "marital-status",
+        "occupation",
+        "relationship",
+        "race",
+        "sex",
+        "capital-gain",
+        "capital-loss",
+        "hours-per-week",
+        "native-country",
+        "income",
+    ]
+    frame = pd.read_csv(
+        require_data(DATA_DIR / "adult" / "adult.data"), header=None, names=names, skipinitialspace=True
+    )
     numeric = ["age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week"]
-    moments = GroupMoments.from_arrays(frame[numeric].to_numpy(np.float64), frame["race"].to_numpy(),
-                                       feature_names=numeric)
+    moments = GroupMoments.from_arrays(
+        frame[numeric].to_numpy(np.float64), frame["race"].to_numpy(), feature_names=numeric
+    )
     return moments.rescaled(moments.feature_scale())
 
 
@@ -166,8 +204,9 @@ def test_samadi_mw_iterates_on_until_rank_r_is_certified(adult_by_race):
 def test_skip_lp_keeps_the_wider_map_and_says_why(adult_by_race):
     result = fit_projection(adult_by_race, 3, method="samadi-sdp", skip_lp=True)
     assert result.components.shape[1] > 3
-    assert result.details["extra_columns_reason"].startswith("skip_lp=True keeps every direction of the relaxed "
-                                                              "solution (the authors' code)")
+    assert result.details["extra_columns_reason"].startswith(
+        "skip_lp=True keeps every direction of the relaxed solution (the authors' code)"
+    )
 
 
 def star() -> GroupMoments:
@@ -199,11 +238,14 @@ def test_a_wider_output_the_optimum_needs_is_kept_and_explained(method):
     assert result.certificate["lower_bound"] == pytest.approx(0.5, abs=1e-6)
     assert result.details["rank_r_loss"] >= optimum - 1e-9  # a rank-1 projection: no better than the optimum
     reason = result.details["extra_columns_reason"]
-    assert reason.startswith(f"the best rank-1 projection found in the output's span has largest loss "
-                             f"{result.details['rank_r_loss']:.6g}, ")
-    assert reason.endswith("above the certified lower bound 0.5 on the rank-1 optimum (the tolerance is 0.001 %), "
-                           "while the output's largest loss 0.5 is at most that optimum (Samadi et al. 2018, "
-                           "Theorem 5.2: rank ≤ r + k − 1 = 3)")
+    assert reason.startswith(
+        f"the best rank-1 projection found in the output's span has largest loss {result.details['rank_r_loss']:.6g}, "
+    )
+    assert reason.endswith(
+        "above the certified lower bound 0.5 on the rank-1 optimum (the tolerance is 0.001 %), "
+        "while the output's largest loss 0.5 is at most that optimum (Samadi et al. 2018, "
+        "Theorem 5.2: rank ≤ r + k − 1 = 3)"
+    )
     assert result.message == f"{STATUS_MESSAGES['converged']}; 2 columns, not r=1: {reason}"
 
 
@@ -214,5 +256,5 @@ def test_f1_two_orthogonal_groups_mix_to_the_rank_one_optimum(method):
     moments = moments_from_covariances([np.diag([1.0, 0.0]), np.diag([0.0, 1.0])], counts=[30, 10])
     result = fit_projection(moments, 1, method=method)
     assert result.components.shape[1] == 1 and result.details["rounded_columns"] == 2
-    np.testing.assert_allclose(np.abs(result.components[:, 0]), [2 ** -0.5] * 2, atol=1e-6)
+    np.testing.assert_allclose(np.abs(result.components[:, 0]), [2**-0.5] * 2, atol=1e-6)
     np.testing.assert_allclose(result.group_loss, [0.5, 0.5], atol=1e-6)

@@ -237,7 +237,8 @@ def test_offdiagonal_energy_sums_the_squared_offdiagonal_entries_of_every_matrix
     literal = sum(stack[g, i, j] ** 2 for g in range(3) for i in range(4) for j in range(4) if i != j)
     assert offdiagonal_energy(stack) == pytest.approx(literal, rel=1e-14)
     assert offdiagonal_energy(stack[1]) == pytest.approx(
-        sum(stack[1, i, j] ** 2 for i in range(4) for j in range(4) if i != j), rel=1e-14)
+        sum(stack[1, i, j] ** 2 for i in range(4) for j in range(4) if i != j), rel=1e-14
+    )
     assert offdiagonal_energy(np.stack([np.diag([1e8, -2.0, 3.0])] * 2)) == 0.0  # diagonal: exactly zero
     assert offdiagonal_energy(np.ones((1, 1))) == 0.0
 
@@ -409,24 +410,26 @@ def test_lbfgs_stopping_reasons():
     assert done.reason == "gradient" and done.n_iter == 0 and done.n_evaluations == 1
     # a gradient pointing uphill: no step decreases the cost
     target = random_orthonormal(rng, p, r)
-    wrong = minimize_lbfgs(lambda v: (float(np.sum((v - target) ** 2)), -2.0 * (v - target)), start,
-                           gradient_tol=1e-8)
+    wrong = minimize_lbfgs(lambda v: (float(np.sum((v - target) ** 2)), -2.0 * (v - target)), start, gradient_tol=1e-8)
     assert wrong.reason == "no_progress" and wrong.n_iter == 0
     np.testing.assert_allclose(wrong.point, start, atol=1e-15)
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"gradient_tol": 0.0}, "gradient_tol"),
-    ({"gradient_tol": -1e-6}, "gradient_tol"),
-    ({"gradient_tol": float("nan")}, "gradient_tol"),
-    ({"gradient_tol": 1e-6, "max_iter": 0}, "max_iter"),
-    ({"gradient_tol": 1e-6, "max_iter": 2.0}, "max_iter"),
-    ({"gradient_tol": 1e-6, "memory": 0}, "memory"),
-    ({"gradient_tol": 1e-6, "cautious": -1.0}, "cautious"),
-    ({"gradient_tol": 1e-6, "armijo": 0.95}, "armijo"),
-    ({"gradient_tol": 1e-6, "wolfe": 1.0}, "wolfe"),
-    ({"gradient_tol": 1e-6, "max_line_search": 0}, "max_line_search"),
-])
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"gradient_tol": 0.0}, "gradient_tol"),
+        ({"gradient_tol": -1e-6}, "gradient_tol"),
+        ({"gradient_tol": float("nan")}, "gradient_tol"),
+        ({"gradient_tol": 1e-6, "max_iter": 0}, "max_iter"),
+        ({"gradient_tol": 1e-6, "max_iter": 2.0}, "max_iter"),
+        ({"gradient_tol": 1e-6, "memory": 0}, "memory"),
+        ({"gradient_tol": 1e-6, "cautious": -1.0}, "cautious"),
+        ({"gradient_tol": 1e-6, "armijo": 0.95}, "armijo"),
+        ({"gradient_tol": 1e-6, "wolfe": 1.0}, "wolfe"),
+        ({"gradient_tol": 1e-6, "max_line_search": 0}, "max_line_search"),
+    ],
+)
 def test_lbfgs_rejects_bad_arguments(kwargs, name):
     a = np.diag(np.arange(1.0, 6.0))
     with pytest.raises(InputError, match=name):
