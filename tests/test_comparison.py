@@ -16,10 +16,10 @@ import pytest
 from conftest import grouped_data
 
 from fairpca_dist import GroupMoments, HashCells, fit_projection
-from fairpca_dist import passes as passes_module
 from fairpca_dist.assessment.comparison import pareto_front
 from fairpca_dist.assessment.metrics import mmd2_rbf
 from fairpca_dist.assessment.table_comparison import compare_table
+from fairpca_dist.engine import passes as passes_module
 from fairpca_dist.engine.datapasses import ArrayPasses
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
 from fairpca_dist.io.ingest import ingest_table

@@ -285,7 +285,7 @@ def test_full_disk_names_the_report_folder_and_keeps_the_previous_report(synthet
     import errno
 
     from fairpca_dist import WriteError
-    from fairpca_dist import report as report_module
+    from fairpca_dist.assessment import report as report_module
 
     _, _, _, report = synthetic
     write_report(report, tmp_path / "out")
