@@ -42,9 +42,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
-from dask._task_spec import DataNode, Dict, GraphNode, Task, TaskRef
 from dask.array.core import normalize_chunks
 from dask.base import tokenize
+from dask.core import get, get_dependencies
 from dask.delayed import Delayed
 from dask.utils import funcname
 from fsspec.core import OpenFile
@@ -262,10 +262,12 @@ class Table:
         # unpacking them per partition (50 feature names each) cost ~10 ms per 20 partitions.
         names = [block.name if block is not None else None for block in (x, labels, weights, self.cell_rows)]
         prefix = f"{funcname(func)}-{tokenize(*names, func, args, self.cells)}"
-        shared_graph = {f"{prefix}-args": DataNode(f"{prefix}-args", (args, self.features, self.cells))}
         blocks = [x, labels, weights, self.cell_rows]
-        memory.mark(shared_graph, functools.partial(memory.array_partition_size, blocks))
-        shared = Delayed(f"{prefix}-args", shared_graph)
+        shared = _graph_literal(
+            f"{prefix}-args",
+            (args, self.features, self.cells),
+            functools.partial(memory.array_partition_size, blocks),
+        )
         apply = dask.delayed(_apply_to_array_chunk)
         return [
             apply(func, xb, lb, wb, cb, i, shared, dask_key_name=f"{prefix}-{i}")
@@ -286,27 +288,56 @@ def map_partitions(frame: dd.DataFrame, func: Callable[..., Any], *args: Any) ->
     page, a missing column), otherwise unchanged with that note added (I/O errors stay
     retryable). Dependencies of the read task (other partitions' inputs of a user's graph)
     stay ordinary graph dependencies, computed once.
+
+    Only public dask interfaces are used: ``DataFrame.to_delayed`` (one optimized read task per
+    partition), the graph of each ``Delayed`` as dask's graph specification defines it,
+    :func:`dask.core.get_dependencies`, :func:`dask.core.get` (which runs the read task inside
+    the consumer, with its dependencies' values) and :func:`dask.delayed`
+    (``tests/test_dask_conventions.py`` fails loudly if one of them changes).
     """
     parts = frame.to_delayed()  # optimized: column selection pushed into the reader, one task per partition
-    graph = dict(parts[0].dask) if parts else {}
-    name = f"{funcname(func)}-{tokenize(frame._name, func, args)}"
-    shared_key = f"{name}-args"
-    graph[shared_key] = DataNode(shared_key, args)
-    memory.mark(graph, functools.partial(memory.frame_partition_size, frame))
-    keys = []
+    graph: dict[Any, Any] = dict(parts[0].__dask_graph__()) if parts else {}
+    name = f"{funcname(func)}-{tokenize(frame, func, args)}"
+    shared = _graph_literal(f"{name}-args", args, functools.partial(memory.frame_partition_size, frame))
+    reads = {part.key for part in parts}
+    upstream = {key: node for key, node in graph.items() if key not in reads}  # what read tasks depend on
+    inputs = {key: Delayed(key, upstream) for key in upstream}
+    apply = dask.delayed(_run_partition, pure=True)
+    tasks = []
     for index, part in enumerate(parts):
-        read = graph.pop(part.key)
-        key = (name, index)
-        inputs = Dict({dependency: TaskRef(dependency) for dependency in read.dependencies})
-        graph[key] = Task(key, _run_partition, func, DataNode(None, read), inputs, index, TaskRef(shared_key))
-        keys.append(key)
-    return [Delayed(key, graph) for key in keys]
+        depends = sorted(get_dependencies(graph, part.key), key=str)
+        read = _ReadTask(part.key, graph[part.key], tuple(depends))
+        tasks.append(apply(func, read, [inputs[key] for key in depends], index, shared, dask_key_name=(name, index)))
+    return tasks
+
+
+@dataclass(frozen=True)
+class _ReadTask:
+    """A partition's read task, carried into the task that consumes it as an opaque value
+    (dask runs it there, not as a task of its own): its key, its graph node and the keys of
+    the tasks it depends on (whose values the consumer receives)."""
+
+    key: Any
+    node: Any
+    dependencies: tuple[Any, ...]
+
+    def __call__(self, inputs: Sequence[Any]) -> Any:
+        return get({self.key: self.node}, [self.key], cache=dict(zip(self.dependencies, inputs, strict=True)))[0]
+
+
+def _graph_literal(key: str, value: Any, size: Callable[[], Any]) -> Delayed:
+    """``value`` as a one-task graph whose every consumer receives it as is (one copy per
+    pass, not one per task), marked with the pass's partition ``size`` (:func:`memory.mark`)."""
+    literal = dask.delayed(value, name=key, traverse=False)
+    graph = dict(literal.__dask_graph__())
+    memory.mark(graph, size)
+    return Delayed(key, graph)
 
 
 def _run_partition(
-    func: Callable[..., Any], read: GraphNode, inputs: dict[Any, Any], index: int, args: tuple[Any, ...]
+    func: Callable[..., Any], read: _ReadTask, inputs: Sequence[Any], index: int, args: tuple[Any, ...]
 ) -> Any:
-    partition = Partition(index, _source_file(read))
+    partition = Partition(index, _source_file(read.node))
     try:
         with warnings.catch_warnings():  # a column typed apart in pandas' chunks: said below, or profiled
             warnings.simplefilter("ignore", pd.errors.DtypeWarning)
@@ -314,7 +345,7 @@ def _run_partition(
     except FairPCAError:
         raise
     except (ValueError, TypeError, KeyError) as error:  # ArrowInvalid, ParserError, dtype mismatches
-        mismatch = _mismatched_dtypes(error, _csv_reader_options(read))
+        mismatch = _mismatched_dtypes(error, _csv_reader_options(read.node))
         if mismatch:
             raise ReadError(f"cannot read {partition}: {mismatch}") from error
         raise ReadError(f"cannot read {partition}: {type(error).__name__}: {error}{_reader_hint(error)}") from error
@@ -394,21 +425,40 @@ def _mismatched_dtypes(error: BaseException, reader_options: dict[str, Any]) -> 
     return f"{typed} other values further down: {listed(held, show=str)}" + "".join(f"\n{hint}" for hint in hints)
 
 
+def _graph_children(node: Any) -> list[Any] | None:
+    """What a read task's ``node`` holds, for :func:`_csv_reader_options` and :func:`_source_file`
+    to search: the values of a dict (a fused task's subgraph), the items of a list or tuple (a
+    task in dask's tuple form), the arguments of a ``functools.partial``, the arguments (or the
+    value) of a task object of dask's task specification (found by its attributes, not its
+    class); None for anything else."""
+    if isinstance(node, (pd.DataFrame, pd.Series, np.ndarray, str, bytes)):
+        return None
+    if isinstance(node, dict):
+        return list(node.values())
+    if isinstance(node, (list, tuple)):
+        return list(node)
+    if isinstance(node, functools.partial):
+        return [*node.args, *node.keywords.values()]
+    if hasattr(node, "key") and (hasattr(node, "args") or hasattr(node, "value")):
+        kwargs = getattr(node, "kwargs", None)
+        return [
+            *getattr(node, "args", ()),
+            *(kwargs.values() if isinstance(kwargs, dict) else ()),
+            *([node.value] if hasattr(node, "value") else []),
+        ]
+    return None
+
+
 def _csv_reader_options(node: Any, depth: int = 0) -> dict[str, Any]:
     """The pandas options of the CSV read that the task ``node`` runs (dask's reader keeps them
     as its ``kwargs``), ``{}`` when none is found: for hints only."""
     if depth > 12:
         return {}
-    if isinstance(node, GraphNode):
-        options = getattr(getattr(node, "func", None), "keywords", {}).get("kwargs")
-        if isinstance(options, dict):
-            return options
-        children = [*getattr(node, "args", ()), *getattr(node, "kwargs", {}).values()]
-    elif isinstance(node, (dict, list, tuple)):  # a fused task's subgraph
-        children = list(node.values() if isinstance(node, dict) else node)
-    else:
-        return {}
-    for child in children:
+    for function in (node, getattr(node, "func", None)):
+        options = getattr(function, "keywords", None)
+        if isinstance(options, dict) and isinstance(options.get("kwargs"), dict):
+            return options["kwargs"]
+    for child in _graph_children(node) or []:
         found = _csv_reader_options(child, depth + 1)
         if found:
             return found
@@ -422,15 +472,8 @@ def _source_file(node: Any, depth: int = 0) -> str | None:
         return None
     if isinstance(node, str):
         return node if node.lower().endswith(TABLE_SUFFIXES) else None
-    if isinstance(node, GraphNode):
-        children: list[Any] = [*getattr(node, "args", ()), *getattr(node, "kwargs", {}).values()]
-        if isinstance(node, DataNode):
-            children.append(node.value)
-    elif isinstance(node, dict):
-        children = list(node.values())
-    elif isinstance(node, (list, tuple)):
-        children = list(node)
-    else:  # fsspec OpenFile, pyarrow fragments and dask's wrapper of them
+    children = _graph_children(node)
+    if children is None:  # fsspec OpenFile, pyarrow fragments and dask's wrapper of them
         path = getattr(node, "path", None) or getattr(getattr(node, "fragment", None), "path", None)
         return path if isinstance(path, str) else None
     for child in children:
