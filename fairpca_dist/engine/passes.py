@@ -14,6 +14,7 @@ import contextlib
 import copy
 import functools
 import operator
+import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -21,6 +22,8 @@ from typing import Any
 import dask
 import numpy as np
 import pandas as pd
+from dask.base import tokenize
+from dask.delayed import Delayed
 from dask.system import CPU_COUNT
 from dask.threaded import ContextAwareThreadPoolExecutor
 
@@ -93,27 +96,76 @@ def _merge(*parts: GroupMoments) -> GroupMoments:
     return functools.reduce(operator.add, parts)
 
 
+# dask's names of its local schedulers (``dask.config.set(scheduler=...)``), by the one this module runs
+_LOCAL_SCHEDULERS = {
+    "threads": "threads",
+    "threading": "threads",
+    "sync": "sync",
+    "synchronous": "sync",
+    "single-threaded": "sync",
+    "processes": "processes",
+    "multiprocessing": "processes",
+}
+_DISTRIBUTED = ("dask.distributed", "distributed")
+
+
 @contextlib.contextmanager
 def scheduler_context(client: Any = None) -> Iterator[Any]:
-    """Yield the ``scheduler=`` argument for ``dask.compute``.
+    """Yield where a pass runs: a ``distributed.Client``, or the ``scheduler=`` argument of
+    ``dask.compute`` for a pass in this process ("threads", "sync", "processes", or the get
+    function or executor configured in dask).
 
-    ``client=None`` uses the active ``distributed`` client if there is one, else dask's
-    threaded scheduler with BLAS limited to one thread per task (two BLAS pools on two cores
-    oversubscribe: 0.64 s vs 0.39 s in spec/stack.md §4). A ``distributed.Client`` is used
-    as is; a string is a scheduler address to connect to (:func:`fairpca_dist.engine.cluster.connect`:
-    a malformed or unanswered address is named in the error).
+    A ``distributed.Client`` given as ``client`` is used as is; a string is a scheduler address
+    to connect to (:func:`fairpca_dist.engine.cluster.connect`: a malformed or unanswered address
+    is named in the error). With ``client=None``, dask's configuration decides, as it does for
+    ``dask.compute``:
+
+    - ``dask.config.set(scheduler="synchronous" | "threads" | "processes")`` (or their other
+      names, a get function, an executor, a client) runs the pass there;
+    - nothing configured (or ``"dask.distributed"``) uses the active ``distributed`` client if
+      there is one, else dask's threaded scheduler.
+
+    On dask's threaded scheduler BLAS is limited to one thread per task (two BLAS pools on two
+    cores oversubscribe: 0.64 s vs 0.39 s in spec/stack.md §4).
     """
-    if client is None:
-        client = _active_client()
-    if client is None:
-        with one_blas_thread():
-            yield "threads"
-        return
     if isinstance(client, str):
         with connect(client) as connected:
             yield connected
         return
-    yield client
+    if client is not None:
+        yield client
+        return
+    configured = dask.config.get("scheduler", None)
+    if configured is None or (isinstance(configured, str) and configured.lower() in _DISTRIBUTED):
+        active = _active_client()
+        if active is not None:
+            yield active
+            return
+        configured = "threads"
+    if isinstance(configured, str):
+        local = _LOCAL_SCHEDULERS.get(configured.lower())
+        if local is None:
+            raise InputError(
+                f"dask's configured scheduler {configured!r} is not one dask runs in this process; set "
+                "dask.config.set(scheduler='threads' | 'synchronous' | 'processes'), or pass client= a "
+                "distributed.Client or a scheduler address"
+            )
+        if local == "threads":
+            with one_blas_thread():
+                yield local
+            return
+        yield local
+        return
+    yield configured  # a get function, an executor, or a distributed Client set in dask's configuration
+
+
+def _is_client(scheduler: Any) -> bool:
+    """Whether ``scheduler`` is a ``distributed.Client`` (rather than one of dask's local schedulers)."""
+    if isinstance(scheduler, str) or "distributed" not in sys.modules:  # no Client without distributed
+        return False
+    from distributed import Client
+
+    return isinstance(scheduler, Client)
 
 
 def _active_client() -> Any:
@@ -128,24 +180,15 @@ def _active_client() -> Any:
 
 
 def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: str = "pass") -> Any:
-    """Compute a dask graph (or a list of them) where ``client`` says (see
-    :func:`scheduler_context`); every pass of the library goes through here. ``progress``
+    """Compute a dask graph (or a list of them) where ``client`` and dask's configuration say
+    (see :func:`scheduler_context`); every pass of the library goes through here. ``progress``
     draws a bar named ``label`` while it runs (see :mod:`fairpca_dist.engine.progress`). If the pass
     fails or is interrupted, it returns only once no task of it runs in this process (on a
     cluster: its remaining tasks are cancelled)."""
     with scheduler_context(client) as scheduler:
-        if isinstance(scheduler, str):
-            # A pool of this pass's own, so that when the pass is interrupted (an error, SIGTERM)
-            # no task still runs when the caller cleans up (e.g. removes a staging folder).
-            with (
-                threaded_progress(label) if progress else contextlib.nullcontext(),
-                ContextAwareThreadPoolExecutor(CPU_COUNT) as pool,
-            ):
-                try:
-                    return dask.compute(graph, scheduler=scheduler, pool=pool)[0]
-                except BaseException:
-                    pool.shutdown(cancel_futures=True)
-                    raise
+        if not _is_client(scheduler):
+            with threaded_progress(label) if progress else contextlib.nullcontext():
+                return _run_locally(graph, scheduler)
         size = memory.pass_size(graph)
         memory.check_workers(scheduler, size)  # before any task: refuse what the workers cannot hold
         futures = scheduler.compute(graph)
@@ -159,6 +202,23 @@ def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: 
 
             if isinstance(error, KilledWorker):
                 raise memory.killed_worker_error(error, scheduler, size) from error
+            raise
+
+
+def _run_locally(graph: Any, scheduler: Any) -> Any:
+    """``dask.compute`` of ``graph`` on one of dask's schedulers in this process. The threaded
+    scheduler gets a pool of this pass's own (of ``num_workers`` threads if dask's configuration
+    sets it, else one per core), so that when the pass is interrupted (an error, SIGTERM) no task
+    still runs when the caller cleans up (e.g. removes a staging folder); a pool set in dask's
+    configuration (``pool=``) is used instead."""
+    if scheduler != "threads" or dask.config.get("pool", None) is not None:
+        return dask.compute(graph, scheduler=scheduler)[0]
+    workers = dask.config.get("num_workers", None) or CPU_COUNT
+    with ContextAwareThreadPoolExecutor(workers) as pool:
+        try:
+            return dask.compute(graph, scheduler=scheduler, pool=pool)[0]
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
             raise
 
 
@@ -179,23 +239,38 @@ def compute_moments(
     progress: bool = False,
     cells: str | HashCells | Any = None,
     storage_options: StorageOptions | None = None,
-) -> GroupMoments | CellMoments:
+    compute: bool = True,
+) -> GroupMoments | CellMoments | Delayed:
     """Per-group count, mean and centred scatter of a table, in one dask pass.
+
+    Every partition is read once, inside the task that accumulates its statistics; the
+    partial statistics of the partitions are merged in a tree of fan-in ``split_every``, so only
+    (k, p, p) numbers travel between tasks and memory per task is bounded by one partition.
 
     Parameters
     ----------
     data : pandas/dask DataFrame, numpy/dask array, path or URL (Parquet file/folder/glob, CSV)
         The rows. See :func:`fairpca_dist.engine.sources.open_table` for the column roles.
     sensitive_feature : str, list of str, or array-like
-        Group column(s), or one label per row for array input.
-    features, sample_weight, key_columns, exclude, feature_names, chunk_rows, read_options, storage_options
+        Group column(s) (several columns form intersectional groups), or one label per row: an
+        array for array input, a pandas Series or array for a pandas DataFrame, and for a dask
+        DataFrame a dask Series (e.g. ``ddf["group"]``, the partitions paired and checked row
+        by row) or a pandas Series aligned by index with a frame of known divisions.
+    features : list of str, optional
+        Feature columns; default every numeric column but the sensitive, weight, key, cell and
+        ``exclude`` columns.
+    sample_weight : str or array-like, optional
+        Column name or one non-negative weight per row (given as ``sensitive_feature`` is).
+    key_columns, exclude, feature_names, chunk_rows, read_options, storage_options
         Column selection and reading (``storage_options``: of a URL's filesystem, e.g.
         ``s3://…``); see :func:`~fairpca_dist.engine.sources.open_table`.
     client : None, distributed.Client or str
-        ``None``: dask's threaded scheduler in this process. A client, or the address of a
-        running scheduler, runs the pass on that cluster.
+        Where the pass runs. ``None``: as ``dask.compute`` would, by dask's configuration
+        (``dask.config.set(scheduler="synchronous" | "threads" | "processes")``), else on the
+        active ``distributed`` client, else on dask's threaded scheduler in this process. A
+        client, or the address of a running scheduler, runs the pass on that cluster.
     split_every : int
-        Fan-in of the reduction tree.
+        Fan-in of the reduction tree (≥ 2).
     min_group_size : int
         Every group must have at least this many rows (:class:`GroupError` otherwise).
     progress : bool
@@ -204,20 +279,95 @@ def compute_moments(
         Keep the statistics per cell as well (same single pass), so that every split and fold
         made of cells needs no further pass (:mod:`fairpca_dist.engine.cells`): the column holding each
         row's cell label, a :class:`~fairpca_dist.engine.cells.HashCells` (cells from a seeded hash of
-        key columns; no split column needed), or one label per row for in-memory input. A
-        missing cell label or key value raises :class:`InputError` naming the column and the
+        key columns; no split column needed), or one label per row (as ``sensitive_feature``).
+        A missing cell label or key value raises :class:`InputError` naming the column and the
         partition.
+    compute : bool
+        ``True`` (default): run the pass now and return the statistics. ``False``: return a
+        :class:`dask.delayed.Delayed` whose result is those same statistics, checked the same
+        way, for ``dask.compute`` to evaluate together with other work (one graph, one
+        scheduler run: ``dask.compute(lazy, ddf.x.sum())``). The schema is checked now; the
+        values (finite features, labels, weights, ``min_group_size``) when it is computed. It
+        runs wherever that ``dask.compute`` runs, so ``client`` and ``progress`` must be left at
+        their defaults.
 
     Returns
     -------
-    GroupMoments, or CellMoments when ``cells`` is given
-        float64 statistics, groups (and cells) in sorted order; with hash cells every cell
-        0 … n_cells−1 is present, even one that drew no rows. ``min_group_size`` is checked on
-        all rows; :meth:`CellMoments.union` checks each split.
+    GroupMoments, CellMoments, or dask.delayed.Delayed
+        float64 statistics (:class:`~fairpca_dist.engine.moments.GroupMoments`), groups in sorted
+        order; :class:`~fairpca_dist.engine.cells.CellMoments` when ``cells`` is given (cells in
+        sorted order; with hash cells every cell 0 … n_cells−1 is present, even one that drew no
+        rows); with ``compute=False``, a ``Delayed`` of that object. ``min_group_size`` is checked
+        on all rows; :meth:`CellMoments.union` checks each split.
+
+    Raises
+    ------
+    SchemaError
+        A column is missing, misspelt, not numeric, or used twice; labels given per row cannot be
+        aligned with the rows (a numpy array next to a dask DataFrame, a pandas Series next to a
+        frame of unknown divisions).
+    InputError
+        Non-finite feature values, negative or missing weights, missing cell labels (naming the
+        column and the partition), a bad option (``split_every``; ``client`` or ``progress`` with
+        ``compute=False``), data of an unknown type or a path that cannot be read.
+    GroupError
+        Fewer than two groups, a group of fewer than ``min_group_size`` rows, a missing group
+        label.
+    ReadError, AccessError, ServiceError
+        A file cannot be read, access is denied, a storage service or Dask scheduler does not
+        answer (each naming the file, URL or address).
+
+    Notes
+    -----
+    For each group g (rows x_i ∈ ℝᵖ with weights w_i, 1 when unweighted) the pass computes the
+    sufficient statistics of fair PCA (Samadi et al. 2018, §2; every method of this library
+    starts from them): the row count n_g, the weight sum W_g = Σ w_i, the mean
+    μ_g = Σ w_i x_i / W_g and the centred scatter C_g = Σ w_i (x_i − μ_g)(x_i − μ_g)ᵀ — that is,
+    the count, the sum Σ w_i x_i = W_g μ_g and the Gram matrix Σ w_i x_i x_iᵀ = C_g + W_g μ_g μ_gᵀ,
+    kept in their centred form so that columns with means of 1e8 lose no digits. Each task
+    accumulates its partition (in slabs of ~32 MB, about a per-group shift), and partial
+    results merge exactly with Chan's pairwise formula (``+`` of
+    :class:`~fairpca_dist.engine.moments.GroupMoments`), so the result does not depend on the
+    partitioning, ``split_every`` or the scheduler, and equals
+    :meth:`GroupMoments.from_arrays` on the same rows (to rounding).
+
+    Examples
+    --------
+    >>> import dask
+    >>> import dask.dataframe as dd
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from fairpca_dist import compute_moments
+    >>> frame = pd.DataFrame(
+    ...     {"a": [1.0, 2.0, 3.0, 4.0, 5.0, 7.0], "b": [0.0, 1.0, 0.0, 2.0, 1.0, 3.0], "group": list("fmfmfm")}
+    ... )
+    >>> moments = compute_moments(frame, sensitive_feature="group")
+    >>> moments.groups, moments.count.tolist()
+    (('f', 'm'), [3, 3])
+    >>> moments.mean.tolist()
+    [[3.0, 0.3333333333333333], [4.333333333333333, 2.0]]
+
+    On a dask DataFrame, lazily and together with other work, with the labels as a dask Series:
+
+    >>> ddf = dd.from_pandas(frame, npartitions=2)
+    >>> lazy = compute_moments(ddf[["a", "b"]], sensitive_feature=ddf["group"], compute=False)
+    >>> same, total = dask.compute(lazy, ddf["a"].sum())  # one scheduler run for both
+    >>> bool(np.allclose(same.scatter, moments.scatter, rtol=0, atol=1e-12)), float(total)
+    (True, 22.0)
+
+    (dask warns "Computing mixed collections …" when a ``Delayed`` and a DataFrame
+    collection are computed together: it merges their graphs into one; the results are those
+    of separate computations.)
     """
     _check_split_every(split_every)
     if sensitive_feature is None:
         raise InputError("compute_moments needs sensitive_feature: the group column(s) or one label per row")
+    if not compute and (client is not None or progress):
+        given = "client" if client is not None else "progress"
+        raise InputError(
+            f"compute_moments(compute=False) takes no {given}=: the Delayed it returns runs where your "
+            "dask.compute runs (a distributed Client, or dask.config.set(scheduler=...)); leave it out"
+        )
     table = open_table(
         data,
         sensitive_feature=sensitive_feature,
@@ -233,13 +383,39 @@ def compute_moments(
     )
     if cells is None:
         graph = _moments_graph(table, split_every)
-        moments: GroupMoments = run_graph(graph, client=client, progress=progress, label="moments")
-        return moments.check_groups(min_group_size)
-    assignment = cells if isinstance(cells, (str, HashCells)) else None
-    graph = _tree_sum(table.map_chunks(_chunk_cell_moments, table.features, assignment), split_every)
-    by_cell: CellMoments = run_graph(graph, client=client, progress=progress, label="moments")
-    if isinstance(cells, HashCells):
-        by_cell = CellMoments(by_cell, feature_names=table.features, assignment=assignment, cells=range(cells.n_cells))
+        finish = functools.partial(_checked_moments, min_group_size=min_group_size)
+    else:
+        assignment = cells if isinstance(cells, (str, HashCells)) else None
+        graph = _tree_sum(table.map_chunks(_chunk_cell_moments, table.features, assignment), split_every)
+        finish = functools.partial(
+            _checked_cell_moments,
+            min_group_size=min_group_size,
+            features=table.features,
+            assignment=assignment,
+            hash_cells=cells if isinstance(cells, HashCells) else None,
+        )
+    if not compute:
+        return dask.delayed(finish, pure=True)(graph, dask_key_name=f"compute-moments-{tokenize(graph.key, finish)}")
+    return finish(run_graph(graph, client=client, progress=progress, label="moments"))
+
+
+def _checked_moments(moments: GroupMoments, *, min_group_size: int) -> GroupMoments:
+    """The statistics of :func:`compute_moments` once its pass is done: groups checked."""
+    return moments.check_groups(min_group_size)
+
+
+def _checked_cell_moments(
+    by_cell: CellMoments,
+    *,
+    min_group_size: int,
+    features: Sequence[str],
+    assignment: str | HashCells | None,
+    hash_cells: HashCells | None,
+) -> CellMoments:
+    """The per-cell statistics of :func:`compute_moments` once its pass is done: every hash
+    cell present (even one without rows), groups checked on all rows."""
+    if hash_cells is not None:
+        by_cell = CellMoments(by_cell, feature_names=features, assignment=assignment, cells=range(hash_cells.n_cells))
     by_cell.total().check_groups(min_group_size)
     return by_cell
 
@@ -660,9 +836,16 @@ def table_passes(
     in-memory input, as for :func:`compute_moments`) opens the table with its cells, so that
     :meth:`TablePasses.restricted` can read only some of them (the rows of a train split).
 
-    >>> moments = compute_moments(path, sensitive_feature="sex")
-    >>> passes = table_passes(path, moments, sensitive_feature="sex")
-    >>> fit_projection(moments, 3, method="mm-robust", passes=passes)
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from fairpca_dist import fit_projection
+    >>> rng = np.random.default_rng(0)
+    >>> frame = pd.DataFrame(rng.normal(size=(200, 4)), columns=list("abcd")).assign(sex=rng.choice(["f", "m"], 200))
+    >>> moments = compute_moments(frame, sensitive_feature="sex")
+    >>> passes = table_passes(frame, moments, sensitive_feature="sex")
+    >>> model = fit_projection(moments, 2, method="mm-robust", passes=passes)
+    >>> model.components.shape, passes.n_passes > 0
+    ((4, 2), True)
     """
     table = open_table(
         data,

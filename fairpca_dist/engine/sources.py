@@ -799,8 +799,12 @@ def _arrow_filesystem(read_options: dict[str, Any]) -> bool:
     return (isinstance(filesystem, str) and filesystem == "arrow") or isinstance(filesystem, pafs.FileSystem)
 
 
-def _row_values(values: Any, name: str) -> Any:
-    """One value per row as a 1-D numpy or dask array; 2-D label arrays become tuples."""
+def _row_values(values: Any, name: str, *, lazy: bool = False) -> Any:
+    """One value per row as a 1-D numpy or dask array; 2-D label arrays become tuples. With
+    ``lazy`` (the data is a dask DataFrame), a pandas or dask Series stays as it is, to be aligned
+    with the frame's partitions (:func:`_with_row_values`)."""
+    if lazy and isinstance(values, (dd.Series, pd.Series)):
+        return values
     if isinstance(values, (dd.Series, da.Array)):
         return values.to_dask_array(lengths=True) if isinstance(values, dd.Series) else values
     if isinstance(values, pd.Series):
@@ -835,12 +839,7 @@ def _as_frame(
         data = _read_path(data, read_options)
     if isinstance(data, dd.DataFrame):
         _check_unique_columns(list(data.columns), " in the DataFrame")
-        if extra:
-            raise SchemaError(
-                "for a dask DataFrame or a path, pass sensitive_feature and sample_weight as "
-                "column names (cells too): an in-memory array cannot be aligned with its partitions"
-            )
-        return data
+        return _with_row_values(data, extra) if extra else data
     if not isinstance(data, pd.DataFrame):
         raise InputError(
             f"cannot read data of type {type(data).__name__}: pass a pandas or dask DataFrame, "
@@ -852,6 +851,89 @@ def _as_frame(
         _check_length(extra, len(frame))
         frame = frame.assign(**{k: np.asarray(v) for k, v in extra.items()})
     return dd.from_pandas(frame, chunksize=chunk_rows, sort=False)
+
+
+def _with_row_values(frame: dd.DataFrame, extra: dict[str, Any]) -> dd.DataFrame:
+    """``frame`` with the per-row ``extra`` values (labels, weights, cells given as Series) as
+    columns, each row with its own value.
+
+    - A dask Series with the frame's partitioning (taken from the same frame: ``ddf["group"]``)
+      is paired partition by partition; each task checks that its partition of the Series has
+      the index of the frame's partition (:class:`SchemaError` otherwise, naming the partition),
+      so a Series that only looks aligned is never silently misread.
+    - A dask or pandas Series and a frame whose divisions are both known are aligned by index,
+      as pandas aligns (dask repartitions the Series to the frame's divisions); a row whose index
+      the Series lacks has a missing value (for labels: :class:`GroupError` naming the partition).
+    - Anything else is refused with the remedy: a numpy array (it has no index to align with), a
+      pandas Series next to a frame of unknown divisions, a dask Series partitioned otherwise.
+    """
+    aligned: dict[str, Any] = {}
+    paired: dict[str, dd.Series] = {}
+    remedy = "pass the column's name, or a Series taken from the same dask DataFrame (ddf['group'])"
+    for name, values in extra.items():
+        role = _ROLE[name]
+        if isinstance(values, pd.Series):
+            if not frame.known_divisions:
+                raise SchemaError(
+                    f"{role} is a pandas Series and the dask DataFrame's divisions are unknown, so its rows cannot "
+                    f"be aligned by index; {remedy}, or give the frame a sorted index (ddf.set_index(...))"
+                )
+            if not values.index.is_unique:
+                raise SchemaError(f"{role} is a pandas Series whose index has duplicates; {remedy}")
+            aligned[name] = dd.from_pandas(values, npartitions=1)
+        elif isinstance(values, dd.Series):
+            if values.npartitions == frame.npartitions and (
+                not (frame.known_divisions and values.known_divisions) or values.divisions == frame.divisions
+            ):
+                paired[name] = values
+            elif frame.known_divisions and values.known_divisions:
+                aligned[name] = values
+            else:
+                raise SchemaError(
+                    f"{role} is a dask Series of {values.npartitions} partition(s) without known divisions, and "
+                    f"the DataFrame has {frame.npartitions}: its rows cannot be aligned; {remedy}"
+                )
+        else:
+            raise SchemaError(
+                f"for a dask DataFrame or a path, pass {role} as a column name, or as a pandas or dask Series "
+                "aligned with the frame: an in-memory array cannot be aligned with its partitions"
+            )
+    if aligned:
+        frame = frame.assign(**aligned)
+    if not paired:
+        return frame
+    meta = pd.DataFrame(
+        {
+            **{column: pd.Series(dtype=dtype) for column, dtype in frame.dtypes.items()},
+            **{name: pd.Series(dtype=values.dtype) for name, values in paired.items()},
+        },
+        index=pd.Index([], dtype=frame.index.dtype),
+    )
+    return dd.map_partitions(
+        _paired_row_values,
+        frame,
+        *paired.values(),
+        names=tuple(paired),
+        meta=meta,
+        align_dataframes=False,
+        enforce_metadata=False,
+    )
+
+
+def _paired_row_values(
+    part: pd.DataFrame, *values: pd.Series, names: tuple[str, ...], partition_info: dict[str, Any] | None = None
+) -> pd.DataFrame:
+    """``part`` with each of ``values`` (the same partition of a per-row Series) as the column of
+    its name, once checked to hold the same rows (the same index)."""
+    number = (partition_info or {}).get("number", "?")
+    for name, column in zip(names, values, strict=True):
+        if len(column) != len(part) or not column.index.equals(part.index):
+            raise SchemaError(
+                f"{_ROLE[name]} does not line up with the rows of partition {number} of the DataFrame "
+                f"({len(column)} values for {len(part)} rows, or another index): pass the column's name, or a "
+                "Series taken from the same dask DataFrame (ddf['group'])"
+            )
+    return part.assign(**{name: column.to_numpy() for name, column in zip(names, values, strict=True)})
 
 
 def _as_rows(
@@ -1015,19 +1097,20 @@ def open_table(
     if isinstance(data, _PATHS):
         data = locate(data, storage_options)
     extra: dict[str, Any] = {}
+    lazy_frame = isinstance(data, dd.DataFrame)  # labels given as Series are aligned with its partitions
     if sensitive_feature is None:
         sensitive: list[str] = []  # projection and ingestion of features only
     elif _is_column_reference(sensitive_feature):
         sensitive = [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature)
     else:
-        extra[SENSITIVE_COLUMN] = _row_values(sensitive_feature, SENSITIVE_COLUMN)
+        extra[SENSITIVE_COLUMN] = _row_values(sensitive_feature, SENSITIVE_COLUMN, lazy=lazy_frame)
         sensitive = [SENSITIVE_COLUMN]
     weight: str | None = sample_weight if isinstance(sample_weight, str) else None
     if sample_weight is not None and weight is None:
-        extra[WEIGHT_COLUMN] = _row_values(sample_weight, WEIGHT_COLUMN)
+        extra[WEIGHT_COLUMN] = _row_values(sample_weight, WEIGHT_COLUMN, lazy=lazy_frame)
         weight = WEIGHT_COLUMN
     if cells is not None and not isinstance(cells, (str, HashCells)):
-        extra[CELL_COLUMN] = _row_values(cells, CELL_COLUMN)
+        extra[CELL_COLUMN] = _row_values(cells, CELL_COLUMN, lazy=lazy_frame)
         cells = CELL_COLUMN
     if _is_array(data):
         rows = _as_rows(data, extra, int(chunk_rows))
