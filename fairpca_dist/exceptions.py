@@ -29,6 +29,7 @@ __all__ = [
     "OutputBusyError",
     "ServiceError",
     "ResourceError",
+    "MissingDependencyError",
     "ConvergenceWarning",
     "ModelWarning",
     "READ_ERRORS",
@@ -106,6 +107,12 @@ class ResourceError(FairPCAError, MemoryError):
     """The work needs more of a resource than the machine or cluster has, e.g. a partition
     that does not fit in a Dask worker's memory. The message gives the amount needed and how
     to get it (larger workers, smaller partitions)."""
+
+
+class MissingDependencyError(FairPCAError, ImportError):
+    """A feature needs a package of an optional extra that is not installed; the message names
+    the package, the feature and the command that installs the extra
+    (``pip install "fairpca_dist[conic]"``). See :mod:`fairpca_dist.extras`."""
 
 
 # A compressed file cut short or damaged, as the decompressors say it

@@ -9,3 +9,7 @@ Importing this package changes nothing: Prefect's defaults for this library
 (:data:`fairpca_dist.flows.runtime.PREFECT_DEFAULTS`) are applied when a command starts its
 API server (:func:`fairpca_dist.flows.runtime.api_server`), the way ``fairpca pipeline`` does.
 """
+
+from fairpca_dist.extras import check_installed
+
+check_installed("prefect", "prefect_dask", "distributed", extra="flows", feature="the Prefect flows (fairpca pipeline)")

@@ -52,17 +52,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import matplotlib
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.markers import MarkerStyle
-from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
 
+from fairpca_dist.extras import missing_dependency
 from fairpca_dist.io.storage import Location
+
+try:  # the [report] extra
+    import matplotlib
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.markers import MarkerStyle
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
+except ImportError as error:
+    raise missing_dependency(error, extra="report", feature="the charts of reports and evaluations") from error
 
 __all__ = ["ALL_NAMED", "FLAGGED_LABEL", "NAMED_GROUPS", "group_curves", "pareto", "group_panels"]
 

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from fairlearn.metrics import MetricFrame, demographic_parity_difference, demographic_parity_ratio, selection_rate
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.model_selection import train_test_split
@@ -33,9 +32,15 @@ from sklearn.preprocessing import StandardScaler
 from fairpca_dist.assessment.rendering import Block, Paragraph, Table, number
 from fairpca_dist.engine.moments import sorted_labels
 from fairpca_dist.exceptions import InputError, SchemaError
+from fairpca_dist.extras import missing_dependency
 from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names, listed, listed_counts
+
+try:  # the [report] extra
+    from fairlearn.metrics import MetricFrame, demographic_parity_difference, demographic_parity_ratio, selection_rate
+except ImportError as error:
+    raise missing_dependency(error, extra="report", feature="the downstream classifier check (fairlearn)") from error
 
 __all__ = [
     "CONSTANT_SHARE",

@@ -14,17 +14,21 @@ import os
 from pathlib import Path
 from typing import IO, Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from fairpca_dist.assessment.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
 from fairpca_dist.engine.cells import CellMoments, HashCells
 from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.exceptions import InputError
+from fairpca_dist.extras import missing_dependency
 from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
 from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, input_paths
 from fairpca_dist.io.ingest import read_schema, table_source
 from fairpca_dist.io.storage import Location, StorageOptions, as_given
+
+try:  # the [report] extra
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+except ImportError as error:
+    raise missing_dependency(error, extra="report", feature="the figures of fairpca evaluate") from error
 
 __all__ = [
     "table_cells",

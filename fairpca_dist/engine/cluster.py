@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from fairpca_dist.exceptions import InputError, ServiceError
+from fairpca_dist.extras import check_installed
 
 __all__ = ["CONNECT_TIMEOUT", "check_address", "connect", "check_scheduler"]
 
@@ -23,6 +24,7 @@ CONNECT_TIMEOUT = 10.0  # seconds a scheduler has to answer
 def check_address(address: str) -> None:
     """Raise :class:`InputError` naming ``address`` unless it is ``[PROTOCOL://]HOST:PORT`` with a
     protocol ``distributed`` speaks (``tcp``, ``tls``, ``inproc``, ``ws``, ``wss``, ``ucx``)."""
+    check_installed("distributed", extra="cluster", feature=f"connecting to the Dask scheduler {address!r}")
     from distributed.comm.addressing import parse_address, parse_host_port
     from distributed.comm.registry import backends
 

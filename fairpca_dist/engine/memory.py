@@ -27,7 +27,6 @@ from typing import Any
 
 import dask
 import numpy as np
-import psutil
 import pyarrow.parquet as pq
 from dask._task_spec import DataNode
 from dask.base import is_dask_collection
@@ -371,6 +370,8 @@ def _worker_memory(dask_worker: Any) -> WorkerMemory:
 
     rss = psutil.Process().memory_info().rss
     _FLOOR[:] = [min(_FLOOR + [rss])]
+    import psutil  # in a dask worker: distributed depends on it
+
     manager = dask_worker.memory_manager
     return WorkerMemory(
         address=dask_worker.address,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fairpca_dist.exceptions import SolverError
+from fairpca_dist.extras import require
 
 __all__ = ["tolerance_settings", "solve"]
 
@@ -33,7 +34,7 @@ def solve(problem: Any, name: str, settings: Mapping[str, float], *, what: str) 
     """``problem.solve(solver=name, **settings)``; returns ``problem.status``. cvxpy's
     inaccuracy warning is silenced (see the module docstring) and its ``SolverError`` becomes a
     :class:`~fairpca_dist.exceptions.SolverError` naming ``what``."""
-    import cvxpy as cp
+    cp = require("cvxpy", extra="conic", feature=f"the conic solver {name}")
 
     try:
         with warnings.catch_warnings():

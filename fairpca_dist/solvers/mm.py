@@ -127,6 +127,7 @@ import scipy.optimize
 from fairpca_dist.engine.datapasses import DataPasses, L1Sums
 from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
+from fairpca_dist.extras import require
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import fix_signs, largest_eigenvalue, polar, random_orthonormal, top_eigenvectors
@@ -426,7 +427,9 @@ class _ConicSurrogate:
     """
 
     def __init__(self, n_groups: int, n_features: int, n_components: int, penalty: float) -> None:
-        import cvxpy as cp
+        cp = require(
+            "cvxpy", extra="conic", feature="the conic surrogate (method 'mm-sparse', or 'mm' with formulation='sdp')"
+        )
 
         self.components = cp.Variable((n_features, n_components))
         level = cp.Variable()

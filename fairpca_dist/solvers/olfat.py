@@ -28,6 +28,7 @@ import scipy.linalg
 
 from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
+from fairpca_dist.extras import require
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import top_eigenvectors
@@ -279,7 +280,7 @@ def _build(
 
     The mean constraint is left out when ``bound`` is 0 (the basis already spans f⊥, or δ ≥ ‖f‖), the
     LMIs when ``factors`` is empty (μ = 0: t would be free and the problem dual-degenerate)."""
-    import cvxpy as cp
+    cp = require("cvxpy", extra="conic", feature="method 'olfat-sdp'")
 
     m = covariance.shape[0]
     identity = np.eye(m)

@@ -62,6 +62,7 @@ from scipy.optimize import linprog
 from fairpca_dist.assessment.metrics import best_rank_variance, loss_rounding, losses_from_covariance
 from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.exceptions import ConvergenceWarning, InputError, SolverError
+from fairpca_dist.extras import require
 from fairpca_dist.solvers import checks, conic
 from fairpca_dist.solvers.result import STATUS_MESSAGES, FairProjection, make_projection, warn_gap, with_status
 from fairpca_dist.solvers.stiefel import fix_signs, top_eigenvectors
@@ -365,7 +366,7 @@ def _sdp_solvers(solver: str, n_features: int) -> list[str]:
     where SCS took under a second), each if cvxpy has it."""
     if solver != "auto":
         return [solver.upper()]
-    import cvxpy as cp
+    cp = require("cvxpy", extra="conic", feature="method 'samadi-sdp'")
 
     order = ["CLARABEL", "SCS"] if n_features < _CLARABEL_FEATURES else ["SCS"]
     return [name for name in order if name in cp.installed_solvers()] or order[:1]
@@ -376,7 +377,7 @@ class _Relaxation:
     solved by one conic solver after another."""
 
     def __init__(self, covariance: np.ndarray, best: np.ndarray, n_components: int) -> None:
-        import cvxpy as cp
+        cp = require("cvxpy", extra="conic", feature="method 'samadi-sdp'")
 
         p = covariance.shape[1]
         self.matrix = cp.Variable((p, p), symmetric=True)
