@@ -41,9 +41,40 @@ def write_comparison(
     source: str | None = None,
     storage_options: StorageOptions | None = None,
 ) -> Path | str:
-    """Write the comparison's files into ``out_dir``, replacing the folder as a whole (readers
-    see the old one or the new one, never a mix). ``source``, the table compared, must not
-    overlap ``out_dir``. ``out_dir`` may be a URL, opened with ``storage_options``."""
+    """Write the files of a comparison into ``out_dir``, replacing the folder as a whole.
+
+    The files are ``comparison.md`` and ``comparison.html`` (the tables, the best of each column
+    starred, the trade-offs in words, the charts), ``comparison.csv`` (``comparison.table()``),
+    ``comparison.json`` (every number) and the PNG charts (explained variance against each
+    fairness criterion, with the Pareto front). Readers see the old folder or the new one, never
+    a mix.
+
+    Parameters
+    ----------
+    comparison : Comparison
+        What :func:`~fairpca_dist.assessment.table_comparison.compare` returned.
+    out_dir : str or path-like
+        The output folder (new, empty, or a previous comparison), or a URL (``s3://…``).
+    source : str, optional
+        The table compared: named in the title, and refused as an output (it must not overlap
+        ``out_dir``).
+    storage_options : dict, optional
+        Options of the filesystem of a URL (e.g. ``endpoint_url``).
+
+    Returns
+    -------
+    Path or str
+        ``out_dir`` as given.
+
+    Raises
+    ------
+    OutputPathError
+        ``out_dir`` overlaps ``source``, or is a folder of other files.
+    OutputBusyError
+        Another writer holds ``out_dir``.
+    WriteError
+        The files cannot be written (full disk, permission); nothing is left behind.
+    """
     title = f"Fair PCA methods compared{f' on {source}' if source else ''}"
     with atomic_directory(
         out_dir, inputs=input_paths(source), marker=COMPARISON_FILE, storage_options=storage_options

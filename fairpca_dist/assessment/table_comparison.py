@@ -55,16 +55,79 @@ def compare(
     client: Any = None,
     progress: bool = False,
 ) -> Comparison:
-    """Compare every method (or ``methods``) on ``data`` at ``n_components``, by every
-    criterion (:func:`fairpca_dist.assessment.comparison.compare_methods`).
+    """Fit every method (or ``methods``) on ``data`` and score each fit by every criterion.
 
-    >>> comparison = compare(frame, sensitive_feature="sex", n_components=3, target="income")
-    >>> comparison.table()                       # one row per method and grid point
-    >>> write_comparison(comparison, "compare/")  # Markdown, HTML, PNGs
+    Methods with a trade-off parameter are fitted over a grid
+    (:data:`fairpca_dist.assessment.comparison.COMPARE_GRIDS`); each fit is scored in sample and
+    out of sample (refitted on ``train_fraction`` of the cells, scored on the rest) by explained
+    variance, the largest group loss (Samadi et al.), the smallest group variance (Babu et al.),
+    ABDiff and ARE (Vu et al.), the linear-kernel MMD², the RBF-kernel MMD² over every row and,
+    with a ``target``, a downstream classifier's accuracy and demographic-parity difference
+    (:func:`fairpca_dist.assessment.comparison.compare_methods`). The moment-based methods cost one
+    pass over the rows in all.
 
-    Rows go to cells by a hash of ``key_columns`` (all feature and group columns without them)
-    into ``n_cells`` cells; the out-of-sample fits use ``train_fraction`` of the cells. The
-    ``target`` column (binary) feeds the downstream classifier; it is left out of the features.
+    Parameters
+    ----------
+    data : pandas/dask DataFrame, numpy/dask array, path or URL
+        The rows, as for :func:`~fairpca_dist.engine.passes.compute_moments`.
+    sensitive_feature : str, list of str, or array-like
+        Group column(s).
+    n_components : int or sequence of int
+        The rank(s) r to compare at.
+    methods : str, sequence of str, or mapping, optional
+        The methods (default: every registered method); a mapping gives each method its options,
+        a list of values being a grid.
+    target : str, optional
+        A binary column for the downstream classifier; it is left out of the features.
+    features, sample_weight : optional
+        Column roles, as for :func:`~fairpca_dist.engine.passes.compute_moments`.
+    key_columns : sequence of str, default ()
+        Columns whose hash assigns rows to cells (default: all feature and group columns).
+    n_cells : int, default 10
+        Hash cells; the out-of-sample split is a union of cells.
+    cell_seed : int, default 0
+        Seed of the cells' hash.
+    train_fraction : float, default 0.7
+        Share of the cells the out-of-sample fits are refitted on (a whole number of cells).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's error is measured.
+    standardize : bool, default True
+        Divide each feature by its standard deviation before fitting.
+    rbf_mmd : bool, default True
+        Measure the RBF-kernel MMD² (random Fourier features: one pass for every fit).
+    random_state : int, default 0
+        Seed of the random starts, features and the downstream split.
+    client : None, distributed.Client or str, optional
+        Where the passes run (as for :func:`~fairpca_dist.engine.passes.compute_moments`).
+    progress : bool, default False
+        Show a progress bar per pass.
+
+    Returns
+    -------
+    Comparison
+        Every candidate fit with its scores; ``table()`` has one row per method, grid point and r.
+        :func:`~fairpca_dist.assessment.comparison_report.write_comparison` writes its files.
+
+    Raises
+    ------
+    InputError
+        An unknown method or option, an empty grid, r out of range, a ``train_fraction`` that is
+        not a whole number of cells, or a table with one group; before any pass.
+    SchemaError
+        A missing column, the ``target`` among them.
+
+    Examples
+    --------
+    >>> from fairpca_dist import compare, write_comparison
+    >>> from fairpca_dist.io.datasets import load_diabetes_table
+    >>> table = load_diabetes_table()
+    >>> table["high"] = (table.pop("target") > 140).astype(int)
+    >>> comparison = compare(
+    ...     table, sensitive_feature="sex", n_components=2, methods=["pca", "fair-eig"], target="high", rbf_mmd=False
+    ... )
+    >>> sorted(comparison.table()["method"])  # one row per method and grid point
+    ['fair-eig', 'pca']
+    >>> folder = write_comparison(comparison, "comparison")  # Markdown, HTML, CSV, JSON, PNGs
     """
     cells = HashCells(tuple(key_columns), n_cells, seed=cell_seed)
     table = open_table(

@@ -9,8 +9,16 @@ is exact, the statistics of any union of cells are a ``+`` of cells, so a train/
 folds of a cross-validation and repeated random splits need no further pass over the rows
 (spec/seeds-002-003.md §0.2):
 
->>> by_cell = compute_moments(path, sensitive_feature="sex", cells=HashCells(("id",), n_cells=10))
->>> train, test = by_cell.union(range(7)), by_cell.union(range(7, 10))     # a 70/30 split
+>>> import numpy as np
+>>> import pandas as pd
+>>> from fairpca_dist import HashCells, compute_moments
+>>> rng = np.random.default_rng(0)
+>>> frame = pd.DataFrame({"id": np.arange(400), "a": rng.normal(size=400), "b": rng.normal(size=400)})
+>>> frame["sex"] = np.tile(["f", "m"], 200)
+>>> by_cell = compute_moments(frame, sensitive_feature="sex", key_columns=["id"], cells=HashCells(("id",), n_cells=10))
+>>> train, test = by_cell.union(range(7)), by_cell.union(range(7, 10))  # a 70/30 split
+>>> int(train.count.sum() + test.count.sum())
+400
 >>> fold_training_sets = [by_cell.complement(fold) for fold in ([0, 1], [2, 3], [4, 5], [6, 7], [8, 9])]
 
 Splits are unions of whole cells, so their sizes are multiples of 1/n_cells of the rows (in
