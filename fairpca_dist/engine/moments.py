@@ -239,7 +239,18 @@ class GroupMoments:
     # ------------------------------------------------------------------ construction
     @classmethod
     def empty(cls, feature_names: Sequence[str]) -> GroupMoments:
-        """The identity of ``+``: no groups, no rows."""
+        """The identity of ``+``: no groups, no rows.
+
+        Parameters
+        ----------
+        feature_names : sequence of str
+            The p feature names.
+
+        Returns
+        -------
+        GroupMoments
+            Moments of k = 0 groups; ``m + GroupMoments.empty(names) == m``.
+        """
         p = len(feature_names)
         return cls(
             groups=(),
@@ -274,6 +285,16 @@ class GroupMoments:
             Non-negative sample weights.
         feature_names : sequence of str, optional
             Defaults to ``x0 … x{p−1}``.
+
+        Returns
+        -------
+        GroupMoments
+            The groups that have rows, in sorted order.
+
+        Raises
+        ------
+        InputError
+            ``codes`` does not have one entry per row.
         """
         # Row gathers need C order: np.take of rows from a Fortran-ordered array (what
         # DataFrame.to_numpy returns) is ~50x slower than one contiguous copy first.
@@ -316,7 +337,37 @@ class GroupMoments:
         weights: np.ndarray | None = None,
         feature_names: Sequence[str] | None = None,
     ) -> GroupMoments:
-        """Statistics of in-memory rows with one label per row (the numpy reference path)."""
+        """Statistics of in-memory rows with one label per row (the numpy reference path).
+
+        Parameters
+        ----------
+        x : ndarray of shape (n_rows, p)
+            Finite numeric rows.
+        labels : sequence of hashable, length n_rows
+            The group of each row.
+        weights : ndarray of shape (n_rows,), optional
+            Non-negative sample weights.
+        feature_names : sequence of str, optional
+            Defaults to ``x0 … x{p−1}``.
+
+        Returns
+        -------
+        GroupMoments
+            One group per distinct label, in sorted order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fairpca_dist import GroupMoments
+        >>> x = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 0.0], [7.0, 2.0]])
+        >>> m = GroupMoments.from_arrays(x, ["a", "a", "b", "b"], feature_names=["u", "v"])
+        >>> m.groups, m.count.tolist(), m.mean.tolist()
+        (('a', 'b'), [2, 2], [[2.0, 3.0], [6.0, 1.0]])
+        >>> half = GroupMoments.from_arrays(x[:2], ["a", "a"], feature_names=["u", "v"])
+        >>> rest = GroupMoments.from_arrays(x[2:], ["b", "b"], feature_names=["u", "v"])
+        >>> np.allclose((half + rest).scatter, m.scatter)  # an exact merge
+        True
+        """
         label_list = [_as_python_label(v) for v in labels]
         groups = sorted_labels(label_list)
         position = {g: i for i, g in enumerate(groups)}
@@ -336,8 +387,20 @@ class GroupMoments:
         )
 
     def means_about(self, point: np.ndarray) -> np.ndarray:
-        """μ_g − point for every group, shape (k, p), as (origin_g − point) + offset_g: exact
-        differences between groups when ``point`` is near the origins (e.g. ``origin[0]``)."""
+        """The group means relative to ``point``, μ_g − point, as (origin_g − point) + offset_g.
+
+        The differences between groups are exact when ``point`` is near the origins (e.g.
+        ``origin[0]``), even for column means of 1e8.
+
+        Parameters
+        ----------
+        point : ndarray of shape (p,)
+            The reference point.
+
+        Returns
+        -------
+        ndarray of shape (k, p)
+        """
         return (self.origin - point) + self.mean_offset
 
     # ------------------------------------------------------------------ merging
@@ -420,8 +483,17 @@ class GroupMoments:
         return reference, relative, self.weight @ relative / self.weight.sum()
 
     def centers(self, center: Center = "group") -> np.ndarray:
-        """The point each group's rows are centred about for ``center``, shape (k, p): its own
-        mean (``"group"``), the global mean (``"global"``) or zero (``"origin"``)."""
+        """The point each group's rows are centred about.
+
+        Parameters
+        ----------
+        center : {"group", "global", "origin"}, default "group"
+            Each group's own mean, the global mean, or zero.
+
+        Returns
+        -------
+        ndarray of shape (k, p)
+        """
         if center not in _CENTERS:
             raise InputError(f"center={center!r} is not one of {_CENTERS}")
         if center == "group":
@@ -430,10 +502,23 @@ class GroupMoments:
         return np.tile(point, (self.n_groups, 1))
 
     def scatter_about(self, center: Center = "group") -> np.ndarray:
-        """Per-group scatter C_g = Σ w (x − c_g)(x − c_g)ᵀ, shape (k, p, p).
+        """Per-group scatter C_g = Σ w (x − c_g)(x − c_g)ᵀ about the centre c_g of ``center``.
 
         ``center="group"``: c_g = μ_g (C_g = S_g); ``"global"``: c_g = μ, so
         C_g = S_g + w_g (μ_g − μ)(μ_g − μ)ᵀ; ``"origin"``: c_g = 0, C_g = S_g + w_g μ_g μ_gᵀ.
+
+        Parameters
+        ----------
+        center : {"group", "global", "origin"}, default "group"
+
+        Returns
+        -------
+        ndarray of shape (k, p, p)
+
+        Raises
+        ------
+        InputError
+            ``center`` is not one of the three.
         """
         if center not in _CENTERS:
             raise InputError(f"center={center!r} is not one of {_CENTERS}")
@@ -447,9 +532,17 @@ class GroupMoments:
         return self.scatter + self.weight[:, None, None] * offset[:, :, None] * offset[:, None, :]
 
     def covariance(self, center: Center = "group") -> np.ndarray:
-        """Per-group second moment per unit weight Σ_g = C_g / w_g, shape (k, p, p).
+        """Per-group second moment per unit weight, Σ_g = C_g / w_g (see :meth:`scatter_about`).
 
         With ``center="group"`` this is each group's (biased, divisor w_g) covariance.
+
+        Parameters
+        ----------
+        center : {"group", "global", "origin"}, default "group"
+
+        Returns
+        -------
+        ndarray of shape (k, p, p)
         """
         return self.scatter_about(center) / self.weight[:, None, None]
 
@@ -458,7 +551,17 @@ class GroupMoments:
         return self.scatter_about("global").sum(axis=0)
 
     def total_covariance(self, ddof: int = 0) -> np.ndarray:
-        """Covariance of all rows pooled, total_scatter / (Σ w − ddof)."""
+        """Covariance of all rows pooled, :meth:`total_scatter` / (Σ w − ddof).
+
+        Parameters
+        ----------
+        ddof : int, default 0
+            Delta degrees of freedom.
+
+        Returns
+        -------
+        ndarray of shape (p, p)
+        """
         return self.total_scatter() / (self.weight.sum() - ddof)
 
     def feature_scale(self, ddof: int = 0, *, constant: Literal["raise", "keep"] = "raise") -> np.ndarray:
@@ -472,6 +575,23 @@ class GroupMoments:
         or group means that differ) but whose variance is below float64's smallest normal
         number (values below ~1e-154: their squares are 0 or lose their digits) has no reliable
         scale: it raises :class:`SchemaError` saying to rescale it, or keeps scale 1 as above.
+
+        Parameters
+        ----------
+        ddof : int, default 0
+            Delta degrees of freedom.
+        constant : {"raise", "keep"}, default "raise"
+            What a constant column gets: an error, or scale 1.
+
+        Returns
+        -------
+        ndarray of shape (p,)
+            Positive scales.
+
+        Raises
+        ------
+        SchemaError
+            With ``constant="raise"``: constant columns, or columns whose variance underflows.
         """
         variance = np.clip(np.diag(self.total_covariance(ddof)), 0.0, None)
         scale = np.sqrt(variance)
@@ -500,7 +620,22 @@ class GroupMoments:
         return scale
 
     def rescaled(self, scale: np.ndarray) -> GroupMoments:
-        """Moments of the rows divided feature-wise by ``scale`` (x ↦ D x, D = diag(1/scale))."""
+        """Moments of the rows divided feature-wise by ``scale`` (x ↦ D x, D = diag(1/scale)).
+
+        Parameters
+        ----------
+        scale : ndarray of shape (p,)
+            Positive scales, e.g. :meth:`feature_scale`.
+
+        Returns
+        -------
+        GroupMoments
+
+        Raises
+        ------
+        InputError
+            ``scale`` is not p positive numbers.
+        """
         scale = np.asarray(scale, dtype=np.float64)
         if scale.shape != (self.n_features,) or not np.all(scale > 0):
             raise InputError(f"scale must be {self.n_features} positive numbers, got {scale!r}")
@@ -514,7 +649,23 @@ class GroupMoments:
 
     # ------------------------------------------------------------------ checks
     def check_groups(self, min_group_size: int = 2) -> GroupMoments:
-        """Raise :class:`GroupError` unless there are ≥ 2 groups of ≥ ``min_group_size`` rows."""
+        """Check that there are at least 2 groups of at least ``min_group_size`` rows each.
+
+        Parameters
+        ----------
+        min_group_size : int, default 2
+
+        Returns
+        -------
+        GroupMoments
+            ``self``, for chaining.
+
+        Raises
+        ------
+        GroupError
+            Fewer than 2 groups, a group with too few rows (named, with its count), or a group
+            whose sample weights sum to zero.
+        """
         if self.n_groups < 2:
             found = f"only group {label_text(self.groups[0])}" if self.groups else "no rows at all"
             raise GroupError(
@@ -545,7 +696,13 @@ class GroupMoments:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: str | PathLike[str] | Location) -> None:
-        """Write to ``path`` as npz (arrays + a JSON header; no pickle)."""
+        """Write the moments to ``path`` as npz: the arrays and a JSON header, no pickle.
+
+        Parameters
+        ----------
+        path : str, path-like or Location
+            A file path or a URL (``s3://…``).
+        """
         header = {
             "format_version": _FORMAT_VERSION,
             "groups": [label_to_json(g) for g in self.groups],
@@ -564,7 +721,22 @@ class GroupMoments:
 
     @classmethod
     def load(cls, path: str | PathLike[str] | Location) -> GroupMoments:
-        """Read what :meth:`save` wrote (a path, a URL or a storage location)."""
+        """Read what :meth:`save` wrote.
+
+        Parameters
+        ----------
+        path : str, path-like or Location
+            A file path or a URL.
+
+        Returns
+        -------
+        GroupMoments
+
+        Raises
+        ------
+        InputError
+            Not a moments file, or of an unknown format version.
+        """
         with locate(path).open("rb") as f, np.load(f, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             if "kind" in header:

@@ -705,7 +705,7 @@ def _without_trailing_field(source: Location, read_options: dict[str, Any]) -> d
     if isinstance(dtype, dict):
         options["dtype"] = {**dtype, _TRAILING_FIELD: "object"}
     frame = _open_reader(dd.read_csv, source, "CSV", options)
-    meta = frame._meta.drop(columns=_TRAILING_FIELD)
+    meta = [(column, dtype) for column, dtype in frame.dtypes.items() if column != _TRAILING_FIELD]
     return frame.map_partitions(_drop_trailing_field, header[-1], meta=meta, enforce_metadata=False)
 
 
