@@ -113,9 +113,32 @@ class HashCells:
         object.__setattr__(self, "seed", int(self.seed))
 
     def assign(self, columns: pd.DataFrame, *, where: str = "") -> np.ndarray:
-        """Cell id (0 … n_cells−1) of every row of ``columns``, hashing its columns in order.
+        """The cell id (0 … n_cells−1) of every row of ``columns``, hashing its columns in order.
 
-        ``where`` (e.g. " in partition 3") completes error messages.
+        Parameters
+        ----------
+        columns : pandas.DataFrame
+            The key columns of some rows (see the class's Notes for how values hash).
+        where : str, default ""
+            Completes error messages, e.g. ``" in partition 3"``.
+
+        Returns
+        -------
+        ndarray of shape (n_rows,), int64
+
+        Raises
+        ------
+        InputError
+            No column to hash, or a missing key value.
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> from fairpca_dist import HashCells
+        >>> ids = pd.DataFrame({"id": [1, 2, 3, 1]})
+        >>> cells = HashCells(("id",), n_cells=10).assign(ids)
+        >>> int(cells[0]) == int(cells[3])  # same key, same cell
+        True
         """
         if columns.shape[1] == 0:
             raise InputError("HashCells needs at least one column to hash")
@@ -256,7 +279,18 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
     # ------------------------------------------------------------------ construction
     @classmethod
     def empty(cls, feature_names: Sequence[str], *, assignment: Assignment = None) -> CellMoments:
-        """The identity of ``+``: no cells."""
+        """The identity of ``+``: no cells.
+
+        Parameters
+        ----------
+        feature_names : sequence of str
+        assignment : HashCells, str or None, optional
+            How rows are assigned to cells.
+
+        Returns
+        -------
+        CellMoments
+        """
         return cls({}, feature_names=feature_names, assignment=assignment)
 
     @classmethod
@@ -268,8 +302,23 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         *,
         assignment: Assignment = None,
     ) -> CellMoments:
-        """Split the moments of :func:`pair_codes` (groups 0 … n_cells·k − 1, those with rows)
-        into cells: pair code c is cell ``cells[c // k]``, group ``groups[c % k]``."""
+        """Split the moments of :func:`pair_codes` into cells.
+
+        Parameters
+        ----------
+        moments : GroupMoments
+            Moments whose group labels are pair codes c = cell · k + group (those with rows).
+        cells : sequence of hashable
+            Pair code c belongs to cell ``cells[c // k]`` ...
+        groups : sequence of hashable
+            ... and to group ``groups[c % k]`` (k = ``len(groups)``).
+        assignment : HashCells, str or None, optional
+            How rows were assigned to cells.
+
+        Returns
+        -------
+        CellMoments
+        """
         k = len(groups)
         members: dict[Hashable, list[int]] = {}
         for index, code in enumerate(moments.groups):
@@ -301,8 +350,29 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         feature_names: Sequence[str] | None = None,
         assignment: Assignment = None,
     ) -> CellMoments:
-        """Statistics of in-memory rows per cell and group, from codes into ``cells`` and
-        ``groups`` (the numpy path of what ``compute_moments(..., cells=...)`` does per chunk)."""
+        """Statistics of in-memory rows per cell and group, from codes into ``cells`` and ``groups``.
+
+        The numpy path of what ``compute_moments(..., cells=...)`` does per chunk.
+
+        Parameters
+        ----------
+        x : ndarray of shape (n_rows, p)
+            Finite numeric rows.
+        cell_codes, group_codes : ndarray of shape (n_rows,), int
+            Indices into ``cells`` and ``groups`` of each row.
+        cells, groups : sequence of hashable
+            The labels the codes refer to.
+        weights : ndarray of shape (n_rows,), optional
+            Non-negative sample weights.
+        feature_names : sequence of str, optional
+            Defaults to ``x0 … x{p−1}``.
+        assignment : HashCells, str or None, optional
+            How rows were assigned to cells.
+
+        Returns
+        -------
+        CellMoments
+        """
         pairs = pair_codes(cell_codes, group_codes, len(groups))
         moments = GroupMoments.from_codes(
             x, pairs, range(len(cells) * len(groups)), weights=weights, feature_names=feature_names
@@ -319,7 +389,39 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         weights: np.ndarray | None = None,
         feature_names: Sequence[str] | None = None,
     ) -> CellMoments:
-        """Statistics of in-memory rows with one cell label and one group label per row."""
+        """Statistics of in-memory rows with one cell label and one group label per row.
+
+        Parameters
+        ----------
+        x : ndarray of shape (n_rows, p)
+            Finite numeric rows.
+        cell_labels, group_labels : sequence of hashable, length n_rows
+            The cell and the group of each row.
+        weights : ndarray of shape (n_rows,), optional
+            Non-negative sample weights.
+        feature_names : sequence of str, optional
+            Defaults to ``x0 … x{p−1}``.
+
+        Returns
+        -------
+        CellMoments
+
+        Raises
+        ------
+        InputError
+            The labels do not have one entry per row.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from fairpca_dist import CellMoments
+        >>> x = np.arange(16.0).reshape(8, 2)
+        >>> cells = CellMoments.from_arrays(x, [0, 0, 1, 1, 2, 2, 3, 3], list("abababab"))
+        >>> cells.cells, cells.groups
+        ((0, 1, 2, 3), ('a', 'b'))
+        >>> cells.union([0, 1]).count.tolist()
+        [2, 2]
+        """
         cell_codes, cells = pd.factorize(np.asarray(cell_labels, dtype=object))
         group_codes, groups = pd.factorize(np.asarray(group_labels, dtype=object))
         if len(cell_codes) != np.shape(x)[0] or len(group_codes) != np.shape(x)[0]:
@@ -387,16 +489,48 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
     def union(self, cells: Iterable[Hashable] | Hashable, *, min_group_size: int = 2) -> GroupMoments:
         """Exact statistics of the rows of ``cells`` (Chan's merge of the cells, in cell order).
 
-        Raises :class:`GroupError` naming the cells and each group with fewer than
-        ``min_group_size`` rows (or zero weight) in their union — the check
-        :func:`~fairpca_dist.fit_projection` makes (``min_group_size=2``) — and
-        :class:`InputError` for unknown or repeated cells. A single label may be given as is.
+        Parameters
+        ----------
+        cells : iterable of cell labels, or one label
+            The cells to merge (a single label may be given as is).
+        min_group_size : int, default 2
+            Every group must have at least this many rows in the union (the check
+            :func:`~fairpca_dist.fit_projection` makes).
+
+        Returns
+        -------
+        GroupMoments
+
+        Raises
+        ------
+        GroupError
+            Naming the cells and each group with fewer than ``min_group_size`` rows (or zero
+            weight) in their union.
+        InputError
+            Unknown or repeated cells.
         """
         chosen = self._chosen(cells)
         return self._merged(chosen, min_group_size, f"cell(s) {_show(chosen)}")
 
     def complement(self, cells: Iterable[Hashable] | Hashable, *, min_group_size: int = 2) -> GroupMoments:
-        """Statistics of every row outside ``cells`` (e.g. the training rows of a CV fold)."""
+        """Statistics of every row outside ``cells`` (e.g. the training rows of a CV fold).
+
+        Parameters
+        ----------
+        cells : iterable of cell labels, or one label
+            The cells to leave out.
+        min_group_size : int, default 2
+            As for :meth:`union`.
+
+        Returns
+        -------
+        GroupMoments
+
+        Raises
+        ------
+        GroupError, InputError
+            As for :meth:`union`.
+        """
         held_out = self._chosen(cells)
         rest = tuple(cell for cell in self.cells if cell not in held_out)
         if not rest:
@@ -483,8 +617,17 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         return digest.hexdigest()
 
     def save(self, path: str | PathLike[str] | Location) -> None:
-        """Write to ``path`` as npz: arrays stacked by cell (count (c, k), weight (c, k),
-        mean_offset and origin (c, k, p), scatter (c, k, p, p)) and a JSON header; no pickle."""
+        """Write to ``path`` as npz: the arrays stacked by cell and a JSON header; no pickle.
+
+        The arrays are ``count`` (c, k), ``weight`` (c, k), ``mean_offset`` and ``origin``
+        (c, k, p) and ``scatter`` (c, k, p, p); the header names the cells, groups, features and
+        the assignment.
+
+        Parameters
+        ----------
+        path : str, path-like or Location
+            A file path or a URL.
+        """
         header = {
             "format_version": _FORMAT_VERSION,
             "kind": _KIND,
@@ -507,7 +650,22 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
 
     @classmethod
     def load(cls, path: str | PathLike[str] | Location) -> CellMoments:
-        """Read what :meth:`save` wrote (a path, a URL or a storage location)."""
+        """Read what :meth:`save` wrote.
+
+        Parameters
+        ----------
+        path : str, path-like or Location
+            A file path or a URL.
+
+        Returns
+        -------
+        CellMoments
+
+        Raises
+        ------
+        InputError
+            Not a cell-moments file, or of an unknown format version.
+        """
         with locate(path).open("rb") as f, np.load(f, allow_pickle=False) as data:
             header = json.loads(str(data["header"]))
             if header.get("kind") != _KIND:
