@@ -44,6 +44,35 @@ class SolverSpec:
 
     ``two_groups``: the method solves two-group problems only (and refuses more groups); the
     others take any number of groups (at least two).
+
+    Attributes
+    ----------
+    solve : callable
+        ``solve(moments, n_components, *, random_state=None, center="group", **options)`` →
+        :class:`~fairpca_dist.solvers.result.FairProjection` (and ``passes=`` when it reads rows).
+    needs_rows : bool
+        Whether the method may read the rows.
+    options : frozenset of str
+        The method's options (what ``method_options`` may hold).
+    description : str
+        One line, as ``fairpca methods`` shows it.
+    rows_needed : callable, optional
+        Options → whether this fit reads the rows.
+    criterion : str
+        The key of the method's own criterion.
+    criterion_needed : callable, optional
+        Options → the key of the criterion of this fit.
+    two_groups : bool
+        Whether the method takes exactly two groups.
+
+    Examples
+    --------
+    >>> from fairpca_dist import SOLVERS
+    >>> spec = SOLVERS["fair-eig"]
+    >>> spec.two_groups, spec.criterion, sorted(spec.options)
+    (True, 'max_loss', ['max_iter', 'tol'])
+    >>> SOLVERS["mmd"].reads_rows({"kernel": "linear"}), SOLVERS["mmd"].reads_rows({"kernel": "rbf"})
+    (False, True)
     """
 
     solve: Callable[..., FairProjection]
@@ -56,13 +85,34 @@ class SolverSpec:
     two_groups: bool = False
 
     def reads_rows(self, options: dict[str, Any]) -> bool:
-        """Whether a fit with these method options reads the rows."""
+        """Whether a fit with these method options reads the rows.
+
+        Parameters
+        ----------
+        options : dict
+            The method's options for one fit.
+
+        Returns
+        -------
+        bool
+        """
         if not self.needs_rows:
             return False
         return True if self.rows_needed is None else self.rows_needed(options)
 
     def criterion_of(self, options: dict[str, Any]) -> str:
-        """The key of the criterion a fit with these options makes fair."""
+        """The key of the criterion a fit with these options makes fair.
+
+        Parameters
+        ----------
+        options : dict
+            The method's options for one fit.
+
+        Returns
+        -------
+        str
+            A key of :data:`fairpca_dist.assessment.scoring.CRITERIA`, e.g. ``"max_loss"``.
+        """
         return self.criterion if self.criterion_needed is None else self.criterion_needed(options)
 
 
@@ -194,6 +244,11 @@ SOLVERS: dict[str, SolverSpec] = {
         criterion="mmd2_linear",
     ),
 }
+"""The registered methods: ``method`` name → :class:`SolverSpec`.
+
+``fairpca methods`` lists them, and the guide's "choosing a method" page compares them. A
+method not in the registry may still be fitted by passing a solve function as ``method``.
+"""
 
 
 def _check_n_components(n_components: Any, n_features: int) -> int:
