@@ -74,12 +74,51 @@ def save_model(
     inputs: Iterable[str | os.PathLike[str]] = (),
     storage_options: StorageOptions | None = None,
 ) -> Path | str:
-    """Write ``model`` to ``directory/model.npz`` and ``directory/model.json``; returns the folder.
+    """Write ``model`` to ``directory/model.npz`` and ``directory/model.json`` (no pickle).
 
-    ``inputs`` (e.g. the table the model was fitted on) must not overlap ``directory``
-    (:func:`~fairpca_dist.io.atomic.check_output`), and ``directory`` must be new, empty or hold
-    a model already (:class:`~fairpca_dist.exceptions.OutputPathError` otherwise: nothing is
-    written). ``directory`` may be a URL (``s3://…``), opened with ``storage_options``.
+    Each file is written whole (a temporary name renamed into place; on an object store, a new
+    version of the folder committed when both are written), so a crash never leaves a
+    half-written model. The fields are listed on the site's "file formats" page.
+
+    Parameters
+    ----------
+    model : FairProjection
+        What :func:`~fairpca_dist.fit_projection` returned.
+    directory : str or path-like
+        The model folder: new, empty or holding a model already; or a URL (``s3://…``).
+    fingerprint : str, optional
+        The fitted data's fingerprint (:meth:`GroupMoments.fingerprint`), recorded as
+        ``data_fingerprint``.
+    inputs : iterable of paths, default ()
+        Inputs (e.g. the table the model was fitted on) that ``directory`` must not overlap
+        (:func:`~fairpca_dist.io.atomic.check_output`).
+    storage_options : dict, optional
+        Options of the filesystem of a URL.
+
+    Returns
+    -------
+    Path or str
+        The folder, as given.
+
+    Raises
+    ------
+    OutputPathError
+        ``directory`` overlaps an input, or is a folder of other files: nothing is written.
+    OutputBusyError
+        Another writer holds ``directory``.
+    WriteError
+        The files cannot be written.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fairpca_dist import GroupMoments, fit_projection, load_model, save_model
+    >>> x = np.random.default_rng(0).normal(size=(100, 3))
+    >>> moments = GroupMoments.from_arrays(x, ["a", "b"] * 50)
+    >>> model = fit_projection(moments, 2, method="pca")
+    >>> folder = save_model(model, "model", fingerprint=moments.fingerprint())
+    >>> np.array_equal(load_model("model").components, model.components)
+    True
     """
     if is_url(directory):  # no rename there: both files go into a new version of the folder
         with atomic_directory(directory, inputs=inputs, marker=MODEL_FILE, storage_options=storage_options) as folder:
@@ -139,6 +178,25 @@ def load_model(directory: str | os.PathLike[str], storage_options: StorageOption
     the feature names and groups, complex or non-finite values) raises :class:`InputError`
     naming the file and the field or array. ``directory`` may be a URL (``s3://…``), opened
     with ``storage_options``; on an object store its committed version is read.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        The model folder (or its URL).
+    storage_options : dict, optional
+        Options of the filesystem of a URL.
+
+    Returns
+    -------
+    FairProjection
+        The model, with the options, certificate and details it was saved with.
+
+    Raises
+    ------
+    InputError
+        No model there, an unsupported ``format_version``, or a truncated or inconsistent file.
+    AccessError
+        The folder cannot be opened.
     """
     folder = model_folder(directory, storage_options)
     json_path = folder / MODEL_FILE

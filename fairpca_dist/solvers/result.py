@@ -83,6 +83,19 @@ class FairProjection:
         intersectional (tuple) label, when the fit knew them (:func:`~fairpca_dist.fit_table`,
         :class:`~fairpca_dist.FairPCA` given column names or a named Series); empty otherwise.
         Reports name groups by them (``sex=1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fairpca_dist import GroupMoments, fit_projection
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(200, 4)) * [3.0, 2.0, 1.0, 0.5]
+    >>> moments = GroupMoments.from_arrays(x, ["a"] * 100 + ["b"] * 100)
+    >>> model = fit_projection(moments, 2, method="fair-eig")
+    >>> model.components.shape, model.status
+    ((4, 2), 'converged')
+    >>> model.transform(x).shape
+    (200, 2)
     """
 
     method: str
@@ -107,11 +120,33 @@ class FairProjection:
     group_columns: tuple[str, ...] = ()
 
     def transform(self, x: np.ndarray) -> np.ndarray:
-        """Project rows: ((x − mean) / scale) @ components."""
+        """Project rows: ((x − mean) / scale) @ components.
+
+        Parameters
+        ----------
+        x : array-like of shape (n_rows, n_features)
+            Rows in the original units, features in the order of ``feature_names``.
+
+        Returns
+        -------
+        ndarray of shape (n_rows, r')
+            r' = ``components.shape[1]``.
+        """
         return ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.components
 
     def inverse_transform(self, z: np.ndarray) -> np.ndarray:
-        """Map projected rows back to feature space: (z @ componentsᵀ) · scale + mean."""
+        """Map projected rows back to feature space: (z @ componentsᵀ) · scale + mean.
+
+        Parameters
+        ----------
+        z : array-like of shape (n_rows, r')
+            Projected rows, as :meth:`transform` returns them.
+
+        Returns
+        -------
+        ndarray of shape (n_rows, n_features)
+            The reconstruction x̂ of each row, in the original units.
+        """
         return (np.asarray(z, dtype=np.float64) @ self.components.T) * self.scale + self.mean
 
 
