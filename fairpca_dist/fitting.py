@@ -198,6 +198,52 @@ def fit_table(
     opened with ``storage_options``. The model records the sensitive column(s)
     (:attr:`~fairpca_dist.solvers.result.FairProjection.group_columns`), by which reports name
     the groups.
+
+    Parameters
+    ----------
+    table_dir : str or path-like
+        An ingested table's folder (or URL).
+    model_dir : str or path-like
+        The model folder to write.
+    method : str, default "fair-eig"
+        A method of :data:`~fairpca_dist.solvers.SOLVERS`.
+    n_components : int, default 2
+        The rank r.
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's error is measured.
+    standardize : bool, default False
+        Divide each feature by its standard deviation before fitting.
+    ddof : int, default 0
+        Delta degrees of freedom of that standard deviation.
+    sensitive_feature, features : optional
+        Column roles; default: the table's ``schema.json``.
+    cache_dir : str or path-like, optional
+        Where the per-file moments are cached.
+    random_state : int, optional
+        Seed of the methods with random starts.
+    options : dict, optional
+        The method's options.
+    client : None, distributed.Client or str, optional
+        Where the passes run.
+    progress : bool, default False
+        Show a progress bar per pass.
+    storage_options : dict, optional
+        Options of the filesystem of URLs.
+
+    Returns
+    -------
+    FairProjection
+        The fitted model (also written to ``model_dir``).
+
+    Raises
+    ------
+    InputError
+        No ingested table at ``table_dir``, a bad method, option or rank.
+    GroupError, SchemaError
+        Too few groups or rows per group; constant columns with ``standardize``.
+    OutputPathError, OutputBusyError, WriteError
+        ``model_dir`` overlaps the table or holds other files; another writer holds it; it
+        cannot be written.
     """
     table = table_dir if is_url(table_dir) else Path(locate(table_dir).path)
     if sensitive_feature is None or features is None:
@@ -314,6 +360,46 @@ def write_table_report(
     that did not record its sensitive column(s) (saved by an older version) takes them from
     the table's ``schema.json``. ``progress``: a bar for every pass over the rows. Returns the
     report (a dict of JSON values) and its :class:`~fairpca_dist.assessment.report.ReportFiles`.
+
+    Parameters
+    ----------
+    model_dir : str or path-like
+        A model folder written by :func:`fit_table` (with its ``moments.npz``).
+    table_dir : str or path-like
+        The ingested table the model was fitted on.
+    report_dir : str or path-like
+        The report folder to write.
+    target : str, optional
+        A binary column of the table for the downstream classifier check.
+    max_components : int, optional
+        The largest r of the curves (default: max(10, r), at most the number of features).
+    sample_size : int, default 50000
+        Rows sampled for the downstream check.
+    rbf_mmd : {"auto", "exact", "rff", "none"}, default "auto"
+        How the RBF-kernel MMD² is measured.
+    group_names : mapping, optional
+        Display names of values of the sensitive column(s), e.g. ``{1: "female"}``.
+    client : None, distributed.Client or str, optional
+        Where the passes run.
+    progress : bool, default False
+        Show a progress bar per pass.
+    announce : callable, optional
+        Receives one line saying what the report refits, before it starts.
+    storage_options : dict, optional
+        Options of the filesystem of URLs.
+
+    Returns
+    -------
+    tuple of (dict, ReportFiles)
+        The report (the content of ``report.json``) and the files written.
+
+    Raises
+    ------
+    InputError
+        A model without its moments, a bad target, option or group name.
+    OutputPathError, OutputBusyError, WriteError
+        ``report_dir`` overlaps an input or holds other files; another writer holds it; it
+        cannot be written.
     """
     from fairpca_dist.assessment.report import (  # scikit-learn, matplotlib
         REPORT_FILE,

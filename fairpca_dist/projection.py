@@ -96,6 +96,44 @@ def project_table(
     and may be replaced only if it holds a previous projection (its ``_SUCCESS``)
     (:class:`~fairpca_dist.exceptions.OutputPathError` before anything is read or written).
     ``storage_options`` open every path and URL given (:func:`fairpca_dist.io.storage.locate`).
+
+    Parameters
+    ----------
+    model : FairProjection, str or path-like
+        A fitted projection, or the folder of a saved one.
+    source : DataFrame, array, path or URL
+        The rows to project, or an ingested table's folder.
+    out_dir : str or path-like
+        The output folder (or URL): Parquet partitions and a ``_SUCCESS`` marker.
+    pass_through : sequence of str, default ()
+        Columns copied unchanged before the projected ones (e.g. a key).
+    prefix : str, default "fairpca"
+        The projected columns are ``fairpca0``, ``fairpca1``, ...
+    read_options : dict, optional
+        Options of the reader (CSV or Parquet).
+    client : None, distributed.Client or str, optional
+        Where the pass runs.
+    progress : bool, default False
+        Show a progress bar.
+    storage_options : dict, optional
+        Options of the filesystem of URLs.
+
+    Returns
+    -------
+    ProjectionResult
+        ``out_dir`` as given, the rows and partitions written, and the columns.
+
+    Raises
+    ------
+    SchemaError
+        A feature of the model is missing from ``source``, or a pass-through column collides
+        with a projected column's name.
+    InputError
+        NaN/inf features (naming the column and partition); nothing is written.
+    OutputPathError
+        ``out_dir`` overlaps an input, or holds something other than a previous projection.
+    OutputBusyError, WriteError
+        Another writer holds ``out_dir``; the output cannot be written.
     """
     inputs = input_paths(source, model)
     if not isinstance(model, FairProjection):
