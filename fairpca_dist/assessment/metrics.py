@@ -83,6 +83,18 @@ def best_rank_variance(covariance: np.ndarray, n_components: int) -> np.ndarray:
 
     Only the top r are computed (:func:`fairpca_dist.solvers.stiefel.top_eigenvectors`: a
     block Lanczos method from p = 200 on, LAPACK with an index range below), to ~10⁻¹³·λ₁.
+
+    Parameters
+    ----------
+    covariance : ndarray of shape (k, p, p)
+        Per-group second moments Σ_g.
+    n_components : int
+        The rank r.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        β_g(r) per group.
     """
     # imported here: fairpca_dist.solvers imports this module
     from fairpca_dist.solvers.stiefel import top_eigenvectors
@@ -92,20 +104,79 @@ def best_rank_variance(covariance: np.ndarray, n_components: int) -> np.ndarray:
 
 def losses_from_covariance(covariance: np.ndarray, best: np.ndarray, components: np.ndarray) -> np.ndarray:
     """loss_g = β_g − ⟨Σ_g, 2P* − P*²⟩ directly from the (k, p, p) second moments and the
-    (k,) best values β_g(r): the inner loop of the fair solvers, which work on arrays."""
+    (k,) best values β_g(r): the inner loop of the fair solvers, which work on arrays.
+
+    Parameters
+    ----------
+    covariance : ndarray of shape (k, p, p)
+        Per-group second moments Σ_g.
+    best : ndarray of shape (k,)
+        β_g(r), from :func:`best_rank_variance`.
+    components : ndarray of shape (p, r')
+        The projection.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        loss_g per group.
+    """
     return best - _kept_variance(covariance, components)
 
 
 def loss_rounding(covariance: np.ndarray) -> float:
     """A margin for the rounding of losses computed from these (k, p, p) second moments:
     8·p·ε_mach·max_g tr Σ_g (β_g(r) and the kept variance are sums of p terms of that size, and
-    their difference cancels). Gaps below it are the data's precision, not the solver's."""
+    their difference cancels). Gaps below it are the data's precision, not the solver's.
+
+    Parameters
+    ----------
+    covariance : ndarray of shape (k, p, p)
+        Per-group second moments Σ_g.
+
+    Returns
+    -------
+    float
+        8 · ε · p · max_g |tr Σ_g|.
+    """
     traces = np.trace(np.asarray(covariance), axis1=-2, axis2=-1)
     return 8.0 * np.finfo(float).eps * covariance.shape[-1] * float(np.abs(traces).max())
 
 
 def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
-    """err_g = tr Σ_g − ⟨Σ_g, 2P* − P*²⟩ (= tr Σ_g − tr(VᵀΣ_gV) for orthonormal V), shape (k,)."""
+    """err_g = tr Σ_g − ⟨Σ_g, 2P* − P*²⟩ (= tr Σ_g − tr(VᵀΣ_gV) for orthonormal V), shape (k,).
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from fairpca_dist import GroupMoments
+    >>> from fairpca_dist.assessment import metrics
+    >>> x = np.array([[2.0, 0.0], [-2.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    >>> moments = GroupMoments.from_arrays(x, ["a", "a", "b", "b"])
+    >>> first_axis = np.array([[1.0], [0.0]])
+    >>> metrics.group_errors(moments, first_axis).tolist()  # group b lies along the axis left out
+    [0.0, 1.0]
+    >>> metrics.group_losses(moments, first_axis).tolist()  # b could have had error 0 alone
+    [0.0, 1.0]
+    """
     components = _check_components(moments, components)
     return _errors(moments.covariance(center), components)
 
@@ -129,6 +200,25 @@ def group_errors_about(moments: GroupMoments, components: np.ndarray, points: np
     training mean applied to test rows): with d_g = μ_g − c_g, the second moment about c_g is
     Σ_g + d_g d_gᵀ, so err_g = tr(Σ_g + d_g d_gᵀ) − ⟨Σ_g + d_g d_gᵀ, 2P − P²⟩.
     ``points`` has shape (k, p), or (p,) for one point shared by all groups.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    points : ndarray of shape (k, p) or (p,)
+        The point c_g each group's rows are centred at (one point shared by all groups for (p,)).
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
     """
     components = _check_components(moments, components)
     second = _second_moments_about(moments, points)
@@ -138,13 +228,48 @@ def group_errors_about(moments: GroupMoments, components: np.ndarray, points: np
 def group_variance_about(moments: GroupMoments, components: np.ndarray, points: np.ndarray) -> np.ndarray:
     """E_g ‖P(x − c_g)‖² = ⟨Σ_g + d_g d_gᵀ, 2P − P²⟩ about given points c_g, shape (k,): the
     variance each group keeps (Babu et al.'s max-min criterion), the complement of
-    :func:`group_errors_about`."""
+    :func:`group_errors_about`.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    points : ndarray of shape (k, p) or (p,)
+        The point c_g each group's rows are centred at (one point shared by all groups for (p,)).
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
+    """
     components = _check_components(moments, components)
     return _kept_variance(_second_moments_about(moments, points), components)
 
 
 def optimal_group_errors(moments: GroupMoments, n_components: int, *, center: Center = "group") -> np.ndarray:
-    """err_g*(r) = sum of all but the r largest eigenvalues of Σ_g, shape (k,)."""
+    """err_g*(r) = sum of all but the r largest eigenvalues of Σ_g, shape (k,).
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    n_components : int
+        The rank r.
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+    """
     return _optimal_errors(moments.covariance(center), n_components)
 
 
@@ -164,7 +289,31 @@ def group_losses(
     """loss_g = err_g − err_g*(r), shape (k,). r defaults to the number of columns of the
     components; pass it for rank-relaxed maps (more columns than the target rank). ``best``
     (β_g(r), if the caller has it) saves the eigendecompositions. A loss is ≥ 0 (Ky Fan); one
-    that its rounding (:func:`loss_rounding`) puts below 0, as at r = p, is reported as 0."""
+    that its rounding (:func:`loss_rounding`) puts below 0, as at r = p, is reported as 0.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    n_components : int, optional
+        The target rank r (default: the number of columns of ``components``).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+    best : ndarray of shape (k,), optional
+        β_g(r), when the caller has it.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
+    """
     components = _check_components(moments, components)
     covariance = moments.covariance(center)  # once: Σ_g is k·p² numbers to form
     if best is not None:
@@ -178,7 +327,27 @@ def group_losses(
 def group_explained_variance_ratio(
     moments: GroupMoments, components: np.ndarray, *, center: Center = "group"
 ) -> np.ndarray:
-    """EVR_g = 1 − err_g / tr Σ_g, the share of each group's variance kept, shape (k,)."""
+    """EVR_g = 1 − err_g / tr Σ_g, the share of each group's variance kept, shape (k,).
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
+    """
     components = _check_components(moments, components)
     covariance = moments.covariance(center)
     return _kept_variance(covariance, components) / np.trace(covariance, axis1=1, axis2=2)
@@ -188,6 +357,24 @@ def explained_variance(moments: GroupMoments, components: np.ndarray, *, ddof: i
     """Variance of all rows along each component, diag(Vᵀ Σ_tot V), shape (r,).
 
     ``ddof=1`` matches scikit-learn's ``PCA.explained_variance_``.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    ddof : int, default 0
+        Delta degrees of freedom of the pooled covariance.
+
+    Returns
+    -------
+    ndarray of shape (r',)
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
     """
     components = _check_components(moments, components)
     total = moments.total_covariance(ddof)
@@ -195,14 +382,45 @@ def explained_variance(moments: GroupMoments, components: np.ndarray, *, ddof: i
 
 
 def explained_variance_ratio(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
-    """Share of the total variance (all rows, about the global mean) along each component."""
+    """Share of the total variance (all rows, about the global mean) along each component.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+
+    Returns
+    -------
+    ndarray of shape (r',)
+        Their sum is the share of the variance the projection keeps.
+    """
     total = moments.total_covariance()
     return explained_variance(moments, components) / np.trace(total)
 
 
 def mmd2_linear(moments: GroupMoments, components: np.ndarray) -> np.ndarray:
     """Pairwise ‖Vᵀ(μ_a − μ_b)‖², shape (k, k): the squared MMD of the projected groups
-    under the linear kernel (biased V-statistic, which is exact for this kernel)."""
+    under the linear kernel (biased V-statistic, which is exact for this kernel).
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+
+    Returns
+    -------
+    ndarray of shape (k, k)
+        Symmetric, zero diagonal; entry (a, b) for groups a and b.
+
+    Raises
+    -------
+    InputError
+        ``components`` does not have one row per feature.
+    """
     components = _check_components(moments, components)
     projected = moments.means_about(moments.origin[0]) @ components
     difference = projected[:, None, :] - projected[None, :, :]
@@ -233,7 +451,28 @@ def rbf_bandwidth(
     """σ of the RBF kernel by the median heuristic (:func:`fairpca_dist.engine.kernels.median_bandwidth`,
     ``mode`` "code" or "paper") on the rows projected by ``components``, from a uniform sample
     of at most ``max_rows_per_group`` rows per group (two passes; deterministic for a seed):
-    what the ``mmd`` solver does at the PCA projection."""
+    what the ``mmd`` solver does at the PCA projection.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    passes : DataPasses
+        The rows of ``moments`` (:func:`fairpca_dist.engine.passes.table_passes`).
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    mode : {"code", "paper"}, default "code"
+        σ = √(median squared distance / 2) (the authors' code), or the median distance (the paper).
+    max_rows_per_group : int, default 2000
+        Rows sampled per group.
+    seed : int, default 0
+        Seed of the sample.
+
+    Returns
+    -------
+    float
+        σ > 0.
+    """
     components = _check_components(moments, components)
     _check_passes(moments, passes)
     sampled = passes.sample(max_rows_per_group, seed)
@@ -262,6 +501,35 @@ def mmd2_rbf(
     from ``random_state``; one additive pass, O(N), an unbiased estimate of the kernel whose
     error shrinks as 1/√D (:func:`fairpca_dist.engine.kernels.rff_mmd2`): exactly what
     :func:`mmd2_rbf_many` gives for this projection.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    passes : DataPasses
+        The rows of ``moments`` (:func:`fairpca_dist.engine.passes.table_passes`).
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    sigma : float
+        The kernel's bandwidth σ > 0 (e.g. :func:`rbf_bandwidth`).
+    estimator : {"exact", "rff"}, default "exact"
+        Every pair of rows, or random Fourier features.
+    n_random_features : int, default 1000
+        D, for ``"rff"``.
+    block_rows : int, optional
+        Rows per kernel block, for ``"exact"``.
+    random_state : int or Generator, default 0
+        Seed of the random features.
+
+    Returns
+    -------
+    ndarray of shape (k, k)
+        Symmetric, zero diagonal; entry (a, b) for groups a and b.
+
+    Raises
+    ------
+    InputError
+        An unknown ``estimator``, σ ≤ 0, components of the wrong shape, or ``passes`` of other groups.
     """
     components = _check_components(moments, components)
     _check_passes(moments, passes)
@@ -304,6 +572,33 @@ def mmd2_rbf_many(
     relative, far below its own O(1/√D) error, at a third of the time of "double"). Bad input
     (no projections, components of the wrong shape, σ ≤ 0, D < 1, an unknown precision) raises
     :class:`InputError` before the pass.
+
+    Parameters
+    ----------
+    moments : GroupMoments
+        Per-group moments of the rows.
+    passes : DataPasses
+        The rows of ``moments``.
+    components : sequence of ndarray of shape (n_features, r)
+        The projections.
+    sigma : float
+        The kernel's bandwidth σ > 0.
+    n_random_features : int, default 1000
+        D.
+    random_state : int or Generator, default 0
+        Seed of the random features.
+    precision : {"single", "double"}, default "single"
+        Precision of the features' cos and sin.
+
+    Returns
+    -------
+    list of ndarray of shape (k, k)
+        One matrix per projection, in order.
+
+    Raises
+    ------
+    InputError
+        No projections, components of the wrong shape, σ ≤ 0, D < 1, an unknown precision.
     """
     if isinstance(components, np.ndarray) or not isinstance(components, Sequence) or len(components) == 0:
         raise InputError("mmd2_rbf_many needs a non-empty sequence of components matrices (n_features × r)")
@@ -396,7 +691,26 @@ def group_errors_from_rows(
     center: Center = "group",
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """err_g = Σ w ‖y − y EEᵀ‖² / Σ w with y the centred rows of group g (literal reference)."""
+    """err_g = Σ w ‖y − y EEᵀ‖² / Σ w with y the centred rows of group g (literal reference).
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_rows, n_features)
+        The rows.
+    labels : sequence of hashable, length n_rows
+        The group of each row.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+    weights : ndarray of shape (n_rows,), optional
+        Non-negative sample weights.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+    """
     energy = _residual_energy(x, labels, components, center, weights)
     return energy[:, 0] / energy[:, 2]
 
@@ -410,7 +724,28 @@ def group_losses_from_rows(
     center: Center = "group",
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """loss_g = err_g − err of the best rank-r approximation of group g (SVD, Eckart–Young)."""
+    """loss_g = err_g − err of the best rank-r approximation of group g (SVD, Eckart–Young).
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_rows, n_features)
+        The rows.
+    labels : sequence of hashable, length n_rows
+        The group of each row.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    n_components : int, optional
+        The target rank r (default: the number of columns of ``components``).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+    weights : ndarray of shape (n_rows,), optional
+        Non-negative sample weights.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+    """
     groups, global_mean = _row_context(x, labels, weights)
     r = components.shape[1] if n_components is None else n_components
     best = []
@@ -430,7 +765,26 @@ def group_explained_variance_ratio_from_rows(
     center: Center = "group",
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
-    """1 − ‖y − y EEᵀ‖² / ‖y‖² per group (weighted), y the centred rows."""
+    """1 − ‖y − y EEᵀ‖² / ‖y‖² per group (weighted), y the centred rows.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_rows, n_features)
+        The rows.
+    labels : sequence of hashable, length n_rows
+        The group of each row.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's second moments are taken.
+    weights : ndarray of shape (n_rows,), optional
+        Non-negative sample weights.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+        One value per group, in the order of the groups (sorted labels).
+    """
     energy = _residual_energy(x, labels, components, center, weights)
     return 1.0 - energy[:, 0] / energy[:, 1]
 
@@ -438,7 +792,21 @@ def group_explained_variance_ratio_from_rows(
 def explained_variance_ratio_from_rows(
     x: np.ndarray, components: np.ndarray, *, weights: np.ndarray | None = None
 ) -> np.ndarray:
-    """Per-component share of the variance of all rows about the weighted global mean."""
+    """Per-component share of the variance of all rows about the weighted global mean.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_rows, n_features)
+        The rows.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    weights : ndarray of shape (n_rows,), optional
+        Non-negative sample weights.
+
+    Returns
+    -------
+    ndarray of shape (r',)
+    """
     x = np.asarray(x, dtype=np.float64)
     w = np.ones(x.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
     y = x - w @ x / w.sum()
@@ -453,7 +821,24 @@ def mmd2_linear_from_rows(
     weights: np.ndarray | None = None,
 ) -> np.ndarray:
     """Pairwise biased MMD² with the linear kernel k(a, b) = aᵀb of the projected rows:
-    mean k(a,a') + mean k(b,b') − 2 mean k(a,b), computed from the kernel sums."""
+    mean k(a,a') + mean k(b,b') − 2 mean k(a,b), computed from the kernel sums.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n_rows, n_features)
+        The rows.
+    labels : sequence of hashable, length n_rows
+        The group of each row.
+    components : ndarray of shape (n_features, r')
+        The projection V (or a rank-relaxed map E).
+    weights : ndarray of shape (n_rows,), optional
+        Non-negative sample weights.
+
+    Returns
+    -------
+    ndarray of shape (k, k)
+        Symmetric, zero diagonal; entry (a, b) for groups a and b.
+    """
     groups, _ = _row_context(x, labels, weights)
     projected = [(rows @ components, w / w.sum()) for rows, w in groups]
     k = len(projected)
