@@ -43,6 +43,49 @@ def compare(
     the target column are checked before any pass. ``dask_address``: run the passes there.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
+
+    Parameters
+    ----------
+    table_dir : str
+        An ingested table's folder.
+    out_dir : str
+        The comparison folder to write.
+    n_components : int or list of int, default 2
+        The rank(s) r.
+    methods : list or dict, optional
+        The methods, with grids (default: every registered method).
+    target : str, optional
+        A binary column for the downstream classifier.
+    n_cells : int, default 10
+    cells_column : str, optional
+    cell_seed : int, default 0
+        The cells, as for the evaluate flow.
+    train_fraction : float, default 0.7
+        Share of the cells the out-of-sample fits use.
+    center : {"group", "global", "origin"}, default "group"
+    standardize : bool, default True
+    rbf_mmd : bool, default True
+        Measure the RBF-kernel MMD².
+    random_state : int, default 0
+    cache_dir : str, optional
+    dask_address : str, optional
+        A Dask scheduler (``tcp://host:8786``) to run the Dask work on, instead of in this process.
+    storage_options : dict, optional
+        Options of the filesystem of URL paths (e.g. ``endpoint_url``); never credentials.
+
+    Returns
+    -------
+    dict
+        ``out_dir``, the ``passes`` over the rows by purpose, and the ``fits`` with their status.
+
+    Raises
+    ------
+    InputError, SchemaError, GroupError
+        Bad parameters or data, before anything is written (not retried).
+    OutputPathError, OutputBusyError, WriteError
+        The output overlaps an input, is held by another run, or cannot be written (not retried).
+    ServiceError
+        The Dask scheduler does not answer.
     """
     ranks = [n_components] if isinstance(n_components, int) else list(n_components)
     check_run_parameters(source=table_dir, center=center, dask_address=dask_address, storage_options=storage_options)

@@ -40,6 +40,53 @@ def evaluate(
     ``dask_address``: run the pass on that scheduler instead of in this process.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
+
+    Parameters
+    ----------
+    table_dir : str
+        An ingested table's folder.
+    out_dir : str
+        The evaluation folder to write.
+    methods : list or dict, optional
+        The methods, with grids.
+    n_components : int, default 3
+        The rank r.
+    n_cells : int, default 10
+        Hash cells of the key columns.
+    cells_column : str, optional
+        A column of cell labels, instead of hash cells.
+    cell_seed : int, default 0
+        Seed of the cells' hash.
+    n_splits : int, default 10
+        Random train/test splits.
+    train_fraction : float, default 0.3
+        Share of the cells in each training part (a whole number of cells).
+    n_folds : int, default 3
+        Folds of the cross-validation of each grid.
+    center : {"group", "global", "origin"}, default "group"
+    standardize : bool, default True
+    random_state : int, optional
+        Seed of the splits.
+    cache_dir : str, optional
+        Where the cell moments are cached.
+    dask_address : str, optional
+        A Dask scheduler (``tcp://host:8786``) to run the Dask work on, instead of in this process.
+    storage_options : dict, optional
+        Options of the filesystem of URL paths (e.g. ``endpoint_url``); never credentials.
+
+    Returns
+    -------
+    dict
+        ``out_dir`` and the ``summary`` (mean and s.d. per method).
+
+    Raises
+    ------
+    InputError, SchemaError, GroupError
+        Bad parameters or data, before anything is written (not retried).
+    OutputPathError, OutputBusyError, WriteError
+        The output overlaps an input, is held by another run, or cannot be written (not retried).
+    ServiceError
+        The Dask scheduler does not answer.
     """
     methods = methods if methods is not None else ["pca", "fair-eig", "dro"]
     check_run_parameters(

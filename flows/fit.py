@@ -28,6 +28,43 @@ def fit(
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
+
+    Parameters
+    ----------
+    table_dir : str
+        An ingested table's folder (or URL).
+    model_dir : str
+        The model folder to write (``moments.npz``, ``model.npz``, ``model.json``).
+    method : str, default "fair-eig"
+        A method of :data:`fairpca_dist.solvers.SOLVERS`.
+    n_components : int, default 2
+        The rank r.
+    center : {"group", "global", "origin"}, default "group"
+        About which point each group's error is measured.
+    standardize : bool, default True
+        Divide each feature by its standard deviation before fitting.
+    options : dict, optional
+        The method's options.
+    cache_dir : str, optional
+        Where the per-file moments are cached (default: next to the table).
+    dask_address : str, optional
+        A Dask scheduler (``tcp://host:8786``) to run the Dask work on, instead of in this process.
+    storage_options : dict, optional
+        Options of the filesystem of URL paths (e.g. ``endpoint_url``); never credentials.
+
+    Returns
+    -------
+    dict
+        ``model_dir``, the method's own ``criterion`` in words, and ``converged``.
+
+    Raises
+    ------
+    InputError, SchemaError, GroupError
+        Bad parameters or data, before anything is written (not retried).
+    OutputPathError, OutputBusyError, WriteError
+        The output overlaps an input, is held by another run, or cannot be written (not retried).
+    ServiceError
+        The Dask scheduler does not answer.
     """
     check_run_parameters(
         source=table_dir,

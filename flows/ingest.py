@@ -31,6 +31,41 @@ def ingest(
     ``dask_address``: run the Dask work on that scheduler instead of in this process.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
+
+    Parameters
+    ----------
+    source : str
+        The source table: a CSV or Parquet file, folder or glob, local or a URL.
+    table_dir : str
+        The ingested table's folder (or URL) to write.
+    sensitive_feature : list of str
+        The group column(s).
+    features, exclude : list of str, optional
+        The feature columns, or the columns to leave out of the default ones.
+    key_columns, pass_through : list of str, optional
+        Identifier columns, and other columns kept unchanged (e.g. a target).
+    on_bad_rows : {"fail", "drop"}, default "fail"
+        What rows with NaN/inf features or missing groups do.
+    read_options : dict, optional
+        Options of the reader (e.g. ``{"sep": ";"}``, ``{"na_values": ["?"]}``).
+    dask_address : str, optional
+        A Dask scheduler (``tcp://host:8786``) to run the Dask work on, instead of in this process.
+    storage_options : dict, optional
+        Options of the filesystem of URL paths (e.g. ``endpoint_url``); never credentials.
+
+    Returns
+    -------
+    dict
+        ``table_dir``, ``rows``, ``rejected`` and the ``summary`` line.
+
+    Raises
+    ------
+    InputError, SchemaError, GroupError
+        Bad parameters or data, before anything is written (not retried).
+    OutputPathError, OutputBusyError, WriteError
+        The output overlaps an input, is held by another run, or cannot be written (not retried).
+    ServiceError
+        The Dask scheduler does not answer.
     """
     check_run_parameters(
         source=source, on_bad_rows=on_bad_rows, dask_address=dask_address, storage_options=storage_options

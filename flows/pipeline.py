@@ -188,7 +188,56 @@ def pipeline(
     commits). ``storage_options``: options of the filesystem of URL paths (e.g. ``endpoint_url``);
     credentials come from the workers' environment, never from a flow parameter. ``group_names``:
     display names of values of the sensitive column in the report (``{"1": "female"}``; as
-    :func:`fairpca_dist.flows.report.report`)."""
+    :func:`fairpca_dist.flows.report.report`).
+
+    Parameters
+    ----------
+    source : str
+        The source table: a CSV or Parquet file, folder or glob, local or a URL.
+    sensitive_feature : list of str
+        The group column(s).
+    runs_dir : str, default "runs"
+        The folder (or URL) the run folder is created in.
+    run_id : str, optional
+        The run folder's name: a plain folder name (default: a new name from the time).
+    features, exclude, key_columns : list of str, optional
+        Column roles, as for the ingest flow.
+    target : str, optional
+        A binary column: kept through ingest and used by the report's downstream check.
+    method : str, default "fair-eig"
+        A method of :data:`fairpca_dist.solvers.SOLVERS`.
+    n_components : int, default 2
+        The rank r.
+    center : {"group", "global", "origin"}, default "group"
+    standardize : bool, default True
+    options : dict, optional
+        The method's options.
+    on_bad_rows : {"fail", "drop"}, default "fail"
+    read_options : dict, optional
+        Options of the reader.
+    dask_address : str, optional
+        A Dask scheduler to run every task on (default: a local cluster in this process).
+    storage_options : dict, optional
+        Options of the filesystem of URL paths; never credentials.
+    overwrite : bool, default False
+        Replace the run folder of a previous run with the same ``run_id``.
+    group_names : dict, optional
+        Display names of values of the sensitive column in the report.
+
+    Returns
+    -------
+    dict
+        ``run_dir`` and what each step returned: ``table``, ``model``, ``projected``, ``report``.
+
+    Raises
+    ------
+    InputError, SchemaError, GroupError
+        Bad parameters or data, before anything is written.
+    OutputPathError, OutputBusyError, WriteError
+        A run folder that exists (without ``overwrite``) or is held by another run; a failed write.
+    ServiceError
+        The Dask scheduler or the Prefect API does not answer.
+    """
     check_run(
         source,
         sensitive_feature,
