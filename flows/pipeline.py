@@ -199,7 +199,7 @@ def pipeline(
     runs_dir : str, default "runs"
         The folder (or URL) the run folder is created in.
     run_id : str, optional
-        The run folder's name: a plain folder name (default: a new name from the time).
+        The run folder's name: a plain folder name (default: ``<method>-r<n_components>-<date>-<time>-<flow run id>``).
     features, exclude, key_columns : list of str, optional
         Column roles, as for the ingest flow.
     target : str, optional
