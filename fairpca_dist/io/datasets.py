@@ -18,7 +18,21 @@ __all__ = ["load_diabetes_table", "synthetic_group_table", "write_synthetic_parq
 
 
 def load_diabetes_table() -> pd.DataFrame:
-    """scikit-learn's diabetes data in original units: 442 rows, 9 features, ``sex`` (1/2), ``target``."""
+    """scikit-learn's diabetes data in original units: 442 rows, 9 features, ``sex`` (1/2), ``target``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``age``, ``sex`` (1 or 2, as integers), ``bmi``, ``bp``, ``s1`` … ``s6`` and
+        ``target`` (disease progression after one year).
+
+    Examples
+    --------
+    >>> from fairpca_dist.io.datasets import load_diabetes_table
+    >>> table = load_diabetes_table()
+    >>> table.shape, sorted(table["sex"].unique().tolist())
+    ((442, 11), [1, 2])
+    """
     from sklearn.datasets import load_diabetes
 
     frame = load_diabetes(as_frame=True, scaled=False).frame
@@ -58,7 +72,41 @@ def synthetic_group_table(
 ) -> pd.DataFrame:
     """Rows ``start_row … start_row + n_rows − 1`` of a table with columns ``row_id``,
     ``f0 … f{p−1}`` and ``group`` (``g0``, ``g1``, …). Group g draws x = μ_g + A_g z, z ~ N(0, I).
-    The table is a deterministic function of ``seed``; any slice can be generated alone."""
+    The table is a deterministic function of ``seed``; any slice can be generated alone.
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows to generate (≥ 0).
+    n_features : int, default 10
+        p ≥ 2.
+    n_groups : int, default 2
+        k ≥ 2.
+    group_shares : tuple of float, optional
+        Positive weights of the groups (default: 0.7 for ``g0``, the rest shared equally).
+    seed : int, default 0
+        The table's seed.
+    start_row : int, default 0
+        The first row's number (``row_id``).
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    InputError
+        A count below its minimum, or ``group_shares`` that are not k positive numbers.
+
+    Examples
+    --------
+    >>> from fairpca_dist.io.datasets import synthetic_group_table
+    >>> table = synthetic_group_table(1000, n_features=4, seed=1)
+    >>> list(table.columns)
+    ['row_id', 'f0', 'f1', 'f2', 'f3', 'group']
+    >>> table.equals(synthetic_group_table(1000, n_features=4, seed=1))
+    True
+    """
     _check_count("n_rows", n_rows, 0)
     _check_count("n_features", n_features, 2)
     _check_count("n_groups", n_groups, 2)
@@ -88,7 +136,31 @@ def write_synthetic_parquet(
 ) -> Path | str:
     """Write :func:`synthetic_group_table` as a folder of Parquet files, one file at a time
     (memory stays bounded by one file whatever ``n_rows``). Returns the folder. ``directory``
-    may be a URL (``s3://…``), opened with ``storage_options``."""
+    may be a URL (``s3://…``), opened with ``storage_options``.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        The folder (or URL) to write ``part-00000.parquet``, ... into.
+    n_rows : int
+        Rows in all (≥ 1).
+    rows_per_file : int, default 500000
+        Rows per Parquet file.
+    n_features, n_groups, seed
+        As for :func:`synthetic_group_table`.
+    storage_options : dict, optional
+        Options of the filesystem of a URL.
+
+    Returns
+    -------
+    Path or str
+        ``directory`` as given.
+
+    Raises
+    ------
+    InputError
+        A count below its minimum.
+    """
     _check_count("n_rows", n_rows, 1)
     _check_count("rows_per_file", rows_per_file, 1)
     folder = locate(directory, storage_options)
@@ -118,7 +190,26 @@ def outlier_groups(
     """Babu, Stoica & Saini's §5.4 outlier data (spec §A.8), with what the paper leaves open
     fixed here: two groups of ``n_rows / 2`` rows y = R_g^{1/2} e, e ~ N(0, I), R_g^{1/2} with
     N(0, spread²) entries; ``share`` of all rows, chosen at random, replaced by outliers
-    α·1 + N(0, I). Returns ``(clean, contaminated, labels)`` (labels 0 and 1)."""
+    α·1 + N(0, I). Returns ``(clean, contaminated, labels)`` (labels 0 and 1).
+
+    Parameters
+    ----------
+    seed : int
+        Seed of everything drawn.
+    alpha : float
+        The outliers' offset α.
+    spread : float, default 2.0
+        Standard deviation of the entries of R_g^{1/2}.
+    n_features : int, default 10
+    n_rows : int, default 100
+    share : float, default 0.1
+        Share of the rows replaced by outliers.
+
+    Returns
+    -------
+    tuple of ndarray
+        ``clean`` and ``contaminated`` of shape (n_rows, n_features), and ``labels`` (n_rows,).
+    """
     rng = np.random.default_rng(seed)
     roots = [spread * rng.normal(size=(n_features, n_features)) for _ in range(2)]
     labels = np.repeat([0, 1], n_rows // 2)
