@@ -1054,7 +1054,7 @@ CASES: list[Case] = [
         "max_iter=1.5 for samadi-mw",
         "FairPCA.fit",
         "library",
-        lambda inp, out: fairpca(n_components=1, method="samadi-mw", max_iter=1.5).fit(
+        lambda inp, out: fairpca(n_components=1, method="samadi-mw", method_options={"max_iter": 1.5}).fit(
             frame()[FEATURES], sensitive_features=frame()["sex"]
         ),
         InputError,

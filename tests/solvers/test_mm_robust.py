@@ -305,7 +305,7 @@ def test_estimator_and_fit_table_read_the_rows(robust_table, tmp_path):
 
     frame, _, _, reference = robust_table
     features = list(frame.columns[:6])
-    estimator = FairPCA(2, method="mm-robust", standardize=True, random_state=0, tol=1e-9)
+    estimator = FairPCA(2, method="mm-robust", standardize=True, random_state=0, method_options={"tol": 1e-9})
     _same_run(estimator.fit(frame[features].to_numpy(), sensitive_features=frame["group"]).projection_, reference)
     _same_run(estimator.fit(dd.from_pandas(frame, npartitions=3), sensitive_features="group").projection_, reference)
     ingest_table(frame, tmp_path / "table", sensitive_feature="group")
