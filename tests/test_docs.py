@@ -84,3 +84,13 @@ def test_page_examples_run(page, tmp_path, monkeypatch):
     namespace: dict[str, object] = {"__name__": "__docs__"}
     for i, code in enumerate(page_blocks(PAGES / page)):
         exec(compile(code, f"{page} (block {i + 1})", "exec"), namespace)
+
+
+def test_the_site_shows_sphinx_roles_as_code():
+    pytest.importorskip("griffe")
+    spec = importlib.util.spec_from_file_location("sphinx_roles", ROOT / "docs" / "hooks" / "sphinx_roles.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = "see :func:`~fairpca_dist.compute_moments`, :class:`GroupMoments` and :meth:`fit <FairPCA.fit>`"
+    assert module.plain_roles(text) == "see `compute_moments`, `GroupMoments` and `fit`"
