@@ -236,7 +236,7 @@ def test_labels_that_cannot_be_aligned_are_refused_with_the_remedy(frame):
     reordered = dd.from_pandas(frame["group"].iloc[::-1], npartitions=4, sort=False)
     with pytest.raises(SchemaError, match=r"does not line up with the rows of partition \d"):
         compute_moments(unknown[FEATURES], sensitive_feature=reordered)
-    with pytest.raises(SchemaError, match="an in-memory array cannot be aligned"):
+    with pytest.raises(SchemaError, match="in-memory array, which cannot be aligned"):
         compute_moments(unknown[FEATURES], sensitive_feature=frame["group"].to_numpy())
 
 

@@ -895,8 +895,8 @@ def _with_row_values(frame: dd.DataFrame, extra: dict[str, Any]) -> dd.DataFrame
                 )
         else:
             raise SchemaError(
-                f"for a dask DataFrame or a path, pass {role} as a column name, or as a pandas or dask Series "
-                "aligned with the frame: an in-memory array cannot be aligned with its partitions"
+                f"{role} is an in-memory array, which cannot be aligned with the partitions of a dask DataFrame: "
+                "pass column names (cells too), or a pandas or dask Series aligned with the frame"
             )
     if aligned:
         frame = frame.assign(**aligned)
