@@ -658,10 +658,10 @@ class FairPCA(  # type: ignore[call-arg]  # auto_wrap_output_keys: a keyword of 
         :data:`fairpca_dist.assessment.scoring.CRITERIA`), measured on the rows of X with the
         groups' centres of the fit: −max_g loss_g for ``samadi-*``, ``fair-eig`` and ``jevd*``;
         min_g (variance kept of group g) for ``mm*``; −(ABDiff) for ``dro``; −(largest linear
-        MMD² between projected group means) for ``olfat-sdp`` and ``kleindessner*``; the
-        explained variance ratio for ``pca``, for ``mmd`` (which maximises it subject to its
-        MMD bound, which is measured on the rows rather than from moments) and for a callable
-        ``method``. :class:`~sklearn.model_selection.GridSearchCV` uses it when no
+        MMD² between projected group means) for ``olfat-sdp``, ``kleindessner*`` and ``mmd``
+        with the linear or quadratic kernel; the explained variance ratio for ``pca``, for
+        ``mmd`` with the RBF kernel (which maximises it subject to its RBF MMD² bound, a
+        criterion measured on the rows rather than from moments) and for a callable ``method``. :class:`~sklearn.model_selection.GridSearchCV` uses it when no
         ``scoring`` is given; route ``sensitive_features`` to it with
         ``set_score_request(sensitive_features=True)``.
 
