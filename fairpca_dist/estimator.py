@@ -661,9 +661,9 @@ class FairPCA(  # type: ignore[call-arg]  # auto_wrap_output_keys: a keyword of 
         MMD² between projected group means) for ``olfat-sdp``, ``kleindessner*`` and ``mmd``
         with the linear or quadratic kernel; the explained variance ratio for ``pca``, for
         ``mmd`` with the RBF kernel (which maximises it subject to its RBF MMD² bound, a
-        criterion measured on the rows rather than from moments) and for a callable ``method``. :class:`~sklearn.model_selection.GridSearchCV` uses it when no
-        ``scoring`` is given; route ``sensitive_features`` to it with
-        ``set_score_request(sensitive_features=True)``.
+        criterion measured on the rows rather than from moments) and for a callable ``method``.
+        :class:`~sklearn.model_selection.GridSearchCV` uses it when no ``scoring`` is given;
+        route ``sensitive_features`` to it with ``set_score_request(sensitive_features=True)``.
 
         Parameters
         ----------

@@ -127,7 +127,8 @@ def compare(
     ... )
     >>> sorted(comparison.table()["method"])  # one row per method and grid point
     ['fair-eig', 'pca']
-    >>> folder = write_comparison(comparison, "comparison")  # Markdown, HTML, CSV, JSON, PNGs
+    >>> import tempfile
+    >>> folder = write_comparison(comparison, f"{tempfile.mkdtemp()}/comparison")  # Markdown, HTML, CSV, JSON, PNGs
     """
     cells = HashCells(tuple(key_columns), n_cells, seed=cell_seed)
     table = open_table(

@@ -116,8 +116,9 @@ def save_model(
     >>> x = np.random.default_rng(0).normal(size=(100, 3))
     >>> moments = GroupMoments.from_arrays(x, ["a", "b"] * 50)
     >>> model = fit_projection(moments, 2, method="pca")
-    >>> folder = save_model(model, "model", fingerprint=moments.fingerprint())
-    >>> np.array_equal(load_model("model").components, model.components)
+    >>> import tempfile
+    >>> folder = save_model(model, f"{tempfile.mkdtemp()}/model", fingerprint=moments.fingerprint())
+    >>> np.array_equal(load_model(folder).components, model.components)
     True
     """
     if is_url(directory):  # no rename there: both files go into a new version of the folder
