@@ -21,7 +21,7 @@ from fairpca_dist import GroupMoments, InputError, compute_moments
 def frame_with_partitions(frame: pd.DataFrame, sizes: list[int]) -> dd.DataFrame:
     """A dask DataFrame whose partitions have exactly ``sizes`` rows (zeros allowed)."""
     bounds = np.concatenate([[0], np.cumsum(sizes)])
-    parts = [dask.delayed(frame.iloc.__getitem__)(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+    parts = [dask.delayed(frame.iloc.__getitem__)(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     return dd.from_delayed(parts, meta=frame.iloc[:0], verify_meta=False)
 
 
@@ -126,7 +126,7 @@ def test_csv_intersectional_groups_and_weight_column(tmp_path):
     )
     assert moments.feature_names == ("a", "b", "c")
     labels = np.empty(n, dtype=object)
-    labels[:] = list(zip(frame["sex"], frame["band"]))
+    labels[:] = list(zip(frame["sex"], frame["band"], strict=True))
     assert moments.groups == (("f", 1), ("f", 2), ("m", 1), ("m", 2))
     reference = GroupMoments.from_arrays(frame[["a", "b", "c"]].to_numpy(), labels, weights=frame["w"].to_numpy())
     np.testing.assert_allclose(moments.scatter, reference.scatter, rtol=1e-10)

@@ -17,7 +17,7 @@ import operator
 import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import dask
 import numpy as np
@@ -88,11 +88,21 @@ def _chunk_cell_moments(chunk: Chunk, features: Sequence[str], assignment: str |
     """Statistics of one partition per cell and group: the kernel of :func:`_chunk_moments`
     on the pair codes cell·k + group, split into cells afterwards (one pass over the rows)."""
     k = len(chunk.groups)
-    pairs = replace(chunk, codes=pair_codes(chunk.cell_codes, chunk.codes, k), groups=range(len(chunk.cells) * k))
+    if chunk.cell_codes is None:
+        raise InputError(
+            f"rows of {chunk.partition} have no cells: open the table with cells= to keep moments per cell"
+        )
+    pairs = replace(
+        chunk, codes=pair_codes(chunk.cell_codes, chunk.codes, k), groups=tuple(range(len(chunk.cells) * k))
+    )
     return CellMoments.from_pairs(_chunk_moments(pairs, features), chunk.cells, chunk.groups, assignment=assignment)
 
 
-def _merge(*parts: GroupMoments) -> GroupMoments:
+_Additive = TypeVar("_Additive", GroupMoments, L1Sums)
+
+
+def _merge(*parts: _Additive) -> _Additive:
+    """The sum of additive statistics (Chan's exact merge for moments)."""
     return functools.reduce(operator.add, parts)
 
 
@@ -381,6 +391,7 @@ def compute_moments(
         cells=cells,
         storage_options=storage_options,
     )
+    finish: Callable[[Any], GroupMoments | CellMoments]
     if cells is None:
         graph = _moments_graph(table, split_every)
         finish = functools.partial(_checked_moments, min_group_size=min_group_size)
@@ -629,7 +640,7 @@ class TablePasses:
         )
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
-        by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
+        by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
         parts = self._map(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
         total: L1Sums = self._run(_tree_sum(parts, self.split_every), "l1 sums")
         return total.in_order(self.groups)

@@ -2,7 +2,8 @@
 
 Every input becomes a :class:`Table`: the features, the sensitive column(s) (or one label
 per row), an optional sample weight and optional key columns, held as a dask DataFrame (files,
-DataFrames) or as row-aligned dask arrays (numpy and dask arrays). Schema problems (missing or misspelt columns, non-numeric features, one column used twice) raise
+DataFrames) or as row-aligned dask arrays (numpy and dask arrays). Schema problems (missing or
+misspelt columns, non-numeric features, one column used twice) raise
 :class:`~fairpca_dist.exceptions.SchemaError` here, before any row is read (but the first
 partition of a listed feature read as text, to say what it holds: numbers with a missing-value
 marker such as ``?`` get the reader option that reads them, :mod:`fairpca_dist.io.markers`). Value problems
@@ -149,7 +150,7 @@ class Chunk:
         else:
             n_slabs = max(1, -(-n_rows * 8 * n_features // max_bytes))
         bounds = np.linspace(0, n_rows, n_slabs + 1).astype(int)
-        return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
+        return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
 
     def rows(self, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` as a C-ordered float64 array (missing values become NaN)."""
@@ -213,7 +214,10 @@ class Table:
 
     @property
     def n_partitions(self) -> int:
-        return self.frame.npartitions if self.frame is not None else self.rows[0].numblocks[0]
+        if self.frame is not None:
+            return int(self.frame.npartitions)
+        assert self.rows is not None  # a Table holds a frame or rows
+        return int(self.rows[0].numblocks[0])
 
     @property
     def columns(self) -> list[str]:
@@ -255,6 +259,7 @@ class Table:
             return self.map_partitions(
                 _apply_to_frame_chunk, func, self.features, self.sensitive, self.sample_weight, args, self.cells
             )
+        assert self.rows is not None  # a Table holds a frame or rows
         x, labels, weights = self.rows
         weight_blocks = weights.to_delayed().ravel() if weights is not None else [None] * x.numblocks[0]
         cell_blocks = self.cell_rows.to_delayed().ravel() if self.cell_rows is not None else [None] * x.numblocks[0]
@@ -272,7 +277,7 @@ class Table:
         return [
             apply(func, xb, lb, wb, cb, i, shared, dask_key_name=f"{prefix}-{i}")
             for i, (xb, lb, wb, cb) in enumerate(
-                zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks, cell_blocks)
+                zip(x.to_delayed().ravel(), labels.to_delayed().ravel(), weight_blocks, cell_blocks, strict=True)
             )
         ]
 
@@ -754,7 +759,7 @@ def _open_reader(
         raise named from error
 
 
-def _option_hint(error: TypeError, reader: Callable[..., Any], kind: str) -> str:
+def _option_hint(error: Exception, reader: Callable[..., Any], kind: str) -> str:
     """'did you mean' for an option the reader does not know (its keyword arguments, and for
     CSV those of pandas.read_csv, which dask passes on)."""
     unknown = re.search(r"unexpected keyword argument '([^']+)'", str(error))
@@ -1353,7 +1358,7 @@ def check_finite(x: np.ndarray, features: Sequence[str], partition: Partition | 
         )
     per_column = bad.sum(axis=0)
     detail = ", ".join(
-        f"{features[j]!r}: {int(per_column[j])} ({'NaN' if np.isnan(x[bad[:, j], j]).any() else 'inf'})"
+        f"{features[int(j)]!r}: {int(per_column[j])} ({'NaN' if np.isnan(x[bad[:, j], j]).any() else 'inf'})"
         for j in np.flatnonzero(per_column)
     )
     raise InputError(f"non-finite feature values in {partition}: {detail}; clean or impute them first")
@@ -1370,6 +1375,6 @@ def _group_codes(
     if len(sensitive) == 1:
         return _factorize(part[sensitive[0]])
     tuples = np.empty(len(part), dtype=object)
-    tuples[:] = list(zip(*(part[c].tolist() for c in sensitive)))
+    tuples[:] = list(zip(*(part[c].tolist() for c in sensitive), strict=True))
     codes, uniques = pd.factorize(tuples, sort=False)
     return codes, tuple(uniques.tolist())
