@@ -1,16 +1,20 @@
 # Two commands set everything up on a fresh machine: `make demo` and `make test`.
+# The environment is .venv (Python 3.11): activate it with `. .venv/bin/activate` to get `fairpca`.
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# every extra the demo, the tests, the benchmarks, the linters and the docs need, at the
+# versions of deploy/constraints.txt (pyproject.toml holds only ranges)
+EXTRAS ?= all,test,bench,lint,docs
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: env demo test bench bench-quick clean
+.PHONY: env demo test test-fast lint docs hooks compat bench bench-quick clean
 
 $(STAMP): pyproject.toml deploy/constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c deploy/constraints.txt -e ".[test,bench]"
+	$(PY) -m pip install --quiet -c deploy/constraints.txt --upgrade pip setuptools
+	$(PY) -m pip install --quiet -c deploy/constraints.txt -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 env: $(STAMP)
@@ -18,8 +22,29 @@ env: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/fairpca demo $(DEMO_ARGS)
 
+# the full suite (the slow scenarios are `pytest -m slow`, run by make bench)
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# a few minutes: the files of .ci/fast-tests.txt
+test-fast: $(STAMP)
+	$(PY) -m pytest -q $$(grep -v '^#' .ci/fast-tests.txt)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict -f docs/mkdocs.yml
+
+# ruff format, ruff check and mypy before every commit (.ci/pre-commit-config.yaml)
+hooks: $(STAMP)
+	$(VENV)/bin/pre-commit install -c .ci/pre-commit-config.yaml
+
+# fresh venvs: oldest and newest numpy/pandas/scikit-learn, a core-only install, the wheel
+compat:
+	.ci/compat
 
 # every benchmark at full size (hours), then benchmarks/results/README.md; run again after an
 # interruption it continues (BENCH_ARGS=--fresh: from scratch); bench-quick: < 10 min
@@ -30,4 +55,4 @@ bench-quick: $(STAMP)
 	$(PY) benchmarks/run_all.py --quick $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis benchmarks/scratch
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache benchmarks/scratch

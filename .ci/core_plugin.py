@@ -21,10 +21,13 @@ def _missing(excinfo: Any) -> str | None:
     if excinfo is None:
         return None
     error = excinfo.value
-    if isinstance(error, MissingDependencyError):
-        return str(error)
-    if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] in OPTIONAL:
-        return f"needs {error.name}, from an extra"
+    seen = 0
+    while error is not None and seen < 10:  # also under pytest.raises/warns, which chain the error
+        if isinstance(error, MissingDependencyError):
+            return str(error)
+        if isinstance(error, ModuleNotFoundError) and (error.name or "").split(".")[0] in OPTIONAL:
+            return f"needs {error.name}, from an extra"
+        error, seen = error.__cause__ or error.__context__, seen + 1
     return None
 
 
