@@ -291,7 +291,14 @@ class Evaluation:
         return tuple(dict.fromkeys(result.method for result in self.results))
 
     def table(self) -> pd.DataFrame:
-        """One row per method and split: chosen parameters and the four scores."""
+        """One row per method and split: chosen parameters and the four scores.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``method``, ``split``, ``params`` (chosen), ``test_abdiff``, ``test_are``,
+            ``train_abdiff``, ``train_are`` (and ``*_abdiff_within``), ``fits``, ``seconds``, ``converged``.
+        """
         rows = []
         for result in self.results:
             rows.append(
@@ -314,7 +321,14 @@ class Evaluation:
 
     def summary(self) -> pd.DataFrame:
         """Per method: mean and standard deviation over splits of the test (out-of-sample) and
-        train (in-sample) ABDiff and ARE, and the most chosen parameters."""
+        train (in-sample) ABDiff and ARE, and the most chosen parameters.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by method: the mean and ``_std`` of ``test_abdiff``, ``test_are``, ``train_abdiff``,
+            ``train_are``; ``params`` (the most chosen), ``fits``, ``seconds``.
+        """
         table = self.table()
         rows = []
         for method in self.methods:
@@ -331,7 +345,13 @@ class Evaluation:
 
     def tradeoff(self) -> pd.DataFrame:
         """Per method and grid point: the cross-validated ABDiff and ARE averaged over splits
-        (the paper's Pareto view of the grid)."""
+        (the paper's Pareto view of the grid).
+
+        Returns
+        -------
+        pandas.DataFrame
+            One row per method and grid point: ``method``, ``params``, ``abdiff``, ``are``.
+        """
         rows = [
             {"method": result.method, "params": json.dumps(point.params), "abdiff": point.abdiff, "are": point.are}
             for result in self.results
@@ -342,7 +362,13 @@ class Evaluation:
         return pd.DataFrame(rows).groupby(["method", "params"], sort=False, as_index=False).mean()
 
     def to_dict(self) -> dict[str, Any]:
-        """Everything, as JSON-ready values."""
+        """Everything, as JSON-ready values.
+
+        Returns
+        -------
+        dict
+            ``settings``, ``groups``, ``seconds``, ``splits`` and ``results`` (what ``evaluation.json`` holds).
+        """
 
         def scores(s: ProjectionScores) -> dict[str, Any]:
             return {

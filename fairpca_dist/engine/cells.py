@@ -538,7 +538,12 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         return self._merged(rest, min_group_size, f"cell(s) {_show(rest)} (all but {_show(held_out)})")
 
     def total(self) -> GroupMoments:
-        """Statistics of all rows (every cell merged)."""
+        """Statistics of all rows (every cell merged).
+
+        Returns
+        -------
+        GroupMoments
+        """
         if not self.cells:
             raise GroupError("these cell moments hold no rows at all")
         return self._merged(self.cells, 1, "all cells")
@@ -606,7 +611,13 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
 
     # ------------------------------------------------------------------ identity and persistence
     def fingerprint(self) -> str:
-        """SHA-256 of the statistics (cell and group labels, names, every cell's arrays)."""
+        """SHA-256 of the statistics (cell and group labels, names, every cell's arrays).
+
+        Returns
+        -------
+        str
+            64 hexadecimal digits.
+        """
         digest = hashlib.sha256()
         labels = [[label_to_json(c) for c in self.cells], [label_to_json(g) for g in self.groups]]
         digest.update(json.dumps([*labels, list(self.feature_names)]).encode())

@@ -547,7 +547,12 @@ class GroupMoments:
         return self.scatter_about(center) / self.weight[:, None, None]
 
     def total_scatter(self) -> np.ndarray:
-        """Scatter of all rows about the global mean, Σ_g S_g + w_g (μ_g − μ)(μ_g − μ)ᵀ."""
+        """Scatter of all rows about the global mean, Σ_g S_g + w_g (μ_g − μ)(μ_g − μ)ᵀ.
+
+        Returns
+        -------
+        ndarray of shape (p, p)
+        """
         return self.scatter_about("global").sum(axis=0)
 
     def total_covariance(self, ddof: int = 0) -> np.ndarray:
@@ -687,7 +692,13 @@ class GroupMoments:
         return self
 
     def fingerprint(self) -> str:
-        """SHA-256 of the statistics (labels, names and arrays): identifies the fitted data."""
+        """SHA-256 of the statistics (labels, names and arrays): identifies the fitted data.
+
+        Returns
+        -------
+        str
+            64 hexadecimal digits.
+        """
         digest = hashlib.sha256()
         digest.update(json.dumps([[label_to_json(g) for g in self.groups], list(self.feature_names)]).encode())
         for array in (self.count, self.weight, self.mean, self.scatter):
