@@ -621,7 +621,9 @@ class FairPCA(  # type: ignore[call-arg]  # auto_wrap_output_keys: a keyword of 
             if not reset:
                 self._check_width(X.shape[1])
         roles = {"sensitive_feature": columns or sensitive_features, "sample_weight": sample_weight}
-        moments = compute_moments(X, features=features, **roles)
+        # A batch of partial_fit (or rows to score) may hold one group: the merged moments are
+        # checked instead. (compute_moments checks its groups unless min_group_size=0 says not to.)
+        moments = compute_moments(X, features=features, min_group_size=2 if where == "fit" else 0, **roles)
         assert isinstance(moments, GroupMoments)  # no cells asked for
         if reset:
             self.n_features_in_ = moments.n_features

@@ -350,6 +350,21 @@ def test_partial_fit_with_dask_batches():
     _same_subspace(estimator, once)
 
 
+@pytest.mark.xfail(
+    raises=GroupError,
+    strict=True,
+    reason="compute_moments checks the groups of each dask batch until min_group_size=0 turns that off",
+)
+def test_partial_fit_with_a_dask_batch_of_one_group():
+    x, labels = grouped_data(n_rows=300, n_features=3, n_groups=2, seed=12)
+    order = np.argsort(labels, kind="stable")
+    frame = pd.DataFrame(x[order], columns=list("abc")).assign(g=labels[order])
+    estimator = FairPCA(2, method="fair-eig")
+    for part in np.array_split(np.arange(300), 3):  # the first batch holds only g0
+        estimator.partial_fit(dd.from_pandas(frame.iloc[part], npartitions=2), sensitive_features="g")
+    _same_subspace(estimator, FairPCA(2, method="fair-eig").fit(frame, sensitive_features="g"))
+
+
 def test_partial_fit_refuses_methods_that_read_the_rows():
     x, labels = grouped_data(n_rows=200, n_features=4, n_groups=2)
     with pytest.raises(InputError, match="method 'mm-robust' reads the rows at every iteration, and partial_fit"):
