@@ -71,7 +71,7 @@ from provenance import provenance  # noqa: E402
 import fairpca_dist.assessment.table_comparison as table_comparison  # noqa: E402
 import fairpca_dist.engine.passes as passes_module  # noqa: E402
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
-from fairpca_dist.assessment import metrics
+from fairpca_dist.assessment import metrics  # noqa: E402
 from fairpca_dist.assessment.comparison import check_comparison  # noqa: E402
 from fairpca_dist.assessment.evaluation import plan_splits  # noqa: E402
 from fairpca_dist.assessment.report import downstream_parity  # noqa: E402
@@ -565,7 +565,8 @@ def write_report(results: dict, folder: Path) -> None:
         wc = [r["wall"] for r in runs_c]
         wc_nr = [r["wall"] - r["report_seconds"] for r in runs_c]
         lines += [
-            "| arm | wall s (median) | spread (min–max) | runs | passes over the rows | fits | ratio baseline/compare |",
+            "| arm | wall s (median) | spread (min–max) | runs | passes over the rows |"
+            " fits | ratio baseline/compare |",
             "|---|---|---|---|---|---|---|",
         ]
         lines.append(
@@ -655,7 +656,8 @@ def write_report(results: dict, folder: Path) -> None:
                 "in-sample fit seconds, its whole per-candidate seconds (passes, both fits, scores, RBF, "
                 "downstream) and passes.",
                 "",
-                "| method | candidates | compare fit s | compare passes | baseline fit s | baseline total s | baseline passes |",
+                "| method | candidates | compare fit s | compare passes |"
+                " baseline fit s | baseline total s | baseline passes |",
                 "|---|---|---|---|---|---|---|",
             ]
             methods = list(dict.fromkeys(c["method"] for c in c0["candidates"]))

@@ -159,7 +159,8 @@ def main() -> None:
         f"{args.repeats} `fit_projection` calls, including `GroupMoments.covariance` (3 copies of the "
         "two p × p covariances per fit) and the result's losses/errors.",
         "",
-        "| method | r | dense s | dense eigh-eq | auto s | auto eigh-eq | speed-up | rel. gap (dense / auto) | status |",
+        "| method | r | dense s | dense eigh-eq | auto s | auto eigh-eq |"
+        " speed-up | rel. gap (dense / auto) | status |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:

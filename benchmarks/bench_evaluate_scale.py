@@ -141,7 +141,8 @@ def main() -> None:
     lines = [
         f"# The evaluation protocol on {args.rows:,} rows: one pass",
         "",
-        f"`.venv/bin/python benchmarks/bench_evaluate_scale.py --rows {args.rows}` ({provenance(MEASURED)}); load average "
+        f"`.venv/bin/python benchmarks/bench_evaluate_scale.py --rows {args.rows}` ({provenance(MEASURED)})"
+        "; load average "
         f"{load_start:.2f} at the start, {result['load_average_end']:.2f} at the end. LocalCluster: 2 workers x 1 "
         f"thread, 2 GB each. Table: {args.rows:,} rows x 20 features in Parquet files of {args.rows_per_file:,} rows"
         + (f" (written in {write_seconds:.0f} s)." if write_seconds else " (reused)."),

@@ -97,7 +97,8 @@ def main() -> None:
         verdict = "PASS" if s["max"] <= TARGETS[kind] else "FAIL"
         stderr = max(r["stderr_bytes"] for r in results[kind])
         lines.append(
-            f"| {kind} | {s['median']:.1f} s ({s['min']:.1f}–{s['max']:.1f}) | ≤ {TARGETS[kind]:.0f} s: {verdict} | {stderr} |"
+            f"| {kind} | {s['median']:.1f} s ({s['min']:.1f}–{s['max']:.1f}) | ≤ {TARGETS[kind]:.0f} s: {verdict}"
+            f" | {stderr} |"
         )
     lines += [
         "",

@@ -159,7 +159,7 @@ def measure_partitions(grid, scratch: Path) -> list[dict]:
                 passes = {}
                 moments_peak, seconds, moments = worker_peak(
                     client,
-                    lambda: compute_moments(
+                    lambda path=path, client=client, read_options=read_options: compute_moments(
                         str(path), sensitive_feature="group", client=client, read_options=read_options
                     ),
                 )
@@ -169,10 +169,15 @@ def measure_partitions(grid, scratch: Path) -> list[dict]:
                     out = scratch / "out"
                     passes["ingest"] = worker_peak(
                         client,
-                        lambda: ingest_table(str(path), out / "ingested", sensitive_feature="group", client=client),
+                        lambda path=path, out=out, client=client: ingest_table(
+                            str(path), out / "ingested", sensitive_feature="group", client=client
+                        ),
                     )[:2]
                     passes["write-back"] = worker_peak(
-                        client, lambda: project_table(model, str(path), out / "projected", client=client)
+                        client,
+                        lambda model=model, path=path, out=out, client=client: project_table(
+                            model, str(path), out / "projected", client=client
+                        ),
                     )[:2]
                     shutil.rmtree(out, ignore_errors=True)
             for name, (measured, seconds) in passes.items():
@@ -312,7 +317,8 @@ def main() -> None:
     result["ratios"] = [
         {
             "area": "moments pass",
-            "case": f"1,048,576-row groups read in slices, {ACCEPTANCE_ROWS:,} x {ACCEPTANCE_P} Parquet, 2 workers of 1 GB "
+            "case": f"1,048,576-row groups read in slices, {ACCEPTANCE_ROWS:,} x {ACCEPTANCE_P} Parquet, "
+            "2 workers of 1 GB "
             "(median)",
             "ours_seconds": sliced,
             "baseline": f"the same rows in {SMALL_GROUPS:,}-row groups",
@@ -352,7 +358,8 @@ def write_results(r: dict, results: Path) -> None:
         "|---|---|---|---|---|---|---|---|---|---|",
         *(
             f"| {x['p']} | {x['row_group_rows']:,} | {x['reading']} | {x['pass']} | {x['partitions']} | "
-            f"{x['partition_rows']:,}, {mib(x['decoded_bytes'])} | {mib(x['peak_above_floor'])} | {mib(x['estimate'])} | "
+            f"{x['partition_rows']:,}, {mib(x['decoded_bytes'])} | "
+            f"{mib(x['peak_above_floor'])} | {mib(x['estimate'])} | "
             f"{x['peak_above_floor'] / x['estimate']:.2f} | {x['seconds']:.1f} |"
             for x in r["partitions"]
         ),

@@ -206,7 +206,7 @@ def main() -> None:
                 print(f"moments pass {i + 1}: {moments_times[-1]:.2f} s", flush=True)
             assert moments is not None
             result["moments_pass_seconds"] = stats(moments_times)
-            result["group_counts"] = {str(g): int(c) for g, c in zip(moments.groups, moments.count)}
+            result["group_counts"] = {str(g): int(c) for g, c in zip(moments.groups, moments.count, strict=True)}
             moments_s = result["moments_pass_seconds"]["median"]
 
             def factory():

@@ -218,7 +218,8 @@ def write(table: pd.DataFrame, args: argparse.Namespace, prov: str, loads: tuple
     lines = [
         "# FPCA by MM vs the SDR: Babu et al. Table 1 sizes",
         "",
-        f"`.venv/bin/python benchmarks/bench_mm_timing.py --repeats {args.repeats} --blas-threads {args.blas_threads}` ({prov}); load average "
+        f"`.venv/bin/python benchmarks/bench_mm_timing.py --repeats {args.repeats}"
+        f" --blas-threads {args.blas_threads}` ({prov}); load average "
         f"{loads[0]:.2f} at the start, {loads[1]:.2f} at the end; {args.blas_threads} BLAS thread(s) "
         f"(threadpoolctl). N = {N_ROWS} rows, N/K per class, y = B_k e with B_k "
         '(the paper\'s R_k^{1/2}) i.i.d. N(0, 1) entries; `center="global", normalize="sum"`. Seconds: median '

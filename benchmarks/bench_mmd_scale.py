@@ -266,7 +266,7 @@ def case_fit(case: dict) -> dict:
     out: dict = {
         "rows": int(x.shape[0]),
         "features": int(x.shape[1]),
-        "group_counts": {str(g): int(c) for g, c in zip(moments.groups, moments.count)},
+        "group_counts": {str(g): int(c) for g, c in zip(moments.groups, moments.count, strict=True)},
         "rss_after_data_mb": rss_data,
     }
     with warnings.catch_warnings(record=True) as caught:
@@ -292,7 +292,7 @@ def case_fit(case: dict) -> dict:
         if log[key]:
             out[key] = stats(log[key])
     if case["estimator"] != "rff" and log["evaluation"]:
-        blocks = [e - a - b for e, a, b in zip(log["evaluation"], log["projected"], log["backprojected"])]
+        blocks = [e - a - b for e, a, b in zip(log["evaluation"], log["projected"], log["backprojected"], strict=True)]
         out["blocks"] = stats(blocks)
     out["seconds_in_evaluations"] = float(np.sum(log["evaluation"]))
     out["warnings"] = sorted({f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught})
@@ -345,7 +345,7 @@ def case_exact_eval(case: dict) -> dict:
     for _ in range(case["repeats"] if case["n"] < 100_000 else 1):  # N ≥ 100k: one run (~1-8 min each)
         values.append(float(evaluate(random_orthonormal(rng, x.shape[1], case["d"]))[0][0]))
     log = timed.log
-    blocks = [e - a - b for e, a, b in zip(log["evaluation"], log["projected"], log["backprojected"])]
+    blocks = [e - a - b for e, a, b in zip(log["evaluation"], log["projected"], log["backprojected"], strict=True)]
     return {
         "rows": int(x.shape[0]),
         "evaluation": stats(log["evaluation"]),
@@ -386,30 +386,34 @@ def case_rff_profile(case: dict) -> dict:
         single = RandomFeatures(f.frequencies, f.phases, "single")
         steps = {}
         sums_double, steps["library rff_sums (per group, blocks of kernels.rff_block_rows(D) rows)"] = best(
-            lambda: rff_sums(z, codes, k, v, f)
+            lambda f=f: rff_sums(z, codes, k, v, f)
         )
-        sums_single, steps["library rff_sums, precision='single'"] = best(lambda: rff_sums(z, codes, k, v, single))
+        sums_single, steps["library rff_sums, precision='single'"] = best(
+            lambda single=single: rff_sums(z, codes, k, v, single)
+        )
         # the steps of one evaluation on the whole slab (the library runs them block by block)
         u = z @ v
         angle, steps["angle = [zV, 1][Ω; β]"] = best(
-            lambda: np.hstack([u, np.ones((n, 1))]) @ np.vstack([f.frequencies, f.phases])
+            lambda u=u, f=f: np.hstack([u, np.ones((n, 1))]) @ np.vstack([f.frequencies, f.phases])
         )
-        cos, steps["cos(angle), float64"] = best(lambda: np.cos(angle))
-        sin, steps["sin(angle), float64"] = best(lambda: np.sin(angle))
+        cos, steps["cos(angle), float64"] = best(lambda angle=angle: np.cos(angle))
+        sin, steps["sin(angle), float64"] = best(lambda angle=angle: np.sin(angle))
         turns = angle / (2 * np.pi)
         reduced, steps["range reduction to float32 (turns − rint(turns))·2π"] = best(
-            lambda: (turns - np.rint(turns)).astype(np.float32) * np.float32(2 * np.pi)
+            lambda turns=turns: (turns - np.rint(turns)).astype(np.float32) * np.float32(2 * np.pi)
         )
-        _, steps["cos+sin, float32"] = best(lambda: (np.cos(reduced), np.sin(reduced)))
+        _, steps["cos+sin, float32"] = best(lambda reduced=reduced: (np.cos(reduced), np.sin(reduced)))
         groups = [codes == g for g in range(k)]
-        _, steps["Σ_g z_gᵀ sin_g (one p × D GEMM per group)"] = best(lambda: [z[m].T @ sin[m] for m in groups])
-        _, steps["Σ_g 1ᵀ cos_g"] = best(lambda: [cos[m].sum(axis=0) for m in groups])
+        _, steps["Σ_g z_gᵀ sin_g (one p × D GEMM per group)"] = best(
+            lambda sin=sin, groups=groups: [z[m].T @ sin[m] for m in groups]
+        )
+        _, steps["Σ_g 1ᵀ cos_g"] = best(lambda cos=cos, groups=groups: [cos[m].sum(axis=0) for m in groups])
         variants = {}
         if D < 1000:
-            _, variants["exp(1j·angle) (cos and sin at once, float64)"] = best(lambda: np.exp(1j * angle))
+            _, variants["exp(1j·angle) (cos and sin at once, float64)"] = best(lambda angle=angle: np.exp(1j * angle))
         sin32, z32 = sin.astype(np.float32), z.astype(np.float32)
-        _, variants["z.T @ sin in float32 (one GEMM)"] = best(lambda: z32.T @ sin32)
-        _, variants["z.T @ sin in float64 (one GEMM)"] = best(lambda: z.T @ sin)
+        _, variants["z.T @ sin in float32 (one GEMM)"] = best(lambda z32=z32, sin32=sin32: z32.T @ sin32)
+        _, variants["z.T @ sin in float64 (one GEMM)"] = best(lambda sin=sin: z.T @ sin)
         from fairpca_dist.engine.kernels import pairwise_rff
 
         h_lib, g_lib = pairwise_rff(sums_double, [(0, 1)], f)
@@ -567,7 +571,7 @@ def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
                 read_times.append(time.perf_counter() - t0)
             if timed_passes:
                 out["moments_pass_seconds"] = stats(times)
-            out["group_counts"] = {str(g): int(c) for g, c in zip(moments.groups, moments.count)}
+            out["group_counts"] = {str(g): int(c) for g, c in zip(moments.groups, moments.count, strict=True)}
             base = out["moments_pass_seconds"]["median"]
             if timed_passes:
                 out["read_pass_seconds"] = stats(read_times)
@@ -584,7 +588,7 @@ def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
                 both = {"double": double, "single": RandomFeatures(double.frequencies, double.phases, "single")}
                 times = {precision: [] for precision in PRECISIONS}
                 errors_h, errors_g, before = [], [], load()
-                for i in range(args.repeats if D < 1000 else args.big_d_repeats):
+                for _ in range(args.repeats if D < 1000 else args.big_d_repeats):
                     v = random_orthonormal(rng, p, 2)
                     sums = {}
                     for precision in PRECISIONS:
@@ -748,7 +752,7 @@ def part_exact(args, result: dict) -> None:
     ts = np.array([e["evaluation"]["median"] for e in ok])
     a = float(np.sum(ts * ns**2) / np.sum(ns**4))  # least squares t = a N²
     out["fit_a"] = a
-    out["fit_relative_residuals"] = [float((a * n**2 - t) / t) for n, t in zip(ns, ts)]
+    out["fit_relative_residuals"] = [float((a * n**2 - t) / t) for n, t in zip(ns, ts, strict=True)]
     # how many evaluations a fit needs: a 'sample' fit (exact kernel, 2,500 rows per group)
     probe_n = args.exact_probe_n
     probe = run_case(
@@ -860,7 +864,8 @@ def _fit_row(f: dict) -> str:
     est = c["estimator"] + (f" D={c['D']}" if c["estimator"] == "rff" else "")
     return (
         f"| {c['d']} | {est} | {cap} | {f['seconds']:.1f} | {f['n_evaluations']} | {fmt(f['evaluation'], 3)} | "
-        f"{f['seconds_in_evaluations'] / max(f['seconds'], 1e-9):.0%} | {f['peak_rss_mb']:.0f} ({f['rss_after_data_mb']:.0f}) | "
+        f"{f['seconds_in_evaluations'] / max(f['seconds'], 1e-9):.0%} | "
+        f"{f['peak_rss_mb']:.0f} ({f['rss_after_data_mb']:.0f}) | "
         f"{f.get('explained_variance', float('nan')):.4f} | {f.get('mmd2_estimator', float('nan')):.3g} | "
         f"{f.get('mmd2_exact', float('nan')):.3g} | {f['status']} | {f['load_before']:.2f}→{f['load_after']:.2f} |"
     )
@@ -896,7 +901,8 @@ def _adult_md(a: dict | None) -> list[str]:
         lines.append(
             f"- d={c['d']} {c['estimator']} {c.get('D', '')} (cap {c.get('max_iter')}/{c.get('max_inner')}): "
             f"σ {f.get('sigma', float('nan')):.4g}, null-bias floor {f.get('null_bias_floor', float('nan')):.2g}, "
-            f"inner steps per outer {f.get('inner_steps')}, exact metric {f.get('mmd2_exact_seconds', float('nan')):.1f} s."
+            f"inner steps per outer {f.get('inner_steps')}, "
+            f"exact metric {f.get('mmd2_exact_seconds', float('nan')):.1f} s."
             + extra
             + (f" Warnings: {'; '.join(f['warnings'])}" if f.get("warnings") else "")
         )
@@ -951,12 +957,14 @@ def _table_md(t: dict | None) -> list[str]:
     if f:
         lines += [
             "",
-            f"**Full fit on the table**{EARLIER if f.get('earlier_run') else ''} (rff D={f['D']}, d=2, τ={TAU:g}, max_iter {f['max_iter']}, max_inner "
+            f"**Full fit on the table**{EARLIER if f.get('earlier_run') else ''} "
+            f"(rff D={f['D']}, d=2, τ={TAU:g}, max_iter {f['max_iter']}, max_inner "
             f"{f['max_inner']}): {f['seconds']:.0f} s, {f['n_evaluations']} evaluations, {fmt(f['evaluation'])} s "
             f"per evaluation ({f['ratio_eval_to_moments']:.2f} x the moments pass), driver "
             f"{f['driver_seconds']:.0f} s (σ sample, start, L-BFGS), status {f['status']}, explained variance "
             f"{f.get('explained_variance', float('nan')):.4f}, rff MMD² {f.get('mmd2_rff', float('nan')):.3g}, exact "
-            f"MMD² on a {t.get('check_rows_per_group', '')} stratified sample {f.get('mmd2_exact_on_sample', float('nan')):.3g} "
+            f"MMD² on a {t.get('check_rows_per_group', '')} "
+            f"stratified sample {f.get('mmd2_exact_on_sample', float('nan')):.3g} "
             f"(PCA: {f.get('mmd2_exact_pca_on_sample', float('nan')):.3g}), null-bias floor "
             f"{f.get('null_bias_floor', float('nan')):.2g}; inner steps per outer iteration {f.get('inner_steps')}; "
             f"MMD² per outer {', '.join(f'{x:.3g}' for x in f.get('mmd2_per_outer', []))}; load "
@@ -967,7 +975,9 @@ def _table_md(t: dict | None) -> list[str]:
     if prof and "by_D" in prof:
         lines += [
             "",
-            f"**Where an rff evaluation goes**{EARLIER if prof.get('earlier_run') else ''} (one slab of {prof['rows']:,} rows x {prof['features']}, 1 thread, "
+            f"**Where an rff evaluation goes**{EARLIER if prof.get('earlier_run') else ''}"
+            f" (one slab of {prof['rows']:,} rows x {prof['features']}, "
+            "1 thread, "
             "best of 3, 1 run at D ≥ 1000; the pass runs this on every slab):",
             "",
             "| step | " + " | ".join(f"D={D} s" for D in prof["by_D"]) + " |",
@@ -996,7 +1006,9 @@ def _table_md(t: dict | None) -> list[str]:
     if err and "errors" in err:
         lines += [
             "",
-            f"**RFF error vs D**{EARLIER if err.get('earlier_run') else ''} ({err['rows']:,} in-memory rows of the same generator, σ {err['sigma']:.4g}; "
+            f"**RFF error vs D**{EARLIER if err.get('earlier_run') else ''}"
+            f" ({err['rows']:,} in-memory rows of the same generator, "
+            f"σ {err['sigma']:.4g}; "
             f"{err['case']['seeds']} feature seeds per D): RMS error of the rff MMD² against exact.",
             "",
             "| projection | exact MMD² | D | rff mean ± sd | RMS error | RMS rel. error | s per estimate |",

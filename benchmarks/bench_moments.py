@@ -243,7 +243,7 @@ def main() -> None:
             times=" ".join(f"{x:.3f}" for x in t),
             round_best=rb,
         )
-        for (case, method, threads, _), t, rb, err in zip(cases, times, round_best, errors)
+        for (case, method, threads, _), t, rb, err in zip(cases, times, round_best, errors, strict=True)
     ]
 
     def matching(case: str, needle: str = "", blas: int | None = None) -> list[dict]:
@@ -264,7 +264,7 @@ def main() -> None:
         """Median over rounds of (best of ``case`` in the round) / (best of ``over`` in the same
         round): both timed seconds apart, so slow phases of the shared VM cancel."""
         (numerator,), (denominator,) = matching(case, needle, blas), matching(over)
-        return statistics.median(x / y for x, y in zip(numerator["round_best"], denominator["round_best"]))
+        return statistics.median(x / y for x, y in zip(numerator["round_best"], denominator["round_best"], strict=True))
 
     t_dask_ml, t_ipca = best("(f)", "dask-ml"), best("(f)", "Incremental")
     targets = [  # (target, best / best, median / median, median of per-round ratios, required)
@@ -334,8 +334,10 @@ def write_results(rows, targets, extra, args, disk, ratios) -> None:
         "",
         f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py', *sys.argv[1:]])}` — {n:,} x {d} float64 "
         f"({n * d * 8 / 1e9:.2f} GB), 4 groups 50/30/15/5 %, chunks of {CHUNK:,} rows, "
-        f"{args.repeat} rounds after one untimed warm-up round ((a), (c), (c1), (d): {CHEAP_TIMINGS} timings per round), "
-        f"each case after a {PAUSE} s pause (OpenBLAS idle spin). {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"{args.repeat} rounds after one untimed warm-up round ((a), (c), (c1), (d): {CHEAP_TIMINGS} "
+        "timings per round), "
+        f"each case after a {PAUSE} s pause (OpenBLAS idle spin). "
+        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
         f"numpy {np.__version__}, fairpca_dist at {measured}, load average {args.load_start:.2f} at start, "
         f"{os.getloadavg()[0]:.2f} at end (other processes share the 2 cores). "
         f"GB = 1e9 bytes of float64 features; 'vs limit' = throughput / (a) with 2 BLAS threads.",
@@ -357,7 +359,8 @@ def write_results(rows, targets, extra, args, disk, ratios) -> None:
         "",
         "## Targets",
         "",
-        "| target | measured (best times) | from median times | median of per-round ratios | required | pass (best times) |",
+        "| target | measured (best times) | from median times |"
+        " median of per-round ratios | required | pass (best times) |",
         "|---|---|---|---|---|---|",
     ]
     lines += [

@@ -301,7 +301,7 @@ def main() -> None:
 
     print("independent pyarrow + numpy reference, file by file ...", end=" ", flush=True)
     ref, ref_seconds = reference_moments(files, d)
-    for info, moments in zip(passes, results):
+    for info, moments in zip(passes, results, strict=True):
         info["agreement"] = agreement(moments, ref) if moments is not None else None
     print(f"{ref_seconds:.1f} s; {[p['agreement'] for p in passes]}")
 

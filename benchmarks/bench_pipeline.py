@@ -313,9 +313,11 @@ def markdown(out: dict, args) -> str:
         [
             "# The pipeline end to end, out of core, and projection write-back",
             "",
-            f"`{out['command']}` ({out['provenance']}). Load {out['load_start']:.2f} at the start, {out['load_end']:.2f} at the "
+            f"`{out['command']}` ({out['provenance']}). Load {out['load_start']:.2f} "
+            f"at the start, {out['load_end']:.2f} at the "
             f"end (2 shared cores). Source: {out['rows']:,} rows x {out['cols']} float64 features + group, "
-            f"{out['source_gb']:.2f} GB of Parquet, written in {out['write_seconds']:.0f} s and evicted from the page cache. "
+            f"{out['source_gb']:.2f} GB of Parquet, "
+            f"written in {out['write_seconds']:.0f} s and evicted from the page cache. "
             f"`LocalCluster(2 workers x 1 thread, memory_limit={out['worker_memory']})`.",
             "",
             "| | s | M rows/s | ratio |",
@@ -330,9 +332,12 @@ def markdown(out: dict, args) -> str:
             "Peak RSS (MB): "
             + ", ".join(f"{role} {mb:.0f}" for role, mb in p["peak_rss_mb"].items())
             + f" ({p['worker_processes']} worker processes seen for {p['initial_workers']} workers: "
-            f"more means restarts). Workers read {io['read_chars'] / 1e9:.2f} GB ({io['read_bytes'] / 1e9:.2f} GB from disk) and wrote "
+            "more means restarts). "
+            f"Workers read {io['read_chars'] / 1e9:.2f} GB ({io['read_bytes'] / 1e9:.2f} GB from disk) "
+            "and wrote "
             f"{io['write_bytes'] / 1e9:.2f} GB = {io['read_chars'] / (out['source_gb'] * 1e9):.1f} x / "
-            f"{io['write_bytes'] / (out['source_gb'] * 1e9):.1f} x the source's size. Lines on stderr: {p['stderr_lines']}.",
+            f"{io['write_bytes'] / (out['source_gb'] * 1e9):.1f} x the source's size. "
+            f"Lines on stderr: {p['stderr_lines']}.",
             "",
             f"**Write-back** of the ingested table with the pipeline's model ({args.repeats} runs each, interleaved, "
             "median [min–max] s):",

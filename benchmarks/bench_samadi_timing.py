@@ -73,7 +73,8 @@ def main() -> None:
         f"r = {args.r}, tol 1e-6 for the iterative solvers, best of 3 (1 run for the SDP above p = 100 and "
         f"for p = 1764). SDP skipped above p = {args.sdp_max_p}.",
         "",
-        "| p | fair-eig s | samadi-mw s | samadi-sdp s | mw / fair-eig | sdp / fair-eig | max loss (fair-eig / mw / sdp) |",
+        "| p | fair-eig s | samadi-mw s | samadi-sdp s |"
+        " mw / fair-eig | sdp / fair-eig | max loss (fair-eig / mw / sdp) |",
         "|---|---|---|---|---|---|---|",
     ]
 

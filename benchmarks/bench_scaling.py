@@ -88,7 +88,7 @@ def make_data(n: int, p: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 def pooled_gram(moments) -> np.ndarray:
     """Σ_g (S_g + n_g μ_g μ_gᵀ): the Gram about the origin from ours."""
-    return sum(s + n * np.outer(mu, mu) for s, n, mu in zip(moments.scatter, moments.count, moments.mean))
+    return sum(s + n * np.outer(mu, mu) for s, n, mu in zip(moments.scatter, moments.count, moments.mean, strict=True))
 
 
 def rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -122,7 +122,7 @@ def time_in_memory(x: np.ndarray, groups: np.ndarray, rounds: int) -> dict:
 
 def summarise(ours: list[float], base: list[float], n: int, p: int, error: float | None, load_before: float) -> dict:
     o, b = float(np.median(ours)), float(np.median(base))
-    within = float(np.median([a / c for a, c in zip(ours, base)]))
+    within = float(np.median([a / c for a, c in zip(ours, base, strict=True)]))
     return {
         "rows": n,
         "features": p,
@@ -416,7 +416,7 @@ def plot(cases: list[dict], key: str, xlabel: str, title: str, path: Path) -> No
             ),
         ):
             ys = np.array([c[median] for c in part])
-            spread = np.array([[y - min(c[times]), max(c[times]) - y] for c, y in zip(part, ys)]).T
+            spread = np.array([[y - min(c[times]), max(c[times]) - y] for c, y in zip(part, ys, strict=True)]).T
             ax.errorbar(xs, ys, yerr=spread, marker=marker, color=colour, ls=style, capsize=3, label=label)
         for c in part:
             ax.annotate(

@@ -554,14 +554,14 @@ def plot(
     fig, axes = plt.subplots(1, len(ranks), figsize=(6.5 * len(ranks), 5.5), sharey=True, squeeze=False)
     colours = plt.get_cmap("tab20")(np.linspace(0, 1, max(len(methods), 2)))
     markers = "osD^v<>ph*XP8d"
-    for ax, rank in zip(axes[0], ranks):
+    for ax, rank in zip(axes[0], ranks, strict=True):
         for k, method in enumerate(methods):
             done = sorted(
                 (c["p"], c["seconds"]) for c in cells if c["method"] == method and c["r"] == rank and "seconds" in c
             )
             style = dict(color=colours[k], marker=markers[k % len(markers)])
             if done:
-                ax.plot(*zip(*done), label=method, lw=1.3, ms=5, **style)
+                ax.plot(*zip(*done, strict=True), label=method, lw=1.3, ms=5, **style)
             timeouts = [c["p"] for c in cells if c["method"] == method and c["r"] == rank and c["status"] == "timeout"]
             if timeouts:
                 ax.plot(
@@ -576,7 +576,7 @@ def plot(
                 )
         baseline = [(p, float(np.median(v))) for p, v in units.items() if v]
         if baseline:
-            ax.plot(*zip(*sorted(baseline)), "k--", lw=2, label="one eigh (baseline)")
+            ax.plot(*zip(*sorted(baseline), strict=True), "k--", lw=2, label="one eigh (baseline)")
         ax.axhline(cap, color="grey", lw=0.8, ls=":")
         ax.set(xscale="log", yscale="log", xlabel="p (features)", title=f"r = {rank}")
         ax.set_xticks(sizes, [str(p) for p in sizes])

@@ -153,8 +153,9 @@ def plot(table: pd.DataFrame, spreads: list[float]) -> None:
         ),
     ]
     for row, (ylabel, series) in enumerate(rows):
-        for ax, spread in zip(axes[row], spreads):
-            for (column, label), style in zip(series, ["o-", "s--", "^-", ":"]):
+        for ax, spread in zip(axes[row], spreads, strict=True):
+            # strict=False: a row has three or four series; four styles
+            for (column, label), style in zip(series, ["o-", "s--", "^-", ":"], strict=False):
                 stats = summary[column].agg(["mean", "std"]).loc[spread]
                 if "clean" in column:
                     ax.plot(stats.index, stats["mean"], style, color="grey", linewidth=1, label=label)
@@ -183,7 +184,8 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: 
         "",
         f"`.venv/bin/python benchmarks/outliers_mm_robust.py --seeds {args.seeds}` ({prov}); {seconds:.0f} s, "
         f"load average {loads[0]:.2f} → {loads[1]:.2f}. Recipe: "
-        f"`fairpca_dist.io.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, 2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
+        f"`fairpca_dist.io.datasets.outlier_groups`, the test's `outlier_experiment` data (p = {P}, N = {N}, "
+        f"2 groups of {N // 2}, r = {R}, R_k^{{1/2}} entries "
         "N(0, spread²), 10 rows replaced by α·1 + N(0, I), global centring). Error (45) ∈ [0, √2 ≈ 1.41] "
         "against `mm` on the clean rows. Cells: mean ± std over the seeds. Δ = paired mm − mm-robust "
         "(positive: mm-robust better), ± 2 standard errors; 'claim' = the paper's claim (mm-robust lower "
@@ -195,7 +197,7 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: 
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for _, s in summary.iterrows():
-        cell = lambda m: f"{s[f'{m} mean']:.3f} ± {s[f'{m} std']:.3f}"  # noqa: E731
+        cell = lambda m, s=s: f"{s[f'{m} mean']:.3f} ± {s[f'{m} std']:.3f}"  # noqa: E731
         lines.append(
             f"| {s['spread']:.3g} | {s['alpha']:g} | {cell('mm')} | {cell(METHODS[1])} | "
             f"{s['diff1 mean']:+.3f} ± {s['diff1 2se']:.3f}, {s['robust1 better share']:.0%}, {s['claim1']} | "
@@ -216,7 +218,7 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: 
         "|---|---|---|---|---|---|---|",
     ]
     for _, s in summary.iterrows():
-        cell = lambda m: f"{s[f'{m} mean']:.3f} ± {s[f'{m} std']:.3f}"  # noqa: E731
+        cell = lambda m, s=s: f"{s[f'{m} mean']:.3f} ± {s[f'{m} std']:.3f}"  # noqa: E731
         lines.append(
             f"| {s['spread']:.3g} | {s['alpha']:g} | {cell('mm')} | {cell('self 1 start')} | "
             f"{s['selfdiff1 mean']:+.3f} ± {s['selfdiff1 2se']:.3f}, {s['selfclaim1']} | "
@@ -237,9 +239,15 @@ def write(table: pd.DataFrame, summary: pd.DataFrame, args, prov: str, seconds: 
         rev = summary[summary[f"claim{short}"] == "REVERSED"]
         lines.append(
             f"- mm-robust {name}: holds in "
-            + (", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(holds["spread"], holds["alpha"])) or "no cell")
+            + (
+                ", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(holds["spread"], holds["alpha"], strict=True))
+                or "no cell"
+            )
             + "; reversed in "
-            + (", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(rev["spread"], rev["alpha"])) or "no cell")
+            + (
+                ", ".join(f"(spread {a:.3g}, α {b:g})" for a, b in zip(rev["spread"], rev["alpha"], strict=True))
+                or "no cell"
+            )
             + "."
         )
     (RESULTS / "mm_robust_outliers.md").write_text("\n".join(lines) + "\n")

@@ -140,8 +140,8 @@ def main() -> None:
                 ("scipy dsyrk over 1024-row blocks", lambda c: syrk_blocks(c[0], scipy_syrk)),
                 ("numpy blk.T @ blk over 1024-row blocks", lambda c: syrk_blocks(c[0], numpy_syrk)),
             ):
-                serial = best_ms(lambda: each(fn, parts), 3)
-                threads = best_ms(lambda: list(pool.map(fn, parts)), 3)
+                serial = best_ms(lambda fn=fn: each(fn, parts), 3)
+                threads = best_ms(lambda fn=fn: list(pool.map(fn, parts)), 3)
                 scaling.append((name, serial, threads))
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(8)

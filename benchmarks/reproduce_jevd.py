@@ -217,7 +217,7 @@ def evaluate(moments: GroupMoments, pooled: GroupMoments, components: np.ndarray
         "output_rank": components.shape[1],
         "column_norm_max": float(np.linalg.norm(components, axis=0).max()),
     }
-    row.update({f"loss_{label}": float(value) for label, value in zip(moments.groups, losses)})
+    row.update({f"loss_{label}": float(value) for label, value in zip(moments.groups, losses, strict=True)})
     return row
 
 
@@ -257,7 +257,7 @@ def plot(table: pd.DataFrame) -> None:
     datasets = list(table["dataset"].unique())
     quantities = [("re", "R.E."), ("ve", "V.E."), ("mmd2", "MMD²"), ("max_loss", "max group loss")]
     fig, axes = plt.subplots(len(datasets), len(quantities), figsize=(16, 3.6 * len(datasets)), squeeze=False)
-    styles = dict(zip(METHODS, ["o-", "s--", "^-", "v-", "D:", "x-."]))
+    styles = dict(zip(METHODS, ["o-", "s--", "^-", "v-", "D:", "x-."], strict=True))
     for i, dataset in enumerate(datasets):
         part = table[table["dataset"] == dataset]
         for j, (column, title) in enumerate(quantities):
@@ -510,7 +510,8 @@ def _method_tables(lsac: pd.DataFrame, stops: pd.DataFrame) -> list[str]:
         "cannot be regenerated.",
         "4. **Times.** Ours are fits from the moments on 1 BLAS thread (milliseconds); the paper's "
         "Table 1 gives one number per method and dataset, hardware unstated (spec: probably summed over r "
-        f"with data handling included). Ratio `samadi-sdp` / `jevd`: ours {seconds['samadi-sdp'] / seconds['jevd']:.1f}×, "
+        "with data handling included). Ratio `samadi-sdp` / `jevd`: "
+        f"ours {seconds['samadi-sdp'] / seconds['jevd']:.1f}×, "
         f"the paper's {PAPER_SECONDS_LSAC['samadi-sdp'] / PAPER_SECONDS_LSAC[PAPERS_U]:.1f}×.",
         "5. **Fairness.** The paper reports no group losses. `jevd`'s max group loss is above the fair "
         "optimum (`fair-eig`) at most r of every table below, although Theorem 4.1 claims C(U) = 0 "

@@ -99,12 +99,12 @@ _T = {
 FPCA (0.1, 0.01) | 35.06 5.16 61.65 1.17 0.012 0.007 0.10 0.07 | 7.43 0.59 72.17 1.09 0.017 0.010 0.03 0.02 | 4.05 0.98 77.44 2.96 0.016 0.011 0.04 0.04
 FPCA (0, 0.01) | 34.43 5.02 60.86 1.09 0.011 0.006 0.10 0.06 | 7.33 0.57 71.77 1.60 0.015 0.010 0.03 0.03 | 3.65 0.97 77.05 3.18 0.005 0.004 0.01 0.01
 MBF-PCA (1e-3) | 33.95 5.01 65.37 1.11 0.005 0.002 0.12 0.07 | 10.17 0.57 74.53 1.92 0.018 0.014 0.05 0.04 | 6.03 0.61 79.50 1.22 0.005 0.004 0.03 0.02
-MBF-PCA (1e-6) | 11.83 3.59 57.73 1.50 0.002 0.002 0.06 0.08 | 9.36 0.33 74.10 1.56 0.016 0.010 0.02 0.02 | 5.83 0.57 79.12 1.14 0.005 0.004 0.01 0.01""",
+MBF-PCA (1e-6) | 11.83 3.59 57.73 1.50 0.002 0.002 0.06 0.08 | 9.36 0.33 74.10 1.56 0.016 0.010 0.02 0.02 | 5.83 0.57 79.12 1.14 0.005 0.004 0.01 0.01""",  # noqa: E501 (the table verbatim, one row per line)
     10: """PCA | 100.00 0.00 73.14 1.22 0.241 0.005 0.21 0.07 | 38.25 0.98 99.93 0.14 0.130 0.019 0.12 0.08 | 21.77 2.06 93.64 0.92 0.195 0.007 0.16 0.01
 FPCA (0.1, 0.01) | 87.79 1.27 72.25 0.93 0.015 0.003 0.16 0.06 | 29.85 0.87 99.93 0.14 0.020 0.005 0.12 0.08 | 15.75 1.20 91.94 0.88 0.006 0.003 0.13 0.02
 FPCA (0, 0.1) | 87.44 1.35 72.32 0.93 0.015 0.002 0.16 0.07 | 29.79 0.89 99.93 0.14 0.020 0.006 0.12 0.08 | 15.52 1.18 91.66 0.97 0.004 0.002 0.13 0.02
 MBF-PCA (1e-3) | 87.75 1.36 72.16 0.90 0.014 0.002 0.16 0.07 | 34.10 1.00 99.93 0.14 0.020 0.008 0.12 0.08 | 18.71 1.47 92.81 0.84 0.005 0.002 0.14 0.01
-MBF-PCA (1e-6) | 87.75 1.36 72.16 0.90 0.014 0.002 0.16 0.07 | 16.95 1.52 92.70 3.00 0.013 0.007 0.06 0.05 | 15.49 6.44 86.36 3.77 0.003 0.002 0.07 0.03""",
+MBF-PCA (1e-6) | 87.75 1.36 72.16 0.90 0.014 0.002 0.16 0.07 | 16.95 1.52 92.70 3.00 0.013 0.007 0.06 0.05 | 15.49 6.44 86.36 3.77 0.003 0.002 0.07 0.03""",  # noqa: E501
 }
 DATASET_ORDER = ["COMPAS", "German", "Adult"]
 METRICS = ["var", "acc", "mmd2", "ddp"]
@@ -115,7 +115,7 @@ def _paper() -> dict[tuple[str, int, str], list[tuple[float, float]]]:
     for d, text in _T.items():
         for line in text.splitlines():
             row, *parts = [s.strip() for s in line.split("|")]
-            for name, part in zip(DATASET_ORDER, parts):
+            for name, part in zip(DATASET_ORDER, parts, strict=True):
                 v = [float(t) for t in part.split()]
                 table[(name, d, row)] = [(v[i], v[i + 1]) for i in range(0, 8, 2)]
     return table
@@ -477,7 +477,7 @@ def main() -> None:
     dims = (2,) if args.smoke else DIMENSIONS
     finished = finished_splits(kept, dims) if args.resume else set()
     if args.resume and not kept.empty:  # the rows of a split cut off mid-way are run again
-        kept = kept[[key in finished for key in zip(kept["dataset"], kept["split"])]]
+        kept = kept[[key in finished for key in zip(kept["dataset"], kept["split"], strict=True)]]
         print(f"resuming: {len(finished)} finished splits kept from {CSV}", flush=True)
     rows: list[dict] = kept.to_dict("records")
     for name in args.datasets:

@@ -116,10 +116,11 @@ def plot(table: pd.DataFrame, dataset: str) -> None:
     fair = [m for m in table["method"].unique() if m != "pca"]
     for quantity, title in [("error", "average reconstruction error"), ("loss", "average loss")]:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
-        for group, style in zip(table["group"].unique(), ["o-", "s-"]):
+        # strict=False: styles for the first two groups and fair methods (the paper's datasets have two)
+        for group, style in zip(table["group"].unique(), ["o-", "s-"], strict=False):
             part = table[(table["method"] == "pca") & (table["group"] == group)]
             ax.plot(part["r"], part[quantity], style, label=f"PCA, {group}", markersize=4)
-        for method, style in zip(fair, ["^--", "v:"]):
+        for method, style in zip(fair, ["^--", "v:"], strict=False):
             part = table[table["method"] == method]
             if quantity == "loss":
                 values = part.groupby("r")["loss"].max()
@@ -149,7 +150,8 @@ def summary(table: pd.DataFrame, dataset: str, tol: float) -> str:
         f"# Samadi et al. reproduction: {dataset}",
         "",
         f"`.venv/bin/python benchmarks/reproduce_samadi.py --dataset {dataset}`; tol = {tol:g} (relative gap); "
-        f"2 cores. Figures: `samadi_{dataset}_error.png`, `samadi_{dataset}_loss.png`; all numbers: `samadi_{dataset}.csv`.",
+        f"2 cores. Figures: `samadi_{dataset}_error.png`, `samadi_{dataset}_loss.png`; "
+        f"all numbers: `samadi_{dataset}.csv`.",
         "",
         "| r | PCA max loss | " + " | ".join(f"{m} max loss | {m} s" for m in fair) + " | reference | fair <= PCA |",
         "|---|---|" + "---|---|" * len(fair) + "---|---|",

@@ -464,7 +464,7 @@ def _option_lines(solve: Any) -> dict[str, str]:
     section = lines[starts[0] + 2 :] if starts else []
     entries: dict[tuple[str, ...], list[str]] = {}  # the names of an entry: its type, then its first paragraph
     ended = False  # the entry's first paragraph has ended (a blank line)
-    for line, following in zip(section, [*section[1:], ""]):
+    for line, following in zip(section, [*section[1:], ""], strict=True):
         if following.startswith("---") or (line and not line[0].isspace() and not _ENTRY.match(line)):
             break  # the next section's title, or a paragraph after the section
         if line and not line[0].isspace():
@@ -476,8 +476,8 @@ def _option_lines(solve: Any) -> dict[str, str]:
         elif entries and not ended:
             entry.append(line.strip())
     described = {}
-    for names, (kind, *description) in entries.items():
-        described.update(dict.fromkeys(names, _plain(" ".join(description) or kind)))
+    for listed_names, (kind, *description) in entries.items():
+        described.update(dict.fromkeys(listed_names, _plain(" ".join(description) or kind)))
     return described
 
 
@@ -851,7 +851,8 @@ def _parser() -> argparse.ArgumentParser:
     compare = add_command(
         "compare",
         help="every method (over its grid) by every fairness criterion, in and out of sample",
-        description="Fit every registered method (each over its grid, fairpca_dist.assessment.comparison.COMPARE_GRIDS) and "
+        description="Fit every registered method ("
+        "each over its grid, fairpca_dist.assessment.comparison.COMPARE_GRIDS) and "
         "score each fit by every criterion; writes comparison.md/.html/.json/.csv and Pareto PNGs.",
     )
     compare.add_argument("table_dir", help="ingested table (fairpca ingest)")

@@ -14,7 +14,7 @@ import pandas as pd
 
 from fairpca_dist.engine.cluster import check_scheduler
 from fairpca_dist.engine.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoments, sorted_labels
-from fairpca_dist.exceptions import GroupError, InputError, reading
+from fairpca_dist.exceptions import GroupError, InputError, SchemaError, reading
 from fairpca_dist.io.storage import Location, StorageOptions, locate
 from fairpca_dist.solvers import CENTERS, SOLVERS
 from fairpca_dist.wording import listed
@@ -80,7 +80,8 @@ def check_run_parameters(
         unknown = sorted(set(options) - SOLVERS[method].options)
         if unknown:
             raise InputError(
-                f"unknown option(s) {unknown} for method {method!r}; valid options: {sorted(SOLVERS[method].options) or 'none'}"
+                f"unknown option(s) {unknown} for method {method!r}; "
+                f"valid options: {sorted(SOLVERS[method].options) or 'none'}"
             )
     check_scheduler(dask_address)
 
@@ -143,6 +144,8 @@ def check_source_table(
         read_options=read_options,
         storage_options=storage_options,
     )
+    if table.frame is None:  # arrays (with labels per row), which ingest refuses
+        raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
     sensitive, features_ = list(table.sensitive), list(table.features)
     parts = map_partitions(
         table.frame[list(dict.fromkeys([*sensitive, *labels, *features_]))],
@@ -230,7 +233,7 @@ def _group_rows(labels: pd.DataFrame) -> GroupMoments:
     statistics of no feature: what :meth:`GroupMoments.check_groups` reads, with the fit's
     labels (a tuple per row for several columns)."""
     counts = labels.iloc[:, 0].value_counts() if labels.shape[1] == 1 else labels.value_counts()
-    rows = dict(zip(counts.index.tolist(), counts.tolist()))
+    rows = dict(zip(counts.index.tolist(), counts.tolist(), strict=True))
     groups = sorted_labels(list(rows))
     count = np.array([rows[g] for g in groups], dtype=np.int64)
     k = len(groups)

@@ -45,7 +45,10 @@ def differences(first: str, ours: Sequence[Any], second: str, theirs: Sequence[A
     only_ours = [name for name in ours if name not in set(theirs)]
     only_theirs = [name for name in theirs if name not in set(ours)]
     if not only_ours and not only_theirs:
-        position = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        # strict=False: the lists may differ in length (names repeated); compare their common start
+        position = next(
+            (i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), min(len(ours), len(theirs))
+        )
         if len(ours) != len(theirs):
             return f"{len(ours)} in {first}, {len(theirs)} in {second} (some repeated)"
         return (
@@ -63,7 +66,7 @@ def differences(first: str, ours: Sequence[Any], second: str, theirs: Sequence[A
 def group_display_names(
     groups: Sequence[Hashable],
     columns: Sequence[str] = (),
-    names: Mapping[Hashable, str] | None = None,
+    names: Mapping[Any, str] | None = None,
     *,
     strict: bool = True,
 ) -> list[str]:

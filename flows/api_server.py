@@ -60,7 +60,9 @@ class TemporaryServer(prefect_server.SubprocessASGIServer):
             return subprocess.Popen([args[0], "-m", _MODULE, str(parent), *args[1:]], start_new_session=True, **options)
 
         # Prefect builds the command and its environment; only its Popen call is ours.
-        prefect_server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
+        stand_in = types.ModuleType("subprocess")
+        stand_in.__dict__.update({**vars(subprocess), "Popen": popen})
+        prefect_server.subprocess = stand_in
         try:
             return super()._run_uvicorn_command()
         finally:

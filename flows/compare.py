@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from prefect import flow
 
 from fairpca_dist.assessment.comparison import check_comparison
 from fairpca_dist.assessment.comparison_report import COMPARISON_FILE
+from fairpca_dist.engine.moments import Center
 from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, comparison_task
 from fairpca_dist.io.atomic import check_output
 from fairpca_dist.io.ingest import read_schema
@@ -96,7 +97,7 @@ def compare(
         ranks,
         len(schema["features"]),
         groups=[g["label"] for g in schema["groups"]],
-        center=center,
+        center=cast(Center, center),  # checked by check_run_parameters
         target=target,
     )
     cell_moments_task(

@@ -85,11 +85,12 @@ def _steps(
     with no_retry_after_interrupt():  # the tasks run on the cluster's threads, not interrupted themselves
         with step("dask") as outcome:
             # prefect-dask starts (or connects to) the cluster on first use: do it here, timed.
-            client = FlowRunContext.get().task_runner.client
+            context = FlowRunContext.get()
+            assert context is not None and isinstance(context.task_runner, DaskTaskRunner)  # this flow's runner
+            client = context.task_runner.client
             workers = client.scheduler_info()["workers"].values()
-            outcome.summary = (
-                f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {client.scheduler.address}"
-            )
+            scheduler = client.scheduler.address if client.scheduler is not None else "the scheduler"
+            outcome.summary = f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {scheduler}"
         base = root.rstrip("/")
         pass_through = [*key_columns, *([target] if target else [])]
         # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
@@ -258,13 +259,14 @@ def pipeline(
         overwrite=overwrite,
     )
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
-    steps = _steps.with_options(task_runner=task_runner(dask_address))
+    # prefect-dask's runner is a TaskRunner[PrefectDaskFuture]; with_options is typed for TaskRunner[PrefectFuture]
+    steps = _steps.with_options(task_runner=task_runner(dask_address))  # type: ignore[arg-type]
     with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
         check_run_folder(root, source, overwrite, storage_options)  # again, now that no other run can write it
         new_folder, previous = not root.exists(), previous_run(root)
         replacing = root.local and bool(previous)
         folder = Path(os.path.realpath(root.path)) if root.local else None  # where the lock is
-        target_dir = locate(staging_folder(folder)) if replacing else root
+        target_dir = locate(staging_folder(folder)) if replacing and folder is not None else root
         # what a failure removes: a folder of this run's own all but the rejects sample; in a folder that was there,
         # the steps' outputs if no previous run's are among them (on an object store, steps replace them one by one)
         unfinished = None if new_folder or replacing else () if previous else STEP_FOLDERS
@@ -292,7 +294,7 @@ def pipeline(
         except BaseException:
             remove_unfinished_run(target_dir, unfinished)
             raise
-        if not replacing:
+        if not replacing or folder is None:  # folder: always, when replacing
             return result
         swap_in(Path(target_dir.path), folder)
         return _relocated(result, target_dir.path, root.path)

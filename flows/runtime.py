@@ -8,8 +8,9 @@ with "Timed out while attempting to connect to ephemeral Prefect API server". It
 service also fails without internet access and, while the database is being created, prints
 ``database is locked`` tracebacks.
 
-Before a command starts its API server (:func:`api_server`), it therefore sets, **only where the user has not set them** (in the
-environment, a Prefect profile or ``prefect.toml``), the defaults in :data:`PREFECT_DEFAULTS`.
+Before a command starts its API server (:func:`api_server`), it therefore sets, **only where the
+user has not set them** (in the environment, a Prefect profile or ``prefect.toml``), the defaults in
+:data:`PREFECT_DEFAULTS`.
 Nothing else of the user's Prefect configuration is touched; with ``PREFECT_API_URL`` set,
 flows run against that server and no temporary server starts.
 
@@ -158,7 +159,8 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiSer
     from fairpca_dist.flows.api_server import TemporaryServer
 
     database = Path(settings.home) / "prefect.db"
-    url = settings.server.database.connection_url.get_secret_value()
+    connection = settings.server.database.connection_url  # set by Prefect's defaults
+    url = connection.get_secret_value() if connection is not None else ""
     new_database = url.startswith("sqlite") and str(database) in url and not database.exists()
     server = TemporaryServer()
     ours = not server.running  # else Prefect's own, started earlier in this process: not ours to stop

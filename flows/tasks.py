@@ -10,7 +10,7 @@ import contextlib
 import errno
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal, cast
 from uuid import UUID
 
 from distributed import KilledWorker
@@ -27,6 +27,7 @@ from fairpca_dist.assessment.table_comparison import compare_table
 from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.engine.cluster import connect
+from fairpca_dist.engine.moments import Center
 from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, write_table_report
 from fairpca_dist.io.ingest import ingest_table
@@ -83,11 +84,13 @@ def no_retry_after_interrupt() -> Iterator[None]:
     except Exception:
         raise
     except BaseException:
-        _INTERRUPTED_RUNS.add(FlowRunContext.get().flow_run.id)
+        context = FlowRunContext.get()
+        if context is not None and context.flow_run is not None:  # else not in a flow run: nothing to retry
+            _INTERRUPTED_RUNS.add(context.flow_run.id)
         raise
 
 
-_RETRIES = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": retry_if_transient}
+_RETRIES: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": retry_if_transient}
 
 
 @contextlib.contextmanager
@@ -146,7 +149,7 @@ def ingest_task(
             exclude=exclude,
             key_columns=key_columns,
             pass_through=pass_through,
-            on_bad_rows=on_bad_rows,
+            on_bad_rows=cast(Literal["fail", "drop"], on_bad_rows),  # checked by ingest_table
             read_options=read_options,
             client=client,
             progress=True,
@@ -316,7 +319,7 @@ def evaluation_task(
         n_splits=n_splits,
         train_fraction=train_fraction,
         n_folds=n_folds,
-        center=center,
+        center=cast(Center, center),  # checked by check_run_parameters
         standardize=standardize,
         random_state=random_state,
         progress=True,
@@ -363,7 +366,7 @@ def comparison_task(
             cells_column=cells_column,
             cell_seed=cell_seed,
             train_fraction=train_fraction,
-            center=center,
+            center=cast(Center, center),  # checked by check_run_parameters
             standardize=standardize,
             rbf_mmd=rbf_mmd,
             random_state=random_state,

@@ -163,7 +163,7 @@ def test_few_groups_are_all_named_in_distinct_colours(build, n):
     (legend,) = figure.legends
     groups = [
         (handle, text.get_text())
-        for handle, text in zip(legend.legend_handles, legend.get_texts())
+        for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True)
         if text.get_text() not in ("PCA", "mm")
     ]
     assert [label.replace("\n", " ") for _, label in groups] == group_names(n)  # in their order, long ones wrapped

@@ -199,7 +199,7 @@ def test_compare_never_stars_a_constant_classifier_nor_calls_it_fairest(tmp_path
     header, row = (
         cells(line) for line in (lines[at + 2], next(line for line in lines[at:] if line.startswith("| noise_only |")))
     )
-    shown = dict(zip(header, row))
+    shown = dict(zip(header, row, strict=True))
     assert shown["downstream accuracy (↑)"] == "0.86 (constant)" and shown["DP difference (↓)"] == "0 (constant)"
     assert "Base rate: 1 is 14.0 % of the 300 test rows" in text
 

@@ -251,7 +251,7 @@ def assert_same(a, b, path="", *, rel: float) -> None:
             assert_same(a[key], b[key], f"{path}.{key}", rel=rel)
     elif isinstance(a, list):
         assert len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same(x, y, f"{path}[{i}]", rel=rel)
     elif isinstance(a, float) and not isinstance(b, bool):
         assert b == pytest.approx(a, rel=rel, abs=1e-13), path

@@ -263,7 +263,7 @@ def grid_of(options: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     """Fixed options and the grid (itertools.product of the swept options, in order given)."""
     swept = {k: v for k, v in options.items() if isinstance(v, (list, tuple))}
     fixed = {k: v for k, v in options.items() if k not in swept}
-    return fixed, [dict(zip(swept, values)) for values in itertools.product(*swept.values())]
+    return fixed, [dict(zip(swept, values, strict=True)) for values in itertools.product(*swept.values())]
 
 
 def key_of(params: dict[str, Any]) -> str:
@@ -403,7 +403,7 @@ def compare(evaluation: Evaluation, splits, ref: dict[tuple[str, int], RefResult
         assert got.fits == expected.fits, key
         assert len(got.cross_validation) == len(expected.cross_validation), key
         for point, (params, abdiff, are, slack_abdiff, slack_are) in zip(
-            got.cross_validation, expected.cross_validation
+            got.cross_validation, expected.cross_validation, strict=True
         ):
             assert point.params == params, key
             assert_close([point.abdiff, point.are], [abdiff, are], [slack_abdiff, slack_are], f"{key} CV {params}")

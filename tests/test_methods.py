@@ -46,15 +46,12 @@ def test_two_groups_says_which_methods_refuse_three_groups(method):
     x, labels = grouped_data(n_rows=300, n_features=4, n_groups=3, seed=1)
     moments = compute_moments(x, sensitive_feature=labels)
     passes = ArrayPasses(x, labels, moments.groups) if SOLVERS[method].needs_rows else None
-    fit = lambda: fit_projection(
-        moments,
-        1,
-        method=method,
-        standardize=True,
-        random_state=0,
-        passes=passes,  # noqa: E731
-        **_QUICK.get(method, {}),
-    )
+
+    def fit():
+        return fit_projection(
+            moments, 1, method=method, standardize=True, random_state=0, passes=passes, **_QUICK.get(method, {})
+        )
+
     if SOLVERS[method].two_groups:
         with pytest.raises(InputError, match="two"):
             fit()

@@ -110,7 +110,7 @@ def test_errors_about_given_points_match_rows(data):
     moments = GroupMoments.from_arrays(x + 1e6, labels, weights=weights)
     points = np.random.default_rng(3).standard_normal((moments.n_groups, x.shape[1])) + 1e6
     expected = []
-    for g, point in zip(moments.groups, points):
+    for g, point in zip(moments.groups, points, strict=True):
         y, wg = x[labels == g] + 1e6 - point, w[labels == g]
         expected.append(wg @ np.sum((y - y @ v @ v.T) ** 2, axis=1) / wg.sum())
     np.testing.assert_allclose(metrics.group_errors_about(moments, v, points), expected, rtol=1e-7)
@@ -245,7 +245,7 @@ def test_rbf_mmd_many_equals_one_call_per_projection_in_one_pass(data):
     passes = ArrayPasses(x, labels, moments.groups, weights=weights)
     many = metrics.mmd2_rbf_many(moments, passes, projections, 1.7, n_random_features=300, random_state=11)
     assert passes.n_passes == 1 and len(many) == 3
-    for v, got in zip(projections, many):
+    for v, got in zip(projections, many, strict=True):
         np.testing.assert_array_equal(
             got, metrics.mmd2_rbf(moments, passes, v, 1.7, estimator="rff", n_random_features=300, random_state=11)
         )
@@ -292,7 +292,7 @@ def test_rbf_mmd_many_on_a_dask_table_is_one_pass_and_equals_numpy(data):
         n_random_features=50,
         precision="single",
     )
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
 
 

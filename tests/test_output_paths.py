@@ -117,7 +117,7 @@ def test_project_refuses_an_output_overlapping_its_table_or_model(workspace, cas
         _, output = outputs[case]
         _refused(
             workspace,
-            lambda: project_table(workspace["model"], workspace["table"], output),
+            lambda output=output: project_table(workspace["model"], workspace["table"], output),
             output,
             str(workspace[name]),
         )
@@ -128,12 +128,27 @@ def test_fit_report_compare_evaluate_refuse_outputs_overlapping_their_inputs(wor
     table, model = workspace["table"], workspace["model"]
     for _, output in _outputs(workspace, name):
         if name == "table":
-            _refused(workspace, lambda: fit_table(table, output, method="pca", n_components=1), output, str(table))
             _refused(
-                workspace, lambda: compare_table(table, output, n_components=1, methods=["pca"]), output, str(table)
+                workspace,
+                lambda output=output: fit_table(table, output, method="pca", n_components=1),
+                output,
+                str(table),
             )
-            _refused(workspace, lambda: evaluate_table(table, output, ["pca"], n_components=1), output, str(table))
-        _refused(workspace, lambda: write_table_report(model, table, output), output, str(workspace[name]))
+            _refused(
+                workspace,
+                lambda output=output: compare_table(table, output, n_components=1, methods=["pca"]),
+                output,
+                str(table),
+            )
+            _refused(
+                workspace,
+                lambda output=output: evaluate_table(table, output, ["pca"], n_components=1),
+                output,
+                str(table),
+            )
+        _refused(
+            workspace, lambda output=output: write_table_report(model, table, output), output, str(workspace[name])
+        )
 
 
 def test_the_moments_cache_may_not_lie_in_the_table(workspace):

@@ -91,7 +91,7 @@ def test_restricted_passes_equal_array_passes_on_the_kept_rows(tmp_path, source,
     np.testing.assert_allclose(got.b, want.b, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(got.h, want.h, rtol=1e-9)
 
-    for got_part, want_part in zip(view.projected(v, origin), reference.projected(v, origin)):
+    for got_part, want_part in zip(view.projected(v, origin), reference.projected(v, origin), strict=True):
         if want_part is None:
             assert got_part is None
         else:
@@ -215,7 +215,7 @@ def test_rff_sums_many_equals_separate_calls_in_one_pass(n_partitions):
         before = rows.n_passes
         many = rows.rff_sums_many(requests, origin)
         assert rows.n_passes == before + 1 and len(many) == 3
-        for got, (v, features) in zip(many, requests):
+        for got, (v, features) in zip(many, requests, strict=True):
             alone = rows.rff_sums(v, origin, features)
             # literal sums of the weighted cos features per group, independent of the kernels module
             z = table[FEATURES].to_numpy() - origin
@@ -227,7 +227,7 @@ def test_rff_sums_many_equals_separate_calls_in_one_pass(n_partitions):
                 assert got.weight[g] == pytest.approx(w.sum())
             for name in ("cosines", "sines", "weight"):
                 np.testing.assert_array_equal(getattr(got, name), getattr(alone, name))
-        for got, value_only in zip(many, rows.rff_sums_many(requests, origin, gradient=False)):
+        for got, value_only in zip(many, rows.rff_sums_many(requests, origin, gradient=False), strict=True):
             assert value_only.sines is None
             np.testing.assert_array_equal(value_only.cosines, got.cosines)
 

@@ -78,14 +78,14 @@ def test_merging_moments_of_any_split_equals_the_whole(sample, data):
     cuts = sorted(data.draw(st.lists(st.integers(1, len(x) - 1), max_size=4, unique=True)))
     parts = [
         GroupMoments.from_arrays(x[a:b], labels[a:b])
-        for a, b in zip([0, *cuts], [*cuts, len(x)])
+        for a, b in zip([0, *cuts], [*cuts, len(x)], strict=True)
         if set(labels[a:b]) == {"a", "b"}
     ]
     if not parts:
         return
     covered = sum(part.n_samples for part in parts)
     rows = np.concatenate(
-        [np.arange(a, b) for a, b in zip([0, *cuts], [*cuts, len(x)]) if set(labels[a:b]) == {"a", "b"}]
+        [np.arange(a, b) for a, b in zip([0, *cuts], [*cuts, len(x)], strict=True) if set(labels[a:b]) == {"a", "b"}]
     )
     whole = GroupMoments.from_arrays(x[rows], labels[rows])
     merged = parts[0]

@@ -123,12 +123,12 @@ def test_fair_max_loss_never_above_pca(synthetic):
     _, moments, model, report = synthetic
     curves = report["curves"]
     assert curves["n_components"] == [1, 2, 3, 4, 5]
-    for r, pca, fair in zip(curves["n_components"], curves["pca"], curves["fair"]):
+    for r, pca, fair in zip(curves["n_components"], curves["pca"], curves["fair"], strict=True):
         assert pca["n_components"] == fair["n_components"] == r
         assert fair["max_loss"] <= pca["max_loss"] * (1 + 1e-9) + 1e-12, r
         assert fair["explained_variance_ratio"] <= pca["explained_variance_ratio"] + 1e-12, r  # PCA's optimality
         np.testing.assert_array_equal(pca["group_loss"], pca_at(moments, model, r).group_loss)
-    assert any(f["max_loss"] < 0.9 * p["max_loss"] for p, f in zip(curves["pca"], curves["fair"]))
+    assert any(f["max_loss"] < 0.9 * p["max_loss"] for p, f in zip(curves["pca"], curves["fair"], strict=True))
 
 
 def test_default_range_of_r_and_skipped_downstream(tmp_path):
@@ -362,7 +362,7 @@ def test_credit_report(credit_frame, tmp_path):
     curves = report["curves"]
     assert curves["n_components"] == list(range(1, 11))
     np.testing.assert_allclose([fair["max_loss"] for fair in curves["fair"]], CREDIT_OPTIMUM, rtol=1e-6)
-    for pca, fair in zip(curves["pca"], curves["fair"]):
+    for pca, fair in zip(curves["pca"], curves["fair"], strict=True):
         assert fair["max_loss"] <= pca["max_loss"] * (1 + 1e-9)
     working = moments.rescaled(model.scale)
     np.testing.assert_array_equal(
@@ -382,7 +382,7 @@ def test_loaded_model_with_intersectional_groups(tmp_path):
     """A model read back from disk (as the flow does) gives the same report; tuple group
     labels are named "a & b" and the rank-relaxed samadi-sdp output is evaluated at rank r."""
     x, labels = grouped_data(n_rows=600, n_features=5, n_groups=2, seed=7)
-    tuples = list(zip(labels, np.where(np.arange(600) % 2 == 0, "u", "v")))
+    tuples = list(zip(labels, np.where(np.arange(600) % 2 == 0, "u", "v"), strict=True))
     moments = GroupMoments.from_arrays(x, tuples)
     model = fit_projection(moments, 2, method="samadi-sdp", standardize=True)
     loaded = load_model(save_model(model, tmp_path / "model"))

@@ -57,7 +57,9 @@ def intersectional_moments(rows_of_the_small_cell: int):
     x, _ = grouped_data(n_rows=600 + rows_of_the_small_cell, n_features=3)
     cells = [("Black", "Divorced"), ("White", "Divorced"), ("White", "Married-AF-spouse")]
     race, marital = zip(
-        *[cell for cell in cells for _ in range(200)], *[("Black", "Married-AF-spouse")] * rows_of_the_small_cell
+        *[cell for cell in cells for _ in range(200)],
+        *[("Black", "Married-AF-spouse")] * rows_of_the_small_cell,
+        strict=True,
     )
     return compute_moments(
         pd.DataFrame(x, columns=list("abc")).assign(race=race, marital=marital), sensitive_feature=["race", "marital"]

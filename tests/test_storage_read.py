@@ -61,7 +61,7 @@ def local_table(credit_frame: pd.DataFrame, tmp_path_factory: pytest.TempPathFac
 
 def _parts(frame: pd.DataFrame, n: int) -> list[pd.DataFrame]:
     bounds = np.linspace(0, len(frame), n + 1).astype(int)
-    return [frame.iloc[start:stop] for start, stop in zip(bounds[:-1], bounds[1:])]
+    return [frame.iloc[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,7 @@ def source(frame: pd.DataFrame, s3_bucket: str, tmp_path) -> tuple[str, str]:
 
 def _thirds(frame: pd.DataFrame) -> list[pd.DataFrame]:
     bounds = np.linspace(0, len(frame), 4).astype(int)
-    return [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [frame.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _bucket(url: str) -> str:

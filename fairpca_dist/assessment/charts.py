@@ -48,9 +48,9 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -78,13 +78,14 @@ NAMED_GROUPS = 8
 
 Worse = Literal["higher", "lower"]
 
-_TAB10 = matplotlib.colormaps["tab10"].colors
-_TAB20 = matplotlib.colormaps["tab20"].colors
+# colormaps[] is typed Colormap; tab10 and tab20 are ListedColormaps, which have .colors
+_TAB10 = matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]
+_TAB20 = matplotlib.colormaps["tab20"].colors  # type: ignore[attr-defined]
 _METHOD_PALETTE = _TAB20[0::2] + _TAB20[1::2]  # ten strong colours, then their light shades
 _NAMED_PALETTE = tuple(colour for i, colour in enumerate(_TAB10) if i != 7)  # tab10 without its grey
 _OTHERS = "0.55"  # the grey of the aggregated groups
-_ARM_STYLES = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
-_LEGEND = {"loc": "outside right upper", "fontsize": 7}
+_ARM_STYLES: tuple[tuple[str, Literal["-", "--", ":", "-."]], ...] = (("o", "-"), ("s", "--"), ("^", ":"), ("D", "-."))
+_LEGEND: dict[str, Any] = {"loc": "outside right upper", "fontsize": 7}
 _LEGEND_ROWS = 20
 _EDGE_LABEL_POINTS = 7.0
 
@@ -155,7 +156,7 @@ def _draw_groups(
             linewidth=1.3,
             zorder=2,
         )
-    for g, colour in zip(groups.named, groups.colours):
+    for g, colour in zip(groups.named, groups.colours, strict=True):
         axes.plot(
             ranks, values[:, g], marker=marker, linestyle=linestyle, color=colour, markersize=markersize, zorder=3
         )
@@ -165,7 +166,8 @@ def _group_entries(groups: _Groups) -> list[tuple[object, str]]:
     """Legend entries (handle, label) of the named groups, then of the aggregated ones (a band
     under a line), after a line saying which groups are named when some are not."""
     entries: list[tuple[object, str]] = [
-        (Line2D([], [], color=colour, linewidth=2), label) for colour, label in zip(groups.colours, groups.labels)
+        (Line2D([], [], color=colour, linewidth=2), label)
+        for colour, label in zip(groups.colours, groups.labels, strict=True)
     ]
     if groups.others:
         extreme = "highest" if groups.worse == "higher" else "lowest"
@@ -180,7 +182,7 @@ def _group_entries(groups: _Groups) -> list[tuple[object, str]]:
 def _legend(figure: Figure, entries: Sequence[tuple[object, str]]) -> None:
     """One legend outside the axes, on the figure's right, from (handle, label) pairs, in as
     many columns of at most :data:`_LEGEND_ROWS` entries as needed."""
-    handles, labels = zip(*entries)
+    handles, labels = zip(*entries, strict=True)
     figure.legend(list(handles), list(labels), ncols=_legend_columns(len(entries)), **_LEGEND)
 
 
@@ -247,16 +249,17 @@ def _group_curves_figure(
 ) -> Figure:
     """:func:`group_curves`' figure."""
     groups = _choose_groups(np.stack(list(arms.values())), group_names, worse)
+    # strict=False: _ARM_STYLES has a style for up to four arms; fewer arms use the first ones.
     entries = [
         *(
             (Line2D([], [], color="black", marker=marker, linestyle=linestyle, markersize=4), arm)
-            for arm, (marker, linestyle) in zip(arms, _ARM_STYLES)
+            for arm, (marker, linestyle) in zip(arms, _ARM_STYLES, strict=False)
         ),
         *_group_entries(groups),
     ]
     figure = _new_figure(8.0, max(4.4, _legend_height([label for _, label in entries]) + 0.3))
     axes = figure.add_subplot()
-    for values, style in zip(arms.values(), _ARM_STYLES):
+    for values, style in zip(arms.values(), _ARM_STYLES, strict=False):
         _draw_groups(axes, ranks, values, groups, style, markersize=4)
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set_xlabel("number of components r")
@@ -518,12 +521,17 @@ def _mark_off_axes(
     for i, (method, points) in enumerate(sweeps.items()):
         beyond: dict[tuple[int, int], list[tuple[float, float]]] = {}
         for point in points:
-            sides = tuple(0 if window is None else window.side(v) for window, v in zip(windows, point))
+            x_side, y_side = (0 if window is None else window.side(v) for window, v in zip(windows, point, strict=True))
+            sides = (x_side, y_side)
             if sides != (0, 0):
                 beyond.setdefault(sides, []).append(point)
         for sides, off in beyond.items():
             shown = [
-                [window.edge(side) if side else v for window, side, v in zip(windows, sides, point)] for point in off
+                [
+                    window.edge(side) if side and window is not None else v
+                    for window, side, v in zip(windows, sides, point, strict=True)
+                ]
+                for point in off
             ]
             axes.plot(
                 *np.array(shown).T,
@@ -533,7 +541,8 @@ def _mark_off_axes(
                 zorder=4,
                 marker=MarkerStyle(">").rotated(deg=math.degrees(math.atan2(sides[1], sides[0]))),
             )
-            labels.append((sides, *shown[0], f"{method}: {_beyond_text(off, sides)}"))
+            x, y = shown[0]
+            labels.append((sides, x, y, f"{method}: {_beyond_text(off, sides)}"))
     _place_edge_labels(axes, labels, limits)
     return bool(labels)
 
@@ -549,7 +558,8 @@ def _zoom_on_bulk(
         None if bulk is None else _Window.around(bulk)
         for bulk in (_spanning(_bulk(xy[:, axis]), xy[:, axis], kept[:, axis]) for axis in (0, 1))
     ]
-    for window, set_limits in zip(windows, (axes.set_xlim, axes.set_ylim)):
+    setters: tuple[Callable[[float, float], object], ...] = (axes.set_xlim, axes.set_ylim)
+    for window, set_limits in zip(windows, setters, strict=True):
         if window is not None:
             set_limits(window.low, window.high)
     return windows
@@ -557,7 +567,7 @@ def _zoom_on_bulk(
 
 def _beyond_text(points: Sequence[tuple[float, float]], sides: tuple[int, int]) -> str:
     parts = []
-    for axis, (name, side) in enumerate(zip("xy", sides)):
+    for axis, (name, side) in enumerate(zip("xy", sides, strict=True)):
         if side:
             values = sorted(point[axis] for point in points)
             shown = f"{values[0]:.3g}" if values[0] == values[-1] else f"{values[0]:.3g}–{values[-1]:.3g}"
@@ -574,7 +584,7 @@ def _place_edge_labels(
     the lines; labels on the same side near each other are stacked."""
     placed: list[tuple[tuple[int, int], float]] = []
     for sides, x, y, text in labels:
-        fx, fy = ((v - low) / (high - low) for v, (low, high) in zip((x, y), limits))
+        fx, fy = ((v - low) / (high - low) for v, (low, high) in zip((x, y), limits, strict=True))
         along = fy if sides[1] == 0 else fx
         level = sum(1 for s, a in placed if s == sides and abs(a - along) < (0.08 if sides[1] == 0 else 0.3))
         placed.append((sides, along))

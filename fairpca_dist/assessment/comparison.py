@@ -134,7 +134,8 @@ class Candidate:
         """The method and its grid point, e.g. ``dro (alpha=0.05, lam=1)``."""
         if not self.params:
             return self.method
-        return f"{self.method} ({', '.join(f'{k}={v:g}' if isinstance(v, float) else f'{k}={v}' for k, v in self.params.items())})"
+        params = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in self.params.items())
+        return f"{self.method} ({params})"
 
     @property
     def ok(self) -> bool:
@@ -157,6 +158,19 @@ class Candidate:
             and bool(np.isfinite(value))
             and not (key in DOWNSTREAM_KEYS and self.degenerate)
         )
+
+    def measured(self, key: str, where: str = "in") -> float:
+        """:meth:`value` where the caller knows it was measured (e.g. after :meth:`competes`).
+
+        Raises
+        ------
+        ValueError
+            When it was not measured (a bug in the caller).
+        """
+        value = self.value(key, where)
+        if value is None:
+            raise ValueError(f"{self.label}: criterion {key!r} ({where}) was not measured")
+        return value
 
     def value(self, key: str, where: str = "in") -> float | None:
         """Criterion ``key`` in sample (``where="in"``) or on the test cells (``"test"``);
@@ -232,7 +246,7 @@ class Comparison:
         """The candidates at r with the best value of criterion ``key`` (ties all), among those
         that compete for it (:meth:`Candidate.competes`: converged, and no degenerate classifier
         for a downstream criterion)."""
-        scored = [(c, c.value(key, where)) for c in self.at(n_components) if c.competes(key, where)]
+        scored = [(c, c.measured(key, where)) for c in self.at(n_components) if c.competes(key, where)]
         if not scored:
             return ()
         sign = 1.0 if criterion_named(key).better == "lower" else -1.0
@@ -249,7 +263,7 @@ class Comparison:
         scored = [
             c for c in self.at(n_components) if c.competes(key) and c.value("explained_variance_ratio") is not None
         ]
-        points = [(c.value(key), c.value("explained_variance_ratio")) for c in scored]
+        points = [(c.measured(key), c.measured("explained_variance_ratio")) for c in scored]
         return tuple(scored[i] for i in pareto_front(points, criterion_named(key).better))
 
     def summary(self) -> list[str]:
@@ -331,7 +345,7 @@ class Comparison:
                 f"the fairest is {fairest.label}, {_g(fairest.value(criterion.key))}"
             )
             if pca is not None and fairest is not pca:
-                cost = 1.0 - fairest.value("explained_variance_ratio") / pca.value("explained_variance_ratio")
+                cost = 1.0 - fairest.measured("explained_variance_ratio") / pca.measured("explained_variance_ratio")
                 sentence += (
                     f" against PCA's {_g(pca.value(criterion.key))}, costing {100 * cost:.1f} % of PCA's "
                     "explained variance."
@@ -354,14 +368,14 @@ class Comparison:
                 continue
             keys = [c.key for c in self.criteria() if c.fairness or c.key == "accuracy"]
             keys = [key for key in keys if candidate.competes(key) and pca.competes(key)]
-            worse = tuple(key for key in keys if criterion_named(key).worse(candidate.value(key), pca.value(key)))
+            worse = tuple(key for key in keys if criterion_named(key).worse(candidate.measured(key), pca.measured(key)))
             if not worse:
                 continue
             own = self._own_criterion(candidate)
             improved = (
                 own in keys
                 and own not in worse
-                and criterion_named(own).worse(pca.value(own), candidate.value(own), rtol=1e-9, atol=0.0)
+                and criterion_named(own).worse(pca.measured(own), candidate.measured(own), rtol=1e-9, atol=0.0)
             )
             kinds.setdefault((own, improved, worse), []).append(candidate)
         lines = []
@@ -369,13 +383,16 @@ class Comparison:
             several = len(fits) > 1
             changes = _and(
                 _without_repeated_verbs(
-                    [_change(key, pca.value(key), [c.value(key) for c in fits], key == own, several) for key in worse]
+                    [
+                        _change(key, pca.measured(key), [c.measured(key) for c in fits], key == own, several)
+                        for key in worse
+                    ]
                 )
             )
             subject = self._named(fits)
-            if improved:
+            if improved and own is not None:  # improved: own is one of the criteria compared
                 lines.append(
-                    f"{subject} {_change(own, pca.value(own), [c.value(own) for c in fits], True, several)} "
+                    f"{subject} {_change(own, pca.measured(own), [c.measured(own) for c in fits], True, several)} "
                     f"but {changes} next to PCA."
                 )
             else:
@@ -584,7 +601,7 @@ def compare_methods(
     test = cells.union(split.test, min_group_size=1)
     if standardize:
         total.feature_scale(ddof)  # a column constant on the whole table is refused here
-    fit_options = {"center": center, "standardize": standardize, "ddof": ddof}
+    fit_options: dict[str, Any] = {"center": center, "standardize": standardize, "ddof": ddof}
     used = {"rbf bandwidth samples": 0, "random-feature sums": 0}
     sigmas: dict[int, float] = {}
     candidates: list[Candidate] = []
@@ -659,7 +676,7 @@ def _candidate(
     reads = isinstance(plan.method, str) and SOLVERS[plan.method].reads_rows(options)
     if reads and plan.method == "mmd" and sigma is not None and "sigma" not in options:
         fit_options = {**fit_options, "sigma": sigma}  # the σ of the RBF MMD² column (module docstring)
-    common = {"method": plan.name, "params": params, "n_components": r, "reads_rows": reads}
+    common: dict[str, Any] = {"method": plan.name, "params": params, "n_components": r, "reads_rows": reads}
     if reads and passes is None:
         bar.update(2)
         return Candidate(
@@ -702,7 +719,7 @@ def _candidate(
             plan,
             params,
             seed,
-            {**fit_options, "passes": passes.restricted(split.train) if reads else None},
+            {**fit_options, "passes": passes.restricted(split.train) if reads and passes is not None else None},
             caught,
         )
         out_of_sample, out_status = score_projection(held_out, train, test), held_out.status
@@ -751,21 +768,21 @@ def _with_rbf_mmd(
     used: dict[str, int],
 ) -> list[Candidate]:
     """The largest RBF MMD² over pairs of every successful in-sample fit, one pass for all."""
-    fitted = [c for c in candidates if c.model is not None]
-    if sigma is None or not fitted:
+    fitted = [(c, c.model) for c in candidates if c.model is not None]
+    if sigma is None or passes is None or not fitted:  # sigma is only set with the rows
         return candidates
-    scale = fitted[0].model.scale  # every in-sample fit scales by the whole table's deviations
+    scale = fitted[0][1].scale  # every in-sample fit scales by the whole table's deviations
     before = passes.n_passes
     matrices = metrics.mmd2_rbf_many(
         total.rescaled(scale),
         passes.rescaled(scale),
-        [c.model.components for c in fitted],
+        [model.components for _, model in fitted],
         sigma,
         n_random_features=n_random_features,
         random_state=seed,
     )
     used["random-feature sums"] += passes.n_passes - before
-    values = {id(c): float(np.max(m)) for c, m in zip(fitted, matrices)}
+    values = {id(c): float(np.max(m)) for (c, _), m in zip(fitted, matrices, strict=True)}
     return [replace(c, rbf_mmd2=values.get(id(c))) for c in candidates]
 
 

@@ -78,7 +78,7 @@ def downstream_parity(
     models: Mapping[str, FairProjection],
     random_state: int = 0,
     test_size: float = 0.3,
-    group_names: Mapping[Hashable, str] | None = None,
+    group_names: Mapping[Any, str] | None = None,
 ) -> dict:
     """Accuracy and demographic parity of a classifier trained on each model's projection.
 
@@ -215,7 +215,7 @@ def _check_sample(
             )
 
 
-def check_binary_target(counts: pd.Series, name: str) -> list[Hashable]:
+def check_binary_target(counts: pd.Series, name: str) -> tuple[Hashable, ...]:
     """The two classes of target ``name``, sorted, from its value ``counts``; raises unless there
     are exactly 2, of >= 2 rows each (the downstream check's stratified split)."""
     classes = sorted_labels(counts.index.tolist())

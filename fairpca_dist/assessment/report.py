@@ -33,8 +33,8 @@ For both arms it records, from the group moments (:func:`fairpca_dist.assessment
   above), one σ for both arms (the model's own for an ``mmd`` fit, else the median heuristic at
   the PCA projection), so the two are comparable; without the rows, ``mmd`` with the RBF kernel
   has its criterion "not measured", said so in words;
-* optionally, a downstream check (:func:`~fairpca_dist.assessment.downstream.downstream_parity`): accuracy and demographic parity
-  of a logistic regression trained on each arm's projection of a row sample.
+* optionally, a downstream check (:func:`~fairpca_dist.assessment.downstream.downstream_parity`): accuracy and
+  demographic parity of a logistic regression trained on each arm's projection of a row sample.
 
 Groups are named by their column (``sex=1``; intersectional ``sex=1 & race=2``) when the model
 recorded its sensitive column(s) (:attr:`~fairpca_dist.solvers.result.FairProjection.group_columns`),
@@ -56,7 +56,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,7 +173,7 @@ def build_report(
     title: str = "Fair PCA report",
     passes: DataPasses | None = None,
     rbf_mmd: str = "auto",
-    group_names: Mapping[Hashable, str] | None = None,
+    group_names: Mapping[Any, str] | None = None,
 ) -> dict:
     """Every number of the fairness report of ``model``, as plain JSON values.
 
@@ -235,7 +235,8 @@ def build_report(
         largest group loss), ``pca`` and ``fair`` (its value per r);
         ``rbf_mmd``: ``estimator``, ``sigma``, ``sigma_source``, ``n_random_features`` (rff) and
         arm -> k × k matrix, or ``{"skipped": reason}``;
-        ``downstream``: :func:`~fairpca_dist.assessment.downstream.downstream_parity` of both arms, or ``{"skipped": reason}``.
+        ``downstream``: :func:`~fairpca_dist.assessment.downstream.downstream_parity` of both arms, or
+        ``{"skipped": reason}``.
         An evaluation is :meth:`fairpca_dist.assessment.scoring.ProjectionScores.as_dict`: ``n_components``,
         ``group_error`` (and ``_within``), ``group_variance``, ``group_loss``, ``max_loss``,
         ``min_group_variance``, ``group_explained_variance_ratio``, ``explained_variance_ratio``
@@ -286,7 +287,7 @@ def build_report(
             "group_names": {str(key): name for key, name in (group_names or {}).items()},
             "groups": [
                 {"label": label_to_json(group), "name": name, "count": count}
-                for group, name, count in zip(moments.groups, names, moments.count)
+                for group, name, count in zip(moments.groups, names, moments.count, strict=True)
             ],
         },
         "model": {
@@ -452,7 +453,7 @@ def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: D
             for v in components:
                 matrices.append(metrics.mmd2_rbf(working, rows, v, sigma, estimator="exact"))
                 bar.update()
-    result.update(zip(models, matrices))
+    result.update(zip(models, matrices, strict=True))
     return result
 
 
@@ -461,7 +462,7 @@ def _downstream(
     target: str | None,
     sensitive: Sequence[str] | str | None,
     models: dict[str, FairProjection],
-    group_names: Mapping[Hashable, str] | None,
+    group_names: Mapping[Any, str] | None,
 ) -> dict:
     if sample is None or target is None:
         missing = " and no ".join(name for name, value in (("sample", sample), ("target", target)) if value is None)
@@ -911,7 +912,7 @@ def _plot(report: dict, quantity: str, ylabel: str, path: Location) -> None:
 # ---------------------------------------------------------------------- writing
 def write_report(
     report: dict,
-    out_dir: str | Path,
+    out_dir: str | os.PathLike[str],
     *,
     inputs: Iterable[str | os.PathLike[str]] = (),
     storage_options: StorageOptions | None = None,
@@ -933,7 +934,7 @@ def write_report(
     ----------
     report : dict
         From :func:`build_report`.
-    out_dir : str or Path
+    out_dir : str or os.PathLike
         Folder of the report; created if needed. An existing file there, or a folder with
         other files but no ``report.json`` (not a report folder), is refused.
     inputs : iterable of paths

@@ -12,10 +12,11 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from fairpca_dist.assessment.evaluation import Evaluation, Methods, check_methods, evaluate, plan_splits
 from fairpca_dist.engine.cells import CellMoments, HashCells
+from fairpca_dist.engine.moments import Center
 from fairpca_dist.engine.passes import compute_moments
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.extras import missing_dependency
@@ -118,16 +119,19 @@ def cached_cell_moments(
     path = cell_moments_cache_path(table_dir, cache_dir, cells, storage_options)
     if path.isfile():
         return CellMoments.load(path), path
-    moments = compute_moments(
-        table_source(table_dir, storage_options),
-        sensitive_feature=schema["sensitive_feature"],
-        features=schema["features"],
-        sample_weight=schema.get("sample_weight"),
-        cells=cells,
-        client=client,
-        progress=progress,
-        min_group_size=1,
-        storage_options=storage_options,
+    moments = cast(  # compute_moments(cells=...) gives CellMoments
+        CellMoments,
+        compute_moments(
+            table_source(table_dir, storage_options),
+            sensitive_feature=schema["sensitive_feature"],
+            features=schema["features"],
+            sample_weight=schema.get("sample_weight"),
+            cells=cells,
+            client=client,
+            progress=progress,
+            min_group_size=1,
+            storage_options=storage_options,
+        ),
     )
     with atomic_file(path, inputs=[table_dir]) as staging:
         moments.save(staging)
@@ -174,7 +178,7 @@ def evaluate_table(
         n_splits=n_splits,
         train_fraction=train_fraction,
         n_folds=n_folds,
-        center=center,
+        center=cast(Center, center),  # checked there
         standardize=standardize,
         random_state=random_state,
         progress=progress,
@@ -250,9 +254,10 @@ def plot_tradeoff(evaluation: Evaluation, path: str | os.PathLike[str] | IO[byte
                 alpha=0.7,
                 label=f"{method}: grid (CV)",
             )
+        test_are, test_abdiff = summary.loc[method, ["test_are", "test_abdiff"]].to_numpy(dtype=float)
         axes.plot(
-            summary.loc[method, "test_are"],
-            summary.loc[method, "test_abdiff"],
+            test_are,
+            test_abdiff,
             "*",
             color=f"C{i}",
             markersize=12,

@@ -123,13 +123,13 @@ def l1_block_sums(
     """
     k, p, r = len(groups), x.shape[1], components.shape[1]
     present = np.flatnonzero(np.bincount(codes, minlength=k))
-    for code in present:
+    for code in present.tolist():
         if groups[code] not in centers:
             raise GroupError(f"group {groups[code]!r} of the rows is not one of the fitted groups {tuple(centers)}")
     if present.size == 0:
         return L1Sums.zeros(groups, p, r)
     offsets = np.zeros((k, p))
-    offsets[present] = [centers[groups[code]] for code in present]
+    offsets[present] = [centers[groups[code]] for code in present.tolist()]
     reference = offsets[present[0]].copy()
     offsets[present] -= reference
     projected_offsets = offsets @ components
@@ -310,7 +310,7 @@ class ArrayPasses:
 
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
         self._counter.next()
-        by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64)))
+        by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
         total = L1Sums.zeros(self.groups, self.x.shape[1], components.shape[1])
         with one_blas_thread():  # small products per block, as in a dask task
             for start in range(0, self.x.shape[0], _BLOCK_ROWS):

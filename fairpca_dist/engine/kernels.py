@@ -156,7 +156,7 @@ def pairwise_rbf(
         for pair in pairs
     ]
     values = np.array([value for value, _ in parts])
-    return values, (np.hstack([s for _, s in parts]) if gradient else None)
+    return values, (np.hstack([s for _, s in parts if s is not None]) if gradient else None)
 
 
 def backprojection(rows: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -268,9 +268,9 @@ class RandomFeatures:
         lifted, angle = buffers.lifted[:n], buffers.angle[:n]
         lifted[:, :-1] = projected
         np.matmul(lifted, buffers.angle_map, out=angle)
-        source = angle
+        source: np.ndarray = angle
         if self.precision == "single":
-            turns, source = buffers.turns[:n], buffers.reduced[:n]
+            turns, source = _single(buffers.turns)[:n], _single(buffers.reduced)[:n]
             np.rint(angle, out=turns)
             np.subtract(angle, turns, out=angle)
             angle *= 2.0 * np.pi  # in float64: a float32 2π would scale every angle by the same 3e-8
@@ -312,13 +312,20 @@ class FeatureBuffers:
 
     def widened(self, n: int, *, sine: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
         """float64 copies of the first n rows of the float32 cos (and sin) just computed."""
-        cos = self.wide_cos[:n]
+        cos = _single(self.wide_cos)[:n]
         np.copyto(cos, self.cos[:n])
         if not sine:
             return cos, None
-        sin = self.wide_sin[:n]
+        sin = _single(self.wide_sin)[:n]
         np.copyto(sin, self.sin[:n])
         return cos, sin
+
+
+def _single(buffer: np.ndarray | None) -> np.ndarray:
+    """A buffer :class:`FeatureBuffers` has for single-precision features only."""
+    if buffer is None:
+        raise ValueError("these FeatureBuffers were made for double-precision random features")
+    return buffer
 
 
 @dataclass(frozen=True)
@@ -386,7 +393,7 @@ def rff_sums(
                 cos, sin = buffers.widened(m, sine=gradient)
             cosines[g] += w @ cos
             weight[g] += w.sum()
-            if gradient:
+            if sines is not None and sin is not None:  # with gradient
                 if weights is not None:
                     z *= w[:, None]
                 sines[g] += z.T @ sin
@@ -414,7 +421,7 @@ def pairwise_rff(
     None for sums without sines."""
     parts = [rff_mmd2(sums, pair, features) for pair in pairs]
     values = np.array([value for value, _ in parts])
-    return values, None if sums.sines is None else np.stack([g for _, g in parts])
+    return values, None if sums.sines is None else np.stack([g for _, g in parts if g is not None])
 
 
 def moment_mmd2(

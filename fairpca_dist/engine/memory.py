@@ -3,8 +3,9 @@
 A worker's memory during a pass is its **floor** (the process once the libraries a pass
 imports are loaded: Python, numpy, pandas, pyarrow, dask.dataframe, distributed and this
 package, ≈ 260–365 MB depending on the machine: measured on each worker) plus, for each of
-its threads, what one task needs while it reads and processes one partition (:meth:`PartitionSize.need`: a multiple of the partition's decoded
-bytes, plus pyarrow's page buffers per column). ``distributed`` pauses a worker whose memory
+its threads, what one task needs while it reads and processes one partition
+(:meth:`PartitionSize.need`: a multiple of the partition's decoded bytes, plus pyarrow's page
+buffers per column). ``distributed`` pauses a worker whose memory
 passes 80 % of its limit and kills it at 95 %: a worker whose floor alone is above the pause
 threshold never runs a task (the pass waits forever), and one whose partitions do not fit is
 killed until the pass fails with ``KilledWorker``. Measured by ``benchmarks/bench_memory.py``
@@ -162,7 +163,7 @@ def array_partition_size(blocks: Sequence[Any]) -> PartitionSize:
     columns = [int(np.prod(block.shape[1:], dtype=np.int64)) for block in present]
     return PartitionSize(
         int(max(max(block.chunks[0]) for block in present)),
-        sum(n * _value_bytes(block.dtype) for n, block in zip(columns, present)),
+        sum(n * _value_bytes(block.dtype) for n, block in zip(columns, present, strict=True)),
         sum(columns),
         _IN_MEMORY,
     )
@@ -173,9 +174,12 @@ def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
     dask, or as a slice of a row group: ``(rows, sliced)``), and what sets their size."""
     for op in expr.find_operations(FromMap):
         if isinstance(op.func, SlicedParquet):
-            kinds = [(rows, isinstance(part, RowSlice)) for rows, part in zip(op.func.partition_rows, op.iterables[0])]
+            kinds = [
+                (rows, isinstance(part, RowSlice))
+                for rows, part in zip(op.func.partition_rows, op.iterables[0], strict=True)
+            ]
             largest = [max((rows for rows, kind in kinds if kind == sliced), default=0) for sliced in (False, True)]
-            return list(zip(largest, (False, True))), _PARQUET
+            return list(zip(largest, (False, True), strict=True)), _PARQUET
     for op in expr.find_operations(ReadParquetFSSpec):
         rows = _parquet_rows(op)
         return ([(max(rows), False)], _PARQUET) if rows else None
@@ -285,7 +289,7 @@ def check_workers(client: Any, size: PartitionSize | None) -> None:
             f"libraries of a pass are loaded (pandas, pyarrow, dask.dataframe), and {pauses}, so the pass would wait "
             f"forever; {start}"
         )
-    smaller = size.smaller((worst.usable - worst.floor) // worst.nthreads)
+    smaller = size.smaller((worst.usable - worst.floor) // worst.nthreads) if size is not None else None
     raise ResourceError(
         f"a pass needs ≈ {_size(worst.floor + worst.nthreads * need)} on each Dask worker: {_size(worst.floor)} for "
         f"the libraries of a pass and, for each of its {worst.nthreads} thread(s), {_size(need)} to read and process "
@@ -306,7 +310,7 @@ def killed_worker_error(error: BaseException, client: Any, size: PartitionSize |
     last = getattr(error, "last_worker", None)  # distributed's record of it: address, nanny, memory limit
     limit = int(getattr(last, "memory_limit", 0) or 0)
     limits = f"a memory limit of {_size(limit)}" if limit else "no memory limit"
-    if any("memory budget" in line and last.address in line for line in _nanny_log(client, last)):
+    if last is not None and any("memory budget" in line and last.address in line for line in _nanny_log(client, last)):
         need = (
             f"; the largest partition of this pass ({size}) was estimated to need ≈ {_size(size.need())} per task"
             if size is not None

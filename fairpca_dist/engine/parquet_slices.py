@@ -135,7 +135,7 @@ def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
         return frame
     parts: list[RowSlice | list[Any]] = []
     rows: list[int] = []
-    for part, stats in zip(plan["parts"], statistics):
+    for part, stats in zip(plan["parts"], statistics, strict=True):
         pieces = part if isinstance(part, list) else [part]
         if stats["total_byte_size"] <= budget or len(pieces) != 1 or len(pieces[0]["piece"][1]) != 1:
             parts.append(part)

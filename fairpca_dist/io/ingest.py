@@ -215,7 +215,13 @@ def _clean_partition(
     with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
         pq.write_table(pa.Table.from_pandas(good, preserve_index=False), file)
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
-    counts.update({f"{column} (missing group)": int(n) for column, n in zip(sensitive, missing_group.sum(axis=0)) if n})
+    counts.update(
+        {
+            f"{column} (missing group)": int(n)
+            for column, n in zip(sensitive, missing_group.sum(axis=0), strict=True)
+            if n
+        }
+    )
     groups = good.groupby(sensitive, sort=False, dropna=False).size() if len(good) else pd.Series(dtype=int)
     return _PartitionReport(
         rows=int((~bad).sum()),
@@ -299,12 +305,13 @@ def ingest_table(
         read_options=read_options,
         storage_options=storage_options,
     )
-    if table.frame is None:
+    frame = table.frame
+    if frame is None:
         raise SchemaError("ingest needs named columns: pass a DataFrame or a path, not an array")
     features_ = list(table.features)
     sensitive = list(table.sensitive)
     roles = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else [])]))
-    dropped = _left_out(table.frame, {*roles, *features_}, exclude, listed_features=features is not None)
+    dropped = _left_out(frame, {*roles, *features_}, exclude, listed_features=features is not None)
     profiled = [c for c, reason in dropped.items() if reason is None]
     out = locate(out_dir, storage_options)
     inputs = input_paths(source)
@@ -314,7 +321,7 @@ def ingest_table(
         def clean(feature_columns: list[str], text_columns: list[str], label: str) -> _Pass:
             """One pass: write the good rows of the roles and ``feature_columns``, profile ``text_columns``."""
             tasks = map_partitions(
-                table.frame[[*roles, *feature_columns, *text_columns]],
+                frame[[*roles, *feature_columns, *text_columns]],
                 _clean_partition,
                 [*roles, *feature_columns],
                 feature_columns,
@@ -350,7 +357,7 @@ def ingest_table(
         mostly = [c for c in marked if found.profiles[c].mostly_markers]
         markers = {c: found.profiles[c].markers for c in marked if c not in mostly}
         suggested = {"na_values": with_markers((read_options or {}).get("na_values"), markers)} if markers else {}
-        schema = {
+        schema: dict[str, Any] = {
             "format_version": _SCHEMA_VERSION,
             "source": os.fspath(source) if isinstance(source, (str, os.PathLike)) else type(source).__name__,
             "features": features_,
@@ -358,7 +365,7 @@ def ingest_table(
             "sample_weight": sample_weight,
             "key_columns": list(key_columns),
             "pass_through": list(pass_through),
-            "dtypes": {c: str(table.frame[c].dtype) if c not in features_ else "float64" for c in columns},
+            "dtypes": {c: str(frame[c].dtype) if c not in features_ else "float64" for c in columns},
             "rows": found.rows,
             "rejected": found.rejected,
             "rejected_by_column": dict(sorted(found.bad_by_column.items())),
@@ -444,7 +451,9 @@ def _first_rejected(sample: pd.DataFrame, features: list[str], sensitive: list[s
     """``"id=3, b=nan"``: the first rejected row's key columns and its bad values."""
     row = sample.head(1)
     finite = np.isfinite(feature_values(row, features, "the first rejected row"))[0]
-    bad = [c for c, ok in zip(features, finite) if not ok] + [c for c in sensitive if row[c].isna().iloc[0]]
+    bad = [c for c, ok in zip(features, finite, strict=True) if not ok] + [
+        c for c in sensitive if row[c].isna().iloc[0]
+    ]
     values = {c: row[c].iloc[0] for c in [*keys, *bad]}
     return listed([f"{c}={v!r}" if isinstance(v, str) else f"{c}={v}" for c, v in values.items()], show=str)
 

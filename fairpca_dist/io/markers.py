@@ -82,9 +82,10 @@ class TextProfile:
         """The values that keep a column of numbers from being read as numbers, most frequent
         first: none for a column of text (no numbers, or many other values, or as many distinct
         others as numbers without any looking like a marker: ``yes``, ``no``, ``0``, ``1``)."""
-        if self.numbers == 0 or not self.texts:
+        counts = self.texts
+        if self.numbers == 0 or not counts:
             return ()
-        texts = sorted(self.texts, key=lambda text: -self.texts[text])
+        texts = sorted(counts, key=lambda text: -counts[text])
         if all(map(looks_like_a_marker, texts)) or self.distinct_numbers > len(texts):
             return tuple(texts)
         return ()
@@ -92,7 +93,8 @@ class TextProfile:
     @property
     def marker_share(self) -> float:
         """The share of the column's non-missing values that are :attr:`markers` (0 without)."""
-        marked = sum(self.texts[text] for text in self.markers) if self.markers else 0
+        counts = self.texts
+        marked = sum(counts[text] for text in self.markers) if self.markers and counts is not None else 0
         return marked / (marked + self.numbers) if marked else 0.0
 
     @property

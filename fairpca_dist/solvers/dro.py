@@ -489,7 +489,7 @@ def solve_dro(
             else "minimising (6b) anyway, which is not the worst case here"
         )
         warnings.warn(message, ModelWarning, stacklevel=2)
-    common = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective}
+    common: dict[str, Any] = {"alpha": float(alpha), "lam": float(lam), "algorithm": algorithm, "objective": objective}
     if algorithm == "frontier":
         components, value, losses = fix_signs(found.components), found.upper, found.losses
         history, steps = np.asarray(found.history), found.n_directions

@@ -12,8 +12,9 @@ V_t holds the top-r eigenvectors of tΣ_A + (1 − t)Σ_B. The solver finds the 
 safeguarded cubic (Hermite) interpolation of g on [0, 1]; each step costs one top-r
 eigendecomposition, by a Krylov method warm-started from the nearest t evaluated before
 (:func:`fairpca_dist.solvers.stiefel.top_eigenvectors`), and the two ends t = 0, 1 are the
-eigenpairs of Σ_B and Σ_A that β_g(r) needs anyway. Every step certifies an interval: lower bound max g(t), upper bound the
-smallest max-loss of the projectors V_t seen. When g' jumps across 0 (λ_r and λ_{r+1} cross at
+eigenpairs of Σ_B and Σ_A that β_g(r) needs anyway. Every step certifies an interval: lower
+bound max g(t), upper bound the smallest max-loss of the projectors V_t seen. When g' jumps across 0
+(λ_r and λ_{r+1} cross at
 t*), the optimum lies on the geodesic between the two sides' bases (which rotates the swapped
 eigenvectors), at equal losses (a 1-D root), which closes the gap.
 

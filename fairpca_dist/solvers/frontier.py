@@ -169,7 +169,11 @@ def _clip(polygon: list[np.ndarray], floors: np.ndarray) -> list[np.ndarray]:
     for axis in (0, 1):
         kept: list[np.ndarray] = []
         closed = len(polygon) > 2
-        edges = zip(polygon, polygon[1:] + polygon[:1]) if closed else zip(polygon[:-1], polygon[1:])
+        edges = (
+            zip(polygon, polygon[1:] + polygon[:1], strict=True)
+            if closed
+            else zip(polygon[:-1], polygon[1:], strict=True)
+        )
         for here, there in edges:
             inside_here, inside_there = here[axis] >= floors[axis], there[axis] >= floors[axis]
             if inside_here:
@@ -197,7 +201,9 @@ def _polygon_minimum(polygon: list[np.ndarray], pieces: Pieces) -> float:
     functions along a segment is at an end or at such a crossing)."""
     if not polygon:
         return np.inf
-    edges = list(zip(polygon, polygon[1:] + polygon[:1])) if len(polygon) > 2 else [(polygon[0], polygon[-1])]
+    edges = (
+        list(zip(polygon, polygon[1:] + polygon[:1], strict=True)) if len(polygon) > 2 else [(polygon[0], polygon[-1])]
+    )
     best = np.inf
     steps = np.linspace(0.0, 1.0, _EDGE_SAMPLES)
     for start, end in edges:
@@ -208,7 +214,9 @@ def _polygon_minimum(polygon: list[np.ndarray], pieces: Pieces) -> float:
         for i in np.flatnonzero(top[1:] != top[:-1]):
             first, second = top[i], top[i + 1]
 
-            def gap(s: float, first: int = first, second: int = second) -> float:
+            def gap(
+                s: float, first: int = first, second: int = second, start: np.ndarray = start, end: np.ndarray = end
+            ) -> float:
                 value = pieces(start + s * (end - start))
                 return float(value[first] - value[second])
 
@@ -305,8 +313,8 @@ def minimize_on_frontier(
     if np.shape(pieces(np.zeros(2))) != (2,):
         raise ValueError("minimize_on_frontier takes exactly two pieces")
     search = _Search(matrices, n_components, pieces)
-    for theta in (_ARC[0], 0.0, np.pi / 2.0, _ARC[1]):
-        search.evaluate(theta)
+    for start in (_ARC[0], 0.0, np.pi / 2.0, _ARC[1]):
+        search.evaluate(start)
     floors = search.least_losses() - search.margin  # the box's sides, less rounding
     bounds: dict[float, float] = {}  # θ_a of each arc -> its bound
     searched: set[float] = set()  # flat arcs whose crossing has been sought along the geodesic
@@ -315,7 +323,7 @@ def minimize_on_frontier(
     same = _SAME * float(np.abs(search.traces).max())
     while True:
         supports = search.supports
-        for left, right in zip(supports[:-1], supports[1:]):
+        for left, right in zip(supports[:-1], supports[1:], strict=True):
             if left.theta not in bounds:
                 bounds[left.theta] = search.arc_bound(left, right, floors)
         lower = min(bounds.values())

@@ -426,6 +426,12 @@ def _qr_in_order(columns: np.ndarray) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
+def _given(value: np.ndarray | None, name: str, rule: str) -> np.ndarray:
+    if value is None:
+        raise ValueError(f"select_columns with rule={rule!r} needs {name}=")
+    return value
+
+
 def select_columns(
     unit: np.ndarray,
     covariance: np.ndarray,
@@ -440,10 +446,11 @@ def select_columns(
     if rule == "as_returned":
         return np.arange(n_components)
     if rule in ("sum", "pooled"):
-        matrix = covariance.sum(axis=0) if rule == "sum" else pooled
+        matrix = covariance.sum(axis=0) if rule == "sum" else _given(pooled, "pooled", rule)
         scores = np.einsum("ij,ik,kj->j", unit, matrix, unit)
         return np.argsort(-scores, kind="stable")[:n_components]
     # maxmin: greedy on the largest group loss of the orthonormalised selected set
+    best = _given(best, "best", rule)
     chosen: list[int] = []
     for _ in range(n_components):
         candidates = [j for j in range(d) if j not in chosen]

@@ -462,7 +462,8 @@ class _ConicCache:
     def get(self, minorizer: Minorizer, penalty: float) -> _ConicSurrogate:
         key = (*minorizer.slopes.shape, float(penalty))
         if key not in self._built:
-            self._built[key] = _ConicSurrogate(*minorizer.slopes.shape, penalty)
+            n_groups, n_features, n_components = minorizer.slopes.shape
+            self._built[key] = _ConicSurrogate(n_groups, n_features, n_components, penalty)
         return self._built[key]
 
 
@@ -749,7 +750,7 @@ def sdr_bound(
     lower = max((float(cut.min()) for cut in cuts), default=-np.inf)
     upper, best = np.inf, weights
     iteration = 0
-    for iteration in range(1, max_iter + 1):
+    for iteration in range(1, max_iter + 1):  # noqa: B007 (the count is returned after the loop)
         values, basis = top_eigenvectors(np.tensordot(weights, matrices, axes=1), n_components)
         cuts.append(np.einsum("pa,kpq,qa->k", basis, matrices, basis))
         if values.sum() < upper:
@@ -778,7 +779,7 @@ def _cutting_plane_lp(cuts: np.ndarray) -> tuple[np.ndarray, float]:
         method="highs",
         options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
     )
-    if result.status != 0:
+    if result.status != 0 or result.x is None:
         raise SolverError(f"SDR cutting-plane LP failed: {result.message}")
     weights = np.clip(result.x[:k], 0.0, None)
     mixture = np.clip(-np.asarray(result.ineqlin.marginals), 0.0, None)

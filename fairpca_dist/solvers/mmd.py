@@ -159,7 +159,7 @@ def _exact_constraint(
 ) -> Evaluation:
     def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values, s = pairwise_rbf(*passes.projected(components, origin), pairs, sigma, block_rows=block_rows)
-        back = passes.backprojected(s, origin)  # one pass for every pair
+        back = passes.backprojected(_gradient(s), origin)  # one pass for every pair
         r = components.shape[1]
         return values, -2.0 / sigma**2 * back.reshape(back.shape[0], len(pairs), r).transpose(1, 0, 2)
 
@@ -169,7 +169,18 @@ def _exact_constraint(
 def _rff_constraint(
     passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], features: RandomFeatures
 ) -> Evaluation:
-    return lambda components: pairwise_rff(passes.rff_sums(components, origin, features), pairs, features)
+    def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        values, gradients = pairwise_rff(passes.rff_sums(components, origin, features), pairs, features)
+        return values, _gradient(gradients)
+
+    return evaluate
+
+
+def _gradient(array: np.ndarray | None) -> np.ndarray:
+    """The gradient part of a kernel evaluation asked with its gradient (never None then)."""
+    if array is None:
+        raise ValueError("a kernel evaluation asked with its gradient returned none")
+    return array
 
 
 @dataclass
@@ -185,7 +196,7 @@ class _Log:
 
     def add(self, objective: float, mmd2: float, rho: float, eps: float, step: float, inner: int) -> None:
         for name, value in zip(
-            ("objective", "mmd2", "rho", "eps", "step", "inner"), (objective, mmd2, rho, eps, step, inner)
+            ("objective", "mmd2", "rho", "eps", "step", "inner"), (objective, mmd2, rho, eps, step, inner), strict=True
         ):
             getattr(self, name).append(value)
 

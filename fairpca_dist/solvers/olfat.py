@@ -92,7 +92,7 @@ def _check_phi(phi: float | None, formulation: str, q: np.ndarray) -> float | No
     return phi
 
 
-def _solve_sdp(problem, name: str, tolerance: float | None) -> None:  # type: ignore[no-untyped-def]
+def _solve_sdp(problem, name: str, tolerance: float | None) -> None:
     if tolerance is None:
         tolerance = _SCS_TOLERANCE if name == "SCS" else _CLARABEL_TOLERANCE
     status = conic.solve(problem, name, conic.tolerance_settings(name, tolerance), what="SDP solver")
@@ -275,7 +275,7 @@ def _build(
     mu: float,
     n_components: int,
     formulation: str,
-):  # type: ignore[no-untyped-def]
+):
     """The cvxpy problem on normalised data, in the coordinates of the basis: (P̃, problem).
 
     The mean constraint is left out when ``bound`` is 0 (the basis already spans f⊥, or δ ≥ ‖f‖), the
@@ -291,7 +291,7 @@ def _build(
     constraints = [matrix >> 0, identity - matrix >> 0, trace]
     if bound > 0:
         constraints.append(f @ matrix @ f <= bound)
-    for t, factor in zip(slack, factors):
+    for t, factor in zip(slack, factors, strict=False):  # factors is empty when μ = 0 (no LMIs)
         block = matrix @ factor
         constraints.append(cp.bmat([[t * identity, block], [block.T, np.eye(factor.shape[1])]]) >> 0)
     penalty = mu * cp.sum(bounds) if factors else 0.0

@@ -101,7 +101,7 @@ def lp_vertex(gains: np.ndarray, best: np.ndarray, n_components: int) -> tuple[n
     upper = np.vstack([np.hstack([-gains, -np.ones((k, 1))]), np.append(np.ones(m), 0.0)])
     bound = np.append(-best, float(n_components))
     result = linprog(cost, A_ub=upper, b_ub=bound, bounds=[(0.0, 1.0)] * m + [(None, None)], method="highs-ds")
-    if result.status != 0:
+    if result.status != 0 or result.x is None:
         raise SolverError(f"rounding LP failed: {result.message}")
     weights = _snap(result.x[:m])
     z = float(np.max(best - gains @ weights))
@@ -172,8 +172,8 @@ def round_relaxation(
         weights[free] = lp_vertex(gains[:, free], best - gains[:, ~free].sum(axis=1), rest)[0] if rest else 0.0
     positive = np.flatnonzero(weights > 0.0)
     if positive.size <= n_components:
-        rest = [j for j in np.argsort(-relaxed_weights, kind="stable") if j not in set(positive)]
-        chosen = np.concatenate([positive, rest[: n_components - positive.size]]).astype(int)
+        others = [j for j in np.argsort(-relaxed_weights, kind="stable") if j not in set(positive)]
+        chosen = np.concatenate([positive, others[: n_components - positive.size]]).astype(int)
         return fix_signs(basis[:, chosen]), weights
     order = positive[np.argsort(-weights[positive], kind="stable")]
     root = np.sqrt(1.0 - np.sqrt(1.0 - weights[order]))
@@ -678,7 +678,7 @@ def _best_mixture(losses: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
         bounds=[(0.0, None)] * n_iterates + [(None, None)],
         method="highs-ds",
     )
-    if result.status != 0:
+    if result.status != 0 or result.x is None:
         raise SolverError(f"primal recovery LP failed: {result.message}")
     mixture = np.clip(result.x[:n_iterates], 0.0, None)
     mixture /= mixture.sum()
@@ -780,7 +780,7 @@ def solve_mw(
             f"after max_iter={max_iter} oracle calls (update={update!r}; raise max_iter)",
         )
     options = {"eta": eta, "max_iter": max_iter, "tol": tol, "skip_lp": skip_lp, "update": update}
-    common = {
+    common: dict[str, Any] = {
         "center": center,
         "covariance": covariance,
         "best": best,
@@ -927,6 +927,6 @@ def _mixture_eigen(iterates: list[np.ndarray], mixture: np.ndarray) -> tuple[np.
     """Eigenpairs of P = Σ_t α_t V_t V_tᵀ, computed in the span of the V_t."""
     left, singular, _ = np.linalg.svd(np.hstack(iterates), full_matrices=False)
     span = left[:, singular > singular[0] * 1e-10]
-    small = sum(a * (span.T @ v) @ (span.T @ v).T for a, v in zip(mixture, iterates))
+    small = sum(a * (span.T @ v) @ (span.T @ v).T for a, v in zip(mixture, iterates, strict=True))
     values, vectors = np.linalg.eigh((small + small.T) / 2.0)
     return span @ vectors[:, ::-1], np.clip(values[::-1], 0.0, 1.0)

@@ -457,7 +457,7 @@ def _wolfe_search(
                 decrease = new_slope <= (2.0 * armijo - 1.0) * slope
         if not decrease:
             upper = step
-        else:
+        elif gradient is not None:  # always: a decrease is only read with the gradient
             trial = _Trial(step, candidate, new_value, gradient, new_slope)
             if new_slope >= wolfe * slope:
                 return trial, evaluation
@@ -477,7 +477,7 @@ def _lbfgs_direction(gradient: np.ndarray, pairs: list[tuple[np.ndarray, np.ndar
         q -= alpha * y
         alphas.append(alpha)
     r = pairs[-1][3] * q
-    for (s, y, rho, _), alpha in zip(pairs, reversed(alphas)):
+    for (s, y, rho, _), alpha in zip(pairs, reversed(alphas), strict=True):
         r += (alpha - rho * float(np.sum(y * r))) * s
     return -r
 

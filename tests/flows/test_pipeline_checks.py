@@ -163,6 +163,15 @@ def test_the_checks_are_those_ingest_makes(source, tmp_path):
         check_source_table(source, sensitive_feature="sex", read_options={"seperator": ";"})
 
 
+def test_an_array_is_refused_as_ingest_refuses_it():
+    """An array with one label per row: ingest refuses it (no column names); the check did not
+    say so but failed on the table's missing DataFrame (TypeError: 'NoneType' object is not
+    subscriptable), found by mypy."""
+    x = np.random.default_rng(0).normal(size=(20, 3))
+    with pytest.raises(SchemaError, match="^ingest needs named columns: pass a DataFrame or a path, not an array$"):
+        check_source_table(x, sensitive_feature=np.array(["a", "b"] * 10))
+
+
 # ----------------------------------------------------------------------------- a run id used twice
 @pytest.mark.usefixtures("prefect_harness")
 def test_a_run_id_in_use_is_refused_and_overwrite_replaces_it_once_complete(source, tmp_path, capsys):

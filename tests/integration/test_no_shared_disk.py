@@ -214,7 +214,7 @@ def _assert_close(a: object, b: object, where: str) -> None:
             _assert_close(a[key], b[key], f"{where}/{key}")
     elif isinstance(a, list) and isinstance(b, list):
         assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             _assert_close(x, y, f"{where}[{i}]")
     elif isinstance(a, float) or isinstance(b, float):
         assert b == pytest.approx(a, rel=0, abs=1e-9, nan_ok=True), where

@@ -43,7 +43,7 @@ def group_moments(
         count=count,
         weight=weight,
         mean_offset=np.zeros((m, p)),
-        scatter=np.stack([w * np.asarray(mat, dtype=float) for w, mat in zip(weight, matrices)]),
+        scatter=np.stack([w * np.asarray(mat, dtype=float) for w, mat in zip(weight, matrices, strict=True)]),
         feature_names=tuple(f"x{j}" for j in range(p)),
     )
 
@@ -183,7 +183,9 @@ def ref_gradient(matrices, shares, radii, lam, v) -> np.ndarray:
     a, a2 = max(pieces, key=pieces.get)
     upsilon = weights_of_pair(shares, lam, a, a2)
     losses = ref_losses(matrices, v)
-    euclidean = sum(-2 * phi_slope(u, l, e) * (mat @ v) for u, l, e, mat in zip(upsilon, losses, radii, matrices))
+    euclidean = sum(
+        -2 * phi_slope(u, ell, e) * (mat @ v) for u, ell, e, mat in zip(upsilon, losses, radii, matrices, strict=True)
+    )
     return euclidean - v @ (v.T @ euclidean)
 
 
@@ -460,7 +462,7 @@ def test_certificate_reports_the_conditions_when_they_hold(lam_kind):
     matrices = random_matrices(rng, p, m)
     counts = np.array([40, 90, 150])
     # α small enough that ε_b = α/√n_b is below every Ky Fan bound: (ii) holds for each group
-    alpha = 0.5 * min(smallest_sum(mat, p - r) * np.sqrt(n) for mat, n in zip(matrices, counts))
+    alpha = 0.5 * min(smallest_sum(mat, p - r) * np.sqrt(n) for mat, n in zip(matrices, counts, strict=True))
     lam = 0.1 if lam_kind == "small" else 2.0
     result = fit(group_moments(matrices, counts), r, alpha=alpha, lam=lam, n_iter=50, n_restarts=2, random_state=1)
     assert result.certificate["conditions_hold"] == 1.0 and result.details["formula"] == "6b"
@@ -638,7 +640,7 @@ def test_robust_objective_bounds_the_empirical_one_and_grows_with_the_radius(see
         values = [float(problem.value(v)) for problem in problems]
         assert values[0] == pytest.approx(empirical, rel=1e-12)
         assert all(value >= empirical - 1e-12 * abs(empirical) for value in values)
-        assert all(b >= a - 1e-12 * abs(a) for a, b in zip(values, values[1:]))
+        assert all(b >= a - 1e-12 * abs(a) for a, b in zip(values, values[1:], strict=False))
         assert values[-1] > empirical
 
 
@@ -733,11 +735,11 @@ def reference_descent(matrices, shares, radii, lam, start, n_iter, form, retract
         upsilon = weights_of_pair(shares, lam, a, a2)
         losses = ref_losses(matrices, v)
         if objective == "exact":
-            slopes = [phi_slope(u, ell, e) for u, ell, e in zip(upsilon, losses, radii)]
+            slopes = [phi_slope(u, ell, e) for u, ell, e in zip(upsilon, losses, radii, strict=True)]
         else:
-            slopes = [u + abs(u) * np.sqrt(e / ell) for u, ell, e in zip(upsilon, losses, radii)]
+            slopes = [u + abs(u) * np.sqrt(e / ell) for u, ell, e in zip(upsilon, losses, radii, strict=True)]
         sign = -1.0 if form == "V" else 1.0  # dL_b/dV = −2M_bV, dL_b/dU = 2M_bU
-        euclidean = sum(sign * 2 * slope * (mat @ point) for slope, mat in zip(slopes, matrices))
+        euclidean = sum(sign * 2 * slope * (mat @ point) for slope, mat in zip(slopes, matrices, strict=True))
         grad = euclidean - point @ (point.T @ euclidean)
         if objective == "exact" and form == "V":
             np.testing.assert_allclose(grad, ref_gradient(matrices, shares, radii, lam, point), atol=1e-12)
@@ -1019,13 +1021,13 @@ def polygon_minimum(points: np.ndarray, pieces) -> tuple[float, float]:
     at_vertices = float(pieces(vertices).max(axis=1).min())
     best = at_vertices
     steps = np.linspace(0.0, 1.0, 2001)
-    for a, b in zip(vertices, np.roll(vertices, -1, axis=0)):
+    for a, b in zip(vertices, np.roll(vertices, -1, axis=0), strict=True):
         values = pieces(a + steps[:, None] * (b - a))
         top = values.argmax(axis=1)
         for i in np.flatnonzero(top[1:] != top[:-1]):
             j, k = top[i], top[i + 1]
             s = scipy.optimize.brentq(
-                lambda s: float(np.diff(pieces((a + s * (b - a))[None])[0, [k, j]])[0]),
+                lambda s, a=a, b=b, k=k, j=j: float(np.diff(pieces((a + s * (b - a))[None])[0, [k, j]])[0]),
                 steps[i],
                 steps[i + 1],
                 xtol=1e-16,
@@ -1142,10 +1144,10 @@ def test_frontier_lower_bound_holds_where_the_optimal_losses_are_zero(seed, obje
 def test_frontier_case_needs_an_edge():
     """The polygon test above is not vacuous: some of its instances have the optimum inside an edge."""
     inside = 0
+    shares, radii = np.array([0.4, 0.6]), 0.15 / np.sqrt([40, 60])
     for seed in range(6):
         rng = np.random.default_rng(100 + seed)
         diagonals = rng.uniform(0.2, 3.0, size=(2, 6))
-        shares, radii = np.array([0.4, 0.6]), 0.15 / np.sqrt([40, 60])
 
         def pieces(losses):
             return np.array(

@@ -37,7 +37,7 @@ def group_moments(matrices, counts=None) -> GroupMoments:
         count=count,
         weight=weight,
         mean_offset=np.zeros((k, p)),
-        scatter=np.stack([w * m for w, m in zip(weight, matrices)]),
+        scatter=np.stack([w * m for w, m in zip(weight, matrices, strict=True)]),
         feature_names=tuple(f"x{j}" for j in range(p)),
     )
 

@@ -70,7 +70,7 @@ def test_covariance_variant_with_every_direction_is_the_mean_only_method():
 
 def test_fewer_directions_bring_the_projected_covariances_closer():
     x, z = two_groups(n=3000, seed=3)
-    gaps = [fit(x, z, 2, "kleindessner-cov", n_directions=l).certificate["max_covariance_gap"] for l in (2, 6)]
+    gaps = [fit(x, z, 2, "kleindessner-cov", n_directions=m).certificate["max_covariance_gap"] for m in (2, 6)]
     assert gaps[0] < gaps[1]
 
 

@@ -25,7 +25,7 @@ def group_moments(matrices: np.ndarray, counts: list[int] | None = None) -> Grou
         count=n.astype(np.int64),
         weight=n.astype(float),
         mean_offset=np.zeros((k, p)),
-        scatter=np.stack([c * np.asarray(m, dtype=float) for c, m in zip(n, matrices)]),
+        scatter=np.stack([c * np.asarray(m, dtype=float) for c, m in zip(n, matrices, strict=True)]),
         feature_names=tuple(f"x{j}" for j in range(p)),
     )
 
@@ -306,7 +306,7 @@ def test_sparse_penalty_reduces_the_support():
         for pen in (0.0, 0.05, 0.1, 0.2)
     ]
     assert counts[0] == 24 and counts[-1] < counts[0]
-    assert all(a >= b for a, b in zip(counts, counts[1:]))
+    assert all(a >= b for a, b in zip(counts, counts[1:], strict=False))
 
 
 def test_sparse_large_penalty_collapses_and_is_reported():

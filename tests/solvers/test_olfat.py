@@ -166,8 +166,8 @@ def test_larger_mu_shrinks_the_covariance_gap():
         gaps.append(np.linalg.norm(v.T @ q @ v, 2))
         penalties.append(result.certificate["covariance_penalty"])
     # the SDP's penalty is non-increasing in μ (exchange argument), up to solver accuracy
-    assert all(later <= earlier + 1e-5 * penalties[0] for earlier, later in zip(penalties, penalties[1:]))
-    assert all(later <= earlier + 1e-5 * gaps[0] for earlier, later in zip(gaps, gaps[1:]))
+    assert all(later <= earlier + 1e-5 * penalties[0] for earlier, later in zip(penalties, penalties[1:], strict=False))
+    assert all(later <= earlier + 1e-5 * gaps[0] for earlier, later in zip(gaps, gaps[1:], strict=False))
     assert gaps[-1] < 0.5 * gaps[0]
 
 

@@ -45,7 +45,7 @@ def moments_from_covariances(covariances: list[np.ndarray], counts: list[int] | 
         count=np.array(counts, dtype=np.int64),
         weight=np.array(counts, dtype=float),
         mean_offset=np.zeros((k, p)),
-        scatter=np.stack([n * np.asarray(c, dtype=float) for n, c in zip(counts, covariances)]),
+        scatter=np.stack([n * np.asarray(c, dtype=float) for n, c in zip(counts, covariances, strict=True)]),
         feature_names=tuple(f"x{j}" for j in range(p)),
     )
 
@@ -384,7 +384,8 @@ def test_sdp_stopped_at_reduced_accuracy_speaks_in_its_own_words_with_its_certif
     assert any(
         issubclass(w.category, ConvergenceWarning)
         and re.search(
-            r"samadi-sdp: CLARABEL stopped at reduced accuracy \('optimal_inaccurate'.* above the certified lower bound",
+            r"samadi-sdp: CLARABEL stopped at reduced accuracy \('optimal_inaccurate'.*"
+            r" above the certified lower bound",
             str(w.message),
         )
         for w in caught

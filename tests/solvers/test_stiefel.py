@@ -70,7 +70,7 @@ def test_qr_retraction_is_the_q_factor_with_a_nonnegative_diagonal(seed):
     stack[0, :, 0] = -np.abs(stack[0, :, 0])
     q = qr_retraction(stack)
     assert q.shape == stack.shape
-    for x, qi in zip(stack, q):
+    for x, qi in zip(stack, q, strict=True):
         assert gram_error(qi) <= 1e-13
         r_factor = qi.T @ x
         assert np.abs(np.tril(r_factor, -1)).max() <= 1e-12  # upper triangular
@@ -496,7 +496,10 @@ def test_wolfe_search_meets_both_conditions_along_the_retraction(first_step):
     slope = -float(np.sum(eta * eta))
     trial, used = _wolfe_search(cost, v, value, eta, slope, first_step, 1e-4, 0.9, 30)
     assert trial is not None and 1 <= used <= 30
-    phi = lambda t: cost(q_factor(v + t * eta))[0]
+
+    def phi(t):
+        return cost(q_factor(v + t * eta))[0]
+
     t = trial.step
     assert trial.value == pytest.approx(phi(t), abs=1e-13)
     assert trial.value <= value + 1e-4 * t * slope
