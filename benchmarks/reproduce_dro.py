@@ -161,7 +161,7 @@ def results_table(table: pd.DataFrame, names: list[str], side: str) -> list[str]
         values = {m: (_mean(table, name, m, f"{side}_abdiff"), _mean(table, name, m, f"{side}_are")) for m in METHODS}
         best = [min(v[i] for v in values.values()) for i in (0, 1)]
 
-        def cell(m: str, i: int) -> str:
+        def cell(m: str, i: int, values: dict[str, tuple[float, float]] = values, best: list[float] = best) -> str:
             text = f"{values[m][i]:.4f}"
             return f"**{text}**" if values[m][i] == best[i] else text
 
@@ -195,7 +195,7 @@ def comparison(table: pd.DataFrame, names: list[str]) -> list[str]:
         are = np.array([means.loc[(n, "dro"), f"{side}_are"] / PAPER[side][n][1] - 1 for n in shared])
         gap = np.array([means.loc[(n, "dro"), f"{side}_abdiff_within"] / PAPER[side][n][0] - 1 for n in shared])
 
-        def count(a: str, b: str) -> int:
+        def count(a: str, b: str, means: pd.DataFrame = means, side: str = side, shared: list[str] = shared) -> int:
             return sum(means.loc[(n, a), f"{side}_abdiff"] < means.loc[(n, b), f"{side}_abdiff"] for n in shared)
 
         lowest = sum(means.loc[n][f"{side}_abdiff"].idxmin() == "dro" for n in shared)

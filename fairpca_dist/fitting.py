@@ -15,14 +15,14 @@ import json
 import operator
 import os
 import warnings
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
-from fairpca_dist.engine.moments import GroupMoments
+from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.engine.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
 from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
 from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output
@@ -138,7 +138,7 @@ def cached_table_moments(
         cached = {entry.name for entry in cache.listdir()} if cache is not None else set()
     except OSError:  # a cache that cannot be listed (a file there, no permission): computed, and said below
         cached = set()
-    missing = [(f, k) for f, k in zip(files, keys) if f"{k}.npz" not in cached]
+    missing = [(f, k) for f, k in zip(files, keys, strict=True) if f"{k}.npz" not in cached]
     fresh = compute_file_moments(
         [f.url for f, _ in missing],
         sensitive_feature=sensitive_feature,
@@ -148,11 +148,12 @@ def cached_table_moments(
         progress=progress,
         storage_options=storage_options,
     )
-    computed = {key: moments for (_, key), moments in zip(missing, fresh)}
+    computed = {key: moments for (_, key), moments in zip(missing, fresh, strict=True)}
     try:
-        for key, moments in computed.items() if cache is not None else ():
-            with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
-                moments.save(path)
+        if cache is not None:
+            for key, moments in computed.items():
+                with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
+                    moments.save(path)
     except WriteError as error:
         warnings.warn(
             f"the moments were not cached ({error}); a later fit of this table reads its rows again "
@@ -160,7 +161,8 @@ def cached_table_moments(
             stacklevel=2,
         )
     merged = functools.reduce(
-        operator.add, (computed[k] if k in computed else GroupMoments.load(cache / f"{k}.npz") for k in keys)
+        operator.add,
+        (computed[k] if k in computed or cache is None else GroupMoments.load(cache / f"{k}.npz") for k in keys),
     )
     fingerprint = hashlib.sha256(":".join(keys).encode()).hexdigest()
     return merged, fingerprint, len(missing)
@@ -296,7 +298,7 @@ def fit_table(
                 moments,
                 n_components,
                 method=method,
-                center=center,
+                center=cast(Center, center),  # checked there
                 standardize=standardize,
                 ddof=ddof,
                 random_state=random_state,
@@ -342,7 +344,7 @@ def write_table_report(
     max_components: int | None = None,
     sample_size: int = 50_000,
     rbf_mmd: str = "auto",
-    group_names: Mapping[Hashable, str] | None = None,
+    group_names: Mapping[Any, str] | None = None,
     client: Any = None,
     progress: bool = False,
     announce: Callable[[str], None] | None = None,

@@ -297,7 +297,7 @@ class RFPCAPort:
 
         # Their L199: Parallel(n_jobs=10)(delayed(self.subgradient_descent)(self.rand()) for i in ...)
         res = []
-        for i in range(self.retrial):
+        for _ in range(self.retrial):
             res.append(self.subgradient_descent(self.rand()))
         for idx, (thisU, thisF, delta_norms) in enumerate(res):
             self.run_objectives_.append(float(thisF[-1]))

@@ -98,11 +98,12 @@ def write_comparison(
 # ---------------------------------------------------------------------- document
 def _blocks(comparison: Comparison, title: str, images: dict[str, str]) -> list[Block]:
     settings = comparison.settings
+    groups = ", ".join(f"{g} ({n})" for g, n in zip(comparison.group_names, settings["group_counts"], strict=True))
     blocks: list[Block] = [
         Heading(1, title),
         Paragraph(
             f"{settings['n_samples']} rows, {settings['n_features']} features, groups "
-            f"{', '.join(f'{g} ({n})' for g, n in zip(comparison.group_names, settings['group_counts']))}. "
+            f"{groups}. "
             f"In sample: fitted and scored on every row. Out of sample: fitted on {len(comparison.split.train)} of "
             f"{settings['n_cells']} cells, scored on the other {len(comparison.split.test)}. Centre "
             f"'{settings['center']}', standardize {settings['standardize']}. ★ marks the best value of a column "
@@ -238,7 +239,8 @@ def _pareto_plot(comparison: Comparison, r: int, criterion: Criterion, path: Loc
     candidates = [c for c in comparison.at(r) if c.value(criterion.key) is not None]
 
     def point(c: Candidate) -> tuple[float, float]:
-        return c.value(criterion.key), c.value("explained_variance_ratio")
+        x, y = c.value(criterion.key), c.value("explained_variance_ratio")
+        return (np.nan if x is None else x), (np.nan if y is None else y)  # as the chart would read None
 
     def flagged(c: Candidate) -> bool:
         return criterion.key in DOWNSTREAM_KEYS and c.degenerate is not None
@@ -262,7 +264,9 @@ def _group_error_plot(comparison: Comparison, path: Location) -> None:
     panels = {}
     for method in dict.fromkeys(c.method for c in comparison.candidates):
         curve = [_first_point(comparison, method, r) for r in comparison.ranks]
-        panels[method] = np.array([c.in_sample.group_error if c is not None and c.ok else missing for c in curve])
+        panels[method] = np.array(
+            [c.in_sample.group_error if c is not None and c.in_sample is not None else missing for c in curve]
+        )
     charts.group_panels(path, comparison.ranks, panels, comparison.group_names, ylabel="group reconstruction error")
 
 

@@ -39,7 +39,7 @@ import time
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,8 +75,15 @@ PAPER_GRIDS: dict[str, dict[str, tuple[Any, ...]]] = {
     "dro": {"alpha": (0.05, 0.1, 0.15), "lam": (0.0, 0.5, 1.0, 1.5, 2.0, 2.5)},
 }
 
-Method = Union[str, Callable[..., FairProjection]]
-Methods = Union[Method, Sequence[Method], Mapping[Method, Mapping[str, Any] | None]]
+Method = str | Callable[..., FairProjection]
+# Mapping is invariant in its keys: a dict of names alone is not a Mapping[Method, ...]
+Methods = (
+    Method
+    | Sequence[Method]
+    | Mapping[str, Mapping[str, Any] | None]
+    | Mapping[Callable[..., FairProjection], Mapping[str, Any] | None]
+    | Mapping[Method, Mapping[str, Any] | None]
+)
 
 
 # ----------------------------------------------------------------------------- splits
@@ -167,7 +174,7 @@ def _check_cover(cells: CellMoments, splits: Sequence[Split], min_group_size: in
                 sets += [(f"{name} training", fit_on, min_group_size), (f"{name} validation", held, 1)]
         for role, members, needed in sets:
             found = count[[position[c] for c in members]].sum(axis=0)
-            short = [f"{g!r} ({int(n)} row(s))" for g, n in zip(cells.groups, found) if n < needed]
+            short = [f"{g!r} ({int(n)} row(s))" for g, n in zip(cells.groups, found, strict=True) if n < needed]
             if short:
                 problems.append(
                     f"split {split.index}: the {role} cells {list(members)} hold too few rows of "
@@ -209,6 +216,7 @@ def method_plans(
     if not methods:
         raise InputError("no methods to evaluate")
     plans = []
+    allowed: frozenset[str] | None
     for method, spec in methods.items():
         if isinstance(method, str):
             if method not in SOLVERS:
@@ -224,7 +232,7 @@ def method_plans(
         else:
             raise InputError(f"a method must be a name in {sorted(SOLVERS)} or a solver function, got {method!r}")
         unknown = sorted(set(spec) - allowed) if allowed is not None else []
-        if unknown:
+        if unknown and allowed is not None:
             raise InputError(
                 f"unknown option(s) {unknown} for method {name!r}; valid options: {sorted(allowed) or 'none'}"
             )
@@ -233,7 +241,7 @@ def method_plans(
         if empty:
             raise InputError(f"the grid of {name!r} gives no value for {empty}")
         fixed = {key: value for key, value in spec.items() if key not in swept}
-        grid = tuple(dict(zip(swept, values)) for values in itertools.product(*swept.values()))
+        grid = tuple(dict(zip(swept, values, strict=True)) for values in itertools.product(*swept.values()))
         plans.append(MethodPlan(name, method, fixed, grid))
     return tuple(plans)
 

@@ -613,7 +613,9 @@ def mmd2_rbf_many(
     pairs = _group_pairs(moments.n_groups)
     return [
         _pair_matrix(moments.n_groups, pairs, pairwise_rff(sums, pairs, drawn)[0])
-        for sums, (_, drawn) in zip(passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests)
+        for sums, (_, drawn) in zip(
+            passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests, strict=True
+        )
     ]
 
 
@@ -630,7 +632,7 @@ def _group_pairs(n_groups: int) -> list[tuple[int, int]]:
 def _pair_matrix(n_groups: int, pairs: Sequence[tuple[int, int]], values: np.ndarray) -> np.ndarray:
     """The symmetric (k, k) matrix with ``values`` at ``pairs`` and zeros on the diagonal."""
     out = np.zeros((n_groups, n_groups))
-    for (a, b), value in zip(pairs, values):
+    for (a, b), value in zip(pairs, values, strict=True):
         out[a, b] = out[b, a] = value
     return out
 

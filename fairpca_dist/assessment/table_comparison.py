@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from fairpca_dist.assessment.comparison import Comparison, check_comparison, compare_methods
 from fairpca_dist.assessment.comparison_report import COMPARISON_FILE, write_comparison
@@ -146,17 +146,20 @@ def compare(
     check_comparison(methods, n_components, len(features), center=center, target=target)
     plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
     exclude = [target] if target is not None else []
-    moments = compute_moments(
-        data,
-        sensitive_feature=sensitive_feature,
-        features=features,
-        sample_weight=sample_weight,
-        key_columns=key_columns,
-        exclude=exclude,
-        cells=cells,
-        client=client,
-        progress=progress,
-        min_group_size=1,
+    moments = cast(  # compute_moments(cells=...) gives CellMoments
+        CellMoments,
+        compute_moments(
+            data,
+            sensitive_feature=sensitive_feature,
+            features=features,
+            sample_weight=sample_weight,
+            key_columns=key_columns,
+            exclude=exclude,
+            cells=cells,
+            client=client,
+            progress=progress,
+            min_group_size=1,
+        ),
     )
     roles = {
         "sensitive_feature": sensitive_feature,

@@ -36,6 +36,7 @@ import operator
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from os import PathLike
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -320,12 +321,13 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
         CellMoments
         """
         k = len(groups)
+        codes = cast("tuple[int, ...]", moments.groups)  # the pair codes
         members: dict[Hashable, list[int]] = {}
-        for index, code in enumerate(moments.groups):
+        for index, code in enumerate(codes):
             members.setdefault(_label(cells[int(code) // k]), []).append(index)
         by_cell = {
             cell: GroupMoments(
-                groups=tuple(_label(groups[int(moments.groups[i]) % k]) for i in index),
+                groups=tuple(_label(groups[int(codes[i]) % k]) for i in index),
                 count=moments.count[index],
                 weight=moments.weight[index],
                 mean_offset=moments.mean_offset[index],
@@ -550,9 +552,12 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
 
     def _chosen(self, cells: Iterable[Hashable] | Hashable) -> tuple[Hashable, ...]:
         """The requested cells, validated, in this object's cell order."""
-        if self._is_one_label(cells):
-            cells = [cells]
-        requested = [_label(cell) for cell in cells]
+        listed_cells: Iterable[Hashable]
+        if self._is_one_label(cells):  # a label (a tuple label is iterable too)
+            listed_cells = [cast(Hashable, cells)]
+        else:
+            listed_cells = cast(Iterable[Hashable], cells)
+        requested = [_label(cell) for cell in listed_cells]
         if not requested:
             raise InputError("no cells given: name at least one cell")
         unknown = [cell for cell in requested if cell not in self._by_cell]
@@ -567,6 +572,8 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
     def _is_one_label(self, cells: object) -> bool:
         if isinstance(cells, (str, bytes)) or not isinstance(cells, Iterable):
             return True
+        if not isinstance(cells, Hashable):  # a list, a set, a dict view: a collection of labels
+            return False
         try:
             return _label(cells) in self._by_cell  # a tuple label
         except TypeError:  # a set, a dict view: unhashable, so a collection of labels
@@ -575,15 +582,15 @@ class CellMoments(Mapping[Hashable, GroupMoments]):
     def _merged(self, chosen: Sequence[Hashable], min_group_size: int, description: str) -> GroupMoments:
         if isinstance(min_group_size, bool) or not isinstance(min_group_size, (int, np.integer)) or min_group_size < 1:
             raise InputError(f"min_group_size={min_group_size!r} must be an integer >= 1")
-        count = sum(self._by_cell[cell].count for cell in chosen)
-        weight = sum(self._by_cell[cell].weight for cell in chosen)
-        short = [f"{g!r}: {int(n)} row(s)" for g, n in zip(self.groups, count) if n < min_group_size]
+        count = functools.reduce(operator.add, (self._by_cell[cell].count for cell in chosen))
+        weight = functools.reduce(operator.add, (self._by_cell[cell].weight for cell in chosen))
+        short = [f"{g!r}: {int(n)} row(s)" for g, n in zip(self.groups, count, strict=True) if n < min_group_size]
         if short:
             raise GroupError(
                 f"{description} hold too few rows of group(s) {', '.join(short)} "
                 f"(at least {min_group_size} needed); use more cells, or fewer and larger ones"
             )
-        light = [g for g, w in zip(self.groups, weight) if w <= 0]
+        light = [g for g, w in zip(self.groups, weight, strict=True) if w <= 0]
         if light:
             raise GroupError(f"{description} give group(s) {light} zero total sample weight")
         merged: GroupMoments = functools.reduce(operator.add, (self._by_cell[cell] for cell in chosen))

@@ -370,12 +370,12 @@ _FLOOR: list[int] = []  # in a worker process: the smallest resident memory _wor
 
 def _worker_memory(dask_worker: Any) -> WorkerMemory:
     """Run in each worker (``client.run``): import what a pass imports, then report."""
+    import psutil  # in a dask worker: distributed depends on it
+
     import fairpca_dist.engine.passes  # noqa: F401 - what every pass's tasks import (sources, pandas, pyarrow, dask)
 
     rss = psutil.Process().memory_info().rss
     _FLOOR[:] = [min(_FLOOR + [rss])]
-    import psutil  # in a dask worker: distributed depends on it
-
     manager = dask_worker.memory_manager
     return WorkerMemory(
         address=dask_worker.address,

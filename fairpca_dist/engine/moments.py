@@ -68,7 +68,7 @@ def _as_python_label(label: object) -> Hashable:
         return label.item()
     if isinstance(label, (tuple, list, np.ndarray)):
         return tuple(_as_python_label(v) for v in label)
-    return label  # type: ignore[return-value]
+    return label
 
 
 def sorted_labels(labels: Sequence[Hashable]) -> tuple[Hashable, ...]:
@@ -233,7 +233,9 @@ class GroupMoments:
 
     def __repr__(self) -> str:
         """One line: rows, features and the groups with their row counts (not the arrays)."""
-        groups = listed(zip(self.groups, self.count), show=lambda group: f"{label_text(group[0])}: {int(group[1]):,}")
+        groups = listed(
+            zip(self.groups, self.count, strict=True), show=lambda group: f"{label_text(group[0])}: {int(group[1]):,}"
+        )
         return f"GroupMoments({self.n_samples:,} rows, {self.n_features} features, {self.n_groups} groups ({groups}))"
 
     # ------------------------------------------------------------------ construction
@@ -307,7 +309,7 @@ class GroupMoments:
         if x.shape[0] == 0:
             return cls.empty(names)
         present = np.flatnonzero(np.bincount(codes, minlength=len(groups)))
-        parts: list[tuple[int, np.ndarray | slice]]
+        parts: list[tuple[int | np.integer, np.ndarray | slice]]
         if present.size == 1:
             parts = [(present[0], slice(0, x.shape[0]))]
         elif present.size <= _MAX_SCAN_GROUPS:
@@ -318,7 +320,7 @@ class GroupMoments:
             parts = [(g, order[bounds[i] : bounds[i + 1]]) for i, g in enumerate(present)]
         stats = [_group_statistics(x, rows, weights) for _, rows in parts]
         unsorted = cls(
-            groups=tuple(_as_python_label(groups[g]) for g, _ in parts),
+            groups=tuple(_as_python_label(groups[int(g)]) for g, _ in parts),
             count=np.array([_n_rows(rows) for _, rows in parts], dtype=np.int64),
             weight=np.array([w for w, _, _, _ in stats]),
             mean_offset=np.stack([offset for _, _, offset, _ in stats]),
@@ -676,7 +678,7 @@ class GroupMoments:
             raise GroupError(
                 f"the sensitive feature defines {self.n_groups} group(s) ({found}); fair PCA needs at least 2 groups"
             )
-        small = {g: int(n) for g, n in zip(self.groups, self.count) if n < min_group_size}
+        small = {g: int(n) for g, n in zip(self.groups, self.count, strict=True) if n < min_group_size}
         if small:
             detail = ", ".join(f"{label_text(g)}: {n} row(s)" for g, n in list(small.items())[:10]) + (
                 ", …" if len(small) > 10 else ""
@@ -686,7 +688,7 @@ class GroupMoments:
             else:
                 advice = f"; {self.n_groups} groups in all: {BINNING_ADVICE}" if self.n_groups > MANY_GROUPS else ""
             raise GroupError(f"{len(small)} group(s) with fewer than {min_group_size} rows: {detail}{advice}")
-        empty = [g for g, w in zip(self.groups, self.weight) if w <= 0]
+        empty = [g for g, w in zip(self.groups, self.weight, strict=True) if w <= 0]
         if empty:
             raise GroupError(f"groups with zero total sample weight: [{', '.join(map(label_text, empty))}]")
         return self
@@ -776,7 +778,7 @@ def label_to_json(label: Hashable) -> object:
 def label_from_json(value: object) -> Hashable:
     if isinstance(value, dict):
         return tuple(label_from_json(v) for v in value["tuple"])
-    return value  # type: ignore[return-value]
+    return value
 
 
 def _n_rows(rows: np.ndarray | slice) -> int:

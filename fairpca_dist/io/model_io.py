@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypedDict, TypeVar, cast, get_args
 
 import numpy as np
 
@@ -147,8 +147,10 @@ def write_model_files(model: FairProjection, folder: Location, *, fingerprint: s
         "center": model.center,
         "feature_names": list(model.feature_names),
         "groups": [
-            {"label": label_to_json(g), "count": int(n), "loss": float(l), "error": float(e)}
-            for g, n, l, e in zip(model.group_labels, model.group_count, model.group_loss, model.group_error)
+            {"label": label_to_json(g), "count": int(n), "loss": float(loss), "error": float(e)}
+            for g, n, loss, e in zip(
+                model.group_labels, model.group_count, model.group_loss, model.group_error, strict=True
+            )
         ],
         "group_columns": list(model.group_columns),
         "mean": model.mean.tolist(),
@@ -317,19 +319,36 @@ def _read_json(path: Location) -> Any:
         raise InputError(f"{path} is not valid JSON (truncated or edited?): {error}") from error
 
 
-def _read_arrays(path: Location) -> dict[str, np.ndarray]:
+class _Arrays(TypedDict):
+    """The arrays of model.npz (:data:`_ARRAYS`)."""
+
+    components: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    group_count: np.ndarray
+    group_loss: np.ndarray
+    group_error: np.ndarray
+    objective_history: np.ndarray
+
+
+class _OptionsAndDetails(TypedDict):
+    options: dict[str, Any]
+    details: dict[str, Any]
+
+
+def _read_arrays(path: Location) -> _Arrays:
     with path.open("rb") as file, np.load(file, allow_pickle=False) as data:
         missing = [name for name in _ARRAYS if name not in data.files]
         if missing:
             raise InputError(f"{path} lacks the array(s) {missing}")
-        return {name: data[name] for name in _ARRAYS}
+        return cast(_Arrays, {name: data[name] for name in _ARRAYS})
 
 
 _REQUIRED = object()
 
 
 def _field(
-    record: dict[str, Any] | list[Any],
+    record: Any,
     key: str | int,
     expected: str,
     accepts: Callable[[Any], bool],
@@ -382,7 +401,7 @@ def _is_label(value: Any) -> bool:
     return isinstance(value, (str, int, float))
 
 
-def _options_and_details(method: str, options: dict[str, Any], details: dict[str, Any]) -> dict[str, dict]:
+def _options_and_details(method: str, options: dict[str, Any], details: dict[str, Any]) -> _OptionsAndDetails:
     """Options and details as the model holds them. Models written before ``details`` existed
     (same format) kept some of the solver's records among the options (jevd's selected columns,
     dro's radii, mmd's log); for a registered method, entries it does not accept move to the

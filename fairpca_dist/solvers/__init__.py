@@ -298,8 +298,9 @@ def fit_projection(
         Smallest group the fit accepts.
     passes : DataPasses, optional
         The rows the moments came from, for methods that read them at every iteration
-        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``mmd`` with the RBF kernel); see :func:`fairpca_dist.engine.passes.table_passes`
-        and :class:`fairpca_dist.engine.datapasses.ArrayPasses`. It is rescaled with the moments.
+        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``mmd`` with the RBF kernel); see
+        :func:`fairpca_dist.engine.passes.table_passes` and
+        :class:`fairpca_dist.engine.datapasses.ArrayPasses`. It is rescaled with the moments.
     **options
         Method-specific options (see each solver's docstring).
 

@@ -57,7 +57,7 @@ def test_block_sums_equal_a_row_by_row_loop():
     sums = l1_block_sums(x, codes, groups, v, centers, scale, weights)
     for i, g in enumerate(groups):
         b, h = np.zeros((5, 2)), 0.0
-        for row, label, w in zip(x, labels, weights):
+        for row, label, w in zip(x, labels, weights, strict=True):
             if label == g:
                 y = row / scale - centers[g]
                 b += w * np.outer(y, np.sign(y @ v))
