@@ -513,6 +513,8 @@ class FairPCA(  # type: ignore[call-arg]  # auto_wrap_output_keys: a keyword of 
         (default: those named at fit, when X has them)."""
         if columns is None:
             columns = self._sensitive_columns if reset else _column_names(sensitive_features, X)
+        if not reset and not columns:
+            X = self._drop_sensitive(X)  # group columns of the fit, given with labels passed apart
         if _is_dask(X):
             return self._dask_moments(X, sensitive_features, sample_weight, reset, where, rows, columns)
         return self._memory_moments(X, sensitive_features, sample_weight, reset, where, rows, columns)

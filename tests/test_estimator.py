@@ -325,6 +325,9 @@ def test_partial_fit_with_a_group_unseen_in_the_first_batch():
     assert list(estimator.feature_names_in_) == list("abcd")
     assert estimator.projection_.group_columns == ("sex",)
     np.testing.assert_allclose(estimator.group_losses_.max(), once.group_losses_.max(), atol=1e-7)
+    # labels given apart from a frame that still holds the group column: the column is not a feature
+    assert np.isfinite(estimator.score(frame, sensitive_features=frame["sex"].to_numpy()))
+    estimator.partial_fit(frame.iloc[:10], sensitive_features=frame["sex"].iloc[:10].to_numpy())
 
 
 def test_partial_fit_after_fit_adds_rows_and_checks_features():
