@@ -9,9 +9,9 @@ service also fails without internet access and, while the database is being crea
 ``database is locked`` tracebacks.
 
 Before a command starts its API server (:func:`api_server`), it therefore sets, **only where the
-user has not set them** (in the environment, a Prefect profile or ``prefect.toml``), the defaults in
-:data:`PREFECT_DEFAULTS`.
-Nothing else of the user's Prefect configuration is touched; with ``PREFECT_API_URL`` set,
+user has not set them** (in the environment, a Prefect profile or ``prefect.toml``), the
+defaults in :data:`PREFECT_DEFAULTS`. Nothing else of the user's Prefect configuration is
+touched; with ``PREFECT_API_URL`` set,
 flows run against that server and no temporary server starts.
 
 A command starts the temporary server itself, with :func:`api_server`: it says so, times it,

@@ -5,8 +5,8 @@ imports are loaded: Python, numpy, pandas, pyarrow, dask.dataframe, distributed 
 package, ≈ 260–365 MB depending on the machine: measured on each worker) plus, for each of
 its threads, what one task needs while it reads and processes one partition
 (:meth:`PartitionSize.need`: a multiple of the partition's decoded bytes, plus pyarrow's page
-buffers per column). ``distributed`` pauses a worker whose memory
-passes 80 % of its limit and kills it at 95 %: a worker whose floor alone is above the pause
+buffers per column). ``distributed`` pauses a worker whose memory passes 80 % of its limit
+and kills it at 95 %: a worker whose floor alone is above the pause
 threshold never runs a task (the pass waits forever), and one whose partitions do not fit is
 killed until the pass fails with ``KilledWorker``. Measured by ``benchmarks/bench_memory.py``
 (``benchmarks/results/bench_memory.md``).

@@ -13,10 +13,10 @@ safeguarded cubic (Hermite) interpolation of g on [0, 1]; each step costs one to
 eigendecomposition, by a Krylov method warm-started from the nearest t evaluated before
 (:func:`fairpca_dist.solvers.stiefel.top_eigenvectors`), and the two ends t = 0, 1 are the
 eigenpairs of Σ_B and Σ_A that β_g(r) needs anyway. Every step certifies an interval: lower
-bound max g(t), upper bound the smallest max-loss of the projectors V_t seen. When g' jumps across 0
-(λ_r and λ_{r+1} cross at
-t*), the optimum lies on the geodesic between the two sides' bases (which rotates the swapped
-eigenvectors), at equal losses (a 1-D root), which closes the gap.
+bound max g(t), upper bound the smallest max-loss of the projectors V_t seen. When g' jumps
+across 0 (λ_r and λ_{r+1} cross at t*), the optimum lies on the geodesic between the two
+sides' bases (which rotates the swapped eigenvectors), at equal losses (a 1-D root), which
+closes the gap.
 
 EigOpt maximises g with Brent's method on g itself (``fminbnd``); using the derivative, which
 costs nothing extra, converges in fewer eigendecompositions (on LFW, p = 1764, r = 1..20:
