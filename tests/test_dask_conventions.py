@@ -305,3 +305,40 @@ def test_moments_of_a_dask_frame_match_numpy_whatever_the_scheduler(frame):
                 dd.from_pandas(frame, npartitions=3), sensitive_feature="group", features=FEATURES
             )
         assert_matches_reference(moments, x, labels)
+
+
+def test_the_dask_internals_of_sizing_and_sliced_parquet_reads_are_still_there(frame, tmp_path):
+    """fairpca_dist.engine.memory (sizing a pass before it runs on a cluster) and
+    fairpca_dist.engine.parquet_slices (reading large row groups in slices) read dask-expr's plan
+    of a table, which dask does not publish: this names what a dask version changed, rather than
+    letting a pass fail or mis-size somewhere else."""
+    from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
+    from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
+
+    path = tmp_path / "t.parquet"
+    frame.to_parquet(path, row_group_size=100)
+    read = dd.read_parquet(str(path), split_row_groups="adaptive", blocksize="64 MiB")
+    missing = []
+    if not isinstance(read.expr, ReadParquetFSSpec):
+        missing.append(f"read_parquet's expression is a {type(read.expr).__name__}, not ReadParquetFSSpec")
+    else:
+        info = getattr(read.expr, "_dataset_info", None)
+        if not isinstance(info, dict):
+            missing.append("ReadParquetFSSpec._dataset_info")
+        else:
+            wanted = {"plan", "fs", "blocksize", "split_row_groups", "partition_names", "filters", "index_cols"}
+            missing += [f"_dataset_info[{key!r}]" for key in sorted(wanted - set(info))]
+            missing += [
+                f"_dataset_info['plan'][{key!r}]" for key in ("parts", "statistics", "empty") if key not in info["plan"]
+            ]
+        missing += [f"ReadParquetFSSpec.{name}" for name in ("_io_func", "_name") if not hasattr(read.expr, name)]
+    if not hasattr(read, "_meta"):
+        missing.append("DataFrame._meta")
+    in_memory = dd.from_pandas(frame, npartitions=3)
+    operations = list(in_memory.expr.find_operations(FromPandas))
+    if not operations or not hasattr(operations[0], "_locations"):
+        missing.append("FromPandas._locations (found by Expr.find_operations)")
+    mapped = dd.from_map(lambda i: frame.iloc[:2], range(2), meta=frame.iloc[:0])
+    if not list(mapped.expr.find_operations(FromMap)):
+        missing.append("FromMap (found by Expr.find_operations)")
+    assert not missing, f"dask {dask.__version__} changed internals the engine reads: {missing}"
