@@ -25,7 +25,6 @@ import pandas as pd
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.system import CPU_COUNT
-from dask.threaded import ContextAwareThreadPoolExecutor
 
 from fairpca_dist.engine import memory
 from fairpca_dist.engine.blas import one_blas_thread
@@ -47,6 +46,11 @@ from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
 from fairpca_dist.engine.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
 from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.io.storage import StorageOptions
+
+try:  # dask ≥ 2025.10: its threaded scheduler's own pool, which carries context variables into the tasks
+    from dask.threaded import ContextAwareThreadPoolExecutor as _ThreadPool
+except ImportError:  # older dask pools its threads in a plain executor
+    from concurrent.futures import ThreadPoolExecutor as _ThreadPool  # type: ignore[assignment]
 
 __all__ = [
     "compute_moments",
@@ -224,7 +228,7 @@ def _run_locally(graph: Any, scheduler: Any) -> Any:
     if scheduler != "threads" or dask.config.get("pool", None) is not None:
         return dask.compute(graph, scheduler=scheduler)[0]
     workers = dask.config.get("num_workers", None) or CPU_COUNT
-    with ContextAwareThreadPoolExecutor(workers) as pool:
+    with _ThreadPool(workers) as pool:
         try:
             return dask.compute(graph, scheduler=scheduler, pool=pool)[0]
         except BaseException:
