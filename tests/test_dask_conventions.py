@@ -328,8 +328,9 @@ def test_the_dask_internals_of_sizing_and_sliced_parquet_reads_are_still_there(f
         else:
             wanted = {"plan", "fs", "blocksize", "split_row_groups", "partition_names", "filters", "index_cols"}
             missing += [f"_dataset_info[{key!r}]" for key in sorted(wanted - set(info))]
+            plan = info.get("plan", {})
             missing += [
-                f"_dataset_info['plan'][{key!r}]" for key in ("parts", "statistics", "empty") if key not in info["plan"]
+                f"_dataset_info['plan'][{key!r}]" for key in ("parts", "statistics", "empty") if key not in plan
             ]
         missing += [f"ReadParquetFSSpec.{name}" for name in ("_io_func", "_name") if not hasattr(read.expr, name)]
     if not hasattr(read, "_meta"):
