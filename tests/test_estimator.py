@@ -353,11 +353,6 @@ def test_partial_fit_with_dask_batches():
     _same_subspace(estimator, once)
 
 
-@pytest.mark.xfail(
-    raises=GroupError,
-    strict=True,
-    reason="compute_moments checks the groups of each dask batch until min_group_size=0 turns that off",
-)
 def test_partial_fit_with_a_dask_batch_of_one_group():
     x, labels = grouped_data(n_rows=300, n_features=3, n_groups=2, seed=12)
     order = np.argsort(labels, kind="stable")

@@ -29,7 +29,6 @@ from typing import Any
 import dask
 import numpy as np
 import pyarrow.parquet as pq
-from dask._task_spec import DataNode
 from dask.base import is_dask_collection
 from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
 from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
@@ -247,7 +246,7 @@ def mark(graph: dict[Any, Any], size: Callable[[], PartitionSize | None]) -> Non
     on a cluster: sizing a Parquet read may open its files' footers, which a pass on this
     machine's threads never needs. The entry is data no task depends on: dask culls it before
     running the graph."""
-    graph[_MARK] = DataNode(_MARK, size)
+    graph.update(dask.delayed(size, name=_MARK, traverse=False).__dask_graph__())
 
 
 def pass_size(graph: Any) -> PartitionSize | None:

@@ -286,7 +286,9 @@ def compute_moments(
     split_every : int
         Fan-in of the reduction tree (≥ 2).
     min_group_size : int
-        Every group must have at least this many rows (:class:`GroupError` otherwise).
+        Every group must have at least this many rows (:class:`GroupError` otherwise). 0 checks
+        nothing, not even that there are two groups: for a batch whose moments are merged with
+        others' (``FairPCA.partial_fit``).
     progress : bool
         Show a progress bar while the pass runs.
     cells : None, str, HashCells or array-like
@@ -415,8 +417,9 @@ def compute_moments(
 
 
 def _checked_moments(moments: GroupMoments, *, min_group_size: int) -> GroupMoments:
-    """The statistics of :func:`compute_moments` once its pass is done: groups checked."""
-    return moments.check_groups(min_group_size)
+    """The statistics of :func:`compute_moments` once its pass is done: groups checked (none
+    with ``min_group_size=0``)."""
+    return moments.check_groups(min_group_size) if min_group_size > 0 else moments
 
 
 def _checked_cell_moments(
@@ -431,7 +434,8 @@ def _checked_cell_moments(
     cell present (even one without rows), groups checked on all rows."""
     if hash_cells is not None:
         by_cell = CellMoments(by_cell, feature_names=features, assignment=assignment, cells=range(hash_cells.n_cells))
-    by_cell.total().check_groups(min_group_size)
+    if min_group_size > 0:
+        by_cell.total().check_groups(min_group_size)
     return by_cell
 
 
