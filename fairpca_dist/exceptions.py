@@ -15,6 +15,10 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # storage imports this module
+    from fairpca_dist.io.storage import Location
 
 __all__ = [
     "FairPCAError",
@@ -147,7 +151,7 @@ def error_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-def read_error(error: BaseException, path: str | os.PathLike[str] | None = None) -> FairPCAError | None:
+def read_error(error: BaseException, path: str | os.PathLike[str] | Location | None = None) -> FairPCAError | None:
     """The error to raise when reading ``path`` failed with ``error`` (one of
     :data:`READ_ERRORS`): :class:`InputError` for a missing path, :class:`ReadError` for a
     compressed file cut short or damaged, :class:`AccessError` for a path that cannot be opened
@@ -177,7 +181,7 @@ def read_error(error: BaseException, path: str | os.PathLike[str] | None = None)
 
 
 @contextlib.contextmanager
-def reading(path: str | os.PathLike[str]) -> Iterator[None]:
+def reading(path: str | os.PathLike[str] | Location) -> Iterator[None]:
     """Within: an error of reading ``path`` a person can act on raises the error
     :func:`read_error` gives, naming ``path``; other errors pass unchanged."""
     try:
