@@ -279,7 +279,7 @@ def _check_scheme(scheme: str, url: str) -> None:
         package = _PACKAGES.get(scheme, "the package fsspec names for it")
         raise InputError(
             f"{url!r} needs {package}, which is not installed: pip install {package} "
-            f"(or pip install 'fairpca_dist[{'s3' if package == 's3fs' else 'cloud'}]')"
+            f"(or pip install 'fairpca_dist[{{'s3fs': 's3', 'gcsfs': 'gcs', 'adlfs': 'azure'}.get(package, 'cloud')}]')"
         ) from None
 
 

@@ -428,7 +428,7 @@ class _ConicSurrogate:
 
     def __init__(self, n_groups: int, n_features: int, n_components: int, penalty: float) -> None:
         cp = require(
-            "cvxpy", extra="conic", feature="the conic surrogate (method 'mm-sparse', or 'mm' with formulation='sdp')"
+            "cvxpy", extra="conic", feature="the conic surrogate (method 'mm-sparse', or 'mm' with inner='sdp')"
         )
 
         self.components = cp.Variable((n_features, n_components))
