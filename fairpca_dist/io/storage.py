@@ -277,9 +277,10 @@ def _check_scheme(scheme: str, url: str) -> None:
         ) from None
     except ImportError:
         package = _PACKAGES.get(scheme, "the package fsspec names for it")
+        extra = {"s3fs": "s3", "gcsfs": "gcs", "adlfs": "azure"}.get(package, "cloud")
         raise InputError(
             f"{url!r} needs {package}, which is not installed: pip install {package} "
-            f"(or pip install 'fairpca_dist[{{'s3fs': 's3', 'gcsfs': 'gcs', 'adlfs': 'azure'}.get(package, 'cloud')}]')"
+            f"(or pip install 'fairpca_dist[{extra}]')"
         ) from None
 
 
