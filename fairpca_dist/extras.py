@@ -8,7 +8,7 @@ extra     packages                                            needed by
 ========  ==================================================  =========================================
 conic     cvxpy                                               methods ``samadi-sdp``, ``olfat-sdp``,
                                                               ``mm-sparse``, ``mm`` with
-                                                              ``formulation="sdp"``
+                                                              ``inner="sdp"``
 cluster   distributed                                         a Dask cluster (``client=`` an address)
 flows     prefect, prefect-dask, distributed                  ``fairpca pipeline``, ``fairpca demo``,
                                                               :mod:`fairpca_dist.flows`
@@ -17,7 +17,7 @@ s3        s3fs                                                ``s3://`` URLs
 gcs       gcsfs                                               ``gs://`` URLs
 azure     adlfs                                               ``abfs://`` and ``az://`` URLs
 cloud     s3fs, gcsfs, adlfs                                  all three object stores
-all       every package above                                 ``make demo``
+all       the conic, cluster, flows and report packages       ``make demo``; add cloud for object stores
 ========  ==================================================  =========================================
 
 Importing :mod:`fairpca_dist` imports none of them; a feature imports its packages when it runs,
