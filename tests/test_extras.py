@@ -158,8 +158,9 @@ def test_the_cli_pipeline_without_prefect_is_one_line_naming_flows(tmp_path: Pat
 def test_connecting_to_a_scheduler_without_distributed_names_the_cluster_extra() -> None:
     result = _run(
         """
-        from fairpca_dist.engine.cluster import check_address
-        check_address("tcp://127.0.0.1:8786")
+        import numpy as np
+        from fairpca_dist import compute_moments
+        compute_moments(np.ones((4, 2)), sensitive_feature=[0, 0, 1, 1], client="tcp://127.0.0.1:8786")
         """,
         hide=("distributed",),
     )

@@ -58,9 +58,9 @@ def connect(address: str, *, timeout: float = CONNECT_TIMEOUT) -> Iterator[Any]:
     Raises :class:`InputError` for a malformed address and :class:`ServiceError` naming it
     when no scheduler answers within ``timeout`` seconds.
     """
+    check_address(address)  # first: it names the [cluster] extra when distributed is missing
     from distributed import Client
 
-    check_address(address)
     _identify(address, timeout)
     try:
         client = Client(address, timeout=timeout, set_as_default=False)
