@@ -30,8 +30,6 @@ import dask
 import numpy as np
 import pyarrow.parquet as pq
 from dask.base import is_dask_collection
-from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
-from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 
 from fairpca_dist.engine.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
 from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
@@ -171,6 +169,11 @@ def array_partition_size(blocks: Sequence[Any]) -> PartitionSize:
 def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
     """For the table ``expr`` reads: the rows of its largest partition of each kind (read by
     dask, or as a slice of a row group: ``(rows, sliced)``), and what sets their size."""
+    # dask-expr's internal classes, imported here (not with the package): a dask release that
+    # moves them breaks memory sizing only; tests/test_dask_conventions.py names what changed
+    from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
+    from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
+
     for op in expr.find_operations(FromMap):
         if isinstance(op.func, SlicedParquet):
             kinds = [

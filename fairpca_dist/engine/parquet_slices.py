@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
 from dask.utils import parse_bytes
 
 __all__ = ["COLUMNS_PER_READ", "RowSlice", "SlicedParquet", "sliced_row_groups"]
@@ -114,6 +113,10 @@ def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
     blocksize read as slices of at most that many decoded bytes; ``frame`` itself when no row
     group is larger, or when dask plans it otherwise (a hive-partitioned folder, ``filters``,
     an index read from a column, pyarrow's filesystem: these keep dask's partitions)."""
+    # dask-expr's internal class, imported here (not with the package): a dask release that moves
+    # it breaks slicing only; tests/test_dask_conventions.py names what changed
+    from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
+
     expr = frame.expr
     if not isinstance(expr, ReadParquetFSSpec):
         return frame
