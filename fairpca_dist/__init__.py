@@ -43,10 +43,10 @@ def __getattr__(name: str):  # noqa: ANN202 - module attribute hook (PEP 562)
     raise AttributeError(f"module 'fairpca_dist' has no attribute {name!r}")
 
 
+# compare and write_comparison (loaded on first access, above) need the [report] extra, so they
+# stay out of __all__: ``from fairpca_dist import *`` works on a core install.
 __all__ = [
     "FairPCA",
-    "compare",
-    "write_comparison",
     "GroupMoments",
     "CellMoments",
     "HashCells",

@@ -155,6 +155,15 @@ def test_the_cli_pipeline_without_prefect_is_one_line_naming_flows(tmp_path: Pat
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+def test_star_import_works_without_the_report_extra() -> None:
+    """``from fairpca_dist import *`` on a core install: nothing in ``__all__`` needs an extra
+    (compare and write_comparison, which need [report], are reached by name only)."""
+    result = _run(
+        "from fairpca_dist import *\nprint(sorted(dir())[:1])", hide=("matplotlib", "fairlearn", "cvxpy", "prefect")
+    )
+    assert result.returncode == 0, result.stderr
+
+
 def test_connecting_to_a_scheduler_without_distributed_names_the_cluster_extra() -> None:
     result = _run(
         """
