@@ -219,6 +219,15 @@ def test_labels_as_a_pandas_series_aligned_by_index_with_a_frame_of_known_divisi
     _assert_close(moments, _reference(frame))
 
 
+def test_labels_whose_index_misses_the_frames_rows_name_the_index(frame):
+    ddf = dd.from_pandas(frame, npartitions=4)
+    elsewhere = frame["group"].set_axis(frame.index + 5000)
+    with pytest.raises(
+        GroupError, match=r"missing label\(s\) in partition \d \(a Series of labels is aligned .* by index"
+    ):
+        compute_moments(ddf[FEATURES], sensitive_feature=elsewhere)
+
+
 def test_labels_as_a_dask_series_partitioned_otherwise_with_known_divisions(frame):
     ddf = dd.from_pandas(frame, npartitions=4)
     labels = dd.from_pandas(frame["group"], npartitions=7)

@@ -1370,8 +1370,14 @@ def _group_codes(
     for column in sensitive:
         missing = part[column].isna()
         if missing.any():
-            name = "sensitive_features" if column == SENSITIVE_COLUMN else repr(column)
-            raise GroupError(f"sensitive feature {name} has {int(missing.sum())} missing label(s) in {partition}")
+            apart = column == SENSITIVE_COLUMN  # labels given apart from the table
+            name = "sensitive_features" if apart else repr(column)
+            hint = (
+                " (a Series of labels is aligned with the table by index: its index must hold the table's)"
+                if apart
+                else ""
+            )
+            raise GroupError(f"sensitive feature {name} has {int(missing.sum())} missing label(s) in {partition}{hint}")
     if len(sensitive) == 1:
         return _factorize(part[sensitive[0]])
     tuples = np.empty(len(part), dtype=object)
