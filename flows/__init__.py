@@ -7,7 +7,8 @@ prefect-dask.
 
 Importing this package changes nothing: Prefect's defaults for this library
 (:data:`fairpca_dist.flows.runtime.PREFECT_DEFAULTS`) are applied when a command starts its
-API server (:func:`fairpca_dist.flows.runtime.api_server`), the way ``fairpca pipeline`` does.
+API server (:func:`fairpca_dist.flows.runtime.api_server`), the way ``fairpca pipeline`` does,
+and when a flow is called from Python (:func:`fairpca_dist.flows.runtime.flow`).
 """
 
 from fairpca_dist.extras import check_installed

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from prefect import flow
-
 from fairpca_dist.assessment.comparison import check_comparison
 from fairpca_dist.assessment.comparison_report import COMPARISON_FILE
 from fairpca_dist.engine.moments import Center
+from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, comparison_task
 from fairpca_dist.io.atomic import check_output
 from fairpca_dist.io.ingest import read_schema

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
-
 from fairpca_dist.assessment.table_evaluation import EVALUATION_FILE, check_settings, table_cells
+from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.tasks import MethodsParameter, cell_moments_task, evaluation_task
 from fairpca_dist.io.atomic import check_output
 from fairpca_dist.params import check_run_parameters

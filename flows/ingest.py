@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
-
+from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.tasks import ingest_task
 from fairpca_dist.params import check_run_parameters
 

@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from prefect import flow
 from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 from prefect_dask import DaskTaskRunner
 
 from fairpca_dist.fitting import MOMENTS_CACHE
+from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.steps import log_step, step
 from fairpca_dist.flows.task_runner import QuietDaskTaskRunner
 from fairpca_dist.flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
@@ -259,8 +259,7 @@ def pipeline(
         overwrite=overwrite,
     )
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
-    # prefect-dask's runner is a TaskRunner[PrefectDaskFuture]; with_options is typed for TaskRunner[PrefectFuture]
-    steps = _steps.with_options(task_runner=task_runner(dask_address))  # type: ignore[arg-type]
+    steps = _steps.with_options(task_runner=task_runner(dask_address))
     with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
         check_run_folder(root, source, overwrite, storage_options)  # again, now that no other run can write it
         new_folder, previous = not root.exists(), previous_run(root)

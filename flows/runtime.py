@@ -8,7 +8,8 @@ with "Timed out while attempting to connect to ephemeral Prefect API server". It
 service also fails without internet access and, while the database is being created, prints
 ``database is locked`` tracebacks.
 
-Before a command starts its API server (:func:`api_server`), it therefore sets, **only where the
+Before a command starts its API server (:func:`api_server`), and when a flow is called from
+Python (the flows are made with :func:`flow`), it therefore sets, **only where the
 user has not set them** (in the environment, a Prefect profile or ``prefect.toml``), the
 defaults in :data:`PREFECT_DEFAULTS`. Nothing else of the user's Prefect configuration is
 touched; with ``PREFECT_API_URL`` set,
@@ -26,10 +27,14 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from prefect import Flow
 
 __all__ = [
     "PREFECT_DEFAULTS",
     "apply_prefect_defaults",
+    "flow",
     "ApiServer",
     "api_server",
     "check_api",
@@ -62,6 +67,31 @@ def apply_prefect_defaults() -> dict[str, str]:
         os.environ.update(applied)
         prefect.context.refresh_global_settings_context()
     return applied
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _DefaultsFlow(Flow[P, R]):
+    """A Prefect flow whose every call from Python first applies :data:`PREFECT_DEFAULTS`
+    (:func:`apply_prefect_defaults`): calling ``pipeline(...)`` in a script starts Prefect's
+    temporary server with them, as ``fairpca pipeline`` does. Runs started by a Prefect worker
+    (deployments) do not go through ``__call__``: they use the worker's own settings."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        apply_prefect_defaults()
+        return super().__call__(*args, **kwargs)
+
+
+def flow(**options: Any) -> Callable[[Callable[P, R]], Flow[P, R]]:
+    """:func:`prefect.flow` for the library's flows: the same ``options``, and each call of the
+    flow applies :data:`PREFECT_DEFAULTS` first (only those the user has not set)."""
+
+    def decorate(function: Callable[P, R]) -> Flow[P, R]:
+        return _DefaultsFlow(fn=function, **options)
+
+    return decorate
 
 
 API_TIMEOUT = 10.0
