@@ -4,7 +4,8 @@ included) and the Python code blocks of the site's pages (docs/pages).
 A code block of a page is skipped when the line before it is an HTML comment starting with
 ``<!-- not run`` (and saying why: it needs an object store, a cluster, a Prefect server, minutes).
 The blocks of one page run in order in one namespace, in a temporary folder, so a page may build
-on its earlier blocks."""
+on its earlier blocks. A line ``print(...)  # → OUTPUT`` must print OUTPUT (the comment after
+``→ `` up to two spaces, which start an explanation; ``...`` matches anything, as in doctests)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,22 @@ import fairpca_dist
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "pages"
 BLOCK = re.compile(r"(?P<before>[^\n]*)\n```python\n(?P<code>.*?)```", re.S)
+SHOWN = re.compile(r"^(?P<indent>\s*)print\((?P<args>.*)\)\s+# → (?P<output>.+?)(?:  .*)?$", re.M)
+_CHECKER = doctest.OutputChecker()
+
+
+def _expect_printed(output: str, *values: object) -> None:
+    """``print(*values)``, checked against ``output`` as a doctest checks its output."""
+    printed = " ".join(str(value) for value in values)
+    print(printed)
+    assert _CHECKER.check_output(output + "\n", printed + "\n", doctest.ELLIPSIS), (
+        f"the page says {output!r}, the code printed {printed!r}"
+    )
+
+
+def checked_code(code: str) -> str:
+    """``code`` with each ``print(...)  # → OUTPUT`` line made a check that it prints OUTPUT."""
+    return SHOWN.sub(lambda m: f"{m['indent']}_expect_printed({m['output']!r}, {m['args']})", code)
 
 
 def package_modules() -> list[str]:
@@ -81,9 +98,20 @@ def test_every_page_is_found_and_some_have_examples():
 @pytest.mark.parametrize("page", sorted(str(p.relative_to(PAGES)) for p in PAGES.rglob("*.md") if page_blocks(p)))
 def test_page_examples_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {"__name__": "__docs__"}
+    namespace: dict[str, object] = {"__name__": "__docs__", "_expect_printed": _expect_printed}
     for i, code in enumerate(page_blocks(PAGES / page)):
-        exec(compile(code, f"{page} (block {i + 1})", "exec"), namespace)
+        exec(compile(checked_code(code), f"{page} (block {i + 1})", "exec"), namespace)
+
+
+def test_a_page_output_that_is_not_printed_fails():
+    namespace: dict[str, object] = {"_expect_printed": _expect_printed}
+    exec(
+        checked_code("print(1 + 1, [2])  # → 2 [2]  an explanation\nprint({'a': 1, 'b': 2})  # → {'a': 1, ...}"),
+        namespace,
+    )
+    with pytest.raises(AssertionError, match="the page says '7', the code printed '2'"):
+        exec(checked_code("print(1 + 1)  # → 7"), namespace)
+    assert sum(bool(SHOWN.search(block)) for p in PAGES.rglob("*.md") for block in page_blocks(p)) >= 8
 
 
 def test_the_site_shows_sphinx_roles_as_code():
