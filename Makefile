@@ -36,7 +36,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 docs: $(STAMP)
-	$(PY) -m mkdocs build --strict -f docs/mkdocs.yml
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict -f docs/mkdocs.yml
 
 # ruff format, ruff check and mypy before every commit (.ci/pre-commit-config.yaml)
 hooks: $(STAMP)
