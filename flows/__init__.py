@@ -14,3 +14,7 @@ and when a flow is called from Python (:func:`fairpca_dist.flows.runtime.flow`).
 from fairpca_dist.extras import check_installed
 
 check_installed("prefect", "prefect_dask", "distributed", extra="flows", feature="the Prefect flows (fairpca pipeline)")
+
+# Prefect's logging is set up (by prefect.main) before any flow module imports distributed:
+# set up after, it drops distributed's handler, and `fairpca pipeline -v` loses its log lines.
+import prefect.main  # noqa: E402, F401
