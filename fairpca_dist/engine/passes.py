@@ -183,10 +183,12 @@ def _is_client(scheduler: Any) -> bool:
 
 
 def _active_client() -> Any:
-    try:
-        from distributed import default_client
-    except ImportError:  # pragma: no cover - distributed is a dependency
+    """The ``distributed`` client set as default, or None: none can exist unless ``distributed``
+    (optional: the ``cluster`` extra) was imported."""
+    if "distributed" not in sys.modules:
         return None
+    from distributed import default_client
+
     try:
         return default_client()
     except ValueError:
