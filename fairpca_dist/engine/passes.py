@@ -175,7 +175,7 @@ def scheduler_context(client: Any = None) -> Iterator[Any]:
 
 def _is_client(scheduler: Any) -> bool:
     """Whether ``scheduler`` is a ``distributed.Client`` (rather than one of dask's local schedulers)."""
-    if isinstance(scheduler, str) or "distributed" not in sys.modules:  # no Client without distributed
+    if isinstance(scheduler, str) or sys.modules.get("distributed") is None:  # no Client without distributed
         return False
     from distributed import Client
 
@@ -185,7 +185,7 @@ def _is_client(scheduler: Any) -> bool:
 def _active_client() -> Any:
     """The ``distributed`` client set as default, or None: none can exist unless ``distributed``
     (optional: the ``cluster`` extra) was imported."""
-    if "distributed" not in sys.modules:
+    if sys.modules.get("distributed") is None:  # not imported, or blocked (None)
         return None
     from distributed import default_client
 
