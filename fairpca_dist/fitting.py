@@ -1,33 +1,53 @@
-"""Fit a model on a Parquet table, with moments cached per file.
+"""Fit a model on a Parquet table, with moments cached per file; report on it.
 
-The moments of every Parquet file are cached under a key derived from the file's size and
-Parquet footer (row counts, column statistics: a content fingerprint that costs a few KB of
-reading) and from the column roles. A refit with another method or ``n_components`` reads no
-rows; a table that gained files reads only the new ones; Chan's merge makes the result equal
-to a full recompute.
+The moments of every Parquet file are cached (:mod:`fairpca_dist.io.moments_cache`): a refit
+with another method or ``n_components`` reads no rows, nor does the first fit of a table that
+ingest wrote (it filled the cache); a table that gained files reads only the new ones.
+
+The report of a model on its table reads the rows only for what the moments do not give: a
+row sample (ingest's, else one pass) and the RBF-kernel MMD² (a pass of its own, or sums the
+projection's write-back computed on the way: :func:`report_rff_work`).
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import operator
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import pandas as pd
 
+from fairpca_dist.engine.datapasses import ArrayPasses
+from fairpca_dist.engine.kernels import RFFSums
 from fairpca_dist.engine.moments import Center, GroupMoments
-from fairpca_dist.engine.passes import TablePasses, compute_file_moments, sample_rows, table_passes, value_counts
-from fairpca_dist.exceptions import InputError, SchemaError, WriteError, reading
-from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output
-from fairpca_dist.io.ingest import SCHEMA_FILE, read_schema, table_source
+from fairpca_dist.engine.passes import (
+    RFFWork,
+    TablePasses,
+    compute_file_moments,
+    table_passes,
+    table_sample,
+    value_counts,
+)
+from fairpca_dist.engine.sampling import RowSample, SampleSpec
+from fairpca_dist.exceptions import InputError, SchemaError, reading
+from fairpca_dist.io.atomic import atomic_directory, check_output
+from fairpca_dist.io.ingest import SCHEMA_FILE, read_schema, read_table_sample, table_source
 from fairpca_dist.io.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
+from fairpca_dist.io.moments_cache import (
+    MOMENTS_CACHE,
+    cached_keys,
+    file_fingerprint,
+    file_keys,
+    moments_cache,
+    roles_key,
+    store_moments,
+)
 from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.io.versions import committed
 from fairpca_dist.solvers import SOLVERS, fit_projection
@@ -42,6 +62,7 @@ __all__ = [
     "cached_table_moments",
     "fit_table",
     "report_passes",
+    "report_rff_work",
     "report_sample",
     "check_report_target",
     "moments_cache",
@@ -52,23 +73,6 @@ __all__ = [
 ]
 
 MOMENTS_FILE = "moments.npz"
-MOMENTS_CACHE = ".moments-cache"
-
-
-def moments_cache(
-    table_dir: str | os.PathLike[str],
-    cache_dir: str | os.PathLike[str] | None = None,
-    storage_options: StorageOptions | None = None,
-) -> Location | None:
-    """``cache_dir``, or by default ``.moments-cache`` in the folder that holds the table
-    (found from its real path on the local disk: ``.`` as the table is the current folder, not
-    inside it); None for a table at a bucket's root, beside which nothing lies."""
-    if cache_dir is not None:
-        return locate(cache_dir, storage_options)
-    table = locate(table_dir, storage_options)
-    if table.parent == table:
-        return None
-    return (locate(os.path.realpath(table.path)) if table.local else table).parent / MOMENTS_CACHE
 
 
 def table_files(table_dir: str | os.PathLike[str], storage_options: StorageOptions | None = None) -> list[Location]:
@@ -84,19 +88,6 @@ def table_files(table_dir: str | os.PathLike[str], storage_options: StorageOptio
     if not files:
         raise InputError(f"no Parquet files in {folder}")
     return files
-
-
-def file_fingerprint(path: Location) -> str:
-    """SHA-256 of a Parquet file's size and footer (its metadata: schema, row groups, statistics)."""
-    with reading(path), path.open("rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        f.seek(max(size - 8, 0))
-        tail = f.read(8)
-        footer = int.from_bytes(tail[:4], "little") if len(tail) == 8 and tail[4:] == b"PAR1" else 0
-        f.seek(max(size - 8 - footer, 0))
-        digest = hashlib.sha256(str(size).encode())
-        digest.update(f.read(footer + 8))
-    return digest.hexdigest()
 
 
 def cached_table_moments(
@@ -117,28 +108,11 @@ def cached_table_moments(
     cache that cannot be written (a read-only disk, another user's folder) is skipped with a
     warning: the moments are the same, a later fit reads the rows again.
     """
-    roles = json.dumps(
-        [
-            list(features),
-            [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature),
-            sample_weight,
-        ]
-    )
-    role_key = hashlib.sha256(roles.encode()).hexdigest()[:16]
     files = table_files(table_dir, storage_options)
-    keys = [hashlib.sha256(f"{role_key}:{file_fingerprint(f)}".encode()).hexdigest() for f in files]
-    if cache_dir is None:
-        warnings.warn(
-            f"the moments of {table_dir} are not cached: it is a bucket's root, beside which no cache can "
-            "go; a later fit reads its rows again (cache_dir= elsewhere keeps them)",
-            stacklevel=2,
-        )
+    keys = file_keys(files, roles_key(features, sensitive_feature, sample_weight))
     cache = locate(cache_dir, storage_options) if cache_dir is not None else None
-    try:
-        cached = {entry.name for entry in cache.listdir()} if cache is not None else set()
-    except OSError:  # a cache that cannot be listed (a file there, no permission): computed, and said below
-        cached = set()
-    missing = [(f, k) for f, k in zip(files, keys, strict=True) if f"{k}.npz" not in cached]
+    cached = cached_keys(cache)
+    missing = [(f, k) for f, k in zip(files, keys, strict=True) if k not in cached]
     fresh = compute_file_moments(
         [f.url for f, _ in missing],
         sensitive_feature=sensitive_feature,
@@ -149,17 +123,8 @@ def cached_table_moments(
         storage_options=storage_options,
     )
     computed = {key: moments for (_, key), moments in zip(missing, fresh, strict=True)}
-    try:
-        if cache is not None:
-            for key, moments in computed.items():
-                with atomic_file(cache / f"{key}.npz", inputs=[table_dir]) as path:
-                    moments.save(path)
-    except WriteError as error:
-        warnings.warn(
-            f"the moments were not cached ({error}); a later fit of this table reads its rows again "
-            "(cache_dir= elsewhere keeps them)",
-            stacklevel=2,
-        )
+    if computed or cache is None:
+        store_moments(cache, computed, [table_dir], table_dir)
     merged = functools.reduce(
         operator.add,
         (computed[k] if k in computed or cache is None else GroupMoments.load(cache / f"{k}.npz") for k in keys),
@@ -345,6 +310,7 @@ def write_table_report(
     sample_size: int = 50_000,
     rbf_mmd: str = "auto",
     group_names: Mapping[Any, str] | None = None,
+    rff_sums: Sequence[RFFSums] | None = None,
     client: Any = None,
     progress: bool = False,
     announce: Callable[[str], None] | None = None,
@@ -381,6 +347,9 @@ def write_table_report(
         How the RBF-kernel MMD² is measured.
     group_names : mapping, optional
         Display names of values of the sensitive column(s), e.g. ``{1: "female"}``.
+    rff_sums : sequence of RFFSums, optional
+        The random-feature sums of the RBF-kernel MMD², computed by the projection's write-back
+        (:func:`report_rff_work`): the report then reads no rows for it.
     client : None, distributed.Client or str, optional
         Where the passes run.
     progress : bool, default False
@@ -413,32 +382,114 @@ def write_table_report(
 
     inputs = [model_dir, table_dir]
     check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE, storage_options=storage_options)
-    model, moments = load_fitted(model_dir, storage_options)
-    if not model.group_columns:  # the report's passes read the groups from these columns too
-        model = replace(model, group_columns=_columns(read_schema(table_dir, storage_options)["sensitive_feature"]))
+    model, moments = _fitted_for_report(model_dir, table_dir, storage_options)
     largest = curve_length(max_components, moments.n_features, model)
     if announce is not None:
         announce(
             f"report: {refitted_methods(model.method)} refitted at r = 1..{largest} for the curves "
             f"(--max-components sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)"
         )
-    sample = (
-        None
-        if target is None
-        else report_sample(table_dir, target, max_rows=sample_size, client=client, storage_options=storage_options)
+    rows = _report_rows(
+        table_dir,
+        model,
+        moments,
+        target,
+        sample_size,
+        client=client,
+        progress=progress,
+        storage_options=storage_options,
     )
     passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)
     report = build_report(
         moments,
         model,
         max_components=max_components,
-        sample=sample,
+        sample=None if target is None else rows.uniform(sample_size),
         target=target,
         passes=passes,
         rbf_mmd=rbf_mmd,
         group_names=group_names,
+        bandwidth_rows=_bandwidth_rows(rows, model, moments),
+        rff_sums=rff_sums,
     )
     return report, write_report(report, report_dir, inputs=inputs, storage_options=storage_options)
+
+
+def report_rff_work(
+    model_dir: str | os.PathLike[str],
+    table_dir: str | os.PathLike[str],
+    *,
+    rbf_mmd: str = "auto",
+    client: Any = None,
+    storage_options: StorageOptions | None = None,
+) -> RFFWork | None:
+    """The random-feature sums :func:`write_table_report` of this model and table would read the
+    rows for, as a pass that reads them for another reason computes them: give it to
+    :func:`~fairpca_dist.projection.project_table` (``rff=``), then its ``rff_sums`` to
+    :func:`write_table_report`, and the report's RBF-kernel MMD² reads no rows of its own.
+    None when the report measures it otherwise (``rbf_mmd`` "none", or "exact": every pair of
+    rows, on tables of at most :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows by default).
+    The bandwidth comes from the table's row sample (ingest's, else one pass)."""
+    from fairpca_dist.assessment.report import rbf_plan  # scikit-learn, matplotlib
+
+    model, moments = _fitted_for_report(model_dir, table_dir, storage_options)
+    rows = _report_rows(table_dir, model, moments, None, 0, client=client, storage_options=storage_options)
+    plan = rbf_plan(moments, model, rbf_mmd=rbf_mmd, bandwidth_rows=_bandwidth_rows(rows, model, moments))
+    if plan is None or plan.requests is None:
+        return None
+    return plan.rff_work(
+        moments, model, model.group_columns, read_schema(table_dir, storage_options).get("sample_weight")
+    )
+
+
+def _fitted_for_report(
+    model_dir: str | os.PathLike[str], table_dir: str | os.PathLike[str], storage_options: StorageOptions | None
+) -> tuple[FairProjection, GroupMoments]:
+    """The model and its moments; a model that did not record its sensitive column(s) (saved by
+    an older version) takes them from the table's ``schema.json``."""
+    model, moments = load_fitted(model_dir, storage_options)
+    if not model.group_columns:  # the report's passes read the groups from these columns too
+        model = replace(model, group_columns=_columns(read_schema(table_dir, storage_options)["sensitive_feature"]))
+    return model, moments
+
+
+BANDWIDTH_ROWS_PER_GROUP = 2000
+"""Rows per group of the sample the RBF kernel's bandwidth is taken from (median heuristic)."""
+
+
+def _report_rows(
+    table_dir: str | os.PathLike[str],
+    model: FairProjection,
+    moments: GroupMoments,
+    target: str | None,
+    sample_size: int,
+    *,
+    client: Any = None,
+    progress: bool = False,
+    storage_options: StorageOptions | None = None,
+) -> RowSample:
+    """The report's row sample of the table: ``sample_size`` rows of the features, group
+    column(s) and ``target`` for the downstream check, and :data:`BANDWIDTH_ROWS_PER_GROUP` per
+    group for the bandwidth; from the sample ingest drew, else by one pass (the same rows)."""
+    if target is not None:
+        _schema_with_target(table_dir, target, storage_options)
+    group_columns = tuple(model.group_columns)
+    columns = tuple(dict.fromkeys([*moments.feature_names, *group_columns, *([target] if target else [])]))
+    spec = SampleSpec(columns, group_columns, sample_size, BANDWIDTH_ROWS_PER_GROUP)
+    stored = read_table_sample(table_dir, spec, storage_options)
+    if stored is not None:
+        return stored
+    files = [f.url for f in table_files(table_dir, storage_options)]
+    return table_sample(files, spec, client=client, progress=progress, storage_options=storage_options)
+
+
+def _bandwidth_rows(rows: RowSample, model: FairProjection, moments: GroupMoments) -> ArrayPasses:
+    """The per-group rows of the sample, as rows of ``moments`` in the model's units."""
+    sampled = rows.per_group(BANDWIDTH_ROWS_PER_GROUP)
+    columns = list(model.group_columns)
+    labels = sampled[columns[0]] if len(columns) == 1 else list(sampled[columns].itertuples(index=False, name=None))
+    x = sampled[list(moments.feature_names)].to_numpy(dtype=np.float64)
+    return ArrayPasses(x, list(labels), moments.groups, scale=model.scale)
 
 
 def report_passes(
@@ -473,18 +524,19 @@ def report_sample(
     client: Any = None,
     storage_options: StorageOptions | None = None,
 ) -> pd.DataFrame:
-    """A uniform sample of an ingested table's features, sensitive column(s) and ``target`` for
-    the report's downstream check (:func:`~fairpca_dist.engine.passes.sample_rows`). The target must
-    be among the columns ingest kept beside the features (``pass_through`` or ``key_columns``)."""
+    """A uniform sample of ``max_rows`` rows of an ingested table's features, sensitive column(s)
+    and ``target``, for the report's downstream check: the rows of smallest priority key
+    (:mod:`fairpca_dist.engine.sampling`), from the sample ingest drew while it wrote the table,
+    else by one pass over it (the same rows). The target must be among the columns ingest kept
+    beside the features (``pass_through`` or ``key_columns``)."""
     schema = _schema_with_target(table_dir, target, storage_options)
-    columns = list(dict.fromkeys([*schema["features"], *schema["sensitive_feature"], target]))
-    return sample_rows(
-        table_source(table_dir, storage_options),
-        columns=columns,
-        max_rows=max_rows,
-        client=client,
-        storage_options=storage_options,
+    sensitive = tuple(schema["sensitive_feature"])
+    columns = tuple(dict.fromkeys([*schema["features"], *sensitive, target]))
+    spec = SampleSpec(columns, sensitive, max_rows, 0)
+    rows = read_table_sample(table_dir, spec, storage_options) or table_sample(
+        [f.url for f in table_files(table_dir, storage_options)], spec, client=client, storage_options=storage_options
     )
+    return rows.uniform(max_rows)
 
 
 def check_report_target(

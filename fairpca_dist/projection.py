@@ -23,7 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.engine.passes import run_graph
+from fairpca_dist.engine.kernels import RFFSums
+from fairpca_dist.engine.passes import RFFWork, run_graph
 from fairpca_dist.engine.sources import Partition, check_finite, feature_values, open_table
 from fairpca_dist.exceptions import SchemaError
 from fairpca_dist.io.atomic import atomic_directory, input_paths
@@ -40,12 +41,13 @@ SUCCESS_MARKER = "_SUCCESS"
 @dataclass(frozen=True)
 class ProjectionResult:
     """What :func:`project_table` wrote: the output as given (a path or a URL), its rows,
-    partitions (files) and columns."""
+    partitions (files) and columns; and the random-feature sums asked for (``rff=``), else None."""
 
     out_dir: str | Path
     rows: int
     partitions: int
     columns: tuple[str, ...]
+    rff_sums: list[RFFSums] | None = None
 
 
 def projected_columns(model: FairProjection, prefix: str = "fairpca") -> list[str]:
@@ -61,7 +63,8 @@ def _project_partition(
     names: list[str],
     arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
     folder: Location,
-) -> int:
+    rff: RFFWork | None,
+) -> tuple[int, list[RFFSums] | None]:
     mean, scale, components = arrays
     x = feature_values(part, features, partition)
     if not np.isfinite(x).all():
@@ -70,7 +73,7 @@ def _project_partition(
     out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
     with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
         pq.write_table(pa.Table.from_pandas(out, preserve_index=False), file)
-    return len(out)
+    return len(out), None if rff is None else rff.of_partition(part, partition, features)
 
 
 def project_table(
@@ -81,6 +84,7 @@ def project_table(
     pass_through: Sequence[str] = (),
     prefix: str = "fairpca",
     read_options: dict[str, Any] | None = None,
+    rff: RFFWork | None = None,
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
@@ -96,6 +100,9 @@ def project_table(
     and may be replaced only if it holds a previous projection (its ``_SUCCESS``)
     (:class:`~fairpca_dist.exceptions.OutputPathError` before anything is read or written).
     ``storage_options`` open every path and URL given (:func:`fairpca_dist.io.storage.locate`).
+    With ``rff``, the same pass computes those random-feature sums of the rows (e.g. the
+    report's RBF-kernel MMD² of both arms, :func:`fairpca_dist.fitting.report_rff_work`), which
+    would otherwise cost a pass of their own.
 
     Parameters
     ----------
@@ -111,6 +118,8 @@ def project_table(
         The projected columns are ``fairpca0``, ``fairpca1``, ...
     read_options : dict, optional
         Options of the reader (CSV or Parquet).
+    rff : RFFWork, optional
+        Random-feature sums to compute in the same pass (returned in ``rff_sums``).
     client : None, distributed.Client or str, optional
         Where the pass runs.
     progress : bool, default False
@@ -144,7 +153,7 @@ def project_table(
     table = open_table(
         source,
         features=features,
-        key_columns=list(pass_through),
+        key_columns=list(dict.fromkeys([*pass_through, *(rff.columns if rff is not None else [])])),
         read_options=read_options,
         storage_options=storage_options,
     )
@@ -154,9 +163,15 @@ def project_table(
         raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
     arrays = (model.mean, model.scale, model.components)
     with atomic_directory(out_dir, inputs=inputs, marker=SUCCESS_MARKER, storage_options=storage_options) as staging:
-        tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging)
-        counts = run_graph(tasks, client=client, progress=progress, label="project")
-        result = ProjectionResult(as_given(out_dir), int(sum(counts)), len(counts), tuple([*pass_through, *names]))
+        tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging, rff)
+        done = run_graph(tasks, client=client, progress=progress, label="project")
+        result = ProjectionResult(
+            as_given(out_dir),
+            int(sum(n for n, _ in done)),
+            len(done),
+            tuple([*pass_through, *names]),
+            None if rff is None else RFFWork.merge([sums for _, sums in done]),
+        )
         marker = {
             "rows": result.rows,
             "partitions": result.partitions,

@@ -92,6 +92,7 @@ def _steps(
             scheduler = client.scheduler.address if client.scheduler is not None else "the scheduler"
             outcome.summary = f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {scheduler}"
         base = root.rstrip("/")
+        cache_dir = f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}"  # beside the run folders, shared by the runs
         pass_through = [*key_columns, *([target] if target else [])]
         # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
         # hands the library the same cluster for its own graphs; steps run one after another.
@@ -107,6 +108,7 @@ def _steps(
                 on_bad_rows=on_bad_rows,
                 read_options=read_options,
                 report_target=target,
+                cache_dir=cache_dir,
                 storage_options=storage_options,
             ).result()
             counts, *left_out = table["summary"].splitlines()  # then the columns left out, if any
@@ -120,7 +122,7 @@ def _steps(
                 center=center,
                 standardize=standardize,
                 options=options,
-                cache_dir=f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}",
+                cache_dir=cache_dir,
                 storage_options=storage_options,
             ).result()
             outcome.summary = (
@@ -133,8 +135,10 @@ def _steps(
                 table["table_dir"],
                 f"{base}/projected",
                 pass_through=pass_through,
+                report_rbf_mmd="auto",
                 storage_options=storage_options,
             ).result()
+            rff_sums = projected.pop("rff_sums")  # for the report, not a result of the run
             outcome.summary = f"{projected['rows']:,} rows -> {projected['out_dir']}"
         with step("report") as outcome:
             report = report_task.submit(
@@ -146,6 +150,7 @@ def _steps(
                 sample_size=50_000,
                 artifact_key=f"fairpca-report-{method}",
                 group_names=group_names,
+                rff_sums=rff_sums,
                 storage_options=storage_options,
             ).result()
             outcome.summary = f"-> {report['markdown']}"

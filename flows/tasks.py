@@ -27,9 +27,10 @@ from fairpca_dist.assessment.table_comparison import compare_table
 from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.engine.cluster import connect
+from fairpca_dist.engine.kernels import RFFSums
 from fairpca_dist.engine.moments import Center
 from fairpca_dist.exceptions import FairPCAError, ServiceError
-from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, write_table_report
+from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, report_rff_work, write_table_report
 from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.io.storage import locate
 from fairpca_dist.projection import project_table
@@ -136,10 +137,12 @@ def ingest_task(
     read_options: dict[str, Any] | None,
     dask_address: str | None = None,
     report_target: str | None = None,
+    cache_dir: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Ingest ``source``; with ``report_target``, also check now the target a later report's
-    downstream check needs (kept, binary), rather than after the fit and the projection."""
+    """Ingest ``source`` (filling the moments cache ``cache_dir``); with ``report_target``, also
+    check now the target a later report's downstream check needs (kept, binary), rather than
+    after the fit and the projection."""
     with dask_client(dask_address) as client:
         result = ingest_table(
             source,
@@ -151,6 +154,7 @@ def ingest_task(
             pass_through=pass_through,
             on_bad_rows=cast(Literal["fail", "drop"], on_bad_rows),  # checked by ingest_table
             read_options=read_options,
+            cache_dir=cache_dir,
             client=client,
             progress=True,
             storage_options=storage_options,
@@ -221,20 +225,33 @@ def project_task(
     *,
     pass_through: list[str],
     dask_address: str | None = None,
+    report_rbf_mmd: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Project the table; with ``report_rbf_mmd`` (the report's ``rbf_mmd``), also compute on the
+    way the random-feature sums the report's RBF-kernel MMD² would read the rows again for
+    (:func:`~fairpca_dist.fitting.report_rff_work`), returned under ``rff_sums`` (None when the
+    report measures it otherwise)."""
     with dask_client(dask_address) as client:
+        rff = (
+            None
+            if report_rbf_mmd is None
+            else report_rff_work(
+                model_dir, table_dir, rbf_mmd=report_rbf_mmd, client=client, storage_options=storage_options
+            )
+        )
         result = project_table(
             model_dir,
             table_dir,
             out_dir,
             pass_through=pass_through,
+            rff=rff,
             client=client,
             progress=True,
             storage_options=storage_options,
         )
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
-    return {"out_dir": str(result.out_dir), "rows": result.rows}
+    return {"out_dir": str(result.out_dir), "rows": result.rows, "rff_sums": result.rff_sums}
 
 
 @task(name="fairness-report", **_RETRIES)
@@ -250,8 +267,10 @@ def report_task(
     dask_address: str | None = None,
     rbf_mmd: str = "auto",
     group_names: dict[str, str] | None = None,
+    rff_sums: list[RFFSums] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Write the report; ``rff_sums``: the random-feature sums the projection computed for it."""
     with dask_client(dask_address) as client:
         report, files = write_table_report(
             model_dir,
@@ -262,6 +281,7 @@ def report_task(
             sample_size=sample_size,
             rbf_mmd=rbf_mmd,
             group_names=group_names,
+            rff_sums=rff_sums,
             client=client,
             progress=True,
             announce=get_run_logger().info,

@@ -31,8 +31,15 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from fairpca_dist.engine.datapasses import DataPasses
-from fairpca_dist.engine.kernels import DEFAULT_BLOCK_ROWS, RandomFeatures, median_bandwidth, pairwise_rbf, pairwise_rff
+from fairpca_dist.engine.datapasses import DataPasses, RFFRequest
+from fairpca_dist.engine.kernels import (
+    DEFAULT_BLOCK_ROWS,
+    RandomFeatures,
+    RFFSums,
+    median_bandwidth,
+    pairwise_rbf,
+    pairwise_rff,
+)
 from fairpca_dist.engine.moments import Center, GroupMoments, sorted_labels
 from fairpca_dist.exceptions import GroupError, InputError
 from fairpca_dist.wording import differences
@@ -54,6 +61,8 @@ __all__ = [
     "rbf_bandwidth",
     "mmd2_rbf",
     "mmd2_rbf_many",
+    "rff_requests",
+    "mmd2_from_rff_sums",
     "group_errors_from_rows",
     "group_losses_from_rows",
     "group_explained_variance_ratio_from_rows",
@@ -600,22 +609,47 @@ def mmd2_rbf_many(
     InputError
         No projections, components of the wrong shape, σ ≤ 0, D < 1, an unknown precision.
     """
+    requests = rff_requests(
+        moments, components, sigma, n_random_features=n_random_features, random_state=random_state, precision=precision
+    )
+    _check_passes(moments, passes)
+    return mmd2_from_rff_sums(moments, passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests)
+
+
+def rff_requests(
+    moments: GroupMoments,
+    components: Sequence[np.ndarray],
+    sigma: float,
+    *,
+    n_random_features: int = 1000,
+    random_state: int | np.random.Generator | None = 0,
+    precision: str = "single",
+) -> list[RFFRequest]:
+    """The (V, random features) requests of :func:`mmd2_rbf_many`, drawn as it says, checked
+    before any pass: with :func:`mmd2_from_rff_sums`, the estimate from sums computed by any
+    pass over the rows (``DataPasses.rff_sums_many(requests, moments.global_mean,
+    gradient=False)``, or a write-back that computes them on the way,
+    :class:`~fairpca_dist.engine.passes.RFFWork`)."""
     if isinstance(components, np.ndarray) or not isinstance(components, Sequence) or len(components) == 0:
         raise InputError("mmd2_rbf_many needs a non-empty sequence of components matrices (n_features × r)")
     checked = [_check_components(moments, v) for v in components]
-    _check_passes(moments, passes)
     _check_sigma(sigma)
     features = {
         r: RandomFeatures.draw(r, n_random_features, sigma, np.random.default_rng(random_state), precision=precision)
         for r in dict.fromkeys(v.shape[1] for v in checked)
     }
-    requests = [(v, features[v.shape[1]]) for v in checked]
+    return [(v, features[v.shape[1]]) for v in checked]
+
+
+def mmd2_from_rff_sums(
+    moments: GroupMoments, sums: Sequence[RFFSums], requests: Sequence[RFFRequest]
+) -> list[np.ndarray]:
+    """The (k, k) matrix of random-feature MMD² of each request, in order, from its sums over
+    the rows of ``moments`` (:func:`rff_requests`)."""
     pairs = _group_pairs(moments.n_groups)
     return [
-        _pair_matrix(moments.n_groups, pairs, pairwise_rff(sums, pairs, drawn)[0])
-        for sums, (_, drawn) in zip(
-            passes.rff_sums_many(requests, moments.global_mean, gradient=False), requests, strict=True
-        )
+        _pair_matrix(moments.n_groups, pairs, pairwise_rff(total, pairs, drawn)[0])
+        for total, (_, drawn) in zip(sums, requests, strict=True)
     ]
 
 

@@ -22,7 +22,8 @@ For both arms it records, from the group moments (:func:`fairpca_dist.assessment
   explained-variance ratio EVR_g, the largest loss, the smallest group variance, ARE and ABDiff,
   the total explained-variance ratio and the linear-kernel MMD² matrix ‖Vᵀ(μ_a − μ_b)‖² between
   the projected groups;
-* the same against r = 1..R, refitting both methods at every r (the curves behind the figures);
+* the same against r = 1..R, refitting both methods at every r but the model's own, where the
+  model itself is scored (the curves behind the figures);
   R is min(n_features, max(10, r)) by default, only the model's r for a method slow to refit
   (:data:`SLOW_TO_REFIT`, or one that reads the rows); the curves end early, said so in words,
   where the method cannot be fitted at a larger r than the model's (kleindessner with many
@@ -31,8 +32,10 @@ For both arms it records, from the group moments (:func:`fairpca_dist.assessment
   both arms at the fitted n_components over every row (:func:`fairpca_dist.assessment.metrics.mmd2_rbf`:
   all pairs in kernel blocks up to :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows, random Fourier features
   above), one σ for both arms (the model's own for an ``mmd`` fit, else the median heuristic at
-  the PCA projection), so the two are comparable; without the rows, ``mmd`` with the RBF kernel
-  has its criterion "not measured", said so in words;
+  the PCA projection of at most 2000 rows per group: ``bandwidth_rows``, e.g. the sample ingest
+  drew, else a sample of the rows), so the two are comparable; the random-feature sums may come
+  from a pass that read the rows for another reason (the write-back: :func:`rbf_plan`); without
+  the rows, ``mmd`` with the RBF kernel has its criterion "not measured", said so in words;
 * optionally, a downstream check (:func:`~fairpca_dist.assessment.downstream.downstream_parity`): accuracy and
   demographic parity of a logistic regression trained on each arm's projection of a row sample.
 
@@ -75,8 +78,10 @@ from fairpca_dist.assessment.scoring import (
     criterion_named,
     score_projection,
 )
-from fairpca_dist.engine.datapasses import DataPasses
+from fairpca_dist.engine.datapasses import DataPasses, RFFRequest
+from fairpca_dist.engine.kernels import RFFSums
 from fairpca_dist.engine.moments import GroupMoments, label_to_json
+from fairpca_dist.engine.passes import RFFWork
 from fairpca_dist.engine.progress import progress_bar
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverError
 from fairpca_dist.io.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
@@ -90,7 +95,9 @@ from fairpca_dist.wording import differences, group_display_names
 
 __all__ = [
     "ReportFiles",
+    "RBFPlan",
     "build_report",
+    "rbf_plan",
     "curve_length",
     "refitted_methods",
     "write_report",
@@ -174,6 +181,8 @@ def build_report(
     passes: DataPasses | None = None,
     rbf_mmd: str = "auto",
     group_names: Mapping[Any, str] | None = None,
+    bandwidth_rows: DataPasses | None = None,
+    rff_sums: Sequence[RFFSums] | None = None,
 ) -> dict:
     """Every number of the fairness report of ``model``, as plain JSON values.
 
@@ -208,6 +217,14 @@ def build_report(
         Display names of values of the sensitive column(s) (:func:`~fairpca_dist.wording.group_display_names`):
         ``{1: "female"}``, or ``{"sex=1": "female"}`` for one column's value; a group then
         reads ``sex=female``.
+    bandwidth_rows : DataPasses, optional
+        Rows of ``moments`` (e.g. a sample, :class:`~fairpca_dist.engine.datapasses.ArrayPasses`)
+        for the RBF kernel's bandwidth by the median heuristic; default ``passes``.
+    rff_sums : sequence of RFFSums, optional
+        The random-feature sums of the arms over every row, computed by a pass that read the
+        rows for another reason (:meth:`RBFPlan.rff_work` of :func:`rbf_plan` with the same
+        arguments): the random-feature MMD² then reads no rows (with ``bandwidth_rows``, no
+        ``passes`` are needed for it).
 
     Returns
     -------
@@ -260,7 +277,7 @@ def build_report(
     _check_model_matches(moments, model)
     if rbf_mmd not in RBF_MMD_CHOICES:
         raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
-    if passes is None and rbf_mmd in ("exact", "rff"):
+    if passes is None and rbf_mmd in ("exact", "rff") and rff_sums is None:
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
     names = group_display_names(moments.groups, model.group_columns, group_names)
     _check_refittable(model)
@@ -271,7 +288,7 @@ def build_report(
     scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
     curves, stopped = _curves(moments, model, asked, passes)
     ranks = asked[: len(curves["fair"])]
-    rbf = _rbf_mmd(working, arms, passes, rbf_mmd)
+    rbf = _rbf_mmd(working, arms, passes, rbf_mmd, bandwidth_rows, rff_sums)
     downstream = _downstream(sample, target, sensitive, arms, group_names)
     criterion, comparison = _criteria(own, scores, rbf, downstream)
     curve_key = own if own not in _ROW_KEYS and own != "explained_variance_ratio" else "max_loss"
@@ -336,7 +353,9 @@ def _curves(
 ) -> tuple[dict[str, list[ProjectionScores]], dict[str, Any] | None]:
     """PCA and the model's method refitted and scored at every r of ``ranks`` (a bar on a
     terminal: on wide tables, and for a method that reads the rows, these refits are most of
-    the report's time), and where they stopped.
+    the report's time), and where they stopped. At the model's own r the model itself is
+    scored, not refitted: the curve shows the model the report is about, and a method that
+    reads the rows at every iteration (whose curves stop there by default) reads none here.
 
     A refit beyond the model's own r that the method refuses or cannot solve at that r
     (:class:`~fairpca_dist.exceptions.InputError` or :class:`~fairpca_dist.exceptions.SolverError`,
@@ -348,7 +367,9 @@ def _curves(
         bar.total, bar.unit = len(ranks), "r"
         for r in ranks:
             try:
-                fair = _refit(moments, model, r, model.method, model.options, passes)
+                fair = (
+                    model if r == model.n_components else _refit(moments, model, r, model.method, model.options, passes)
+                )
             except (InputError, SolverError) as error:
                 if r <= model.n_components:
                     raise
@@ -421,37 +442,109 @@ def _refit(
     )
 
 
-def _rbf_mmd(working: GroupMoments, models: dict[str, FairProjection], passes: DataPasses | None, choice: str) -> dict:
+@dataclass(frozen=True)
+class RBFPlan:
+    """How a report measures the RBF-kernel MMD² of its arms, decided before any pass over the
+    rows (module docstring): the ``estimator`` ("exact" or "rff"), one bandwidth ``sigma`` for
+    both arms and where it came from, and for "rff" the (V, random features) request of each
+    arm (in :data:`ARMS` order), whose sums any pass over the rows may compute
+    (:meth:`rff_work`)."""
+
+    estimator: str
+    sigma: float
+    sigma_source: str
+    requests: list[RFFRequest] | None
+
+    def rff_work(
+        self, moments: GroupMoments, model: FairProjection, sensitive: Sequence[str], sample_weight: str | None = None
+    ) -> RFFWork:
+        """The sums of :attr:`requests` as a pass that reads the rows for another reason computes
+        them (:class:`~fairpca_dist.engine.passes.RFFWork`: the projection's write-back)."""
+        if self.requests is None:
+            raise InputError(
+                f"the {self.estimator} RBF-kernel MMD² reads every pair of rows: no sums to ride on a pass"
+            )
+        origin = moments.rescaled(model.scale).global_mean  # the rows in the model's units, about their mean
+        return RFFWork(tuple(self.requests), origin, model.scale, moments.groups, tuple(sensitive), sample_weight)
+
+
+def rbf_plan(
+    moments: GroupMoments,
+    model: FairProjection,
+    *,
+    rbf_mmd: str = "auto",
+    bandwidth_rows: DataPasses,
+) -> RBFPlan | None:
+    """The :class:`RBFPlan` :func:`build_report` follows for ``model`` with these arguments (None
+    for ``rbf_mmd="none"``): the PCA arm refitted from ``moments`` at the model's r, σ by the
+    median heuristic at the PCA projection of ``bandwidth_rows`` (rows of ``moments``: at most
+    2000 per group are used) unless the model carries its own, the random features drawn."""
+    if rbf_mmd not in RBF_MMD_CHOICES:
+        raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
+    arms = {"pca": _refit(moments, model, model.n_components, "pca", {}), "fair": model}
+    return _rbf_plan(moments.rescaled(model.scale), arms, rbf_mmd, bandwidth_rows.rescaled(model.scale))
+
+
+def _rbf_plan(
+    working: GroupMoments, models: dict[str, FairProjection], choice: str, rows: DataPasses
+) -> RBFPlan | None:
+    if choice == "none":
+        return None
+    model = models["fair"]
+    estimator = choice if choice != "auto" else "exact" if working.n_samples <= RBF_EXACT_MAX_ROWS else "rff"
+    if "sigma" in model.certificate:
+        sigma, source = float(model.certificate["sigma"]), f"the {model.method} model's"
+    else:
+        sigma = metrics.rbf_bandwidth(working, rows, models["pca"].components)
+        source = "median heuristic at the PCA projection (at most 2000 rows per group)"
+    requests = None
+    if estimator == "rff":
+        components = [projection.components for projection in models.values()]
+        requests = metrics.rff_requests(working, components, sigma, n_random_features=_RBF_FEATURES)
+    return RBFPlan(estimator, sigma, source, requests)
+
+
+def _rbf_mmd(
+    working: GroupMoments,
+    models: dict[str, FairProjection],
+    passes: DataPasses | None,
+    choice: str,
+    bandwidth_rows: DataPasses | None,
+    rff_sums: Sequence[RFFSums] | None,
+) -> dict:
     """The RBF-kernel MMD² of both arms over every row, with one σ (module docstring); a bar on
     a terminal, one tick per arm (both at once for random features): over every pair of rows
-    this is the report's longest step on a long table."""
+    this is the report's longest step on a long table. Random-feature sums computed by another
+    pass (``rff_sums``, :meth:`RBFPlan.rff_work`) replace the pass of their own."""
     if choice == "none":
         return {"skipped": "not asked for (rbf_mmd='none')"}
-    if passes is None:
+    if passes is None and (rff_sums is None or bandwidth_rows is None):
         return {"skipped": "the rows were not given"}
     model = models["fair"]
-    rows = passes.rescaled(model.scale)
-    estimator = choice if choice != "auto" else "exact" if working.n_samples <= RBF_EXACT_MAX_ROWS else "rff"
-    how = "every pair of rows" if estimator == "exact" else "random Fourier features"
+    rows = None if passes is None else passes.rescaled(model.scale)
+    sampled = bandwidth_rows.rescaled(model.scale) if bandwidth_rows is not None else rows
+    assert sampled is not None  # one of them was given
+    plan = _rbf_plan(working, models, choice, sampled)
+    assert plan is not None  # choice is not "none"
+    how = "every pair of rows" if plan.estimator == "exact" else "random Fourier features"
     with progress_bar(
         f"report: RBF-kernel MMD² of pca and {model.method} over {working.n_samples:,} rows ({how})"
     ) as bar:
-        bar.total, bar.unit = (len(models) if estimator == "exact" else 1), "projection"
-        if "sigma" in model.certificate:
-            sigma, source = float(model.certificate["sigma"]), f"the {model.method} model's"
-        else:
-            sigma = metrics.rbf_bandwidth(working, rows, models["pca"].components)
-            source = "median heuristic at the PCA projection (at most 2000 rows per group)"
-        result: dict[str, Any] = {"estimator": estimator, "sigma": sigma, "sigma_source": source}
-        components = [projection.components for projection in models.values()]
-        if estimator == "rff":  # both arms from one pass over the rows
+        bar.total, bar.unit = (len(models) if plan.estimator == "exact" else 1), "projection"
+        result: dict[str, Any] = {"estimator": plan.estimator, "sigma": plan.sigma, "sigma_source": plan.sigma_source}
+        if plan.requests is not None:  # both arms from one pass over the rows, or from sums given
             result["n_random_features"] = _RBF_FEATURES
-            matrices = metrics.mmd2_rbf_many(working, rows, components, sigma, n_random_features=_RBF_FEATURES)
+            if rff_sums is None:
+                assert rows is not None  # checked above
+                rff_sums = rows.rff_sums_many(plan.requests, working.global_mean, gradient=False)
+            matrices = metrics.mmd2_from_rff_sums(working, rff_sums, plan.requests)
             bar.update()
         else:
+            if rows is None:
+                raise InputError("the exact RBF-kernel MMD² reads every pair of rows: pass passes=")
             matrices = []
-            for v in components:
-                matrices.append(metrics.mmd2_rbf(working, rows, v, sigma, estimator="exact"))
+            for projection in models.values():
+                matrices.append(metrics.mmd2_rbf(working, rows, projection.components, plan.sigma, estimator="exact"))
                 bar.update()
     result.update(zip(models, matrices, strict=True))
     return result

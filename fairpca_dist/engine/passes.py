@@ -16,12 +16,13 @@ import functools
 import operator
 import sys
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 import dask
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 from dask.base import tokenize
 from dask.delayed import Delayed
 from dask.system import CPU_COUNT
@@ -43,9 +44,18 @@ from fairpca_dist.engine.datapasses import (
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
-from fairpca_dist.engine.sources import DEFAULT_CHUNK_ROWS, Chunk, Partition, Table, check_finite, open_table
-from fairpca_dist.exceptions import GroupError, InputError
-from fairpca_dist.io.storage import StorageOptions
+from fairpca_dist.engine.sampling import RowSample, SampleSpec
+from fairpca_dist.engine.sources import (
+    DEFAULT_CHUNK_ROWS,
+    Chunk,
+    Partition,
+    Table,
+    check_finite,
+    open_table,
+    read_chunk,
+)
+from fairpca_dist.exceptions import GroupError, InputError, reading
+from fairpca_dist.io.storage import StorageOptions, locate
 
 try:  # dask ≥ 2025.10: its threaded scheduler's own pool, which carries context variables into the tasks
     from dask.threaded import ContextAwareThreadPoolExecutor as _ThreadPool
@@ -55,9 +65,13 @@ except ImportError:  # older dask pools its threads in a plain executor
 __all__ = [
     "compute_moments",
     "compute_file_moments",
+    "partition_moments",
+    "RFFWork",
     "sample_rows",
+    "table_sample",
     "value_counts",
     "run_graph",
+    "tree_sum",
     "scheduler_context",
     "TablePasses",
     "table_passes",
@@ -71,6 +85,21 @@ def _chunk_moments(chunk: Chunk, features: Sequence[str]) -> GroupMoments:
     """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
     needs the partition plus one slab of memory, whatever the partition size."""
     return _merge(*(_slab_moments(chunk, start, stop, features) for start, stop in chunk.slabs(_SLAB_BYTES)))
+
+
+def partition_moments(
+    part: pd.DataFrame,
+    partition: Partition,
+    *,
+    features: Sequence[str],
+    sensitive: Sequence[str],
+    sample_weight: str | None = None,
+) -> GroupMoments:
+    """The statistics of one partition given as a DataFrame, by the kernel of every moments
+    pass (so those of a file written from ``part`` equal what :func:`compute_file_moments`
+    computes reading it back): for a pass that reads the rows for another reason, e.g. ingest
+    while it writes them. Groups are not checked (a partition may hold one)."""
+    return _chunk_moments(read_chunk(part, features, sensitive, sample_weight, partition), features)
 
 
 def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str]) -> GroupMoments:
@@ -102,7 +131,7 @@ def _chunk_cell_moments(chunk: Chunk, features: Sequence[str], assignment: str |
     return CellMoments.from_pairs(_chunk_moments(pairs, features), chunk.cells, chunk.groups, assignment=assignment)
 
 
-_Additive = TypeVar("_Additive", GroupMoments, L1Sums)
+_Additive = TypeVar("_Additive", GroupMoments, L1Sums, RowSample)
 
 
 def _merge(*parts: _Additive) -> _Additive:
@@ -405,7 +434,7 @@ def compute_moments(
         finish = functools.partial(_checked_moments, min_group_size=min_group_size)
     else:
         assignment = cells if isinstance(cells, (str, HashCells)) else None
-        graph = _tree_sum(table.map_chunks(_chunk_cell_moments, table.features, assignment), split_every)
+        graph = tree_sum(table.map_chunks(_chunk_cell_moments, table.features, assignment), split_every)
         finish = functools.partial(
             _checked_cell_moments,
             min_group_size=min_group_size,
@@ -500,6 +529,42 @@ def sample_rows(
     return pd.concat(parts, ignore_index=True)
 
 
+def table_sample(
+    files: Sequence[str],
+    spec: SampleSpec,
+    *,
+    client: Any = None,
+    split_every: int = 8,
+    progress: bool = False,
+    storage_options: StorageOptions | None = None,
+) -> RowSample:
+    """The priority sample ``spec`` asks for (:mod:`fairpca_dist.engine.sampling`) of the rows of
+    Parquet ``files`` (file i's keys seeded ``(seed, i)``), in one pass: a task per file reads it
+    in batches of rows (memory: a batch plus the sample), and the files' samples merge in a
+    tree. The same sample ingest draws while it writes the files."""
+    _check_split_every(split_every)
+    sample = dask.delayed(_file_sample, pure=True)
+    parts = [sample(url, index, spec, storage_options) for index, url in enumerate(files)]
+    if not parts:
+        raise InputError("a row sample of no files")
+    return run_graph(tree_sum(parts, split_every), client=client, progress=progress, label="sample")
+
+
+_SAMPLE_BATCH_ROWS = 65_536
+
+
+def _file_sample(url: str, index: int, spec: SampleSpec, storage_options: StorageOptions | None) -> RowSample:
+    location = locate(url, storage_options)
+    keys = spec.keys(index)
+    with reading(location), location.open("rb") as file:
+        parquet = pq.ParquetFile(file)
+        empty = parquet.schema_arrow.empty_table().select(list(spec.columns)).to_pandas()  # the dtypes, no rows
+        batches = parquet.iter_batches(batch_size=_SAMPLE_BATCH_ROWS, columns=list(spec.columns))
+        return functools.reduce(
+            operator.add, (spec.of_rows(batch.to_pandas(), keys) for batch in batches), spec.of_rows(empty, keys)
+        )
+
+
 def value_counts(
     source: Any,
     column: str,
@@ -540,10 +605,10 @@ def _check_split_every(split_every: int) -> None:
 
 def _moments_graph(table: Table, split_every: int) -> Any:
     """Delayed GroupMoments of a table: one task per partition, merged in a tree."""
-    return _tree_sum(table.map_chunks(_chunk_moments, table.features), split_every)
+    return tree_sum(table.map_chunks(_chunk_moments, table.features), split_every)
 
 
-def _tree_sum(level: list[Any], split_every: int, merge_parts: Callable[..., Any] = _merge) -> Any:
+def tree_sum(level: list[Any], split_every: int, merge_parts: Callable[..., Any] = _merge) -> Any:
     """The merge (``+`` unless ``merge_parts`` says otherwise) of delayed additive statistics,
     in a tree of fan-in ``split_every``."""
     merge = dask.delayed(merge_parts, pure=True)
@@ -652,7 +717,7 @@ class TablePasses:
     def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
         parts = self._map(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
-        total: L1Sums = self._run(_tree_sum(parts, self.split_every), "l1 sums")
+        total: L1Sums = self._run(tree_sum(parts, self.split_every), "l1 sums")
         return total.in_order(self.groups)
 
     # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
@@ -690,7 +755,7 @@ class TablePasses:
             np.asarray(origin, dtype=np.float64),
             self.scale,
         )
-        return self._run(_tree_sum(parts, self.split_every), "kernel gradient")
+        return self._run(tree_sum(parts, self.split_every), "kernel gradient")
 
     def rff_sums(self, components: np.ndarray, origin: np.ndarray, features: RandomFeatures) -> RFFSums:
         return self.rff_sums_many([(components, features)], origin)[0]
@@ -704,7 +769,7 @@ class TablePasses:
         parts = self._map(
             _chunk_rff_sums, requests, np.asarray(origin, dtype=np.float64), self.scale, self.groups, gradient
         )
-        return self._run(_tree_sum(parts, self.split_every, merge_rff_sums_many), "random-feature sums")
+        return self._run(tree_sum(parts, self.split_every, merge_rff_sums_many), "random-feature sums")
 
     def sample(self, max_rows_per_group: int, seed: int) -> ArrayPasses:
         """Uniform per group over the rows read (of :attr:`cells` when restricted): one pass
@@ -788,6 +853,41 @@ def _chunk_rff_sums(
             for start, stop, z in _chunk_slabs(chunk, origin, scale)
         )
     )
+
+
+@dataclass(frozen=True)
+class RFFWork:
+    """Random-feature sums of several projections (the ``requests`` of
+    :meth:`~fairpca_dist.engine.datapasses.DataPasses.rff_sums_many`, without the gradient) over
+    the rows of a pass that reads them for another reason: the projection's write-back computes
+    the report's RBF-kernel MMD² of both arms while it has the rows in memory.
+
+    Rows are taken in the units of :meth:`TablePasses.rescaled` (x / ``scale`` − ``origin``), by
+    the same per-partition kernel as :meth:`TablePasses.rff_sums_many`: the sums equal that
+    pass's over the same partitions. ``groups`` are the fitted groups (read from the
+    ``sensitive`` columns), ``sample_weight`` the weight column, if any."""
+
+    requests: tuple[RFFRequest, ...]
+    origin: np.ndarray
+    scale: np.ndarray
+    groups: tuple[Hashable, ...]
+    sensitive: tuple[str, ...]
+    sample_weight: str | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the sums read beside the features."""
+        return [*self.sensitive, *filter(None, [self.sample_weight])]
+
+    def of_partition(self, part: pd.DataFrame, partition: Partition, features: Sequence[str]) -> list[RFFSums]:
+        """The sums of one partition (additive: :meth:`merge` adds those of disjoint partitions)."""
+        chunk = read_chunk(part, features, self.sensitive, self.sample_weight, partition)
+        return _chunk_rff_sums(chunk, list(self.requests), self.origin, self.scale, self.groups, False)
+
+    @staticmethod
+    def merge(parts: Sequence[list[RFFSums]]) -> list[RFFSums]:
+        """The sums of the union of disjoint partitions."""
+        return merge_rff_sums_many(*parts)
 
 
 def _chunk_group_counts(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:

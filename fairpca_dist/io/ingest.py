@@ -27,8 +27,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.engine.moments import label_from_json, label_to_json, sorted_labels
-from fairpca_dist.engine.passes import run_graph
+from fairpca_dist.engine.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
+from fairpca_dist.engine.passes import partition_moments, run_graph, tree_sum
+from fairpca_dist.engine.sampling import RowSample, SampleSpec
 from fairpca_dist.engine.sources import Partition, feature_values, map_partitions, open_table
 from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
 from fairpca_dist.io.atomic import atomic_directory, atomic_file, input_paths
@@ -41,6 +42,7 @@ from fairpca_dist.io.markers import (
     profile_text,
     with_markers,
 )
+from fairpca_dist.io.moments_cache import file_keys, moments_cache, roles_key, store_moments
 from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate
 from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed, listed_counts
@@ -49,6 +51,7 @@ __all__ = [
     "ingest_table",
     "IngestResult",
     "read_schema",
+    "read_table_sample",
     "table_source",
     "failed_rejects_path",
     "SCHEMA_FILE",
@@ -57,6 +60,7 @@ __all__ = [
 
 SCHEMA_FILE = "schema.json"
 REJECTS_FILE = "rejects.csv"
+SAMPLE_FILE = "sample.parquet"  # the priority sample of the rows, drawn while they are written
 PARTS_DIR = "parts"  # the Parquet files, alone in their folder so any Parquet reader can open it
 REJECTS_SAMPLE_ROWS = 1000
 _SCHEMA_VERSION = 1
@@ -157,15 +161,18 @@ class _PartitionReport:
 
 @dataclass(frozen=True)
 class _Pass:
-    """The partitions' reports merged: what one pass over the table found."""
+    """The partitions' reports merged: what one pass over the table found; the moments of each
+    partition (file) written and the sample of the rows written."""
 
     reports: list[_PartitionReport]
     bad_by_column: Counter
     groups: Counter
     profiles: dict[str, TextProfile]
+    moments: list[GroupMoments]
+    row_sample: RowSample
 
     @classmethod
-    def of(cls, reports: list[_PartitionReport]) -> _Pass:
+    def of(cls, reports: list[_PartitionReport], moments: list[GroupMoments], row_sample: RowSample) -> _Pass:
         bad_by_column: Counter = Counter()
         groups: Counter = Counter()
         profiles: dict[str, TextProfile] = {}
@@ -174,7 +181,7 @@ class _Pass:
             groups.update(report.groups)
             for column, profile in report.profiles.items():
                 profiles[column] = profiles.get(column, TextProfile()) + profile
-        return cls(reports, bad_by_column, groups, profiles)
+        return cls(reports, bad_by_column, groups, profiles, moments, row_sample)
 
     @property
     def rows(self) -> int:
@@ -184,7 +191,7 @@ class _Pass:
     def rejected(self) -> int:
         return sum(r.rejected for r in self.reports)
 
-    def sample(self) -> pd.DataFrame | None:
+    def rejects(self) -> pd.DataFrame | None:
         """The first :data:`REJECTS_SAMPLE_ROWS` rejected rows, ``None`` when none was."""
         return pd.concat([r.sample for r in self.reports]).head(REJECTS_SAMPLE_ROWS) if self.rejected else None
 
@@ -206,7 +213,12 @@ def _clean_partition(
     sensitive: list[str],
     profiled: list[str],
     folder: Location,
-) -> _PartitionReport:
+    sample_weight: str | None,
+    sample: SampleSpec,
+) -> tuple[_PartitionReport, GroupMoments, RowSample]:
+    """Write the good rows of one partition; report what was found, and compute from the good
+    rows (in the file's order) their moments and their row sample: what a pass over the file
+    would compute, without reading it again."""
     values = feature_values(part, features, partition)
     bad_values = ~np.isfinite(values)
     missing_group = part[sensitive].isna().to_numpy()
@@ -223,7 +235,7 @@ def _clean_partition(
         }
     )
     groups = good.groupby(sensitive, sort=False, dropna=False).size() if len(good) else pd.Series(dtype=int)
-    return _PartitionReport(
+    report = _PartitionReport(
         rows=int((~bad).sum()),
         rejected=int(bad.sum()),
         bad_by_column=counts,
@@ -231,6 +243,8 @@ def _clean_partition(
         groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
         profiles={column: profile_text(part[column]) for column in profiled},
     )
+    moments = partition_moments(good, partition, features=features, sensitive=sensitive, sample_weight=sample_weight)
+    return report, moments, sample.of_rows(good, sample.keys(partition.index))
 
 
 def ingest_table(
@@ -245,11 +259,19 @@ def ingest_table(
     exclude: Sequence[str] = (),
     on_bad_rows: BadRowPolicy = "fail",
     read_options: dict[str, Any] | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
 ) -> IngestResult:
     """Validate ``source`` and write it to ``out_dir`` as Parquet partitions + ``schema.json``.
+
+    The one pass over the source also computes, from the rows it writes, what later steps
+    would otherwise read the table again for: the moments of each file, stored in the moments
+    cache (:mod:`fairpca_dist.io.moments_cache`: a fit of the table with these column roles reads
+    no rows), and a priority sample of the rows (:mod:`fairpca_dist.engine.sampling`: 50,000 rows
+    plus 2,000 per group, seed 0), written to ``sample.parquet``, from which a report draws its
+    downstream sample and its kernel bandwidth (:func:`read_table_sample`).
 
     Parameters
     ----------
@@ -283,6 +305,10 @@ def ingest_table(
         sensitive feature (a table of one group without bad rows is ingested as before: the
         fit refuses it), and leaving out more than half of the rows adds a line to the
         summary naming the columns that cost most.
+    cache_dir : path or URL, optional
+        The moments cache to fill (default: ``.moments-cache`` beside ``out_dir``, where
+        :func:`fairpca_dist.fitting.fit_table` looks by default). One that cannot be written
+        is skipped with a warning.
     client : None, distributed.Client or address
         Where the pass runs (see :func:`fairpca_dist.compute_moments`). Workers write the
         partitions, so ``out_dir`` must be on storage they share: an object store's URL, or
@@ -319,17 +345,27 @@ def ingest_table(
         (staging / PARTS_DIR).makedirs()
 
         def clean(feature_columns: list[str], text_columns: list[str], label: str) -> _Pass:
-            """One pass: write the good rows of the roles and ``feature_columns``, profile ``text_columns``."""
+            """One pass: write the good rows of the roles and ``feature_columns``, profile
+            ``text_columns``; the moments of each file and the row sample of all of them."""
+            columns = [*roles, *feature_columns]
             tasks = map_partitions(
-                frame[[*roles, *feature_columns, *text_columns]],
+                frame[[*columns, *text_columns]],
                 _clean_partition,
-                [*roles, *feature_columns],
+                columns,
                 feature_columns,
                 sensitive,
                 text_columns,
                 staging / PARTS_DIR,
+                sample_weight,
+                SampleSpec(tuple(columns), tuple(sensitive)),
             )
-            return _Pass.of(list(run_graph(tasks, client=client, progress=progress, label=label)))
+            reports, moments, row_sample = run_graph(
+                ([t[0] for t in tasks], [t[1] for t in tasks], tree_sum([t[2] for t in tasks], _SPLIT_EVERY)),
+                client=client,
+                progress=progress,
+                label=label,
+            )
+            return _Pass.of(reports, moments, row_sample)
 
         found = clean(features_, profiled, "ingest")
         if found.rows + found.rejected == 0:
@@ -342,7 +378,7 @@ def ingest_table(
             features_ = [c for c in features_ if c not in empty]
             found = replace(clean(features_, [], "ingest without the empty columns"), profiles=found.profiles)
             dropped.update({c: ALL_MISSING for c in empty})
-        sample = found.sample()
+        sample = found.rejects()
         if found.rejected and (on_bad_rows == "fail" or found.rows == 0):  # dropping all would leave nothing
             assert sample is not None
             kept = _write_failed_rejects(sample, failed_rejects_path(out), inputs)
@@ -352,6 +388,7 @@ def ingest_table(
         if sample is not None:
             with (staging / REJECTS_FILE).open("wb") as file:
                 sample.to_csv(file, index=False)
+        _write_table_sample(found.row_sample, staging / SAMPLE_FILE)
         columns = [*roles, *features_]
         marked = {c: found.profiles[c].markers for c in profiled if found.profiles[c].markers}
         mostly = [c for c in marked if found.profiles[c].mostly_markers]
@@ -380,7 +417,64 @@ def ingest_table(
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
+    _cache_moments(out, found.moments, features_, sensitive, sample_weight, cache_dir, inputs, storage_options)
     return IngestResult(as_given(out_dir), schema["rows"], found.rejected, schema)
+
+
+_SPLIT_EVERY = 8  # fan-in of the tree that merges the partitions' row samples
+
+
+def _cache_moments(
+    out: Location,
+    moments: list[GroupMoments],
+    features: list[str],
+    sensitive: list[str],
+    sample_weight: str | None,
+    cache_dir: str | os.PathLike[str] | None,
+    inputs: list[str | os.PathLike[str]],
+    storage_options: StorageOptions | None,
+) -> None:
+    """Store the moments of each file of the committed table ``out`` (its partitions, in
+    order) in the moments cache, under the keys a fit of the table looks for."""
+    files = [committed(out) / PARTS_DIR / f"part-{i:05d}.parquet" for i in range(len(moments))]
+    keys = file_keys(files, roles_key(features, sensitive, sample_weight))
+    cache = moments_cache(out, cache_dir, storage_options)
+    store_moments(cache, dict(zip(keys, moments, strict=True)), [*inputs, out.url], out)
+
+
+def _write_table_sample(sample: RowSample, path: Location) -> None:
+    """The row sample as Parquet, its spec in the file's metadata."""
+    spec = sample.spec
+    meta = {"columns": spec.columns, "group_columns": spec.group_columns, "max_rows": spec.max_rows}
+    meta |= {"rows_per_group": spec.rows_per_group, "seed": spec.seed}
+    table = pa.Table.from_pandas(sample.rows, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"fairpca_sample": json.dumps(meta)})
+    with path.open("wb") as file:
+        pq.write_table(table, file)
+
+
+def read_table_sample(
+    table_dir: str | os.PathLike[str], spec: SampleSpec, storage_options: StorageOptions | None = None
+) -> RowSample | None:
+    """The row sample ingest drew while it wrote the table (``sample.parquet``), if it holds
+    the sample ``spec`` asks for (:meth:`~fairpca_dist.engine.sampling.SampleSpec.covers`),
+    restricted to that spec; None otherwise (a table ingested by an older version, or a
+    larger sample asked for): the caller then draws it by a pass
+    (:func:`~fairpca_dist.engine.passes.table_sample`), with the same result."""
+    path = committed(locate(table_dir, storage_options)) / SAMPLE_FILE
+    if not path.isfile():
+        return None
+    with reading(path), path.open("rb") as file:
+        table = pq.read_table(file)
+    meta = json.loads((table.schema.metadata or {}).get(b"fairpca_sample", b"null"))
+    if not isinstance(meta, dict):
+        return None
+    stored = SampleSpec(
+        tuple(meta["columns"]), tuple(meta["group_columns"]), meta["max_rows"], meta["rows_per_group"], meta["seed"]
+    )
+    if not stored.covers(spec):
+        return None
+    return RowSample(stored, table.to_pandas()).restricted(spec)
 
 
 def _left_out(

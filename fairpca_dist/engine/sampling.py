@@ -1,0 +1,124 @@
+"""A uniform sample of a table's rows in one pass, mergeable: priority (bottom-k) sampling.
+
+Every row gets a random key u ~ U[0, 1), drawn by file from the generator seeded with
+``(seed, file number)``, one key per row in the file's order (:meth:`SampleSpec.keys`). The sample keeps the
+``max_rows`` rows of smallest key overall, and, in each group (the values of the group
+columns), the ``rows_per_group`` rows of smallest key in that group. Keeping the k smallest
+keys of a set of i.i.d. keys is a uniform sample without replacement of size k, and the k
+smallest of a union are the k smallest of the parts' k smallest: partial samples of disjoint
+row sets merge exactly (``+``: associative, commutative), so a pass computes one per
+partition and merges them in a tree, with memory bounded by one partition plus the sample.
+
+Any smaller sample is a prefix: the ``n ≤ max_rows`` rows of smallest key are a uniform
+sample of n rows (:meth:`RowSample.uniform`), the ``m ≤ rows_per_group`` rows of smallest key
+in a group a uniform sample of that group (:meth:`RowSample.per_group`). Rows are kept in key
+order, so the result does not depend on the order of the merges: the same files and seed give
+the same sample whether it is drawn while ingest writes them (file i from partition i) or later
+by a pass over the files (:func:`fairpca_dist.engine.passes.table_sample`), however the reader
+splits or packs them into partitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fairpca_dist.exceptions import InputError
+
+__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN"]
+
+KEY_COLUMN = "__fairpca_priority__"
+"""The column of the sample's keys (a name no table of the library's uses)."""
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """What a :class:`RowSample` keeps: ``columns`` (among them the ``group_columns``), the
+    ``max_rows`` rows of smallest key and the ``rows_per_group`` of smallest key per group,
+    with keys from ``seed``."""
+
+    columns: tuple[str, ...]
+    group_columns: tuple[str, ...]
+    max_rows: int = 50_000
+    rows_per_group: int = 2000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("max_rows", "rows_per_group"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise InputError(f"{name} of a row sample must be an integer >= 0, got {value!r}")
+        missing = [c for c in self.group_columns if c not in self.columns]
+        if missing:
+            raise InputError(f"the group columns {missing} of a row sample must be among its columns")
+        if KEY_COLUMN in self.columns:
+            raise InputError(f"a table column may not be named {KEY_COLUMN!r}: the row sample's keys use that name")
+
+    def covers(self, other: SampleSpec) -> bool:
+        """Whether a sample drawn by this spec holds the sample ``other`` asks for (a prefix of it)."""
+        return (
+            set(other.columns) <= set(self.columns)
+            and other.group_columns == self.group_columns
+            and other.max_rows <= self.max_rows
+            and other.rows_per_group <= self.rows_per_group
+            and other.seed == self.seed
+        )
+
+    def keys(self, index: int) -> np.random.Generator:
+        """The generator of the keys of the rows of file (partition) ``index``, drawn in row order."""
+        return np.random.default_rng([self.seed, index])
+
+    def of_rows(self, part: pd.DataFrame, keys: np.random.Generator) -> RowSample:
+        """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives."""
+        rows = part[list(self.columns)].reset_index(drop=True).assign(**{KEY_COLUMN: keys.random(len(part))})
+        return RowSample(self, rows).kept()
+
+
+@dataclass(frozen=True)
+class RowSample:
+    """A priority sample (module docstring): ``rows`` are the kept rows with their key in
+    :data:`KEY_COLUMN`, sorted by key."""
+
+    spec: SampleSpec
+    rows: pd.DataFrame
+
+    def __add__(self, other: RowSample) -> RowSample:
+        if other.spec != self.spec:
+            raise InputError("row samples of different specs do not merge")
+        return RowSample(self.spec, pd.concat([self.rows, other.rows], ignore_index=True)).kept()
+
+    def kept(self) -> RowSample:
+        """The rows the spec keeps, in key order."""
+        rows = self.rows.sort_values(KEY_COLUMN, kind="stable", ignore_index=True)
+        keep = np.arange(len(rows)) < self.spec.max_rows
+        if self.spec.rows_per_group and len(rows):
+            keep |= self._group_ranks(rows) < self.spec.rows_per_group
+        return RowSample(self.spec, rows.loc[keep].reset_index(drop=True))
+
+    def _group_ranks(self, rows: pd.DataFrame) -> np.ndarray:
+        """The rank of each row (in key order) among the rows of its group."""
+        return rows.groupby(list(self.spec.group_columns), sort=False, dropna=False).cumcount().to_numpy()
+
+    def restricted(self, spec: SampleSpec) -> RowSample:
+        """The sample a smaller ``spec`` (one this sample's spec covers) keeps: a prefix of this one."""
+        if not self.spec.covers(spec):
+            raise InputError(f"a row sample of {self.spec} does not hold one of {spec}")
+        return RowSample(spec, self.rows[[*spec.columns, KEY_COLUMN]]).kept()
+
+    def uniform(self, n_rows: int, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """A uniform sample of ``n_rows`` rows (all rows if fewer), in key order."""
+        if n_rows > self.spec.max_rows:
+            raise InputError(f"a sample of {n_rows} rows from one that kept {self.spec.max_rows}")
+        return self._columns(self.rows.head(n_rows), columns)
+
+    def per_group(self, n_rows: int, columns: Sequence[str] | None = None) -> pd.DataFrame:
+        """A uniform sample of ``n_rows`` rows of each group (all its rows if fewer), in key order."""
+        if n_rows > self.spec.rows_per_group:
+            raise InputError(f"{n_rows} rows per group from a sample that kept {self.spec.rows_per_group}")
+        return self._columns(self.rows.loc[self._group_ranks(self.rows) < n_rows], columns)
+
+    def _columns(self, rows: pd.DataFrame, columns: Sequence[str] | None) -> pd.DataFrame:
+        return rows[list(self.spec.columns if columns is None else columns)].reset_index(drop=True)

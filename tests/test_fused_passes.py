@@ -1,0 +1,166 @@
+"""The pipeline's fused passes against the unfused library functions.
+
+Ingest computes the moments of each file and a row sample while it writes the table; the
+projection's write-back computes the report's random-feature sums. Everything they give must
+equal what the separate passes give: the moments a fit would compute reading the files, the
+sample a pass over the table draws, the report's numbers (to 1e-10) and the projected bytes.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from conftest import grouped_data
+
+from fairpca_dist.engine.passes import run_graph, table_sample, tree_sum
+from fairpca_dist.engine.sampling import KEY_COLUMN, RowSample, SampleSpec
+from fairpca_dist.fitting import cached_table_moments, fit_table, report_rff_work, write_table_report
+from fairpca_dist.io.ingest import SAMPLE_FILE, ingest_table, read_table_sample
+from fairpca_dist.projection import project_table
+
+
+@pytest.fixture()
+def source(tmp_path):
+    """A Parquet folder of 4 files: 3 groups (one small), 6 features, a binary target."""
+    x, labels = grouped_data(n_rows=2400, n_features=6, n_groups=3, offset=50.0, seed=3)
+    labels = np.where(np.arange(len(labels)) % 17 == 0, "rare", labels)
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame(x, columns=[f"x{j}" for j in range(6)]).assign(g=labels, y=rng.integers(0, 2, len(labels)))
+    folder = tmp_path / "source"
+    folder.mkdir()
+    for i in range(4):
+        frame.iloc[i * 600 : (i + 1) * 600].to_parquet(folder / f"part-{i}.parquet", index=False)
+    return folder
+
+
+def _numbers(value, path=""):
+    """Every number of a JSON value by its path (to compare two reports)."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _numbers(item, f"{path}/{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _numbers(item, f"{path}/{i}").items()}
+    return {path: value}
+
+
+def test_ingest_fills_the_moments_cache_a_fit_reads_instead_of_the_rows(source, tmp_path):
+    cache = tmp_path / "cache"
+    ingest_table(source, tmp_path / "table", sensitive_feature="g", pass_through=["y"], cache_dir=cache)
+    roles = {"sensitive_feature": ["g"], "features": [f"x{j}" for j in range(6)]}
+    fused, fingerprint, read = cached_table_moments(tmp_path / "table", cache, **roles)
+    assert read == 0  # every file's moments came from ingest
+    fresh, same, read = cached_table_moments(tmp_path / "table", tmp_path / "other-cache", **roles)
+    assert read == 4 and same == fingerprint
+    np.testing.assert_array_equal(fused.count, fresh.count)
+    np.testing.assert_allclose(fused.mean, fresh.mean, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(fused.scatter, fresh.scatter, rtol=1e-10, atol=1e-10 * np.abs(fresh.scatter).max())
+
+
+def test_ingest_fills_the_default_cache_fit_table_looks_in(source, tmp_path):
+    ingest_table(source, tmp_path / "table", sensitive_feature="g")
+    before = sorted(p.name for p in (tmp_path / ".moments-cache").iterdir())
+    assert len(before) == 4
+    fit_table(tmp_path / "table", tmp_path / "model", method="pca", n_components=2)
+    assert sorted(p.name for p in (tmp_path / ".moments-cache").iterdir()) == before  # nothing new computed
+
+
+def test_the_sample_ingest_draws_is_the_one_a_pass_over_the_table_draws(source, tmp_path):
+    ingest_table(source, tmp_path / "table", sensitive_feature="g", pass_through=["y"])
+    spec = SampleSpec(("x0", "x3", "g", "y"), ("g",), max_rows=500, rows_per_group=40, seed=0)
+    stored = read_table_sample(tmp_path / "table", spec)
+    drawn = table_sample(sorted(str(f) for f in (tmp_path / "table" / "parts").iterdir()), spec)
+    assert stored is not None and len(stored.rows) >= 500
+    pd.testing.assert_frame_equal(stored.rows, drawn.rows, check_dtype=False)
+    # a spec the stored sample does not cover is drawn by a pass
+    assert read_table_sample(tmp_path / "table", SampleSpec(spec.columns, ("g",), max_rows=10**6)) is None
+    assert read_table_sample(tmp_path / "table", SampleSpec(spec.columns, ("g",), seed=1)) is None
+
+
+def test_priority_samples_merge_exactly_and_are_uniform():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"v": np.arange(10_000), "g": rng.choice(["a", "b", "c"], 10_000, p=[0.9, 0.09, 0.01])})
+    spec = SampleSpec(("v", "g"), ("g",), max_rows=300, rows_per_group=20, seed=7)
+    parts = [spec.of_rows(frame.iloc[i : i + 1000], spec.keys(i // 1000)) for i in range(0, 10_000, 1000)]
+    left = parts[0]
+    for part in parts[1:]:
+        left = left + part
+    right = parts[-1]
+    for part in reversed(parts[:-1]):
+        right = part + right
+    with dask.config.set(scheduler="sync"):
+        tree = run_graph(tree_sum([dask.delayed(p) for p in parts], 3))
+    pd.testing.assert_frame_equal(left.rows, right.rows)
+    pd.testing.assert_frame_equal(left.rows, tree.rows)
+    # the 300 smallest keys overall, and 20 per group, of all 10,000 keys
+    keys = np.concatenate([np.random.default_rng([7, i]).random(1000) for i in range(10)])
+    assert np.array_equal(np.sort(left.uniform(300)["v"]), np.sort(np.argsort(keys)[:300]))
+    for group in "abc":
+        mine = frame.index[frame["g"] == group].to_numpy()
+        expected = np.sort(mine[np.argsort(keys[mine])[:20]])
+        assert np.array_equal(np.sort(left.per_group(20).query("g == @group")["v"]), expected)
+    assert left.rows[KEY_COLUMN].is_monotonic_increasing
+    # uniform: every row as likely (a chi-square check over many seeds would be slow; the mean
+    # position of a 300-row sample is within 4 standard errors of the middle)
+    positions = left.uniform(300)["v"].to_numpy()
+    assert abs(positions.mean() - 4999.5) < 4 * 2887 / np.sqrt(300)
+
+
+def test_a_smaller_spec_is_a_prefix_of_the_sample():
+    frame = pd.DataFrame({"v": np.arange(2000.0), "w": 1.0, "g": np.arange(2000) % 3})
+    big = SampleSpec(("v", "w", "g"), ("g",), max_rows=400, rows_per_group=50)
+    small = SampleSpec(("v", "g"), ("g",), max_rows=100, rows_per_group=10)
+    sample = big.of_rows(frame, big.keys(0))
+    pd.testing.assert_frame_equal(sample.restricted(small).rows, small.of_rows(frame, small.keys(0)).rows)
+    # keys drawn batch by batch are those drawn at once
+    keys = big.keys(0)
+    batched = big.of_rows(frame.iloc[:700], keys) + big.of_rows(frame.iloc[700:], keys)
+    pd.testing.assert_frame_equal(batched.rows, sample.rows)
+    assert isinstance(sample.restricted(small), RowSample)
+
+
+@pytest.mark.parametrize("rbf_mmd", ["rff", "auto"])
+def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, rbf_mmd):
+    """ingest (moments, sample) → fit (cache) → project (+ rff sums) → report (from them), against
+    the same library calls that read the rows for each of them."""
+    fused, unfused = tmp_path / "fused", tmp_path / "unfused"
+    cache = fused / "cache"
+    ingest_table(source, fused / "table", sensitive_feature="g", pass_through=["y"], cache_dir=cache)
+    fit_table(fused / "table", fused / "model", method="samadi-mw", n_components=2, standardize=True, cache_dir=cache)
+    work = report_rff_work(fused / "model", fused / "table", rbf_mmd=rbf_mmd)
+    assert (work is None) == (rbf_mmd == "auto")  # 2,400 rows: "auto" is the exact MMD², no sums to ride
+    projected = project_table(fused / "model", fused / "table", fused / "projected", pass_through=["y"], rff=work)
+    fused_report, _ = write_table_report(
+        fused / "model", fused / "table", fused / "report", target="y", rbf_mmd=rbf_mmd, rff_sums=projected.rff_sums
+    )
+
+    unfused.mkdir()
+    shutil.copytree(fused / "table", unfused / "table")
+    (unfused / "table" / SAMPLE_FILE).unlink()  # the report draws its sample by a pass
+    fit_table(
+        unfused / "table",
+        unfused / "model",
+        method="samadi-mw",
+        n_components=2,
+        standardize=True,
+        cache_dir=unfused / "c",
+    )
+    project_table(unfused / "model", unfused / "table", unfused / "projected", pass_through=["y"])
+    unfused_report, _ = write_table_report(
+        unfused / "model", unfused / "table", unfused / "report", target="y", rbf_mmd=rbf_mmd
+    )
+
+    mine, theirs = _numbers(fused_report), _numbers(unfused_report)
+    assert mine.keys() == theirs.keys()
+    for key, value in theirs.items():
+        if isinstance(value, float):
+            assert mine[key] == pytest.approx(value, rel=1e-10, abs=1e-12), key
+        else:
+            assert mine[key] == value, key
+    assert fused_report["rbf_mmd"]["estimator"] == ("rff" if rbf_mmd == "rff" else "exact")
+    assert "skipped" not in fused_report["downstream"]
+    for name in sorted(p.name for p in (unfused / "projected").glob("*.parquet")):
+        assert pq.read_table(fused / "projected" / name).equals(pq.read_table(unfused / "projected" / name))
