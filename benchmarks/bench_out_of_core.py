@@ -66,12 +66,15 @@ SHARES = (0.50, 0.30, 0.15, 0.05)
 LOG_PATTERN = re.compile(r"paus|resum|restart|kill|terminat|exceed|unmanaged|memory usage|died|lost", re.I)
 
 
-def write_table(folder: Path, rows: int, rows_per_file: int, row_group: int, d: int, seed: int = 0) -> list[Path]:
-    """Write the table file by file; each file is generated, written and evicted on its own."""
+def write_table(
+    folder: Path, rows: int, rows_per_file: int, row_group: int, d: int, seed: int = 0, *, target: bool = False
+) -> list[Path]:
+    """Write the table file by file; each file is generated, written and evicted on its own.
+    With ``target``, a binary column ``y`` follows (1 where x0 is above its group's centre)."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     centres = 3.0 + np.random.default_rng(seed).standard_normal((len(SHARES), d))
-    names = [*(f"x{j}" for j in range(d)), "group"]
+    names = [*(f"x{j}" for j in range(d)), "group", *(["y"] if target else [])]
     files = []
     for k, start in enumerate(range(0, rows, rows_per_file)):
         m = min(rows_per_file, rows - start)
@@ -80,7 +83,8 @@ def write_table(folder: Path, rows: int, rows_per_file: int, row_group: int, d: 
         cols = rng.standard_normal((d, m))  # column-major: each row of `cols` is one column
         cols *= 1.0 + 0.25 * groups
         cols += centres[groups].T
-        table = pa.Table.from_arrays([*(pa.array(c) for c in cols), pa.array(groups)], names=names)
+        labels = [pa.array((cols[0] > centres[groups, 0]).astype(np.int8))] if target else []
+        table = pa.Table.from_arrays([*(pa.array(c) for c in cols), pa.array(groups), *labels], names=names)
         path = folder / f"part-{k:04d}.parquet"
         pq.write_table(table, path, row_group_size=row_group)
         evict(path)

@@ -30,6 +30,7 @@ from fairpca_dist.engine.passes import (
     RFFWork,
     TablePasses,
     compute_file_moments,
+    rff_pass,
     table_passes,
     table_sample,
     value_counts,
@@ -399,6 +400,17 @@ def write_table_report(
         progress=progress,
         storage_options=storage_options,
     )
+    bandwidth = _bandwidth_rows(rows, model, moments)
+    if rff_sums is None:
+        work = _rff_work(table_dir, model, moments, rbf_mmd, bandwidth, storage_options)
+        if work is not None:
+            rff_sums = rff_pass(
+                table_source(table_dir, storage_options),
+                work,
+                client=client,
+                progress=progress,
+                storage_options=storage_options,
+            )
     passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)
     report = build_report(
         moments,
@@ -409,7 +421,7 @@ def write_table_report(
         passes=passes,
         rbf_mmd=rbf_mmd,
         group_names=group_names,
-        bandwidth_rows=_bandwidth_rows(rows, model, moments),
+        bandwidth_rows=bandwidth,
         rff_sums=rff_sums,
     )
     return report, write_report(report, report_dir, inputs=inputs, storage_options=storage_options)
@@ -429,17 +441,29 @@ def report_rff_work(
     :func:`write_table_report`, and the report's RBF-kernel MMD² reads no rows of its own.
     None when the report measures it otherwise (``rbf_mmd`` "none", or "exact": every pair of
     rows, on tables of at most :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows by default).
-    The bandwidth comes from the table's row sample (ingest's, else one pass)."""
-    from fairpca_dist.assessment.report import rbf_plan  # scikit-learn, matplotlib
-
+    The bandwidth comes from the table's row sample (ingest's, else one pass); above
+    :data:`~fairpca_dist.params.RBF_RFF_MAX_ROWS` rows the sums are of a stratified subsample
+    (:meth:`~fairpca_dist.assessment.report.rbf_plan`)."""
     model, moments = _fitted_for_report(model_dir, table_dir, storage_options)
     rows = _report_rows(table_dir, model, moments, None, 0, client=client, storage_options=storage_options)
-    plan = rbf_plan(moments, model, rbf_mmd=rbf_mmd, bandwidth_rows=_bandwidth_rows(rows, model, moments))
+    return _rff_work(table_dir, model, moments, rbf_mmd, _bandwidth_rows(rows, model, moments), storage_options)
+
+
+def _rff_work(
+    table_dir: str | os.PathLike[str],
+    model: FairProjection,
+    moments: GroupMoments,
+    rbf_mmd: str,
+    bandwidth: ArrayPasses,
+    storage_options: StorageOptions | None,
+) -> RFFWork | None:
+    from fairpca_dist.assessment.report import rbf_plan  # scikit-learn, matplotlib
+
+    plan = rbf_plan(moments, model, rbf_mmd=rbf_mmd, bandwidth_rows=bandwidth)
     if plan is None or plan.requests is None:
         return None
-    return plan.rff_work(
-        moments, model, model.group_columns, read_schema(table_dir, storage_options).get("sample_weight")
-    )
+    weight = read_schema(table_dir, storage_options).get("sample_weight")
+    return plan.rff_work(moments, model, model.group_columns, weight)
 
 
 def _fitted_for_report(

@@ -19,7 +19,15 @@ from fairpca_dist.io.storage import Location, StorageOptions, locate
 from fairpca_dist.solvers import CENTERS, SOLVERS
 from fairpca_dist.wording import listed
 
-__all__ = ["check_run_parameters", "check_source_table", "RBF_MMD_CHOICES", "RBF_EXACT_MAX_ROWS", "SAMPLE_ROWS"]
+__all__ = [
+    "check_run_parameters",
+    "check_source_table",
+    "RBF_MMD_CHOICES",
+    "RBF_EXACT_MAX_ROWS",
+    "RBF_RFF_MAX_ROWS",
+    "RBF_RFF_GROUP_ROWS",
+    "SAMPLE_ROWS",
+]
 
 RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
 """How a report computes the RBF-kernel MMD² (:func:`fairpca_dist.assessment.report.build_report`)."""
@@ -27,6 +35,16 @@ RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
 RBF_EXACT_MAX_ROWS = 50_000
 """Largest table ``rbf_mmd="auto"`` evaluates on every pair of rows (N²/2 kernel values per
 arm, seconds at this size); above it, random Fourier features (one pass per arm)."""
+
+RBF_RFF_MAX_ROWS = 1_000_000
+"""Largest table whose every row a report's random-feature RBF-kernel MMD² sums; above it, a
+stratified Bernoulli subsample of about this many rows (at least :data:`RBF_RFF_GROUP_ROWS`
+per group, every row of a smaller group): the features' cos costs D = 1000 values per row and
+arm, more than reading the row, while the subsample's error (~1/√rows per group) stays below
+the features' own (~1/√D)."""
+
+RBF_RFF_GROUP_ROWS = 50_000
+"""Rows per group the subsample of :data:`RBF_RFF_MAX_ROWS` keeps at least."""
 
 
 def check_run_parameters(

@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import grouped_data
 
-from fairpca_dist.engine.passes import run_graph, table_sample, tree_sum
+from fairpca_dist.assessment import report as report_module
+from fairpca_dist.engine.passes import row_keys, run_graph, table_sample, tree_sum
 from fairpca_dist.engine.sampling import KEY_COLUMN, RowSample, SampleSpec
 from fairpca_dist.fitting import cached_table_moments, fit_table, report_rff_work, write_table_report
 from fairpca_dist.io.ingest import SAMPLE_FILE, ingest_table, read_table_sample
@@ -122,10 +123,14 @@ def test_a_smaller_spec_is_a_prefix_of_the_sample():
     assert isinstance(sample.restricted(small), RowSample)
 
 
-@pytest.mark.parametrize("rbf_mmd", ["rff", "auto"])
-def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, rbf_mmd):
+@pytest.mark.parametrize("rbf_mmd, subsample", [("rff", False), ("rff", True), ("auto", False)])
+def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, monkeypatch, rbf_mmd, subsample):
     """ingest (moments, sample) → fit (cache) → project (+ rff sums) → report (from them), against
-    the same library calls that read the rows for each of them."""
+    the same library calls that read the rows for each of them; with ``subsample`` the random-feature
+    sums are of a stratified subsample (a table larger than RBF_RFF_MAX_ROWS, here made small)."""
+    if subsample:
+        monkeypatch.setattr(report_module, "RBF_RFF_MAX_ROWS", 1000)
+        monkeypatch.setattr(report_module, "RBF_RFF_GROUP_ROWS", 150)
     fused, unfused = tmp_path / "fused", tmp_path / "unfused"
     cache = fused / "cache"
     ingest_table(source, fused / "table", sensitive_feature="g", pass_through=["y"], cache_dir=cache)
@@ -161,6 +166,26 @@ def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, rbf_m
         else:
             assert mine[key] == value, key
     assert fused_report["rbf_mmd"]["estimator"] == ("rff" if rbf_mmd == "rff" else "exact")
+    if rbf_mmd == "rff":
+        counts = np.array([group["count"] for group in fused_report["data"]["groups"]], dtype=float)
+        summed = np.array(fused_report["rbf_mmd"]["rows_summed"])
+        if subsample:  # about max(1000 / 2400, 150 / n_g) of each group's rows, every row of the small group
+            rates = np.minimum(1, np.maximum(1000 / counts.sum(), 150 / counts))
+            assert np.all(np.abs(summed - rates * counts) < 5 * np.sqrt(rates * counts) + 1)
+            assert summed.sum() < 0.7 * counts.sum()
+        else:
+            np.testing.assert_array_equal(summed, counts)
     assert "skipped" not in fused_report["downstream"]
     for name in sorted(p.name for p in (unfused / "projected").glob("*.parquet")):
         assert pq.read_table(fused / "projected" / name).equals(pq.read_table(unfused / "projected" / name))
+
+
+def test_row_keys_depend_on_the_values_alone():
+    rng = np.random.default_rng(1)
+    rows = pd.DataFrame(rng.normal(size=(4000, 3)), columns=list("abc"))
+    keys = row_keys(rows)
+    np.testing.assert_array_equal(np.concatenate([row_keys(rows.iloc[:1234]), row_keys(rows.iloc[1234:])]), keys)
+    np.testing.assert_array_equal(row_keys(rows.iloc[::-1].reset_index(drop=True)), keys[::-1])
+    assert keys.min() >= 0 and keys.max() < 1
+    assert abs(keys.mean() - 0.5) < 4 * np.sqrt(1 / 12 / 4000)  # uniform
+    assert row_keys(rows.iloc[[5, 5]]).tolist() == [keys[5], keys[5]]

@@ -60,7 +60,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ from fairpca_dist.exceptions import GroupError, InputError, SchemaError, SolverE
 from fairpca_dist.io.atomic import atomic_directory, output_lock, staging_folder, write_errors_named
 from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
-from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES
+from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, RBF_RFF_GROUP_ROWS, RBF_RFF_MAX_ROWS
 from fairpca_dist.projection import projected_columns
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
@@ -447,25 +447,36 @@ class RBFPlan:
     """How a report measures the RBF-kernel MMD² of its arms, decided before any pass over the
     rows (module docstring): the ``estimator`` ("exact" or "rff"), one bandwidth ``sigma`` for
     both arms and where it came from, and for "rff" the (V, random features) request of each
-    arm (in :data:`ARMS` order), whose sums any pass over the rows may compute
-    (:meth:`rff_work`)."""
+    arm (in :data:`ARMS` order) and the rows' keep ``rates`` per group (None: every row), whose
+    sums any pass over the rows may compute (:meth:`rff_work`)."""
 
     estimator: str
     sigma: float
     sigma_source: str
     requests: list[RFFRequest] | None
+    rates: np.ndarray | None = None
 
     def rff_work(
         self, moments: GroupMoments, model: FairProjection, sensitive: Sequence[str], sample_weight: str | None = None
     ) -> RFFWork:
-        """The sums of :attr:`requests` as a pass that reads the rows for another reason computes
-        them (:class:`~fairpca_dist.engine.passes.RFFWork`: the projection's write-back)."""
+        """The sums of :attr:`requests` as a pass over the rows computes them
+        (:class:`~fairpca_dist.engine.passes.RFFWork`: the projection's write-back, or
+        :func:`~fairpca_dist.engine.passes.rff_pass`)."""
         if self.requests is None:
             raise InputError(
                 f"the {self.estimator} RBF-kernel MMD² reads every pair of rows: no sums to ride on a pass"
             )
         origin = moments.rescaled(model.scale).global_mean  # the rows in the model's units, about their mean
-        return RFFWork(tuple(self.requests), origin, model.scale, moments.groups, tuple(sensitive), sample_weight)
+        return RFFWork(
+            tuple(moments.feature_names),
+            tuple(self.requests),
+            origin,
+            model.scale,
+            moments.groups,
+            tuple(sensitive),
+            sample_weight,
+            self.rates,
+        )
 
 
 def rbf_plan(
@@ -475,14 +486,20 @@ def rbf_plan(
     rbf_mmd: str = "auto",
     bandwidth_rows: DataPasses,
 ) -> RBFPlan | None:
-    """The :class:`RBFPlan` :func:`build_report` follows for ``model`` with these arguments (None
-    for ``rbf_mmd="none"``): the PCA arm refitted from ``moments`` at the model's r, σ by the
-    median heuristic at the PCA projection of ``bandwidth_rows`` (rows of ``moments``: at most
-    2000 per group are used) unless the model carries its own, the random features drawn."""
+    """The :class:`RBFPlan` of a report of ``model`` on a table (None for ``rbf_mmd="none"``):
+    the PCA arm refitted from ``moments`` at the model's r, σ by the median heuristic at the PCA
+    projection of ``bandwidth_rows`` (rows of ``moments``: at most 2000 per group are used)
+    unless the model carries its own, the random features drawn, and above
+    :data:`~fairpca_dist.params.RBF_RFF_MAX_ROWS` rows the keep rate of each group (that many
+    rows in all, at least :data:`~fairpca_dist.params.RBF_RFF_GROUP_ROWS` per group)."""
     if rbf_mmd not in RBF_MMD_CHOICES:
         raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
     arms = {"pca": _refit(moments, model, model.n_components, "pca", {}), "fair": model}
-    return _rbf_plan(moments.rescaled(model.scale), arms, rbf_mmd, bandwidth_rows.rescaled(model.scale))
+    plan = _rbf_plan(moments.rescaled(model.scale), arms, rbf_mmd, bandwidth_rows.rescaled(model.scale))
+    if plan is None or plan.requests is None or moments.n_samples <= RBF_RFF_MAX_ROWS:
+        return plan
+    rates = np.minimum(1.0, np.maximum(RBF_RFF_MAX_ROWS / moments.n_samples, RBF_RFF_GROUP_ROWS / moments.count))
+    return replace(plan, rates=rates)
 
 
 def _rbf_plan(
@@ -537,6 +554,7 @@ def _rbf_mmd(
             if rff_sums is None:
                 assert rows is not None  # checked above
                 rff_sums = rows.rff_sums_many(plan.requests, working.global_mean, gradient=False)
+            result["rows_summed"] = [float(w) for w in rff_sums[0].weight]  # fewer than the groups' on a subsample
             matrices = metrics.mmd2_from_rff_sums(working, rff_sums, plan.requests)
             bar.update()
         else:

@@ -67,6 +67,8 @@ __all__ = [
     "compute_file_moments",
     "partition_moments",
     "RFFWork",
+    "rff_pass",
+    "row_keys",
     "sample_rows",
     "table_sample",
     "value_counts",
@@ -94,12 +96,17 @@ def partition_moments(
     features: Sequence[str],
     sensitive: Sequence[str],
     sample_weight: str | None = None,
+    values: np.ndarray | None = None,
 ) -> GroupMoments:
     """The statistics of one partition given as a DataFrame, by the kernel of every moments
     pass (so those of a file written from ``part`` equal what :func:`compute_file_moments`
     computes reading it back): for a pass that reads the rows for another reason, e.g. ingest
-    while it writes them. Groups are not checked (a partition may hold one)."""
-    return _chunk_moments(read_chunk(part, features, sensitive, sample_weight, partition), features)
+    while it writes them. ``values``: the features of ``part`` already as a float64 array (not
+    converted again). Groups are not checked (a partition may hold one)."""
+    chunk = read_chunk(part, [] if values is not None else features, sensitive, sample_weight, partition)
+    if values is not None:
+        chunk = replace(chunk, features=np.ascontiguousarray(values, dtype=np.float64))
+    return _chunk_moments(chunk, features)
 
 
 def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str]) -> GroupMoments:
@@ -858,36 +865,81 @@ def _chunk_rff_sums(
 @dataclass(frozen=True)
 class RFFWork:
     """Random-feature sums of several projections (the ``requests`` of
-    :meth:`~fairpca_dist.engine.datapasses.DataPasses.rff_sums_many`, without the gradient) over
-    the rows of a pass that reads them for another reason: the projection's write-back computes
-    the report's RBF-kernel MMD² of both arms while it has the rows in memory.
+    :meth:`~fairpca_dist.engine.datapasses.DataPasses.rff_sums_many`, without the gradient), to be
+    computed by a pass that reads the rows for another reason (the projection's write-back
+    computes the report's RBF-kernel MMD² of both arms while it has the rows in memory), or by
+    :func:`rff_pass` alone: both give the same sums.
 
     Rows are taken in the units of :meth:`TablePasses.rescaled` (x / ``scale`` − ``origin``), by
-    the same per-partition kernel as :meth:`TablePasses.rff_sums_many`: the sums equal that
-    pass's over the same partitions. ``groups`` are the fitted groups (read from the
-    ``sensitive`` columns), ``sample_weight`` the weight column, if any."""
+    the same per-slab kernel as :meth:`TablePasses.rff_sums_many`. ``groups`` are the fitted
+    groups (read from the ``sensitive`` columns), ``sample_weight`` the weight column, if any.
 
+    ``rates`` (one per group, or None: every row) keeps a Bernoulli subsample: a row of group g
+    is summed when its key is below ``rates[g]``. The key is a hash of the row's feature values
+    mapped to [0, 1) (:func:`row_keys`), so the same rows are kept whatever pass, partitioning or
+    column selection reads them; every row has inclusion probability ``rates[g]`` (equal rows
+    are kept or left together, which leaves each row's probability unchanged), and the sums'
+    ``weight`` counts the rows kept, so their means estimate the group's means."""
+
+    features: tuple[str, ...]
     requests: tuple[RFFRequest, ...]
     origin: np.ndarray
     scale: np.ndarray
     groups: tuple[Hashable, ...]
     sensitive: tuple[str, ...]
     sample_weight: str | None = None
+    rates: np.ndarray | None = None
 
     @property
     def columns(self) -> list[str]:
         """The columns the sums read beside the features."""
         return [*self.sensitive, *filter(None, [self.sample_weight])]
 
-    def of_partition(self, part: pd.DataFrame, partition: Partition, features: Sequence[str]) -> list[RFFSums]:
+    def of_partition(self, part: pd.DataFrame, partition: Partition) -> list[RFFSums]:
         """The sums of one partition (additive: :meth:`merge` adds those of disjoint partitions)."""
-        chunk = read_chunk(part, features, self.sensitive, self.sample_weight, partition)
+        chunk = read_chunk(part, self.features, self.sensitive, self.sample_weight, partition)
+        if self.rates is not None:
+            codes = _fitted_codes(chunk, self.groups)
+            chunk = chunk.subset(row_keys(part[list(self.features)]) < self.rates[codes])
         return _chunk_rff_sums(chunk, list(self.requests), self.origin, self.scale, self.groups, False)
 
     @staticmethod
     def merge(parts: Sequence[list[RFFSums]]) -> list[RFFSums]:
         """The sums of the union of disjoint partitions."""
         return merge_rff_sums_many(*parts)
+
+
+def row_keys(rows: pd.DataFrame) -> np.ndarray:
+    """A number in [0, 1) per row, a hash of its values (``pandas.util.hash_pandas_object``,
+    without the index): uniform over distinct rows, equal for equal rows, whatever partition
+    holds them."""
+    hashed = pd.util.hash_pandas_object(rows, index=False).to_numpy()
+    return (hashed >> np.uint64(11)).astype(np.float64) / float(2**53)
+
+
+def rff_pass(
+    source: Any,
+    work: RFFWork,
+    *,
+    read_options: dict[str, Any] | None = None,
+    client: Any = None,
+    progress: bool = False,
+    storage_options: StorageOptions | None = None,
+) -> list[RFFSums]:
+    """The sums of ``work`` over every row of ``source``, in one pass of their own."""
+    table = open_table(
+        source,
+        features=list(work.features),
+        key_columns=work.columns,
+        read_options=read_options,
+        storage_options=storage_options,
+    )
+    parts = table.map_partitions(_partition_rff_sums, work)
+    return run_graph(tree_sum(parts, 8, merge_rff_sums_many), client=client, progress=progress, label="rff sums")
+
+
+def _partition_rff_sums(part: pd.DataFrame, partition: Partition, work: RFFWork) -> list[RFFSums]:
+    return work.of_partition(part, partition)
 
 
 def _chunk_group_counts(chunk: Chunk, groups: tuple[Hashable, ...]) -> np.ndarray:

@@ -72,9 +72,27 @@ class SampleSpec:
         return np.random.default_rng([self.seed, index])
 
     def of_rows(self, part: pd.DataFrame, keys: np.random.Generator) -> RowSample:
-        """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives."""
-        rows = part[list(self.columns)].reset_index(drop=True).assign(**{KEY_COLUMN: keys.random(len(part))})
+        """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives. Only
+        the rows the sample keeps are copied: the ``max_rows`` smallest keys and the
+        ``rows_per_group`` smallest of each group, found by partial sorts of the keys."""
+        drawn = keys.random(len(part))
+        take = [_smallest(drawn, self.max_rows)]
+        if self.rows_per_group:
+            codes = part.groupby(list(self.group_columns), sort=False, dropna=False).ngroup().to_numpy()
+            for group in range(int(codes.max(initial=-1)) + 1):
+                members = np.flatnonzero(codes == group)
+                take.append(members[_smallest(drawn[members], self.rows_per_group)])
+        take = np.unique(np.concatenate(take))
+        rows = part[list(self.columns)].iloc[take].reset_index(drop=True)
+        rows[KEY_COLUMN] = drawn[take]
         return RowSample(self, rows).kept()
+
+
+def _smallest(values: np.ndarray, k: int) -> np.ndarray:
+    """The positions of the ``k`` smallest ``values`` (all of them if fewer), in no order."""
+    if k >= len(values):
+        return np.arange(len(values))
+    return np.argpartition(values, k)[:k] if k else np.zeros(0, dtype=np.intp)
 
 
 @dataclass(frozen=True)

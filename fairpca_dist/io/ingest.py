@@ -223,7 +223,9 @@ def _clean_partition(
     bad_values = ~np.isfinite(values)
     missing_group = part[sensitive].isna().to_numpy()
     bad = bad_values.any(axis=1) | missing_group.any(axis=1)
-    good = part.loc[~bad, columns].astype({f: "float64" for f in features}).reset_index(drop=True)
+    clean = not bad.any()
+    good = (part[columns] if clean else part.loc[~bad, columns]).astype({f: "float64" for f in features})
+    good = good.reset_index(drop=True)
     with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
         pq.write_table(pa.Table.from_pandas(good, preserve_index=False), file)
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
@@ -243,7 +245,14 @@ def _clean_partition(
         groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
         profiles={column: profile_text(part[column]) for column in profiled},
     )
-    moments = partition_moments(good, partition, features=features, sensitive=sensitive, sample_weight=sample_weight)
+    moments = partition_moments(
+        good,
+        partition,
+        features=features,
+        sensitive=sensitive,
+        sample_weight=sample_weight,
+        values=values if clean else values[~bad],
+    )
     return report, moments, sample.of_rows(good, sample.keys(partition.index))
 
 
