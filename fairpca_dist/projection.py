@@ -73,7 +73,7 @@ def _project_partition(
     out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
     with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
         pq.write_table(pa.Table.from_pandas(out, preserve_index=False), file)
-    return len(out), None if rff is None else rff.of_partition(part, partition)
+    return len(out), None if rff is None else rff.of_partition(part, partition, x)
 
 
 def project_table(

@@ -51,6 +51,7 @@ from fairpca_dist.engine.sources import (
     Partition,
     Table,
     check_finite,
+    feature_values,
     open_table,
     read_chunk,
 )
@@ -895,12 +896,14 @@ class RFFWork:
         """The columns the sums read beside the features."""
         return [*self.sensitive, *filter(None, [self.sample_weight])]
 
-    def of_partition(self, part: pd.DataFrame, partition: Partition) -> list[RFFSums]:
-        """The sums of one partition (additive: :meth:`merge` adds those of disjoint partitions)."""
-        chunk = read_chunk(part, self.features, self.sensitive, self.sample_weight, partition)
+    def of_partition(self, part: pd.DataFrame, partition: Partition, values: np.ndarray | None = None) -> list[RFFSums]:
+        """The sums of one partition (additive: :meth:`merge` adds those of disjoint partitions);
+        ``values``: its features already as a float64 array."""
+        chunk = read_chunk(part, [], self.sensitive, self.sample_weight, partition)
+        x = feature_values(part, self.features, partition) if values is None else values
+        chunk = replace(chunk, features=np.ascontiguousarray(x, dtype=np.float64))
         if self.rates is not None:
-            codes = _fitted_codes(chunk, self.groups)
-            chunk = chunk.subset(row_keys(part[list(self.features)]) < self.rates[codes])
+            chunk = chunk.subset(row_keys(chunk.features) < self.rates[_fitted_codes(chunk, self.groups)])
         return _chunk_rff_sums(chunk, list(self.requests), self.origin, self.scale, self.groups, False)
 
     @staticmethod
@@ -909,12 +912,29 @@ class RFFWork:
         return merge_rff_sums_many(*parts)
 
 
-def row_keys(rows: pd.DataFrame) -> np.ndarray:
-    """A number in [0, 1) per row, a hash of its values (``pandas.util.hash_pandas_object``,
-    without the index): uniform over distinct rows, equal for equal rows, whatever partition
-    holds them."""
-    hashed = pd.util.hash_pandas_object(rows, index=False).to_numpy()
-    return (hashed >> np.uint64(11)).astype(np.float64) / float(2**53)
+_KEY_BLOCK_ROWS = 4096
+_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))  # splitmix64's multipliers
+
+
+def row_keys(values: np.ndarray) -> np.ndarray:
+    """A number in [0, 1) per row of ``values`` (n × p), a hash of the row's float64 values: the
+    bits of column j times an odd constant c_j, summed modulo 2⁶⁴ (rows that differ give
+    different sums but for a chance of 2⁻⁶⁴), then mixed by splitmix64's finaliser. Uniform over
+    distinct rows, equal for equal rows, whatever partition holds them."""
+    bits = np.asarray(values, dtype=np.float64).view(np.uint64)
+    constants = np.random.default_rng(0x5EED).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64)
+    constants = constants * np.uint64(2) + np.uint64(1)
+    state = np.empty(bits.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for start in range(0, bits.shape[0], _KEY_BLOCK_ROWS):  # blocks that stay in the cache
+            block = bits[start : start + _KEY_BLOCK_ROWS]
+            np.sum(block * constants, axis=1, dtype=np.uint64, out=state[start : start + block.shape[0]])
+        state ^= state >> np.uint64(30)
+        state *= _MIX[0]
+        state ^= state >> np.uint64(27)
+        state *= _MIX[1]
+        state ^= state >> np.uint64(31)
+    return (state >> np.uint64(11)).astype(np.float64) / float(2**53)
 
 
 def rff_pass(
