@@ -20,8 +20,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from fairpca_dist.engine.kernels import RFFSums
 from fairpca_dist.engine.passes import RFFWork, run_graph
@@ -30,7 +28,7 @@ from fairpca_dist.exceptions import SchemaError
 from fairpca_dist.io.atomic import atomic_directory, input_paths
 from fairpca_dist.io.ingest import table_source
 from fairpca_dist.io.model_io import load_model
-from fairpca_dist.io.storage import Location, StorageOptions, as_given
+from fairpca_dist.io.storage import Location, StorageOptions, as_given, write_parquet
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["project_table", "ProjectionResult", "SUCCESS_MARKER", "projected_columns"]
@@ -71,8 +69,7 @@ def _project_partition(
         check_finite(x, features, partition)
     projected = pd.DataFrame(((x - mean) / scale) @ components, columns=names)
     out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
-    with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
-        pq.write_table(pa.Table.from_pandas(out, preserve_index=False), file)
+    write_parquet(out, folder / f"part-{partition.index:05d}.parquet", plain=names)
     return len(out), None if rff is None else rff.of_partition(part, partition, x)
 
 

@@ -43,7 +43,7 @@ from fairpca_dist.io.markers import (
     with_markers,
 )
 from fairpca_dist.io.moments_cache import file_keys, moments_cache, roles_key, store_moments
-from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate
+from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate, write_parquet
 from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed, listed_counts
 
@@ -226,8 +226,7 @@ def _clean_partition(
     clean = not bad.any()
     good = (part[columns] if clean else part.loc[~bad, columns]).astype({f: "float64" for f in features})
     good = good.reset_index(drop=True)
-    with (folder / f"part-{partition.index:05d}.parquet").open("wb") as file:
-        pq.write_table(pa.Table.from_pandas(good, preserve_index=False), file)
+    write_parquet(good, folder / f"part-{partition.index:05d}.parquet", plain=features)
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
     counts.update(
         {

@@ -21,12 +21,14 @@ import contextlib
 import errno
 import os
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.spec import AbstractBufferedFile
 
@@ -35,6 +37,7 @@ from fairpca_dist.exceptions import AccessError, FairPCAError, InputError, Servi
 __all__ = [
     "Location",
     "locate",
+    "write_parquet",
     "as_given",
     "local_path",
     "StorageOptions",
@@ -240,6 +243,17 @@ class _WholeOrNothing:
         with contextlib.suppress(Exception):  # a file stored only when closed (memory://): close, remove
             self._file.close()
             self._location.remove()
+
+
+def write_parquet(frame: Any, path: Location, *, plain: Sequence[str] = ()) -> None:
+    """Write the pandas DataFrame ``frame`` (without its index) to ``path`` as one Parquet file
+    (pyarrow's defaults: snappy, statistics), the columns ``plain`` without dictionary encoding:
+    float features and projections, whose dictionary of mostly distinct values makes the file
+    larger and costs ~4× the time of the rest of the write (pyarrow tries it page by page)."""
+    plain = set(plain)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    with path.open("wb") as file:
+        pq.write_table(table, file, use_dictionary=[c for c in table.column_names if c not in plain])
 
 
 def locate(path: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None) -> Location:
