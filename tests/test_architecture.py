@@ -64,6 +64,7 @@ NEVER: dict[str, tuple[str, ...]] = {
         *SURFACES,
     ),
     "fairpca_dist.io.ingest": ("fairpca_dist.assessment", *SURFACES),
+    "fairpca_dist.io.moments_cache": ("fairpca_dist.assessment", *SURFACES),
     "fairpca_dist.io.model_io": ("fairpca_dist.assessment", *SURFACES),
     "fairpca_dist.assessment": SURFACES,
     "fairpca_dist.estimator": ("fairpca_dist.cli", "fairpca_dist.flows", *STEPS),
