@@ -2,7 +2,7 @@
 of the same table, on one ``LocalCluster`` in one run; and projection write-back against plain dask.
 
     .venv/bin/python benchmarks/bench_pipeline.py             # 20M x 50 (10 GB of Parquet), ~20 min
-    .venv/bin/python benchmarks/bench_pipeline.py --quick     # 4M x 50, ~5 min
+    .venv/bin/python benchmarks/bench_pipeline.py --quick     # 4M x 50, one round, ~3 min
     .venv/bin/python benchmarks/bench_pipeline.py --background-load 2   # the same, 2 busy processes beside it
 
 1. Writes ``scratch/pipeline/source/`` (``bench_out_of_core.write_table``: 4 groups of
@@ -262,13 +262,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="rounds of copy + pipeline runs")
     parser.add_argument("--writeback-repeats", type=int, default=2, help="interleaved write-back runs (0: none)")
     parser.add_argument("--background-load", type=int, default=0, help="busy processes beside the runs")
-    parser.add_argument("--quick", action="store_true", help="4M x 50")
+    parser.add_argument("--quick", action="store_true", help="4M x 50, one round")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--name", default="pipeline")
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     if args.quick:
-        args.rows = 4_000_000
+        args.rows, args.repeats, args.writeback_repeats = 4_000_000, 1, 1
     from dask.distributed import Client, LocalCluster
 
     from fairpca_dist import load_model
