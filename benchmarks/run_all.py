@@ -214,9 +214,39 @@ def collect(results: Path, benches: tuple[Bench, ...]) -> dict[str, list[dict]]:
         for name in bench.outputs:
             path = results / name
             if path.is_file():
-                for ratio in json.loads(path.read_text()).get("ratios", []):
-                    by_area.setdefault(ratio["area"], []).append({**ratio, "source": name})
+                measured = json.loads(path.read_text())
+                for ratio in measured.get("ratios", []):
+                    load = ratio.get("load", _load_span(measured))
+                    by_area.setdefault(ratio["area"], []).append({**ratio, "source": name, "load": load})
     return by_area
+
+
+_LOAD_KEYS = (
+    ("load_start", "load_end"),
+    ("load_before", "load_after"),
+    ("load_average_start", "load_average_end"),
+    ("load_average", "load_average_end"),
+    ("load_average", "load_average"),
+    ("load", "load"),
+)
+
+
+def _load_span(measured: dict) -> str:
+    """The load average a benchmark ran at, from its JSON (whichever of the names the scripts
+    use: ``load_start``/``load_end``, ``load_average_start``/``load_average_end``, …), as
+    "1.2→2.3" (one number when it recorded one); "–" when it recorded none."""
+    for start, end in _LOAD_KEYS:
+        first, last = _one_minute(measured.get(start)), _one_minute(measured.get(end))
+        if first is not None and last is not None:
+            return f"{first:.1f}" if start == end or first == last else f"{first:.1f}→{last:.1f}"
+    return "–"
+
+
+def _one_minute(value: object) -> float | None:
+    """A recorded load: a number, or ``os.getloadavg()``'s triple (its 1-minute average)."""
+    if isinstance(value, list) and value:
+        value = value[0]
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict], quick: bool) -> str:
@@ -232,8 +262,9 @@ def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict],
             if quick
             else ""
         )
-        + '. Each benchmark\'s own file (column "from") names the commit and the load '
-        "average it ran at: the VM's 2 cores are shared, so single timings move by ±30 %.",
+        + '. Column "load" is the 1-minute load average at the start and the end of the benchmark (or of the '
+        'case, where the benchmark records it per case); each benchmark\'s own file (column "from") names the '
+        "commit and the spread of its repeats: the VM's 2 cores are shared, so single timings move by ±30 %.",
         "",
         "**Ratio** = our time / the baseline's time, both measured in the same run of the same script "
         "(< 1: ours is faster); for the solvers the baseline is one dense eigendecomposition at the same p, so "
@@ -246,10 +277,11 @@ def readme(results: Path, benches: tuple[Bench, ...], outcomes: dict[str, dict],
         if not rows:
             continue
         lines += [f"## {area[0].upper()}{area[1:]}", ""] + ([AREA_NOTES[area], ""] if area in AREA_NOTES else [])
-        lines += ["| case | ours s | baseline | baseline s | ratio | from |", "|---|---|---|---|---|---|"]
+        lines += ["| case | ours s | baseline | baseline s | ratio | load | from |", "|---|---|---|---|---|---|---|"]
         lines += [
             f"| {r['case']} | {r['ours_seconds']:.3g} | {r['baseline']} | {r['baseline_seconds']:.3g} | "
-            f"**{r['ratio']:.2f}** | [{r['source'].removesuffix('.json')}]({r['source'].removesuffix('.json')}.md) |"
+            f"**{r['ratio']:.2f}** | {r['load']} | "
+            f"[{r['source'].removesuffix('.json')}]({r['source'].removesuffix('.json')}.md) |"
             for r in rows
         ]
         lines.append("")
