@@ -93,23 +93,39 @@ def _value(text: str) -> Any:
 
 
 # ----------------------------------------------------------------------------- steps
+@contextlib.contextmanager
+def _dask_client(args: argparse.Namespace) -> Iterator[Any]:
+    """Where a step's passes run: the scheduler of ``--dask-address``, connected once for all of
+    them and checked to answer even when the step reads no rows (a fit from moments ingest
+    computed): a cluster that is down is said at once, not when a later step needs it; else
+    None (threads in this process)."""
+    if not args.dask_address:
+        yield None
+        return
+    from fairpca_dist.engine.cluster import connect
+
+    with connect(args.dask_address) as client:
+        yield client
+
+
 def _ingest(args: argparse.Namespace) -> int:
     from fairpca_dist.io.ingest import ingest_table
 
-    result = ingest_table(
-        args.source,
-        args.table_dir,
-        sensitive_feature=args.sensitive_feature,
-        features=args.features,
-        exclude=args.exclude,
-        key_columns=args.key_columns,
-        pass_through=args.pass_through,
-        on_bad_rows=args.on_bad_rows,
-        read_options=_options(args.read_option),
-        client=args.dask_address,
-        progress=True,
-        storage_options=_storage_options(args),
-    )
+    with _dask_client(args) as client:
+        result = ingest_table(
+            args.source,
+            args.table_dir,
+            sensitive_feature=args.sensitive_feature,
+            features=args.features,
+            exclude=args.exclude,
+            key_columns=args.key_columns,
+            pass_through=args.pass_through,
+            on_bad_rows=args.on_bad_rows,
+            read_options=_options(args.read_option),
+            client=client,
+            progress=True,
+            storage_options=_storage_options(args),
+        )
     counts, *left_out = result.summary().splitlines()  # then the columns left out, if any
     print("\n".join([f"ingested {counts} into {result.table_dir}", *left_out]))
     return 0
@@ -118,18 +134,19 @@ def _ingest(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     from fairpca_dist.fitting import fit_table, load_fitted
 
-    model = fit_table(
-        args.table_dir,
-        args.model_dir,
-        method=args.method,
-        n_components=args.n_components,
-        center=args.center,
-        standardize=args.standardize,
-        options=_options(args.option),
-        client=args.dask_address,
-        progress=True,
-        storage_options=_storage_options(args),
-    )
+    with _dask_client(args) as client:
+        model = fit_table(
+            args.table_dir,
+            args.model_dir,
+            method=args.method,
+            n_components=args.n_components,
+            center=args.center,
+            standardize=args.standardize,
+            options=_options(args.option),
+            client=client,
+            progress=True,
+            storage_options=_storage_options(args),
+        )
     _, moments = load_fitted(args.model_dir, _storage_options(args))  # the fit's moments.npz: no pass over the rows
     print("\n".join(_fit_lines(model, moments, args.model_dir)))
     return 0
@@ -212,15 +229,16 @@ def _group_lines(key: str, scores: ProjectionScores, names: list[str]) -> list[s
 def _project(args: argparse.Namespace) -> int:
     from fairpca_dist.projection import project_table
 
-    result = project_table(
-        args.model_dir,
-        args.table_dir,
-        args.out_dir,
-        pass_through=args.pass_through,
-        client=args.dask_address,
-        progress=True,
-        storage_options=_storage_options(args),
-    )
+    with _dask_client(args) as client:
+        result = project_table(
+            args.model_dir,
+            args.table_dir,
+            args.out_dir,
+            pass_through=args.pass_through,
+            client=client,
+            progress=True,
+            storage_options=_storage_options(args),
+        )
     print(f"projected {result.rows:,} rows into {result.out_dir} ({result.partitions} files)")
     return 0
 
@@ -229,20 +247,21 @@ def _report(args: argparse.Namespace) -> int:
     from fairpca_dist.assessment.report import report_markdown_summary
     from fairpca_dist.fitting import write_table_report
 
-    report, files = write_table_report(
-        args.model_dir,
-        args.table_dir,
-        args.report_dir,
-        target=args.target,
-        max_components=args.max_components,
-        sample_size=args.sample_size,
-        rbf_mmd=args.rbf_mmd,
-        group_names=dict(args.group_name),
-        client=args.dask_address,
-        progress=True,
-        announce=lambda line: print(line, flush=True),
-        storage_options=_storage_options(args),
-    )
+    with _dask_client(args) as client:
+        report, files = write_table_report(
+            args.model_dir,
+            args.table_dir,
+            args.report_dir,
+            target=args.target,
+            max_components=args.max_components,
+            sample_size=args.sample_size,
+            rbf_mmd=args.rbf_mmd,
+            group_names=dict(args.group_name),
+            client=client,
+            progress=True,
+            announce=lambda line: print(line, flush=True),
+            storage_options=_storage_options(args),
+        )
     print(report_markdown_summary(report))
     print(f"\nreport: {files.markdown} (also report.html, report.json and PNGs)")
     return 0
@@ -283,24 +302,25 @@ def _evaluate(args: argparse.Namespace) -> int:
         f"fairpca evaluate: {', '.join(methods)}, r={args.n_components}, {args.splits} splits "
         f"({args.train_fraction:g} train), {args.folds}-fold CV, on {args.table_dir}"
     )
-    evaluation = evaluate_table(
-        args.table_dir,
-        args.out_dir,
-        options,
-        n_components=args.n_components,
-        n_cells=args.cells,
-        cells_column=args.cells_column,
-        cell_seed=args.cell_seed,
-        n_splits=args.splits,
-        train_fraction=args.train_fraction,
-        n_folds=args.folds,
-        center=args.center,
-        standardize=args.standardize,
-        random_state=args.seed,
-        client=args.dask_address,
-        progress=True,
-        storage_options=_storage_options(args),
-    )
+    with _dask_client(args) as client:
+        evaluation = evaluate_table(
+            args.table_dir,
+            args.out_dir,
+            options,
+            n_components=args.n_components,
+            n_cells=args.cells,
+            cells_column=args.cells_column,
+            cell_seed=args.cell_seed,
+            n_splits=args.splits,
+            train_fraction=args.train_fraction,
+            n_folds=args.folds,
+            center=args.center,
+            standardize=args.standardize,
+            random_state=args.seed,
+            client=client,
+            progress=True,
+            storage_options=_storage_options(args),
+        )
     print(evaluation.markdown())
     print(
         f"\n{sum(r.fits for r in evaluation.results)} fits in {evaluation.seconds:.1f} s; "
@@ -329,24 +349,25 @@ def _compare(args: argparse.Namespace) -> int:
     print(
         f"fairpca compare: {len(options)} methods at r = {', '.join(map(str, args.n_components))} on {args.table_dir}"
     )
-    comparison = compare_table(
-        args.table_dir,
-        args.out_dir,
-        n_components=args.n_components,
-        methods=options,
-        target=args.target,
-        n_cells=args.cells,
-        cells_column=args.cells_column,
-        cell_seed=args.cell_seed,
-        train_fraction=args.train_fraction,
-        center=args.center,
-        standardize=args.standardize,
-        rbf_mmd=args.rbf_mmd,
-        random_state=args.seed,
-        client=args.dask_address,
-        progress=True,
-        storage_options=_storage_options(args),
-    )
+    with _dask_client(args) as client:
+        comparison = compare_table(
+            args.table_dir,
+            args.out_dir,
+            n_components=args.n_components,
+            methods=options,
+            target=args.target,
+            n_cells=args.cells,
+            cells_column=args.cells_column,
+            cell_seed=args.cell_seed,
+            train_fraction=args.train_fraction,
+            center=args.center,
+            standardize=args.standardize,
+            rbf_mmd=args.rbf_mmd,
+            random_state=args.seed,
+            client=client,
+            progress=True,
+            storage_options=_storage_options(args),
+        )
     for line in comparison.summary():
         print(f"\n{line}")
     for r in comparison.ranks:

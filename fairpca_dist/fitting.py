@@ -2,7 +2,7 @@
 
 The moments of every Parquet file are cached (:mod:`fairpca_dist.io.moments_cache`): a refit
 with another method or ``n_components`` reads no rows, nor does the first fit of a table that
-ingest wrote (it filled the cache); a table that gained files reads only the new ones.
+ingest wrote (it stored them in the table); a table that gained files reads only the new ones.
 
 The report of a model on its table reads the rows only for what the moments do not give: a
 row sample (ingest's, else one pass) and the RBF-kernel MMD² (a pass of its own, or sums the
@@ -42,6 +42,7 @@ from fairpca_dist.io.ingest import SCHEMA_FILE, read_schema, read_table_sample, 
 from fairpca_dist.io.model_io import MODEL_FILE, load_model, read_model_file, write_model_files
 from fairpca_dist.io.moments_cache import (
     MOMENTS_CACHE,
+    TABLE_MOMENTS,
     cached_keys,
     file_fingerprint,
     file_keys,
@@ -102,7 +103,8 @@ def cached_table_moments(
     progress: bool = False,
     storage_options: StorageOptions | None = None,
 ) -> tuple[GroupMoments, str, int]:
-    """Moments of every file of ``table_dir``, computing only files missing from the cache.
+    """Moments of every file of ``table_dir``, computing only files missing from the cache and
+    from the table's own ``moments/`` (written by ingest).
 
     Returns ``(moments, fingerprint, files_read)``: the merged statistics (files merged in name
     order), a fingerprint of the data (all file keys), and how many files were read now. A
@@ -112,8 +114,9 @@ def cached_table_moments(
     files = table_files(table_dir, storage_options)
     keys = file_keys(files, roles_key(features, sensitive_feature, sample_weight))
     cache = locate(cache_dir, storage_options) if cache_dir is not None else None
-    cached = cached_keys(cache)
-    missing = [(f, k) for f, k in zip(files, keys, strict=True) if k not in cached]
+    own = committed(locate(table_dir, storage_options)) / TABLE_MOMENTS  # what ingest computed
+    found = {key: folder for folder in (own, cache) if folder is not None for key in cached_keys(folder)}
+    missing = [(f, k) for f, k in zip(files, keys, strict=True) if k not in found]
     fresh = compute_file_moments(
         [f.url for f, _ in missing],
         sensitive_feature=sensitive_feature,
@@ -124,11 +127,10 @@ def cached_table_moments(
         storage_options=storage_options,
     )
     computed = {key: moments for (_, key), moments in zip(missing, fresh, strict=True)}
-    if computed or cache is None:
+    if computed:
         store_moments(cache, computed, [table_dir], table_dir)
     merged = functools.reduce(
-        operator.add,
-        (computed[k] if k in computed or cache is None else GroupMoments.load(cache / f"{k}.npz") for k in keys),
+        operator.add, (computed[k] if k in computed else GroupMoments.load(found[k] / f"{k}.npz") for k in keys)
     )
     fingerprint = hashlib.sha256(":".join(keys).encode()).hexdigest()
     return merged, fingerprint, len(missing)

@@ -21,16 +21,13 @@ def ingest(
     on_bad_rows: str = "fail",
     read_options: dict[str, Any] | None = None,
     dask_address: str | None = None,
-    cache_dir: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Validate ``source`` and write it as partitioned Parquet with ``schema.json``
     (``features``: default every numeric column not otherwise used, but ``exclude``);
     rows with NaN/inf features or missing groups fail the run (or, with
     ``on_bad_rows="drop"``, are counted and sampled into ``rejects.csv``).
-    ``dask_address``: run the Dask work on that scheduler instead of in this process. The same
-    pass caches each file's moments (``cache_dir``, default next to the table, where the fit
-    flow looks by default: the fit reads no rows) and writes a row sample for the report.
+    ``dask_address``: run the Dask work on that scheduler instead of in this process.
     ``storage_options``: options of the filesystem of URL paths (``s3://…``: e.g.
     ``endpoint_url``); credentials come from the workers' environment, never from here.
 
@@ -52,8 +49,6 @@ def ingest(
         Options of the reader (e.g. ``{"sep": ";"}``, ``{"na_values": ["?"]}``).
     dask_address : str, optional
         A Dask scheduler (``tcp://host:8786``) to run the Dask work on, instead of in this process.
-    cache_dir : str, optional
-        Where the per-file moments are cached (default: next to the table).
     storage_options : dict, optional
         Options of the filesystem of URL paths (e.g. ``endpoint_url``); never credentials.
 
@@ -85,7 +80,6 @@ def ingest(
         on_bad_rows=on_bad_rows,
         read_options=read_options,
         dask_address=dask_address,
-        cache_dir=cache_dir,
         storage_options=storage_options,
     )
 

@@ -92,7 +92,6 @@ def _steps(
             scheduler = client.scheduler.address if client.scheduler is not None else "the scheduler"
             outcome.summary = f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {scheduler}"
         base = root.rstrip("/")
-        cache_dir = f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}"  # beside the run folders, shared by the runs
         pass_through = [*key_columns, *([target] if target else [])]
         # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
         # hands the library the same cluster for its own graphs; steps run one after another.
@@ -108,7 +107,6 @@ def _steps(
                 on_bad_rows=on_bad_rows,
                 read_options=read_options,
                 report_target=target,
-                cache_dir=cache_dir,
                 storage_options=storage_options,
             ).result()
             counts, *left_out = table["summary"].splitlines()  # then the columns left out, if any
@@ -122,7 +120,7 @@ def _steps(
                 center=center,
                 standardize=standardize,
                 options=options,
-                cache_dir=cache_dir,
+                cache_dir=f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}",
                 storage_options=storage_options,
             ).result()
             outcome.summary = (

@@ -137,12 +137,10 @@ def ingest_task(
     read_options: dict[str, Any] | None,
     dask_address: str | None = None,
     report_target: str | None = None,
-    cache_dir: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Ingest ``source`` (filling the moments cache ``cache_dir``); with ``report_target``, also
-    check now the target a later report's downstream check needs (kept, binary), rather than
-    after the fit and the projection."""
+    """Ingest ``source``; with ``report_target``, also check now the target a later report's
+    downstream check needs (kept, binary), rather than after the fit and the projection."""
     with dask_client(dask_address) as client:
         result = ingest_table(
             source,
@@ -154,7 +152,6 @@ def ingest_task(
             pass_through=pass_through,
             on_bad_rows=cast(Literal["fail", "drop"], on_bad_rows),  # checked by ingest_table
             read_options=read_options,
-            cache_dir=cache_dir,
             client=client,
             progress=True,
             storage_options=storage_options,

@@ -20,6 +20,7 @@ from conftest import grouped_data
 from fairpca_dist.assessment import report as report_module
 from fairpca_dist.engine.passes import row_keys, run_graph, table_sample, tree_sum
 from fairpca_dist.engine.sampling import KEY_COLUMN, RowSample, SampleSpec
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import cached_table_moments, fit_table, report_rff_work, write_table_report
 from fairpca_dist.io.ingest import SAMPLE_FILE, ingest_table, read_table_sample
 from fairpca_dist.projection import project_table
@@ -48,25 +49,36 @@ def _numbers(value, path=""):
     return {path: value}
 
 
-def test_ingest_fills_the_moments_cache_a_fit_reads_instead_of_the_rows(source, tmp_path):
-    cache = tmp_path / "cache"
-    ingest_table(source, tmp_path / "table", sensitive_feature="g", pass_through=["y"], cache_dir=cache)
+def test_ingest_writes_the_moments_a_fit_reads_instead_of_the_rows(source, tmp_path):
+    ingest_table(source, tmp_path / "table", sensitive_feature="g", pass_through=["y"])
+    assert len(list((tmp_path / "table" / "moments").iterdir())) == 4  # one per file
     roles = {"sensitive_feature": ["g"], "features": [f"x{j}" for j in range(6)]}
-    fused, fingerprint, read = cached_table_moments(tmp_path / "table", cache, **roles)
-    assert read == 0  # every file's moments came from ingest
-    fresh, same, read = cached_table_moments(tmp_path / "table", tmp_path / "other-cache", **roles)
+    fused, fingerprint, read = cached_table_moments(tmp_path / "table", tmp_path / "cache", **roles)
+    assert read == 0 and not (tmp_path / "cache").exists()  # every file's moments came from ingest
+    shutil.rmtree(tmp_path / "table" / "moments")
+    fresh, same, read = cached_table_moments(tmp_path / "table", tmp_path / "cache", **roles)
     assert read == 4 and same == fingerprint
     np.testing.assert_array_equal(fused.count, fresh.count)
     np.testing.assert_allclose(fused.mean, fresh.mean, rtol=1e-12, atol=0)
     np.testing.assert_allclose(fused.scatter, fresh.scatter, rtol=1e-10, atol=1e-10 * np.abs(fresh.scatter).max())
+    # other roles are not the ones ingest computed: read from the rows
+    _, _, read = cached_table_moments(tmp_path / "table", tmp_path / "cache", sensitive_feature=["g"], features=["x0"])
+    assert read == 4
 
 
-def test_ingest_fills_the_default_cache_fit_table_looks_in(source, tmp_path):
+def test_a_fit_of_an_ingested_table_writes_nothing_beside_it(source, tmp_path):
     ingest_table(source, tmp_path / "table", sensitive_feature="g")
-    before = sorted(p.name for p in (tmp_path / ".moments-cache").iterdir())
-    assert len(before) == 4
     fit_table(tmp_path / "table", tmp_path / "model", method="pca", n_components=2)
-    assert sorted(p.name for p in (tmp_path / ".moments-cache").iterdir()) == before  # nothing new computed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "source", "table"]  # no moments computed
+
+
+def test_values_whose_squares_overflow_are_ingested_and_the_fit_says_why(tmp_path):
+    frame = pd.DataFrame({"a": [1e300, 2.0, 3.0, 4.0], "b": [1.0, 2.0, 0.5, 3.0], "g": ["u", "u", "v", "v"]})
+    frame.to_parquet(tmp_path / "source.parquet")
+    ingest_table(tmp_path / "source.parquet", tmp_path / "table", sensitive_feature="g")
+    assert not list((tmp_path / "table" / "moments").iterdir())
+    with pytest.raises(InputError, match="overflow float64 when squared"):
+        fit_table(tmp_path / "table", tmp_path / "model", method="pca", n_components=1)
 
 
 def test_the_sample_ingest_draws_is_the_one_a_pass_over_the_table_draws(source, tmp_path):
@@ -133,7 +145,7 @@ def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, monke
         monkeypatch.setattr(report_module, "RBF_RFF_GROUP_ROWS", 150)
     fused, unfused = tmp_path / "fused", tmp_path / "unfused"
     cache = fused / "cache"
-    ingest_table(source, fused / "table", sensitive_feature="g", pass_through=["y"], cache_dir=cache)
+    ingest_table(source, fused / "table", sensitive_feature="g", pass_through=["y"])
     fit_table(fused / "table", fused / "model", method="samadi-mw", n_components=2, standardize=True, cache_dir=cache)
     work = report_rff_work(fused / "model", fused / "table", rbf_mmd=rbf_mmd)
     assert (work is None) == (rbf_mmd == "auto")  # 2,400 rows: "auto" is the exact MMD², no sums to ride
@@ -145,6 +157,7 @@ def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, monke
     unfused.mkdir()
     shutil.copytree(fused / "table", unfused / "table")
     (unfused / "table" / SAMPLE_FILE).unlink()  # the report draws its sample by a pass
+    shutil.rmtree(unfused / "table" / "moments")  # the fit computes the moments by a pass
     fit_table(
         unfused / "table",
         unfused / "model",

@@ -42,7 +42,7 @@ from fairpca_dist.io.markers import (
     profile_text,
     with_markers,
 )
-from fairpca_dist.io.moments_cache import file_keys, moments_cache, roles_key, store_moments
+from fairpca_dist.io.moments_cache import TABLE_MOMENTS, file_keys, roles_key
 from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate, write_parquet
 from fairpca_dist.io.versions import committed
 from fairpca_dist.wording import listed, listed_counts
@@ -168,11 +168,11 @@ class _Pass:
     bad_by_column: Counter
     groups: Counter
     profiles: dict[str, TextProfile]
-    moments: list[GroupMoments]
+    moments: list[GroupMoments | None]
     row_sample: RowSample
 
     @classmethod
-    def of(cls, reports: list[_PartitionReport], moments: list[GroupMoments], row_sample: RowSample) -> _Pass:
+    def of(cls, reports: list[_PartitionReport], moments: list[GroupMoments | None], row_sample: RowSample) -> _Pass:
         bad_by_column: Counter = Counter()
         groups: Counter = Counter()
         profiles: dict[str, TextProfile] = {}
@@ -215,7 +215,7 @@ def _clean_partition(
     folder: Location,
     sample_weight: str | None,
     sample: SampleSpec,
-) -> tuple[_PartitionReport, GroupMoments, RowSample]:
+) -> tuple[_PartitionReport, GroupMoments | None, RowSample]:
     """Write the good rows of one partition; report what was found, and compute from the good
     rows (in the file's order) their moments and their row sample: what a pass over the file
     would compute, without reading it again."""
@@ -244,14 +244,17 @@ def _clean_partition(
         groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
         profiles={column: profile_text(part[column]) for column in profiled},
     )
-    moments = partition_moments(
-        good,
-        partition,
-        features=features,
-        sensitive=sensitive,
-        sample_weight=sample_weight,
-        values=values if clean else values[~bad],
-    )
+    try:
+        moments: GroupMoments | None = partition_moments(
+            good,
+            partition,
+            features=features,
+            sensitive=sensitive,
+            sample_weight=sample_weight,
+            values=values if clean else values[~bad],
+        )
+    except InputError:  # finite values whose squares overflow: the fit will say so, ingest keeps them
+        moments = None
     return report, moments, sample.of_rows(good, sample.keys(partition.index))
 
 
@@ -267,7 +270,6 @@ def ingest_table(
     exclude: Sequence[str] = (),
     on_bad_rows: BadRowPolicy = "fail",
     read_options: dict[str, Any] | None = None,
-    cache_dir: str | os.PathLike[str] | None = None,
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
@@ -275,11 +277,11 @@ def ingest_table(
     """Validate ``source`` and write it to ``out_dir`` as Parquet partitions + ``schema.json``.
 
     The one pass over the source also computes, from the rows it writes, what later steps
-    would otherwise read the table again for: the moments of each file, stored in the moments
-    cache (:mod:`fairpca_dist.io.moments_cache`: a fit of the table with these column roles reads
-    no rows), and a priority sample of the rows (:mod:`fairpca_dist.engine.sampling`: 50,000 rows
-    plus 2,000 per group, seed 0), written to ``sample.parquet``, from which a report draws its
-    downstream sample and its kernel bandwidth (:func:`read_table_sample`).
+    would otherwise read the table again for: the moments of each file, written to ``moments/``
+    in the table (:mod:`fairpca_dist.io.moments_cache`: a fit of the table with these column
+    roles reads no rows), and a priority sample of the rows (:mod:`fairpca_dist.engine.sampling`:
+    50,000 rows plus 2,000 per group, seed 0), written to ``sample.parquet``, from which a report
+    draws its downstream sample and its kernel bandwidth (:func:`read_table_sample`).
 
     Parameters
     ----------
@@ -313,10 +315,6 @@ def ingest_table(
         sensitive feature (a table of one group without bad rows is ingested as before: the
         fit refuses it), and leaving out more than half of the rows adds a line to the
         summary naming the columns that cost most.
-    cache_dir : path or URL, optional
-        The moments cache to fill (default: ``.moments-cache`` beside ``out_dir``, where
-        :func:`fairpca_dist.fitting.fit_table` looks by default). One that cannot be written
-        is skipped with a warning.
     client : None, distributed.Client or address
         Where the pass runs (see :func:`fairpca_dist.compute_moments`). Workers write the
         partitions, so ``out_dir`` must be on storage they share: an object store's URL, or
@@ -397,6 +395,7 @@ def ingest_table(
             with (staging / REJECTS_FILE).open("wb") as file:
                 sample.to_csv(file, index=False)
         _write_table_sample(found.row_sample, staging / SAMPLE_FILE)
+        _write_table_moments(staging, found.moments, features_, sensitive, sample_weight)
         columns = [*roles, *features_]
         marked = {c: found.profiles[c].markers for c in profiled if found.profiles[c].markers}
         mostly = [c for c in marked if found.profiles[c].mostly_markers]
@@ -425,29 +424,29 @@ def ingest_table(
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
-    _cache_moments(out, found.moments, features_, sensitive, sample_weight, cache_dir, inputs, storage_options)
     return IngestResult(as_given(out_dir), schema["rows"], found.rejected, schema)
 
 
 _SPLIT_EVERY = 4  # fan-in of the tree that merges the partitions' row samples (each up to ~60k rows)
 
 
-def _cache_moments(
-    out: Location,
-    moments: list[GroupMoments],
+def _write_table_moments(
+    folder: Location,
+    moments: list[GroupMoments | None],
     features: list[str],
     sensitive: list[str],
     sample_weight: str | None,
-    cache_dir: str | os.PathLike[str] | None,
-    inputs: list[str | os.PathLike[str]],
-    storage_options: StorageOptions | None,
 ) -> None:
-    """Store the moments of each file of the committed table ``out`` (its partitions, in
-    order) in the moments cache, under the keys a fit of the table looks for."""
-    files = [committed(out) / PARTS_DIR / f"part-{i:05d}.parquet" for i in range(len(moments))]
+    """Write the moments of each file of the table in ``folder`` (its partitions, in order) to
+    its ``moments/`` folder, under the keys a fit of the table looks for
+    (:func:`~fairpca_dist.io.moments_cache.file_keys`); a partition whose moments could not be
+    computed (values whose squares overflow) is left to the fit, which says why."""
+    files = [folder / PARTS_DIR / f"part-{i:05d}.parquet" for i in range(len(moments))]
     keys = file_keys(files, roles_key(features, sensitive, sample_weight))
-    cache = moments_cache(out, cache_dir, storage_options)
-    store_moments(cache, dict(zip(keys, moments, strict=True)), [*inputs, out.url], out)
+    (folder / TABLE_MOMENTS).makedirs()
+    for key, value in zip(keys, moments, strict=True):
+        if value is not None:
+            value.save(folder / TABLE_MOMENTS / f"{key}.npz")
 
 
 def _write_table_sample(sample: RowSample, path: Location) -> None:

@@ -4,9 +4,9 @@ The moments of every Parquet file are cached under a key derived from the file's
 Parquet footer (row counts, column statistics: a content fingerprint that costs a few KB of
 reading) and from the column roles (features, sensitive columns, weight). A refit with another
 method or ``n_components`` reads no rows; a table that gained files reads only the new ones;
-Chan's merge makes the result equal to a full recompute. Ingest fills the cache for the table
-it writes (the moments ride on its pass), so the first fit of an ingested table reads no rows
-either.
+Chan's merge makes the result equal to a full recompute. Ingest writes the moments of the files
+it writes into the table itself (``moments/``, under the same keys: they ride on its pass), and
+a fit looks there too, so the first fit of an ingested table reads no rows either.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fairpca_dist.io.storage import Location, StorageOptions, locate
 
 __all__ = [
     "MOMENTS_CACHE",
+    "TABLE_MOMENTS",
     "moments_cache",
     "file_fingerprint",
     "roles_key",
@@ -33,6 +34,8 @@ __all__ = [
 ]
 
 MOMENTS_CACHE = ".moments-cache"
+TABLE_MOMENTS = "moments"
+"""The folder of an ingested table holding its files' moments, written by ingest."""
 
 
 def moments_cache(
