@@ -1,5 +1,6 @@
 """The pipeline end to end on a table larger than the workers' memory, against a plain dask copy
-of the same table, on one ``LocalCluster`` in one run; and projection write-back against plain dask.
+of the same table, on ``LocalCluster`` s of the same shape in one run; and projection write-back against
+plain dask.
 
     .venv/bin/python benchmarks/bench_pipeline.py             # 20M x 50 (10 GB of Parquet), ~20 min
     .venv/bin/python benchmarks/bench_pipeline.py --quick     # 4M x 50, one round, ~3 min
@@ -8,9 +9,9 @@ of the same table, on one ``LocalCluster`` in one run; and projection write-back
 1. Writes ``scratch/pipeline/source/`` (``bench_out_of_core.write_table``: 4 groups of
    50/30/15/5 %, 250k-row files, a binary target ``y``, each file evicted from the page cache)
    after checking the disk.
-2. Starts ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory)`` (default 2 GB
-   each, of which ~0.35 GB are the imports of the Prefect tasks that run in the workers: the
-   table does not fit in the workers' memory). With ``--background-load N``, N busy-looping
+2. Every command runs on a new ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory)``
+   (default 2 GB each, of which ~0.35 GB are the imports of the Prefect tasks that run in the
+   workers: the table does not fit in the workers' memory), started before the clock starts. With ``--background-load N``, N busy-looping
    processes run beside everything that is timed (a machine under load, reproducibly).
 3. ``--repeats`` rounds, each: the source evicted from the page cache before every command, then
    the baseline, plain dask ``read_parquet(source).to_parquet(copy)`` (the floor of any step that
@@ -238,6 +239,19 @@ class BackgroundLoad:
             process.wait()
 
 
+@contextlib.contextmanager
+def cluster_of(worker_memory: str):
+    """``LocalCluster(2 workers x 1 thread, memory_limit=worker_memory)``, a client and the
+    workers' process ids."""
+    from dask.distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=worker_memory, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        yield cluster, client, sorted(client.run(os.getpid).values())
+
+
 def evict_folder(folder: Path) -> None:
     for path in folder.rglob("*.parquet"):
         evict(path)
@@ -269,8 +283,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rows, args.repeats, args.writeback_repeats = 4_000_000, 1, 1
-    from dask.distributed import Client, LocalCluster
-
     from fairpca_dist import load_model
     from fairpca_dist.projection import project_table
 
@@ -296,44 +308,42 @@ def main() -> None:
     background = BackgroundLoad(args.background_load)
     rounds: list[dict] = []
     try:
-        with (
-            LocalCluster(
-                n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=":0"
-            ) as cluster,
-            Client(cluster) as client,
-        ):
-            workers = sorted(client.run(os.getpid).values())
-            for round_ in range(args.repeats):
+        for round_ in range(args.repeats):
+            record: dict = {"load": load()}
+            with cluster_of(args.worker_memory) as (cluster, client, workers):
                 evict_folder(source)
-                record: dict = {"load": load()}
                 _, record["dask_copy_seconds"] = timed(lambda: dask_copy(client, source, scratch / "copy"))
-                shutil.rmtree(scratch / "copy", ignore_errors=True)
-                print(f"round {round_ + 1}: plain dask copy {record['dask_copy_seconds']:.1f} s", flush=True)
-                for variant, roles in VARIANTS.items():
+            shutil.rmtree(scratch / "copy", ignore_errors=True)
+            print(f"round {round_ + 1}: plain dask copy {record['dask_copy_seconds']:.1f} s", flush=True)
+            for variant, roles in VARIANTS.items():
+                # a cluster of its own, as each run of a new user: the workers' Prefect log handlers
+                # would still point at the previous run's (stopped) temporary API server
+                with cluster_of(args.worker_memory) as (cluster, client, workers):
                     evict_folder(source)
                     record[variant] = run_pipeline(
                         source, runs, cluster.scheduler_address, workers, args.method, args.r, roles
                     )
-                    print(
-                        f"round {round_ + 1}: pipeline ({variant}) {record[variant]['seconds']:.1f} s "
-                        f"{record[variant]['steps']}",
-                        flush=True,
-                    )
-                record["load_end"] = load()
-                rounds.append(record)
-            out["rounds"] = rounds
-            run_dir = runs / "bench"
-            model, table = load_model(run_dir / "model"), run_dir / "table" / "parts"
-            names = [f"fairpca{j}" for j in range(model.components.shape[1])]
-            times: dict[str, list[float]] = {"ours": [], "dask": []}
+                print(
+                    f"round {round_ + 1}: pipeline ({variant}) {record[variant]['seconds']:.1f} s "
+                    f"{record[variant]['steps']}",
+                    flush=True,
+                )
+            record["load_end"] = load()
+            rounds.append(record)
+        out["rounds"] = rounds
+        run_dir = runs / "bench"
+        model, table = load_model(run_dir / "model"), run_dir / "table" / "parts"
+        names = [f"fairpca{j}" for j in range(model.components.shape[1])]
+        times: dict[str, list[float]] = {"ours": [], "dask": []}
+        with cluster_of(args.worker_memory) as (cluster, client, workers):
             for _ in range(args.writeback_repeats):
                 times["ours"].append(
                     timed(lambda: project_table(model, str(table), scratch / "ours", client=client))[1]
                 )
                 times["dask"].append(timed(lambda: dask_projection(client, table, model, scratch / "dask"))[1])
-            out["writeback"] = {key: sorted(value) for key, value in times.items()}
-            if args.writeback_repeats:
-                out["writeback_max_relative_difference"] = same_projection(scratch / "ours", scratch / "dask", names)
+        out["writeback"] = {key: sorted(value) for key, value in times.items()}
+        if args.writeback_repeats:
+            out["writeback_max_relative_difference"] = same_projection(scratch / "ours", scratch / "dask", names)
     finally:
         background.close()
         if not args.keep:
