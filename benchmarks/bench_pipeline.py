@@ -7,12 +7,13 @@ plain dask.
     .venv/bin/python benchmarks/bench_pipeline.py --background-load 2   # the same, 2 busy processes beside it
 
 1. Writes ``scratch/pipeline/source/`` (``bench_out_of_core.write_table``: 4 groups of
-   50/30/15/5 %, 250k-row files, a binary target ``y``, each file evicted from the page cache)
+   50/30/15/5 %, 500k-row files, a binary target ``y``, each file evicted from the page cache)
    after checking the disk.
 2. Every command runs on a new ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory)``
    (default 2 GB each, of which ~0.35 GB are the imports of the Prefect tasks that run in the
-   workers: the table does not fit in the workers' memory), started before the clock starts. With ``--background-load N``, N busy-looping
-   processes run beside everything that is timed (a machine under load, reproducibly).
+   workers: the table does not fit in the workers' memory), started before the clock starts.
+   With ``--background-load N``, N busy-looping processes run beside everything that is timed
+   (a machine under load, reproducibly).
 3. ``--repeats`` rounds, each: the source evicted from the page cache before every command, then
    the baseline, plain dask ``read_parquet(source).to_parquet(copy)`` (the floor of any step that
    reads and rewrites the table; ingest is one), then ``fairpca pipeline SOURCE
