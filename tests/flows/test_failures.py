@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -124,15 +125,15 @@ def test_a_lost_worker_is_retried_and_the_flow_succeeds(work, tmp_path, fragile_
     from fairpca_dist.flows.tasks import fit_task
 
     monkeypatch.setattr(fit_flow_module, "fit_task", fit_task.with_options(retry_delay_seconds=0))
-    fit_table(
-        work / "table", tmp_path / "reference", n_components=2, standardize=True, cache_dir=tmp_path / "ref-cache"
-    )
+    table = tmp_path / "table"  # without the moments ingest wrote into it: the fit reads the rows
+    shutil.copytree(work / "table", table, ignore=shutil.ignore_patterns("moments"))
+    fit_table(table, tmp_path / "reference", n_components=2, standardize=True, cache_dir=tmp_path / "ref-cache")
     fragile_cluster.wait_for_workers(2, timeout=120)
     marker = tmp_path / "killed"
     fragile_cluster.register_plugin(KillOnce(marker, 2), name="kill-once")
     try:
         state = fit(
-            table_dir=str(work / "table"),
+            table_dir=str(table),
             model_dir=str(tmp_path / "model"),
             n_components=2,
             cache_dir=str(tmp_path / "cache"),
