@@ -62,6 +62,10 @@ def workspace(tmp_path_factory) -> dict[str, Path]:
     return {"root": root, "source": source, "table": table, "model": model}
 
 
+_OTHER_ROLES = {"sensitive_feature": "sex", "features": ["a", "b"]}
+"""Column roles of the workspace's table whose moments ingest did not compute."""
+
+
 def _outputs(workspace: dict[str, Path], name: str) -> list[tuple[str, str]]:
     """(description, output path) overlapping input ``name``: the input itself, a folder
     inside it, its parent folder, and the same through a symbolic link and through ``..``."""
@@ -152,11 +156,15 @@ def test_fit_report_compare_evaluate_refuse_outputs_overlapping_their_inputs(wor
 
 
 def test_the_moments_cache_may_not_lie_in_the_table(workspace):
+    """A fit that computes moments (of roles other than the ingested table's) refuses to cache them
+    inside the table."""
     table = workspace["table"]
     out = workspace["root"] / "model-2"
     _refused(
         workspace,
-        lambda: fit_table(table, out, method="pca", n_components=1, cache_dir=table / "cache"),
+        lambda: fit_table(  # roles whose moments ingest did not write into the table: they would be cached
+            table, out, method="pca", n_components=1, cache_dir=table / "cache", **_OTHER_ROLES
+        ),
         str(table / "cache"),
         str(table),
     )

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -100,7 +101,10 @@ def test_pipeline_steps_on_s3_equal_local(s3, s3_bucket, source, tmp_path):
     keys = s3.keys(_bucket(s3_bucket))
     for output in ("table", "model", "projected"):
         assert f"{output}/{POINTER}" in keys
-    assert any(k.startswith(".moments-cache/") for k in keys)  # the fit's cache is in the bucket too
+    assert any(k.startswith("table/") and "/moments/" in k for k in keys)  # ingest's, which the fit read
+    assert not any(k.startswith(".moments-cache/") for k in keys)
+    fit_table(f"{s3_bucket}/table", f"{s3_bucket}/model-2", n_components=1, sensitive_feature="group", features=["x0"])
+    assert any(k.startswith(".moments-cache/") for k in s3.keys(_bucket(s3_bucket)))  # other roles: cached there
 
 
 def test_a_plain_reader_of_the_prefix_sees_the_committed_output(s3_bucket, source):
@@ -234,9 +238,13 @@ def test_a_table_at_a_bucket_root_is_fitted_and_its_cache_skipped_with_a_warning
     remote, _ = source
     root = f"s3://{s3.new_bucket()}"
     ingest_table(remote, root, sensitive_feature="group", key_columns=["row_id"])
-    with pytest.warns(UserWarning, match="not cached: it is a bucket's root"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the table's own moments (ingest's): nothing to cache
         fit_table(root, f"{s3_bucket}/model", n_components=2)
-    fit_table(root, f"{s3_bucket}/model", n_components=2, cache_dir=f"{s3_bucket}/cache")
+    roles = {"sensitive_feature": "group", "features": ["x0", "x1"]}  # moments the table does not hold
+    with pytest.warns(UserWarning, match="not cached: it is a bucket's root"):
+        fit_table(root, f"{s3_bucket}/model", n_components=2, **roles)
+    fit_table(root, f"{s3_bucket}/model", n_components=2, cache_dir=f"{s3_bucket}/cache", **roles)
     assert any(k.startswith("cache/") for k in s3.keys(_bucket(s3_bucket)))
 
 

@@ -59,7 +59,8 @@ def test_pipeline_on_s3_lands_in_the_bucket_and_equals_a_local_run(s3, s3_bucket
     keys = s3.keys(s3_bucket.removeprefix("s3://"))
     for output in ("table", "model", "projected", "report"):
         assert f"runs/r1/{output}/{POINTER}" in keys, output
-    assert any(k.startswith("runs/.moments-cache/") for k in keys)
+    table_moments = [k for k in keys if k.startswith("runs/r1/table/") and "/moments/" in k]
+    assert table_moments and not any(k.startswith("runs/.moments-cache/") for k in keys)  # the fit read no rows
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.csv"]  # nothing under the working folder
 
     ingest_table(

@@ -292,8 +292,9 @@ def test_run_writes_every_output(deployed_run: DeployedRun) -> None:
     assert schema["rows"] == 30000 and schema["rejected"] == 0
     assert schema["sensitive_feature"] == ["SEX"] and len(schema["features"]) == 22
     assert len(schema["partitions"]) >= 2
-    # one cached moments file per ingested Parquet file
-    assert len(list((deployed_run.runs_dir / ".moments-cache").glob("*.npz"))) == len(schema["partitions"])
+    # ingest wrote one moments file per Parquet file into the table, and the fit computed none
+    assert len(list((run / "table" / "moments").glob("*.npz"))) == len(schema["partitions"])
+    assert not (deployed_run.runs_dir / ".moments-cache").exists()
     record = json.loads((run / "model" / "model.json").read_text())
     assert record["method"] == "fair-eig" and record["n_components"] == 2
     assert json.loads((run / "report" / "report.json").read_text())
