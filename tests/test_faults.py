@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,6 +190,7 @@ def test_fit_flow_rerun_on_a_new_scheduler_reads_no_rows(table, tmp_path, prefec
 
     _, x, labels, _ = table
     ingest_table(pd.DataFrame(x, columns=FEATURES).assign(group=labels), tmp_path / "table", sensitive_feature="group")
+    shutil.rmtree(tmp_path / "table" / "moments")  # those ingest computed: the first fit reads the rows
     settings = {
         "table_dir": str(tmp_path / "table"),
         "model_dir": str(tmp_path / "model"),
