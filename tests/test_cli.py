@@ -449,7 +449,7 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
     given = {}
 
     class Server:
-        seconds = 0.0
+        waited = 0.0
 
         def describe(self):
             return "no server (test)"
@@ -458,7 +458,7 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
         given.update(parameters)
         raise FairPCAError("stopped by the test")
 
-    monkeypatch.setattr(fairpca_dist.flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server()))
+    monkeypatch.setattr(fairpca_dist.flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server))
     monkeypatch.setattr(fairpca_dist.flows.pipeline, "pipeline", pipeline)
     monkeypatch.setattr(_Console, "quiet_prefect", lambda self: None)
     assert (
