@@ -255,6 +255,7 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
 
         def ready() -> ApiServer:
             if not found:
+                _import_first_run_modules()  # while the server may still be starting
                 waiting = time.perf_counter()
                 seconds = server.wait(settings.server.ephemeral.startup_timeout_seconds)
                 found.append(ApiServer(server.api_url, True, seconds, new_database, time.perf_counter() - waiting))
@@ -270,6 +271,14 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
         stack.callback(server.stop)
         stack.callback(_drain_prefect_workers)
         yield ready
+
+
+def _import_first_run_modules() -> None:
+    """Import what Prefect imports at the first flow call of a process: its flow engine and
+    FastAPI's encoder of flow parameters (``Flow.serialize_parameters``); 0.2-0.5 s that a
+    command waiting for its server spends better now than once the server is up."""
+    import fastapi.encoders  # noqa: F401
+    import prefect.flow_engine  # noqa: F401
 
 
 def _restore_environment(name: str, value: str | None) -> None:
