@@ -266,11 +266,43 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
                 stack.enter_context(temporary_settings(updates=updates))
             return found[0]
 
+        def send_what_is_held() -> None:
+            if found:  # what is logged from now on would race the server's stop
+                _drop_logs_to(found[0].url)
+            _drain_prefect_workers()
+
         stack.callback(_restore_environment, "PREFECT_API_URL", os.environ.get("PREFECT_API_URL"))
         server.launch()  # an interrupt from here on stops it too
         stack.callback(server.stop)
-        stack.callback(_drain_prefect_workers)
+        stack.callback(send_what_is_held)
         yield ready
+
+
+_STOPPED_SERVERS: set[str] = set()  # API URLs of temporary servers this process has stopped
+
+
+def _drop_logs_to(url: str) -> None:
+    """From now on, drop Prefect's run logs addressed to the API at ``url`` (a server about to stop).
+
+    A task that outlives its interrupted flow (a step on the cluster's threads, which no signal
+    stops) may still log after the command has sent its logs and stopped its server: Prefect
+    would fail to send that line and write ``--- Error logging to API ---`` on standard error.
+    Logs to any other API are sent as before (through Prefect's log sink hook, installed once
+    unless another sink is there)."""
+    from prefect.logging import handlers
+
+    _STOPPED_SERVERS.add(url)
+    if getattr(handlers, "_api_log_sink", None) is None:
+        handlers.set_api_log_sink(_send_unless_stopped)
+
+
+def _send_unless_stopped(log: dict[str, Any]) -> None:
+    """Prefect's ``emit_api_log``, but for logs to the servers of :data:`_STOPPED_SERVERS`."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value() not in _STOPPED_SERVERS:
+        APILogWorker.instance().send(log)
 
 
 def _import_first_run_modules() -> None:

@@ -147,3 +147,31 @@ def test_flows_on_the_temporary_server_send_no_heartbeats_unless_the_user_says_s
         )
         assert done.returncode == 0, done.stderr
         assert done.stdout.splitlines() == [f"{url} True 1.5 {url}", f"{url} {expected}", "stopped", "None None"]
+
+
+def test_logs_to_a_stopped_server_are_dropped_and_others_sent(monkeypatch):
+    """A task outliving its interrupted flow logs after the command stopped its server: that
+    line is dropped (Prefect would print '--- Error logging to API ---'); logs to any other API go."""
+    from prefect.logging import handlers
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from fairpca_dist.flows import runtime
+
+    sent = []
+
+    class Worker:
+        @classmethod
+        def instance(cls):
+            return cls()
+
+        def send(self, log):
+            sent.append((PREFECT_API_URL.value(), log["message"]))
+
+    monkeypatch.setattr(handlers, "APILogWorker", Worker)
+    monkeypatch.setattr(runtime, "_STOPPED_SERVERS", set())
+    monkeypatch.setattr(handlers, "_api_log_sink", None)
+    runtime._drop_logs_to("http://127.0.0.1:1/api")
+    for url in ("http://127.0.0.1:1/api", "http://127.0.0.1:2/api"):
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            handlers.emit_api_log({"message": f"to {url}"})
+    assert sent == [("http://127.0.0.1:2/api", "to http://127.0.0.1:2/api")]
