@@ -208,12 +208,12 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
 
     The server starts beside the command: call ``ready()`` when the flows are about to run,
     after the command's own imports and checks (the temporary server takes 1.5-3 s to start,
-    far longer on a new Prefect home, which gets its database). The flows would start one on their first API
-    call anyway (Prefect keeps one per process); starting it first lets a command say what it
-    is doing and how long it took, and this one
-    (:class:`fairpca_dist.flows.api_server.TemporaryServer`) is safe from interrupts: a terminal's Ctrl-C
-    does not reach it, so the flow runs inside are marked crashed before it stops, and it
-    exits by itself if this process dies. ``announce`` receives one line as a temporary
+    far longer on a new Prefect home, which gets its database). The flows would start one on
+    their first API call anyway (Prefect keeps one per process); starting it first lets a
+    command say what it is doing and how long it took, and this one
+    (:class:`fairpca_dist.flows.api_server.TemporaryServer`) is safe from interrupts: a
+    terminal's Ctrl-C does not reach it, so the flow runs inside are marked crashed before it
+    stops, and it exits by itself if this process dies. ``announce`` receives one line as a temporary
     server starts. ``ready()`` raises :class:`~fairpca_dist.exceptions.ServiceError` when the
     server does not come up (or when ``PREFECT_API_URL`` names an API that does not answer).
 
