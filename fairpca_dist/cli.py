@@ -11,6 +11,7 @@ import argparse
 import ast
 import contextlib
 import functools
+import gc
 import inspect
 import json
 import logging
@@ -22,9 +23,9 @@ import textwrap
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +36,9 @@ from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_p
 from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import group_display_names
+
+if TYPE_CHECKING:
+    from fairpca_dist.flows.runtime import ApiServer
 
 __all__ = ["main"]
 
@@ -519,47 +523,52 @@ class _HelpMethod(argparse.Action):
         parser.exit()
 
 
-def _pipeline(args: argparse.Namespace) -> int:
+def _pipeline(
+    args: argparse.Namespace, launched: tuple[contextlib.ExitStack, Callable[[], ApiServer]] | None = None
+) -> int:
+    """``fairpca pipeline``. ``launched``: an API server the caller (the demo) launched already, as
+    the exit stack that stops it (left here, whatever happens) and its ``ready``
+    (:func:`fairpca_dist.flows.runtime.api_server`); without it, one is launched after the checks."""
     from fairpca_dist.io.runs import check_run
 
     started = time.perf_counter()
-    print(
-        f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
-        f"{', '.join(args.sensitive_feature)}, on {args.source}"
-    )
-    run = dict(
-        source=args.source,
-        sensitive_feature=args.sensitive_feature,
-        runs_dir=args.runs_dir,
-        run_id=args.run_id,
-        features=args.features,
-        exclude=args.exclude,
-        key_columns=args.key_columns,
-        target=args.target,
-        method=args.method,
-        n_components=args.n_components,
-        center=args.center,
-        options=_options(args.option),
-        on_bad_rows=args.on_bad_rows,
-        dask_address=args.dask_address,
-        read_options=_options(args.read_option) or None,
-        storage_options=_storage_options(args),
-        overwrite=args.overwrite,
-    )
-    check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
-    checks = time.perf_counter() - started
-    from fairpca_dist.flows.pipeline import pipeline
-    from fairpca_dist.flows.runtime import api_server
-    from fairpca_dist.flows.steps import show_step_lines
+    stack, ready = launched or (contextlib.ExitStack(), None)
+    with stack:  # leaving it stops the server, once the flows are done (counted in the time below)
+        print(
+            f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
+            f"{', '.join(args.sensitive_feature)}, on {args.source}"
+        )
+        run = dict(
+            source=args.source,
+            sensitive_feature=args.sensitive_feature,
+            runs_dir=args.runs_dir,
+            run_id=args.run_id,
+            features=args.features,
+            exclude=args.exclude,
+            key_columns=args.key_columns,
+            target=args.target,
+            method=args.method,
+            n_components=args.n_components,
+            center=args.center,
+            options=_options(args.option),
+            on_bad_rows=args.on_bad_rows,
+            dask_address=args.dask_address,
+            read_options=_options(args.read_option) or None,
+            storage_options=_storage_options(args),
+            overwrite=args.overwrite,
+        )
+        check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
+        checks = time.perf_counter() - started
+        ready = ready or stack.enter_context(_api_server())  # it starts while the flows are imported
+        from fairpca_dist.flows.pipeline import pipeline
+        from fairpca_dist.flows.steps import show_step_lines
 
-    imports = time.perf_counter() - started - checks
-    args.console.quiet_prefect()
-    with (
-        api_server(announce=lambda message: print(f"  prefect  {message}", flush=True)) as server,
-        show_step_lines(echo=not args.verbose) as lines,
-    ):  # with -v, Prefect's console shows them
+        imports = time.perf_counter() - started - checks
+        args.console.quiet_prefect()
+        server = ready()
         print(f"  prefect  {server.describe()}")
-        result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
+        with show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
+            result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
     from fairpca_dist.assessment.report import REPORT_FILE, report_markdown_summary
     from fairpca_dist.io.storage import locate
     from fairpca_dist.io.versions import committed
@@ -568,7 +577,7 @@ def _pipeline(args: argparse.Namespace) -> int:
     report = json.loads((report_dir / REPORT_FILE).read_text())
     print("\n" + report_markdown_summary(report))
     total = time.perf_counter() - started
-    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, checks, server.seconds, lines.seconds)}")
+    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, checks, server.waited, lines.seconds)}")
     print(
         f"everything is in {result['run_dir']}: report {result['report']['markdown']} (and report.html, "
         f"report.json, PNGs), model in {result['model']['model_dir']}, projections in {result['projected']['out_dir']}"
@@ -576,9 +585,17 @@ def _pipeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _api_server() -> contextlib.AbstractContextManager[Callable[[], ApiServer]]:
+    """:func:`fairpca_dist.flows.runtime.api_server`, announcing on standard output."""
+    from fairpca_dist.flows.runtime import api_server
+
+    return api_server(announce=lambda message: print(f"  prefect  {message}", flush=True))
+
+
 def _time_breakdown(total: float, imports: float, checks: float, server: float, steps: dict[str, float]) -> str:
-    """``": checks 0.2 s, imports 2.0 s, Prefect API 2.7 s, dask 0.3 s, ingest 0.4 s, …, Prefect runs 2.1 s"``:
-    where the time went; "Prefect runs" is the rest (flow and task runs' API calls and states)."""
+    """``": checks 0.2 s, imports 2.0 s, Prefect API 0.4 s, dask 0.3 s, ingest 0.4 s, …, Prefect runs 2.1 s"``:
+    where the time went; "Prefect API" is the wait for the API server (it starts during the imports),
+    "Prefect runs" is the rest (flow and task runs' API calls and states)."""
     parts = {"checks": checks, "imports": imports, "Prefect API": server, **steps}
     parts["Prefect runs"] = max(total - sum(parts.values()), 0.0)
     return ": " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts.items())
@@ -586,7 +603,6 @@ def _time_breakdown(total: float, imports: float, checks: float, server: float, 
 
 def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.flows.runtime import check_configured_api
-    from fairpca_dist.io.datasets import load_diabetes_table, write_synthetic_parquet
     from fairpca_dist.io.storage import is_url, local_path
 
     check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
@@ -600,6 +616,16 @@ def _demo(args: argparse.Namespace) -> int:
     run_dir = Path(local_path(args.runs_dir)) / run_id
     if run_dir.exists():  # the demo writes its source there: never over a file of the user's
         raise InputError(f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)")
+    with contextlib.ExitStack() as stack:
+        ready = stack.enter_context(_api_server())  # it starts while the demo writes its table and imports the flows
+        demo = _demo_pipeline_args(args, run_id, run_dir)
+        return _pipeline(demo, (stack.pop_all(), ready))
+
+
+def _demo_pipeline_args(args: argparse.Namespace, run_id: str, run_dir: Path) -> argparse.Namespace:
+    """Write the demo's table into ``run_dir``; return the arguments of ``fairpca pipeline`` on it."""
+    from fairpca_dist.io.datasets import load_diabetes_table, write_synthetic_parquet
+
     if args.synthetic_rows:
         source = write_synthetic_parquet(
             run_dir / "source.parquet", args.synthetic_rows, rows_per_file=args.rows_per_file
@@ -627,7 +653,7 @@ def _demo(args: argparse.Namespace) -> int:
             "target": "high_progression",
             "features": ["age", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6"],
         }
-    args_for_pipeline = argparse.Namespace(
+    return argparse.Namespace(
         **settings,
         runs_dir=args.runs_dir,
         run_id=run_id,
@@ -646,7 +672,6 @@ def _demo(args: argparse.Namespace) -> int:
         verbose=args.verbose,
         console=args.console,
     )
-    return _pipeline(args_for_pipeline)
 
 
 def _storage_options(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -1116,12 +1141,20 @@ def _environment_error(error: OSError | MemoryError) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fairpca`` console script. A reader that closes the output early
     (``fairpca methods | head``) ends the command quietly, with the status 141 (128 + SIGPIPE)
-    a command killed by a closed pipe has."""
+    a command killed by a closed pipe has.
+
+    Run as the program (``argv`` None: the console script, ``python -m fairpca_dist.cli``), the
+    command leaves what it made to the exit (:func:`gc.freeze`): the interpreter's garbage
+    collections at exit then skip those objects, and a pipeline's ~330,000 (Prefect, dask,
+    pandas…) took them 1-1.5 s of a 2-core machine; memory is returned to the system either way.
+    """
     try:
         try:
             return _command(argv)
         finally:
             sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen here
+            if argv is None:
+                gc.freeze()
     except BrokenPipeError:
         # Python's recipe: point stdout at devnull, so that the interpreter's last flush at exit writes nowhere
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

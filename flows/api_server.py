@@ -1,22 +1,34 @@
-"""Prefect's temporary API server, tied to the command that starts it.
+"""Prefect's temporary API server, started early by a command and tied to it.
 
 Prefect starts its temporary ("ephemeral") server as a child process in the caller's process
-group. A terminal's Ctrl-C reaches every process of that group at once, so the server died
-while the command was still marking its flow run crashed, and those API calls were retried
-for minutes (8 tracebacks, exit after 144 s). A command killed outright (SIGKILL, the out-of-
-memory killer) left the server running for good.
+group, on the first API call, and waits for it there. Three things about that cost a command:
 
-:class:`TemporaryServer` runs Prefect's own server command with Prefect's own environment,
-but
+- a terminal's Ctrl-C reaches every process of the group at once, so the server died while the
+  command was still marking its flow run crashed, and those API calls were retried for minutes
+  (8 tracebacks, exit after 144 s); a command killed outright (SIGKILL, the out-of-memory
+  killer) left the server running for good;
+- the command waits for the whole start (2.5-3 s on an idle 2-core machine: a new interpreter
+  importing Prefect's server application, then its database check), although it has work of its
+  own to do meanwhile (its imports, its checks, the demo's table);
+- starting it through Prefect (``SubprocessASGIServer``) imports Prefect's server application
+  into the command too: another second of imports the command never uses.
 
+:class:`TemporaryServer` runs Prefect's own server command (uvicorn serving
+``prefect.server.api.server:create_app``, as ``SubprocessASGIServer`` does) with Prefect's own
+environment, but
+
+- :meth:`~TemporaryServer.launch` starts it and returns at once; :meth:`~TemporaryServer.wait`
+  waits for its health check when the command needs the API;
 - in a session of its own, so signals sent to the command's process group do not reach it:
-  the command stops it (:meth:`~prefect.server.api.server.SubprocessASGIServer.stop`) once
-  its flow runs are marked finished, failed or crashed;
+  the command stops it (:meth:`~TemporaryServer.stop`) once its flow runs are marked finished,
+  failed or crashed;
 - under :func:`main`, which watches the parent: when the command that started it has died,
   the server exits by itself (SIGTERM to itself, uvicorn's graceful shutdown; a hard exit if
   that takes longer than :data:`GRACE_SECONDS`).
 
-Import this module only to start a server: it imports Prefect's server application.
+This module imports only the standard library at its top: the server process runs it by path
+(``python -P …/api_server.py``), without importing ``fairpca_dist`` (dask, pandas: 1.3 s), and
+the command imports Prefect's server application nowhere.
 """
 
 from __future__ import annotations
@@ -24,19 +36,15 @@ from __future__ import annotations
 import os
 import runpy
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-import types
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
 
-import prefect.server.api.server as prefect_server
-
-__all__ = ["TemporaryServer", "main", "POLL_SECONDS", "GRACE_SECONDS"]
-
-_MODULE = "fairpca_dist.flows.api_server"  # this module, also when it runs as ``__main__``
+__all__ = ["TemporaryServer", "main", "POLL_SECONDS", "GRACE_SECONDS", "STOP_SECONDS"]
 
 POLL_SECONDS = 0.5
 """How often the server checks that its parent is alive."""
@@ -44,29 +52,119 @@ POLL_SECONDS = 0.5
 GRACE_SECONDS = 10.0
 """How long an orphaned server may take to shut down gracefully before it exits at once."""
 
+STOP_SECONDS = 5.0
+"""How long :meth:`TemporaryServer.stop` waits for a graceful shutdown before it kills the server
+(Prefect's ``SubprocessASGIServer.stop`` waits as long)."""
 
-class TemporaryServer(prefect_server.SubprocessASGIServer):
+HEALTH_POLL_SECONDS = 0.05
+"""How often :meth:`TemporaryServer.wait` asks the starting server's health check."""
+
+_STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. its port was taken meanwhile
+
+# Prefect's server command (prefect 3.8.8, SubprocessASGIServer._run_uvicorn_command), after the
+# port; tests/flows/test_api_server.py checks that it is still Prefect's.
+_UVICORN_OPTIONS = ("--log-level", "error", "--lifespan", "on")
+_SERVER_ENVIRONMENT = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+
+
+def _free_port() -> int:
+    """A TCP port of 127.0.0.1 that no one listens on now (the system's choice)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class TemporaryServer:
     """Prefect's temporary API server in a session of its own, exiting when its parent dies.
 
-    Prefect keeps one temporary server per process (``SubprocessASGIServer()`` returns it),
-    so flow runs in this process use this one once it is created.
+    ``launch()`` starts it, ``wait()`` returns once its API answers, ``stop()`` ends it. The
+    command and its flows reach it by :attr:`api_url` (``PREFECT_API_URL``).
     """
 
-    def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-        parent = os.getpid()
+    def __init__(self) -> None:
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.launched = 0.0  # time.perf_counter() at the first launch
 
-        def popen(args: Sequence[str], **options: Any) -> subprocess.Popen[Any]:
-            # Prefect's ``python -m uvicorn ...`` becomes ``python -m fairpca_dist.flows.api_server PID -m uvicorn ...``
-            return subprocess.Popen([args[0], "-m", _MODULE, str(parent), *args[1:]], start_new_session=True, **options)
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
 
-        # Prefect builds the command and its environment; only its Popen call is ours.
-        stand_in = types.ModuleType("subprocess")
-        stand_in.__dict__.update({**vars(subprocess), "Popen": popen})
-        prefect_server.subprocess = stand_in
+    def command(self) -> list[str]:
+        """Prefect's server command, run under :func:`main` (this file, by path)."""
+        import prefect
+
+        return [
+            *(sys.executable, "-P", str(Path(__file__).resolve()), str(os.getpid())),
+            *("-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)),
+            *("--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port)),
+            *_UVICORN_OPTIONS,
+        ]
+
+    @staticmethod
+    def environment() -> dict[str, str]:
+        """Prefect's environment of its server: this process's, no UI, and the Prefect settings
+        in effect here (those of the current settings context included)."""
+        from prefect.settings import get_current_settings
+
+        settings = get_current_settings().to_environment_variables(exclude_unset=True)
+        return {**os.environ, **_SERVER_ENVIRONMENT, **settings}
+
+    def launch(self) -> None:
+        """Start the server process on a free port and return at once."""
+        self.port = _free_port()
+        self.process = subprocess.Popen(self.command(), env=self.environment(), start_new_session=True)
+        self.launched = self.launched or time.perf_counter()
+
+    def wait(self, timeout: float) -> float:
+        """Return the seconds since :meth:`launch` once the API answers its health check.
+
+        A server that could not start on its port (taken since :func:`_free_port` chose it) is
+        started again on another, as Prefect does. Raises
+        :class:`~fairpca_dist.exceptions.ServiceError` if the server exits, or does not answer
+        within ``timeout`` seconds of the launch.
+        """
+        import httpx
+
+        from fairpca_dist.exceptions import ServiceError
+
+        assert self.process is not None, "launch() first"
+        with httpx.Client(timeout=max(timeout, 1.0)) as client:
+            while True:
+                status = self.process.poll()
+                if status == _STARTUP_FAILURE:
+                    self.launch()
+                    continue
+                if status is not None:
+                    raise ServiceError(
+                        f"the temporary Prefect API server exited with status {status} before it answered at "
+                        f"{self.api_url} (its error is above); set PREFECT_API_URL to use a server of your own"
+                    )
+                try:
+                    if client.get(f"{self.api_url}/health").status_code == 200:
+                        return time.perf_counter() - self.launched
+                except httpx.TransportError:  # not listening yet
+                    pass
+                if time.perf_counter() - self.launched > timeout:
+                    self.stop()
+                    raise ServiceError(
+                        f"the temporary Prefect API server did not answer at {self.api_url} within {timeout:.0f} s "
+                        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): a loaded machine may need more"
+                    )
+                time.sleep(HEALTH_POLL_SECONDS)
+
+    def stop(self) -> None:
+        """End the server: SIGTERM (uvicorn's graceful shutdown), SIGKILL after :data:`STOP_SECONDS`."""
+        if self.process is None:
+            return
+        self.process.terminate()
         try:
-            return super()._run_uvicorn_command()
+            self.process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
         finally:
-            prefect_server.subprocess = subprocess
+            self.process = None
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -80,12 +178,12 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m fairpca_dist.flows.api_server PARENT_PID -m MODULE [ARGS...]``: run ``MODULE`` as
+    """``python -P api_server.py PARENT_PID -m MODULE [ARGS...]``: run ``MODULE`` as
     ``python -m MODULE ARGS...`` would, in this process, while a thread watches that
     ``PARENT_PID`` is still its parent."""
     parent, flag, module, *arguments = sys.argv[1:] if argv is None else argv
     if flag != "-m":
-        raise SystemExit(f"usage: python -m {_MODULE} PARENT_PID -m MODULE [ARGS...]")
+        raise SystemExit(f"usage: python -P {__file__} PARENT_PID -m MODULE [ARGS...]")
     threading.Thread(target=_exit_with_parent, args=(int(parent),), name="exit-with-parent", daemon=True).start()
     sys.argv = [module, *arguments]
     runpy.run_module(module, run_name="__main__", alter_sys=True)

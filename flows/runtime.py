@@ -15,14 +15,19 @@ defaults in :data:`PREFECT_DEFAULTS`. Nothing else of the user's Prefect configu
 touched; with ``PREFECT_API_URL`` set,
 flows run against that server and no temporary server starts.
 
-A command starts the temporary server itself, with :func:`api_server`: it says so, times it,
-and stops it when the command ends, interrupted or not (see :mod:`fairpca_dist.flows.api_server`).
+A command starts the temporary server itself, with :func:`api_server`, as early as it can, and
+does its own work (imports, checks) while the server starts: it says so, times it, and stops it
+when the command ends, interrupted or not (see :mod:`fairpca_dist.flows.api_server`). Its flows
+run there with the settings of :data:`TEMPORARY_SERVER_DEFAULTS` (again only where the user has
+not set them): what a server that stops with the command never reads is not sent.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,6 +38,7 @@ from prefect import Flow
 
 __all__ = [
     "PREFECT_DEFAULTS",
+    "TEMPORARY_SERVER_DEFAULTS",
     "apply_prefect_defaults",
     "flow",
     "ApiServer",
@@ -50,6 +56,25 @@ PREFECT_DEFAULTS: dict[str, str] = {
 }
 
 
+TEMPORARY_SERVER_DEFAULTS: dict[str, Any] = {
+    # No flow-run heartbeats: they let a server that outlives a run find it crashed; the temporary
+    # server dies with the command (which marks its runs crashed itself), and each flow's end
+    # waited up to 1 s for its heartbeat thread. None cannot be written as an environment
+    # variable: these go into Prefect's settings context of the command, where the flows run.
+    "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": None,
+}
+"""Settings for the flows of a command on its own temporary server (:func:`api_server`), set
+only where the user has not set them; a server of the user's (``PREFECT_API_URL``) keeps Prefect's."""
+
+
+def _set_by_user() -> dict[str, str]:
+    """The Prefect settings set in the environment, a profile, ``prefect.toml`` or ``.env`` (or
+    in the current settings context), by their environment variable names."""
+    from prefect.settings import get_current_settings
+
+    return get_current_settings().to_environment_variables(exclude_unset=True)
+
+
 def apply_prefect_defaults() -> dict[str, str]:
     """Set each of :data:`PREFECT_DEFAULTS` the user has not set; return those set.
 
@@ -57,9 +82,8 @@ def apply_prefect_defaults() -> dict[str, str]:
     are refreshed, so this works whether or not Prefect was imported before.
     """
     import prefect.context
-    from prefect.settings import get_current_settings
 
-    configured = get_current_settings().to_environment_variables(exclude_unset=True)
+    configured = _set_by_user()
     applied = {
         name: value for name, value in PREFECT_DEFAULTS.items() if name not in configured and name not in os.environ
     }
@@ -104,12 +128,15 @@ run logs and events it holds."""
 
 @dataclass(frozen=True)
 class ApiServer:
-    """The Prefect API the flows will use, and what it took to get it."""
+    """The Prefect API the flows will use, and what it took to get it: ``seconds`` from the
+    temporary server's launch until it answered, ``waited`` of them spent by the command
+    waiting for it (the rest ran beside the command's own work)."""
 
     url: str
     temporary: bool
     seconds: float
     created_database: bool
+    waited: float = 0.0
 
     def describe(self) -> str:
         if not self.temporary:
@@ -157,58 +184,159 @@ def check_api(url: str, *, timeout: float = API_TIMEOUT) -> None:
         ) from error
 
 
+def _running_prefect_server() -> str | None:
+    """The API URL of Prefect's own temporary server if one already runs for this process (a
+    flow called earlier without :func:`api_server` started it), else None. Not imported, none runs."""
+    module = sys.modules.get("prefect.server.api.server")
+    server = module.SubprocessASGIServer._instances.get(None) if module is not None else None
+    return str(server.api_url) if server is not None and server.running else None
+
+
+def _unset_defaults(defaults: dict[str, Any]) -> dict[Any, Any]:
+    """The settings of ``defaults`` (named as environment variables) the user has not set, as
+    Prefect setting objects → values."""
+    import prefect.settings
+
+    configured = _set_by_user()
+    return {getattr(prefect.settings, name): value for name, value in defaults.items() if name not in configured}
+
+
 @contextlib.contextmanager
-def api_server(announce: Callable[[str], None] | None = None) -> Iterator[ApiServer]:
-    """Start Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one, and
-    stop it on leaving.
+def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callable[[], ApiServer]]:
+    """Launch Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one, and
+    stop it on leaving; yield ``ready``, which waits until the API answers and describes it.
 
-    The flows would start one on their first API call anyway (Prefect keeps one per process);
-    starting it first lets a command say what it is doing and how long it took, and this one
-    (:class:`fairpca_dist.flows.api_server.TemporaryServer`) is safe from interrupts: a terminal's Ctrl-C
-    does not reach it, so the flow runs inside are marked crashed before it stops, and it
-    exits by itself if this process dies. ``announce`` receives one line before a temporary
-    server starts. Raises what Prefect raises when the server does not come up.
+    The server starts beside the command: call ``ready()`` when the flows are about to run,
+    after the command's own imports and checks (the temporary server takes 1.5-3 s to start,
+    far longer on a new Prefect home, which gets its database). The flows would start one on
+    their first API call anyway (Prefect keeps one per process); starting it first lets a
+    command say what it is doing and how long it took, and this one
+    (:class:`fairpca_dist.flows.api_server.TemporaryServer`) is safe from interrupts: a
+    terminal's Ctrl-C does not reach it, so the flow runs inside are marked crashed before it
+    stops, and it exits by itself if this process dies. ``announce`` receives one line as a temporary
+    server starts. ``ready()`` raises :class:`~fairpca_dist.exceptions.ServiceError` when the
+    server does not come up (or when ``PREFECT_API_URL`` names an API that does not answer).
 
-    While inside, flow and task runs reach this API by its URL, task runs on Dask workers
-    included (they receive the flow's settings with each task). A temporary server is otherwise
-    known only to the process that started it: every worker of an existing cluster
-    (``--dask-address``) would start one of its own, on the same database, and the run stalled
-    (measured: no progress for 7 minutes on a 10M-row table).
+    While inside, flow and task runs reach this API by its URL (``PREFECT_API_URL`` in the
+    environment and in Prefect's settings, for threads Prefect starts without this context
+    too), task runs on Dask workers included (they receive the flow's settings with each task).
+    A temporary server is otherwise known only to the process that started it: every worker
+    of an existing cluster (``--dask-address``) would start one of its own, on the same
+    database, and the run stalled (measured: no progress for 7 minutes on a 10M-row table).
+    The settings of :data:`TEMPORARY_SERVER_DEFAULTS` the user has not set apply too.
     """
+    import prefect.context
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
     apply_prefect_defaults()
     settings = get_current_settings()
-    if settings.api.url:
-        check_api(str(settings.api.url))
-        yield ApiServer(str(settings.api.url), temporary=False, seconds=0.0, created_database=False)
-        return
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
+    configured = settings.api.url or _running_prefect_server()
+    if configured:
 
+        def check() -> ApiServer:
+            if settings.api.url:
+                check_api(str(configured))
+            return ApiServer(str(configured), temporary=not settings.api.url, seconds=0.0, created_database=False)
+
+        yield check
+        return
     from fairpca_dist.flows.api_server import TemporaryServer
 
     database = Path(settings.home) / "prefect.db"
     connection = settings.server.database.connection_url  # set by Prefect's defaults
     url = connection.get_secret_value() if connection is not None else ""
     new_database = url.startswith("sqlite") and str(database) in url and not database.exists()
-    server = TemporaryServer()
-    ours = not server.running  # else Prefect's own, started earlier in this process: not ours to stop
-    if announce is not None and ours:
+    if announce is not None:
         first = f" (first run: creating its database in {settings.home}, ~10-30 s)" if new_database else ""
         announce(f"starting a temporary API server{first} ...")
-    started = time.perf_counter()
-    try:
-        server.start()  # an interrupt while it starts stops it too
-        found = ApiServer(
-            server.api_url, temporary=True, seconds=time.perf_counter() - started, created_database=new_database
-        )
-        with temporary_settings(updates={PREFECT_API_URL: found.url}):
-            yield found
-    finally:
-        if ours:
-            # Prefect's log and event workers send what they hold first (at exit, they would try
-            # a stopped server for a minute), with a bound: a stuck send must not hold the command.
-            for worker in (APILogWorker, EventsWorker):
-                worker.drain_all(timeout=DRAIN_SECONDS)
-            server.stop()
+    server = TemporaryServer()
+    found: list[ApiServer] = []
+    with contextlib.ExitStack() as stack:
+
+        def ready() -> ApiServer:
+            if not found:
+                _import_first_run_modules()  # while the server may still be starting
+                waiting = time.perf_counter()
+                seconds = server.wait(settings.server.ephemeral.startup_timeout_seconds)
+                found.append(ApiServer(server.api_url, True, seconds, new_database, time.perf_counter() - waiting))
+                # Threads Prefect starts without this context read the global settings: they get the URL too.
+                os.environ["PREFECT_API_URL"] = server.api_url
+                prefect.context.refresh_global_settings_context()
+                updates = {PREFECT_API_URL: server.api_url, **_unset_defaults(TEMPORARY_SERVER_DEFAULTS)}
+                stack.enter_context(temporary_settings(updates=updates))
+            return found[0]
+
+        def send_what_is_held() -> None:
+            if found:  # what is logged from now on would race the server's stop
+                _drop_logs_to(found[0].url)
+            _drain_prefect_workers()
+
+        stack.callback(_restore_environment, "PREFECT_API_URL", os.environ.get("PREFECT_API_URL"))
+        server.launch()  # an interrupt from here on stops it too
+        stack.callback(server.stop)
+        stack.callback(send_what_is_held)
+        yield ready
+
+
+_STOPPED_SERVERS: set[str] = set()  # API URLs of temporary servers this process has stopped
+
+
+def _drop_logs_to(url: str) -> None:
+    """From now on, drop Prefect's run logs addressed to the API at ``url`` (a server about to stop).
+
+    A task that outlives its interrupted flow (a step on the cluster's threads, which no signal
+    stops) may still log after the command has sent its logs and stopped its server: Prefect
+    would fail to send that line and write ``--- Error logging to API ---`` on standard error.
+    Logs to any other API are sent as before (through Prefect's log sink hook, installed once
+    unless another sink is there)."""
+    from prefect.logging import handlers
+
+    _STOPPED_SERVERS.add(url)
+    if getattr(handlers, "_api_log_sink", None) is None:
+        handlers.set_api_log_sink(_send_unless_stopped)
+
+
+def _send_unless_stopped(log: dict[str, Any]) -> None:
+    """Prefect's ``emit_api_log``, but for logs to the servers of :data:`_STOPPED_SERVERS`."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL
+
+    if PREFECT_API_URL.value() not in _STOPPED_SERVERS:
+        APILogWorker.instance().send(log)
+
+
+def _import_first_run_modules() -> None:
+    """Import what Prefect imports at the first flow call of a process: its flow engine and
+    FastAPI's encoder of flow parameters (``Flow.serialize_parameters``); 0.2-0.5 s that a
+    command waiting for its server spends better now than once the server is up."""
+    import fastapi.encoders  # noqa: F401
+    import prefect.flow_engine  # noqa: F401
+
+
+def _restore_environment(name: str, value: str | None) -> None:
+    """Give the variable ``name`` its former ``value`` (None: unset), and Prefect's settings too."""
+    import prefect.context
+
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    prefect.context.refresh_global_settings_context()
+
+
+def _drain_prefect_workers() -> None:
+    """Let Prefect's log and event workers send what they hold (at exit, they would try a stopped
+    server for a minute), with a bound: a stuck send must not hold the command. Their progress
+    warnings while they drain ("Still processing items: 2 items remaining...") are not shown:
+    they are the normal end of a run; a failed send is still logged, as an error."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        logger = logging.getLogger(worker.__name__)  # the workers' own logger (prefect's _QueueServiceBase)
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            worker.drain_all(timeout=DRAIN_SECONDS)
+        finally:
+            logger.setLevel(level)

@@ -17,6 +17,7 @@ from distributed import KilledWorker
 from distributed.comm import CommClosedError
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
 from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
@@ -93,6 +94,11 @@ def no_retry_after_interrupt() -> Iterator[None]:
 
 _RETRIES: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [5, 30], "retry_condition_fn": retry_if_transient}
 
+# No cache key and no cache lookup: a task's output is what it writes to its path, and a cache hit
+# would skip that write; Prefect's default policy hashed each task's source and inputs and
+# looked the key up in the result store, for nothing (results persist only if the user's settings say so).
+_UNCACHED: dict[str, Any] = {"cache_policy": NO_CACHE}
+
 
 @contextlib.contextmanager
 def dask_client(address: str | None = None) -> Iterator[Any]:
@@ -123,7 +129,7 @@ def dask_client(address: str | None = None) -> Iterator[Any]:
         yield client  # errors of the task body propagate unchanged
 
 
-@task(name="ingest-table", **_RETRIES)
+@task(name="ingest-table", **_RETRIES, **_UNCACHED)
 def ingest_task(
     source: str,
     table_dir: str,
@@ -167,7 +173,7 @@ def ingest_task(
     }
 
 
-@task(name="fit-model", **_RETRIES)
+@task(name="fit-model", **_RETRIES, **_UNCACHED)
 def fit_task(
     table_dir: str,
     model_dir: str,
@@ -214,7 +220,7 @@ def fit_task(
     }
 
 
-@task(name="project-table", **_RETRIES)
+@task(name="project-table", **_RETRIES, **_UNCACHED)
 def project_task(
     model_dir: str,
     table_dir: str,
@@ -251,7 +257,7 @@ def project_task(
     return {"out_dir": str(result.out_dir), "rows": result.rows, "rff_sums": result.rff_sums}
 
 
-@task(name="fairness-report", **_RETRIES)
+@task(name="fairness-report", **_RETRIES, **_UNCACHED)
 def report_task(
     model_dir: str,
     table_dir: str,
@@ -289,7 +295,7 @@ def report_task(
     return {"report_dir": report_dir, "markdown": str(files.markdown), "html": str(files.html)}
 
 
-@task(name="cell-moments", **_RETRIES)
+@task(name="cell-moments", **_RETRIES, **_UNCACHED)
 def cell_moments_task(
     table_dir: str,
     *,
@@ -313,7 +319,7 @@ def cell_moments_task(
     return str(path)
 
 
-@task(name="evaluate-methods")
+@task(name="evaluate-methods", **_UNCACHED)
 def evaluation_task(
     cells_path: str,
     out_dir: str,
@@ -352,7 +358,7 @@ def evaluation_task(
     }
 
 
-@task(name="compare-methods")
+@task(name="compare-methods", **_UNCACHED)
 def comparison_task(
     table_dir: str,
     out_dir: str,

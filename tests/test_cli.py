@@ -439,6 +439,25 @@ def test_a_closed_output_ends_the_command_quietly():
         assert child.wait(timeout=120) == 141 and error == "", error
 
 
+def test_the_program_leaves_its_objects_to_the_exit_and_a_call_from_python_does_not():
+    """Run as the program (no argv), main() freezes the objects made so far (the garbage collections
+    at exit skip them); called with argv (from Python, a test), it leaves the collector alone."""
+    code = (
+        "import gc, io, sys, contextlib\n"
+        "from fairpca_dist.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['methods'])\n"
+        "print(gc.get_freeze_count())\n"
+        "sys.argv = ['fairpca', 'methods']\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main()\n"
+        "print(gc.get_freeze_count() > 1000)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "True"]
+
+
 def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch):
     """``--group-name`` of ``fairpca pipeline`` reaches the pipeline flow's ``group_names`` (which
     hands them to the report step), as ``fairpca report --group-name`` does; no Prefect here."""
@@ -449,7 +468,7 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
     given = {}
 
     class Server:
-        seconds = 0.0
+        waited = 0.0
 
         def describe(self):
             return "no server (test)"
@@ -458,7 +477,7 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
         given.update(parameters)
         raise FairPCAError("stopped by the test")
 
-    monkeypatch.setattr(fairpca_dist.flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server()))
+    monkeypatch.setattr(fairpca_dist.flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server))
     monkeypatch.setattr(fairpca_dist.flows.pipeline, "pipeline", pipeline)
     monkeypatch.setattr(_Console, "quiet_prefect", lambda self: None)
     assert (

@@ -62,3 +62,18 @@ def test_a_setting_of_the_users_is_kept(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["45"]
+
+
+def test_the_tasks_keep_no_cache():
+    """Every task writes its output to a path: no cache key is computed and no cached result
+    can stand in for a run (Prefect's default policy hashed source and inputs, and looked it up)."""
+    from prefect import Task
+    from prefect.cache_policies import NO_CACHE
+
+    from fairpca_dist.flows import tasks
+
+    found = [value for value in vars(tasks).values() if isinstance(value, Task)]
+    assert len(found) == 7
+    assert all(task.cache_policy is NO_CACHE for task in found), [
+        t.name for t in found if t.cache_policy is not NO_CACHE
+    ]

@@ -1,0 +1,177 @@
+"""The temporary Prefect API server of a command: Prefect's own server command and environment,
+started without importing fairpca_dist, waited for, restarted on a taken port, stopped."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fairpca_dist.exceptions import ServiceError
+from fairpca_dist.flows import api_server
+from fairpca_dist.flows.api_server import TemporaryServer
+
+# Answers /api/health on the port given, but exits 3 (uvicorn: could not start) at its first
+# start, when the marker file does not exist yet.
+FAKE_SERVER = """
+import http.server, os, sys
+port, marker = int(sys.argv[1]), sys.argv[2]
+if not os.path.exists(marker):
+    open(marker, "w").close()
+    sys.exit(3)
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/api/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+
+class Scripted(TemporaryServer):
+    """A TemporaryServer whose process runs ``code`` (with the port and ``arguments``)."""
+
+    def __init__(self, code: str, *arguments: str) -> None:
+        super().__init__()
+        self.code, self.arguments, self.ports = code, arguments, []
+
+    def command(self) -> list[str]:
+        self.ports.append(self.port)
+        return [sys.executable, "-c", self.code, str(self.port), *self.arguments]
+
+
+def test_the_server_runs_prefects_command_and_environment(monkeypatch):
+    """What Prefect's SubprocessASGIServer would run, after our watcher (python -P this file PID)."""
+    import prefect.server.api.server as prefect_server
+
+    launched = {}
+
+    def popen(args, **options):
+        launched.update(args=list(args), env=options["env"])
+
+    monkeypatch.setattr(prefect_server.subprocess, "Popen", popen)
+    prefects = prefect_server.SubprocessASGIServer(port=18765)
+    try:
+        prefects._run_uvicorn_command()
+    finally:
+        prefect_server.SubprocessASGIServer._instances.pop(18765, None)
+    ours = TemporaryServer()
+    ours.port = 18765
+    command = ours.command()
+    assert command[:4] == [sys.executable, "-P", str(Path(api_server.__file__).resolve()), str(os.getpid())]
+    assert [sys.executable, *command[4:]] == launched["args"]
+    assert ours.environment() == launched["env"]
+
+
+def test_the_server_process_does_not_import_fairpca_dist(tmp_path):
+    """main() runs the module (here a probe) without fairpca_dist, whose imports (dask, pandas)
+    would only delay the server."""
+    (tmp_path / "probe.py").write_text(
+        "import sys\nprint(sys.argv[1:], sorted(m for m in sys.modules if m.startswith('fairpca_dist')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-P", api_server.__file__, str(os.getpid()), "-m", "probe", "a", "b"],
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[0] == "['a', 'b'] []"
+
+
+def test_a_server_that_cannot_start_on_its_port_starts_on_another(tmp_path):
+    server = Scripted(FAKE_SERVER, str(tmp_path / "started-once"))
+    server.launch()
+    try:
+        seconds = server.wait(timeout=60)
+        assert seconds > 0 and len(server.ports) == 2
+        process = server.process
+    finally:
+        server.stop()
+    assert server.process is None and process is not None and process.returncode is not None
+
+
+def test_a_server_that_exits_is_a_service_error():
+    server = Scripted("raise SystemExit(1)")
+    server.launch()
+    with pytest.raises(ServiceError, match=r"temporary Prefect API server exited with status 1 before it answered"):
+        server.wait(timeout=60)
+
+
+def test_a_server_that_does_not_answer_in_time_is_stopped():
+    server = Scripted("import time; time.sleep(60)")
+    server.launch()
+    process = server.process
+    with pytest.raises(ServiceError, match=r"did not answer at http://127.0.0.1:\d+/api within 1 s"):
+        server.wait(timeout=1)
+    assert server.process is None and process is not None and process.returncode is not None
+
+
+def test_flows_on_the_temporary_server_send_no_heartbeats_unless_the_user_says_so(tmp_path):
+    """Inside api_server(): PREFECT_API_URL is the server's (settings and environment, for
+    Prefect's own threads too) and flow heartbeats are off; a user's heartbeat setting is kept;
+    on leaving, nothing of it remains. The server itself is not started (launch/wait/stop stubbed)."""
+    code = textwrap.dedent(
+        """
+        import os
+        from prefect.settings import get_current_settings
+        from fairpca_dist.flows import api_server as module
+        from fairpca_dist.flows.runtime import api_server
+
+        module.TemporaryServer.launch = lambda self: setattr(self, "port", 4242)
+        module.TemporaryServer.wait = lambda self, timeout: 1.5
+        module.TemporaryServer.stop = lambda self: print("stopped")
+        with api_server() as ready:
+            server = ready()
+            print(server.url, server.temporary, server.seconds, os.environ["PREFECT_API_URL"])
+            print(get_current_settings().api.url, get_current_settings().flows.heartbeat_frequency)
+        print(os.environ.get("PREFECT_API_URL"), get_current_settings().api.url)
+        """
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    url = "http://127.0.0.1:4242/api"
+    for heartbeats, expected in ((None, "None"), ("60", "60")):
+        extra = {"PREFECT_FLOWS_HEARTBEAT_FREQUENCY": heartbeats} if heartbeats else {}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.splitlines() == [f"{url} True 1.5 {url}", f"{url} {expected}", "stopped", "None None"]
+
+
+def test_logs_to_a_stopped_server_are_dropped_and_others_sent(monkeypatch):
+    """A task outliving its interrupted flow logs after the command stopped its server: that
+    line is dropped (Prefect would print '--- Error logging to API ---'); logs to any other API go."""
+    from prefect.logging import handlers
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from fairpca_dist.flows import runtime
+
+    sent = []
+
+    class Worker:
+        @classmethod
+        def instance(cls):
+            return cls()
+
+        def send(self, log):
+            sent.append((PREFECT_API_URL.value(), log["message"]))
+
+    monkeypatch.setattr(handlers, "APILogWorker", Worker)
+    monkeypatch.setattr(runtime, "_STOPPED_SERVERS", set())
+    monkeypatch.setattr(handlers, "_api_log_sink", None)
+    runtime._drop_logs_to("http://127.0.0.1:1/api")
+    for url in ("http://127.0.0.1:1/api", "http://127.0.0.1:2/api"):
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            handlers.emit_api_log({"message": f"to {url}"})
+    assert sent == [("http://127.0.0.1:2/api", "to http://127.0.0.1:2/api")]
