@@ -101,7 +101,39 @@ class TimedPasses:
         return self._timed("l1", self.inner.l1_sums, components, centers)
 
 
+def ratios(r: dict) -> list[dict]:
+    """run_all.py's entries: each pass, and the whole fit, in moments passes of the same table."""
+    base = r.get("moments_pass_seconds", {}).get("median")
+    if not base:
+        return []
+    where = f"{r['rows']:,} x {r['features']} Parquet, D = {r['d_features']}"
+    rows = [
+        {
+            "area": "row-reading passes",
+            "case": f"mmd rff pass: {name}, {where} (target ≤ {TARGET_RATIO:g})",
+            "ours_seconds": row["seconds"]["median"],
+            "baseline": "one `compute_moments` pass of the table",
+            "baseline_seconds": base,
+            "ratio": row["seconds"]["median"] / base,
+        }
+        for name, row in r.get("passes", {}).items()
+    ]
+    if "fit" in r:
+        rows.append(
+            {
+                "area": "row-reading passes",
+                "case": f"mmd rff fit (sample path, {r['fit']['n_passes']} passes: target ≤ {TARGET_PASSES}), {where}",
+                "ours_seconds": r["fit"]["seconds"],
+                "baseline": "one `compute_moments` pass of the table",
+                "baseline_seconds": base,
+                "ratio": r["fit"]["seconds"] / base,
+            }
+        )
+    return rows
+
+
 def write(result: dict, args) -> None:
+    result["ratios"] = ratios(result)
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / f"{args.name}.json").write_text(json.dumps(result, indent=1, default=float))
     (args.results / f"{args.name}.md").write_text("\n".join(markdown(result)) + "\n")
