@@ -46,8 +46,7 @@ HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 sys.path.insert(0, str(HERE))
 
-from bench_mmd_scale import fmt, load, peak_rss_mb, stats  # noqa: E402
-from disk import require_free_disk  # noqa: E402
+from bench_mmd_scale import fmt, load, peak_rss_mb, stats, synthetic_table, two_workers  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
@@ -212,10 +211,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true")
     args = parser.parse_args()
 
-    from distributed import Client, LocalCluster
-
     from fairpca_dist.engine.passes import table_passes
-    from fairpca_dist.io.datasets import write_synthetic_parquet
 
     n, p, D = args.rows, args.features, args.d_features
     result: dict = {
@@ -228,23 +224,11 @@ def main() -> None:
         "worker_memory": args.worker_memory,
         "load_start": load(),
     }
-    require_free_disk(SCRATCH, max(3e9, 3 * n * (p + 2) * 8), f"{n:,} x {p}")
     folder = SCRATCH / f"mmd_sample_parquet_{n}_{p}"
-    if not (args.reuse and folder.is_dir()):
-        shutil.rmtree(folder, ignore_errors=True)
-        started = time.perf_counter()
-        write_synthetic_parquet(folder, n, n_features=p, rows_per_file=args.rows_per_file, seed=0)
-        result["write_seconds"] = time.perf_counter() - started
-    files = sorted(folder.glob("part-*.parquet"))
-    result.update(files=len(files), disk_gb=sum(f.stat().st_size for f in files) / 1e9)
+    result.update(synthetic_table(folder, n, p, args.rows_per_file, reuse=args.reuse))
     features = [f"f{j}" for j in range(p)]
     try:
-        with (
-            LocalCluster(
-                n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=None
-            ) as cluster,
-            Client(cluster) as client,
-        ):
+        with two_workers(args.worker_memory) as client:
             rng = np.random.default_rng(0)
             rff = RandomFeatures.draw(2, D, 3.0, rng, precision="single")  # a pass's cost does not depend on σ
             moments_times, times = (
