@@ -71,8 +71,8 @@ Kernels and estimators (``kernel``, ``estimator``):
   ``feasible_pca``) and at the end of each outer iteration (ρ's update, the termination test).
   Those are value-only passes (the cosine sums: no sines, no p × D products). So ρ grows until τ
   holds on ALL rows by the estimator the method uses, a ``"converged"`` status certifies max h ≤
-  τ there, and the pass count is 2 + 1 + the outer iterations (10–15 on the benchmark; a fit on
-  every row makes as many passes as evaluations). Only the inner minimisers carry sampling
+  τ there, and the pass count is 2 + 1 + the outer iterations (10 on the 10M × 20 benchmark,
+  ``benchmarks/results/mmd_sample.md``; a fit on every row makes as many passes as evaluations). Only the inner minimisers carry sampling
   error: the fit maximises f − ρ h_S instead of f − ρ h, whose minimisers differ by O(ρ‖∇(h −
   h_S)‖) (h_S's null bias (1/m_a + 1/m_b)(1 − κ) is nearly constant in V and moves nothing); the
   result differs from the fit on every row by that, not in what it certifies: in the tests the
