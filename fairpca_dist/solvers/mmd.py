@@ -72,27 +72,28 @@ Kernels and estimators (``kernel``, ``estimator``):
   Those are value-only passes (the cosine sums: no sines, no p × D products). So ρ grows until τ
   holds on ALL rows by the estimator the method uses, a ``"converged"`` status certifies max h ≤
   τ there, and the pass count is 2 + 1 + the outer iterations (10 on the 10M × 20 benchmark,
-  ``benchmarks/results/mmd_sample.md``; a fit on every row makes as many passes as evaluations). Only the inner minimisers carry sampling
-  error: the fit maximises f − ρ h_S instead of f − ρ h, whose minimisers differ by O(ρ‖∇(h −
-  h_S)‖) (h_S's null bias (1/m_a + 1/m_b)(1 − κ) is nearly constant in V and moves nothing); the
-  result differs from the fit on every row by that, not in what it certifies: in the tests the
-  explained variance is within 6 % of that fit's (0.4–4.4 % over three seeds, 2,000 rows per
-  group of 12,000), either side, as the nonconvex penalty loop may end at another local
-  solution. Correcting the sample's h to match h on every row in value and gradient at each
-  outer iterate (h_S + [h − h_S](V_k) + ⟨∇(h − h_S)(V_k), V − V_k⟩, a DANE-style correction) was
-  tried and diverges: at large ρ the linear term of the sampling noise dominates f and pulls V
-  across the manifold (40,000 rows × 20, 2,000 per group, D = 100: steps ‖ΔV‖ ≈ 2 at every outer
-  iteration, ρ to ρ_max, τ never met), so the full passes decide and do not steer. σ (when not
-  given) comes from a subsample of the sample, drawn in memory (two passes saved). ``"full"`` is
-  the paper's algorithm on every row (one pass per evaluation; what the comparisons with the
-  paper use); ``"auto"`` (default) takes the sample path when the table is large: more than
-  :data:`LARGE_TABLE_FACTOR` (2) times the rows the sample would hold (Σ_g min(n_g,
-  ``rff_sample_rows``); with two groups of 20,000 rows or more: above 80,000 rows), where a
-  sample evaluation costs at most half a pass. The sample holds k × ``rff_sample_rows`` × p
-  floats in memory (3.2 MB per group at p = 20; lower it for very wide tables). ``certificate``
-  then holds ``sample_rows`` (the sample's size), ``n_sample_evaluations``, and for every RBF
-  fit ``n_passes`` (passes over the rows, the samples' included: two per sample on a table, one
-  with :class:`~fairpca_dist.engine.datapasses.ArrayPasses`), ``mmd2`` (h on every row at the
+  ``benchmarks/results/mmd_sample.md``; a fit on every row makes as many passes as evaluations).
+  Only the inner minimisers carry sampling error: the fit maximises f − ρ h_S instead of f − ρ
+  h, whose minimisers differ by O(ρ‖∇(h − h_S)‖) (h_S's null bias (1/m_a + 1/m_b)(1 − κ) is
+  nearly constant in V and moves nothing); the result differs from the fit on every row by that,
+  not in what it certifies: in the tests the explained variance is within 6 % of that fit's
+  (0.4–4.4 % over three seeds, 2,000 rows per group of 12,000), either side, as the nonconvex
+  penalty loop may end at another local solution. Correcting the sample's h to match h on every
+  row in value and gradient at each outer iterate (h_S + [h − h_S](V_k) + ⟨∇(h − h_S)(V_k), V −
+  V_k⟩, a DANE-style correction) was tried and diverges: at large ρ the linear term of the
+  sampling noise dominates f and pulls V across the manifold (40,000 rows × 20, 2,000 per group,
+  D = 100: steps ‖ΔV‖ ≈ 2 at every outer iteration, ρ to ρ_max, τ never met), so the full passes
+  decide and do not steer. σ (when not given) comes from a subsample of the sample, drawn in
+  memory (two passes saved). ``"full"`` is the paper's algorithm on every row (one pass per
+  evaluation; what the comparisons with the paper use); ``"auto"`` (default) takes the sample
+  path when the table is large: more than :data:`LARGE_TABLE_FACTOR` (2) times the rows the
+  sample would hold (Σ_g min(n_g, ``rff_sample_rows``); with two groups of 20,000 rows or more:
+  above 80,000 rows), where a sample evaluation costs at most half a pass. The sample holds k ×
+  ``rff_sample_rows`` × p floats in memory (3.2 MB per group at p = 20; lower it for very wide
+  tables). ``certificate`` then holds ``sample_rows`` (the sample's size),
+  ``n_sample_evaluations``, and for every RBF fit ``n_passes`` (passes over the rows, the
+  samples' included: two per sample on a table, one with
+  :class:`~fairpca_dist.engine.datapasses.ArrayPasses`), ``mmd2`` (h on every row at the
   solution) and ``constraint_met`` (1.0 when it is ≤ τ).
 
 * ``"linear"`` and ``"quadratic"`` (k(u, v) = (uᵀv + ``offset``)²): exact from the group moments,
