@@ -674,7 +674,8 @@ def part_table(args, result: dict) -> None:
 
 def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) -> None:
     """One full ``mmd`` fit with ``estimator="rff"`` (the default precision, single) on the table,
-    capped, and the exact MMD² of its solution on a stratified sample."""
+    capped, and the exact MMD² of its solution on a stratified sample; ``rff_solve="full"``: one pass per
+    evaluation, as before the sample path (``bench_mmd_sample.py``)."""
     p, features = args.features, [f"f{j}" for j in range(args.features)]
     D = args.table_fit_d
     per_eval = out.get("rff_pass", {}).get(str(D), {}).get("single", {}).get("seconds", {}).get("median", 10.0)
@@ -698,6 +699,7 @@ def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) ->
                 passes=timed,
                 tau=TAU,
                 estimator="rff",
+                rff_solve="full",  # every evaluation a pass (bench_mmd_sample.py: the sample path)
                 n_random_features=D,
                 max_iter=args.table_max_iter,
                 max_inner=args.table_max_inner,
