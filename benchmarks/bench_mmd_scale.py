@@ -63,6 +63,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy: the in-memory cases use one core
 
 import argparse
+import contextlib
 import json
 import resource
 import shutil
@@ -70,6 +71,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -517,39 +519,53 @@ def _chunk_read(chunk, repeat: int) -> float:
     return total
 
 
-def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
-    """The table steps that need the Parquet table and the cluster: passes and fit."""
+def synthetic_table(folder: Path, n: int, p: int, rows_per_file: int, *, reuse: bool) -> dict:
+    """The n × p synthetic Parquet table (``datasets.write_synthetic_parquet``, seed 0) in
+    ``folder``, written unless ``reuse`` finds it there: its files, size and writing time."""
     from disk import require_free_disk
+
+    from fairpca_dist.io.datasets import write_synthetic_parquet
+
+    require_free_disk(SCRATCH, max(5e9, 3 * n * (p + 2) * 8), f"{n:,} x {p}")
+    out = {}
+    if not (reuse and folder.is_dir()):
+        shutil.rmtree(folder, ignore_errors=True)
+        print(f"writing {n:,} x {p} to {folder} ...", flush=True)
+        started = time.perf_counter()
+        write_synthetic_parquet(folder, n, n_features=p, rows_per_file=rows_per_file, seed=0)
+        out["write_seconds"] = time.perf_counter() - started
+    files = sorted(folder.glob("part-*.parquet"))
+    return {**out, "files": len(files), "disk_gb": sum(f.stat().st_size for f in files) / 1e9}
+
+
+@contextlib.contextmanager
+def two_workers(memory_limit: str) -> Iterator:
+    """A client of ``LocalCluster(2 workers × 1 thread, memory_limit)``, no dashboard."""
     from distributed import Client, LocalCluster
 
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=memory_limit, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        yield client
+
+
+def table_on_cluster(args, result: dict, out: dict, steps: list[str]) -> None:
+    """The table steps that need the Parquet table and the cluster: passes and fit."""
     from fairpca_dist import compute_moments
     from fairpca_dist.engine.kernels import pairwise_rff
     from fairpca_dist.engine.passes import run_graph, table_passes
-    from fairpca_dist.io.datasets import write_synthetic_parquet
 
     n, p = args.rows, args.features
     timed_passes = "passes" in steps
     if timed_passes:
         out.update(rows=n, features=p, rows_per_file=args.rows_per_file, load_start=load())
     out.update(check_rows_per_group=args.check_rows)
-    require_free_disk(SCRATCH, max(5e9, 3 * n * (p + 2) * 8), f"{n:,} x {p}")
     folder = SCRATCH / "mmd_parquet"
-    started = time.perf_counter()
-    if not (args.reuse and folder.is_dir()):
-        shutil.rmtree(folder, ignore_errors=True)
-        print(f"writing {n:,} x {p} to {folder} ...", flush=True)
-        write_synthetic_parquet(folder, n, n_features=p, rows_per_file=args.rows_per_file, seed=0)
-        out.update(write_seconds=time.perf_counter() - started)
-    files = sorted(folder.glob("part-*.parquet"))
-    out.update(files=len(files), disk_gb=sum(f.stat().st_size for f in files) / 1e9)
+    out.update(synthetic_table(folder, n, p, args.rows_per_file, reuse=args.reuse))
     features = [f"f{j}" for j in range(p)]
     try:
-        with (
-            LocalCluster(
-                n_workers=2, threads_per_worker=1, memory_limit=args.worker_memory, dashboard_address=None
-            ) as cluster,
-            Client(cluster) as client,
-        ):
+        with two_workers(args.worker_memory) as client:
             out["worker_memory_limit"] = args.worker_memory
             times, read_times, moments = [], [], None
             out["load_before_moments"] = load()
@@ -658,7 +674,8 @@ def part_table(args, result: dict) -> None:
 
 def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) -> None:
     """One full ``mmd`` fit with ``estimator="rff"`` (the default precision, single) on the table,
-    capped, and the exact MMD² of its solution on a stratified sample."""
+    capped, and the exact MMD² of its solution on a stratified sample; ``rff_solve="full"``: one pass per
+    evaluation, as before the sample path (``bench_mmd_sample.py``)."""
     p, features = args.features, [f"f{j}" for j in range(args.features)]
     D = args.table_fit_d
     per_eval = out.get("rff_pass", {}).get(str(D), {}).get("single", {}).get("seconds", {}).get("median", 10.0)
@@ -682,6 +699,7 @@ def fit_on_table(args, result: dict, out: dict, passes, moments, base: float) ->
                 passes=timed,
                 tau=TAU,
                 estimator="rff",
+                rff_solve="full",  # every evaluation a pass (bench_mmd_sample.py: the sample path)
                 n_random_features=D,
                 max_iter=args.table_max_iter,
                 max_inner=args.table_max_inner,

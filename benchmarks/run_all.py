@@ -119,6 +119,12 @@ BENCHES = (
         quick=("--parts", "table", "--table-steps", "passes", "--rows", "1000000", "--rff-d", "100", "--repeats", "2"),
         outputs=("mmd_scale.json",),
     ),
+    Bench(
+        "mmd-sample",
+        "bench_mmd_sample.py",
+        quick=("--rows", "1000000", "--repeats", "2"),
+        outputs=("mmd_sample.json",),
+    ),
     Bench("pipeline", "bench_pipeline.py", quick=("--quick",), outputs=("pipeline.json",)),
     Bench("storage", "bench_storage.py", quick=("--quick",), outputs=("bench_storage.json",)),
     Bench("compare", "bench_compare.py", outputs=("compare.json",)),

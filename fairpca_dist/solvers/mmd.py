@@ -62,6 +62,40 @@ Kernels and estimators (``kernel``, ``estimator``):
   - ``"sample"``: a fixed stratified subsample of at most ``sample_rows`` rows per group, held
     in memory, exact on it.
 
+  Large tables (``rff_solve``; the sample path). A fit takes hundreds to thousands of
+  evaluations (578–5445 on Adult), so with one pass per evaluation a table of 10⁷ rows is out of
+  reach. ``rff_solve="sample"`` keeps the algorithm above but solves each inner sub-problem
+  (step 1, and the ``"aux-mmd"`` start) on an in-memory stratified sample of at most
+  ``rff_sample_rows`` rows per group (drawn once: two passes on a table), with the same random
+  features, and evaluates h on every row exactly where the outer loop decides: at PCA (ρ_0 and
+  ``feasible_pca``) and at the end of each outer iteration (ρ's update, the termination test).
+  Those are value-only passes (the cosine sums: no sines, no p × D products). So ρ grows until τ
+  holds on ALL rows by the estimator the method uses, a ``"converged"`` status certifies max h ≤
+  τ there, and the pass count is 2 + 1 + the outer iterations (10 on the 10M × 20 benchmark,
+  ``benchmarks/results/mmd_sample.md``; a fit on every row makes as many passes as evaluations).
+  Only the inner minimisers carry sampling error: the fit maximises f − ρ h_S instead of f − ρ
+  h, whose minimisers differ by O(ρ‖∇(h − h_S)‖) (h_S's null bias (1/m_a + 1/m_b)(1 − κ) is
+  nearly constant in V and moves nothing); the result differs from the fit on every row by that,
+  not in what it certifies: in the tests the explained variance is within 6 % of that fit's
+  (0.4–4.4 % over three seeds, 2,000 rows per group of 12,000), either side, as the nonconvex
+  penalty loop may end at another local solution. Correcting the sample's h to match h on every
+  row in value and gradient at each outer iterate (h_S + [h − h_S](V_k) + ⟨∇(h − h_S)(V_k), V −
+  V_k⟩, a DANE-style correction) was tried and diverges: at large ρ the linear term of the
+  sampling noise dominates f and pulls V across the manifold (40,000 rows × 20, 2,000 per group,
+  D = 100: steps ‖ΔV‖ ≈ 2 at every outer iteration, ρ to ρ_max, τ never met), so the full passes
+  decide and do not steer. σ (when not given) comes from a subsample of the sample, drawn in
+  memory (two passes saved). ``"full"`` is the paper's algorithm on every row (one pass per
+  evaluation; what the comparisons with the paper use); ``"auto"`` (default) takes the sample
+  path when the table is large: more than :data:`LARGE_TABLE_FACTOR` (2) times the rows the
+  sample would hold (Σ_g min(n_g, ``rff_sample_rows``); with two groups of 20,000 rows or more:
+  above 80,000 rows), where a sample evaluation costs at most half a pass. The sample holds k ×
+  ``rff_sample_rows`` × p floats in memory (3.2 MB per group at p = 20; lower it for very wide
+  tables). ``certificate`` then holds ``sample_rows`` (the sample's size),
+  ``n_sample_evaluations``, and for every RBF fit ``n_passes`` (passes over the rows, the
+  samples' included: two per sample on a table, one with
+  :class:`~fairpca_dist.engine.datapasses.ArrayPasses`), ``mmd2`` (h on every row at the
+  solution) and ``constraint_met`` (1.0 when it is ≤ τ).
+
 * ``"linear"`` and ``"quadratic"`` (k(u, v) = (uᵀv + ``offset``)²): exact from the group moments,
   no rows read. They compare only the first two moments (the paper's Synthetic #1 defeats them).
 
@@ -99,13 +133,16 @@ from fairpca_dist.solvers import checks
 from fairpca_dist.solvers.result import FairProjection, make_projection
 from fairpca_dist.solvers.stiefel import minimize_lbfgs, qr_retraction, random_orthonormal, top_eigenvectors
 
-__all__ = ["KERNELS", "ESTIMATORS", "STARTS", "RHO_UPDATES", "solve", "rows_needed"]
+__all__ = ["KERNELS", "ESTIMATORS", "STARTS", "RHO_UPDATES", "RFF_SOLVES", "solve", "rows_needed", "sample_solve"]
 
 KERNELS = ("rbf", "linear", "quadratic")
 ESTIMATORS = ("exact", "rff", "sample")
 STARTS = ("aux-mmd", "pca", "random")
 RHO_UPDATES = ("paper", "code")
 BANDWIDTHS = ("code", "paper")
+RFF_SOLVES = ("auto", "sample", "full")
+LARGE_TABLE_FACTOR = 2  # "auto": the sample path when the table holds more than this × the sample's rows
+DEFAULT_RFF_SAMPLE_ROWS = 20_000
 _AUX_CANDIDATES = 11  # the code's start: 1 + 10 random orthonormal matrices
 
 
@@ -122,6 +159,7 @@ def criterion_key(options: dict) -> str:
 
 
 Evaluation = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+Values = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass
@@ -141,6 +179,34 @@ class _Constraint:
         result = self.evaluate(components)
         self._last = (components.copy(), result)
         return result
+
+
+def sample_solve(options: dict, moments: GroupMoments) -> bool:
+    """Whether a fit with these options solves its sub-problems on a sample (module docstring,
+    "Large tables"): ``rff_solve="sample"``, or ``"auto"`` (the default) with the RBF kernel, the
+    ``"rff"`` estimator and a large table, one holding more than :data:`LARGE_TABLE_FACTOR` times
+    the rows of the sample (Σ_g min(n_g, ``rff_sample_rows``)). :class:`InputError` for
+    ``rff_solve="sample"`` with another kernel or estimator."""
+    mode = options.get("rff_solve", "auto")
+    rff = options.get("kernel", "rbf") == "rbf" and options.get("estimator", "exact") == "rff"
+    if mode == "sample" and not rff:
+        raise InputError("rff_solve='sample' needs kernel='rbf' and estimator='rff'")
+    if mode != "auto" or not rff:
+        return mode == "sample"
+    sampled = np.minimum(moments.count, options.get("rff_sample_rows", DEFAULT_RFF_SAMPLE_ROWS)).sum()
+    return bool(moments.count.sum() > LARGE_TABLE_FACTOR * sampled)
+
+
+@dataclass
+class _Check:
+    """h_ab(V) for every pair where the outer loop tests it (values only), counting the tests."""
+
+    values: Values
+    n_evaluations: int = 0
+
+    def __call__(self, components: np.ndarray) -> np.ndarray:
+        self.n_evaluations += 1
+        return self.values(components)
 
 
 def _moment_constraint(moments: GroupMoments, pairs: list[tuple[int, int]], kernel: str, offset: float) -> Evaluation:
@@ -176,6 +242,18 @@ def _rff_constraint(
     return evaluate
 
 
+def _rff_values(
+    passes: DataPasses, origin: np.ndarray, pairs: list[tuple[int, int]], features: RandomFeatures
+) -> Values:
+    """h_ab(V) alone (the cosine sums: no sines, no products), one pass."""
+
+    def values(components: np.ndarray) -> np.ndarray:
+        sums = passes.rff_sums_many([(components, features)], origin, gradient=False)[0]
+        return pairwise_rff(sums, pairs, features)[0]
+
+    return values
+
+
 def _gradient(array: np.ndarray | None) -> np.ndarray:
     """The gradient part of a kernel evaluation asked with its gradient (never None then)."""
     if array is None:
@@ -209,6 +287,7 @@ def _check_options(
     rho_update: str,
     bandwidth: str,
     rff_precision: str,
+    rff_solve: str,
     feasible_pca: object,
     numbers: dict[str, tuple[float, bool]],
     integers: dict[str, int],
@@ -219,6 +298,7 @@ def _check_options(
     checks.choice("rho_update", rho_update, RHO_UPDATES)
     checks.choice("bandwidth", bandwidth, BANDWIDTHS)
     checks.choice("rff_precision", rff_precision, PRECISIONS)
+    checks.choice("rff_solve", rff_solve, RFF_SOLVES)
     if not isinstance(start, np.ndarray):
         checks.choice("start", start, STARTS)
     checks.flag("feasible_pca", feasible_pca)
@@ -232,7 +312,7 @@ def _start(
     start: str | np.ndarray,
     pca: np.ndarray,
     total: np.ndarray,
-    penalty: _Constraint,
+    penalty: Evaluation,
     rng: np.random.Generator,
     max_inner: int,
     eps_min: float,
@@ -271,6 +351,8 @@ def solve(
     bandwidth_rows: int = 2000,
     n_random_features: int = 1000,
     rff_precision: str = "single",
+    rff_solve: str = "auto",
+    rff_sample_rows: int = DEFAULT_RFF_SAMPLE_ROWS,
     sample_rows: int = 2000,
     block_rows: int = DEFAULT_BLOCK_ROWS,
     offset: float = 1.0,
@@ -305,6 +387,13 @@ def solve(
         The random features' cos and sin in float32 (default: about a third of the time of a
         float64 pass, whose trigonometry is scalar; h moves by ~1e-8 relative, far below the
         estimator's O(1/√D) error) or in float64 (:class:`~fairpca_dist.engine.kernels.RandomFeatures`).
+    rff_solve : {"auto", "sample", "full"}
+        With ``estimator="rff"``: the inner sub-problems on an in-memory sample of at most
+        ``rff_sample_rows`` rows per group, h on every row where the outer loop decides
+        (``"sample"``), one pass per evaluation (``"full"``, the paper's), or ``"sample"`` on a
+        large table (``"auto"``, :func:`sample_solve`; module docstring, "Large tables").
+    rff_sample_rows : int
+        Rows per group of that sample.
     offset : float
         c of the quadratic kernel (uᵀv + c)².
     start : {"aux-mmd", "pca", "random"} or ndarray of shape (n_features, n_components)
@@ -321,8 +410,10 @@ def solve(
     -------
     FairProjection
         ``certificate``: ``mmd2`` (max over pairs at the solution), ``tau``, ``explained_variance``
-        (−f), ``rho`` (final), ``sigma`` and ``null_bias_floor`` (RBF), ``n_evaluations`` of the
-        constraint; ``details["log"]``: f, max h, ρ, ε, step and inner steps per outer iteration.
+        (−f), ``constraint_met`` (1.0 when ``mmd2`` ≤ τ), ``rho`` (final), ``sigma`` and
+        ``null_bias_floor`` (RBF), ``n_evaluations`` of the constraint on every row, ``n_passes``
+        over the rows (RBF), and on the sample path ``sample_rows`` and ``n_sample_evaluations``;
+        ``details["log"]``: f, max h (on every row), ρ, ε, step and inner steps per outer iteration.
     """
     numbers = {
         "rho_factor": (rho_factor, True),
@@ -344,12 +435,14 @@ def solve(
         rho_update,
         bandwidth,
         rff_precision,
+        rff_solve,
         feasible_pca,
         numbers,
         {
             "bandwidth_rows": bandwidth_rows,
             "n_random_features": n_random_features,
             "sample_rows": sample_rows,
+            "rff_sample_rows": rff_sample_rows,
             "block_rows": block_rows,
             "max_iter": max_iter,
             "max_inner": max_inner,
@@ -362,6 +455,10 @@ def solve(
             "kernel='rbf' reads the rows: pass passes= (or use kernel='linear' / 'quadratic', "
             "which need only the moments)"
         )
+    on_sample = sample_solve(
+        {"rff_solve": rff_solve, "kernel": kernel, "estimator": estimator, "rff_sample_rows": rff_sample_rows}, moments
+    )
+    first_pass = 0 if passes is None else passes.n_passes
 
     def options_used() -> dict:  # every option as given (a refit, e.g. the report's curves, repeats it)
         return {
@@ -373,6 +470,8 @@ def solve(
             "bandwidth_rows": bandwidth_rows,
             "n_random_features": n_random_features,
             "rff_precision": rff_precision,
+            "rff_solve": rff_solve,
+            "rff_sample_rows": rff_sample_rows,
             "sample_rows": sample_rows,
             "block_rows": block_rows,
             "offset": offset,
@@ -398,9 +497,10 @@ def solve(
     pairs = list(itertools.combinations(range(moments.n_groups), 2))
     certificate: dict[str, float] = {"tau": float(tau)}
 
+    values: Values | None = None
     if kernel == "rbf":
         assert passes is not None
-        evaluate, found = _rbf_constraint(
+        evaluate, values, found = _rbf_constraint(
             passes,
             moments,
             pca,
@@ -414,6 +514,7 @@ def solve(
             rff_precision=rff_precision,
             sample_rows=sample_rows,
             block_rows=block_rows,
+            solve_rows=rff_sample_rows if on_sample else None,
         )
         certificate.update(found)
         if tau < found["null_bias_floor"]:
@@ -426,13 +527,25 @@ def solve(
             )
     else:
         evaluate = _moment_constraint(moments, pairs, kernel, offset)
+    # the inner sub-problems minimise f + ρ Σ h over `penalty`: h on every row, or on the sample
+    # (the sample path), where the outer loop's tests ask `check` for h on every row (values only)
     penalty = _Constraint(evaluate)
+    check = _Check(lambda v: penalty(v)[0]) if values is None else _Check(values)
+
+    def tally() -> dict[str, float]:  # what the fit cost: evaluations of h, and passes over the rows
+        if values is None:
+            counts = {"n_evaluations": float(penalty.n_evaluations)}
+        else:
+            counts = {"n_evaluations": float(check.n_evaluations), "n_sample_evaluations": float(penalty.n_evaluations)}
+        if passes is not None:
+            counts["n_passes"] = float(passes.n_passes - first_pass)
+        return counts
 
     def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
         sv = total @ v
         return -float(np.sum(v * sv)) / trace, -2.0 / trace * sv
 
-    at_pca = penalty(pca)[0]
+    at_pca = check(pca)
     if rho0 is None:
         rho0 = 1.0 / float(at_pca.sum()) if at_pca.sum() > 0 else 1.0
     if feasible_pca and float(at_pca.max()) <= tau:
@@ -446,7 +559,7 @@ def solve(
             "converged",
             log,
             certificate,
-            penalty,
+            tally(),
             float(rho0),
             options_used(),
             n_iter=0,
@@ -466,7 +579,7 @@ def solve(
         inner = minimize_lbfgs(penalised, components, gradient_tol=eps, max_iter=max_inner)
         step = float(np.linalg.norm(inner.point - components))
         components = inner.point
-        worst = float(penalty(components)[0].max())
+        worst = float(check(components).max())  # the sample path's one pass of the iteration
         log.add(objective(components)[0], worst, rho, eps, step, inner.n_iter)
         violated = worst > tau
         if step <= step_tol and eps <= eps_min * (1 + 1e-12) and not violated:
@@ -499,7 +612,7 @@ def solve(
         status,
         log,
         certificate,
-        penalty,
+        tally(),
         rho,
         options_used(),
         n_iter=len(log.objective),
@@ -514,7 +627,7 @@ def _result(
     status: str,
     log: _Log,
     certificate: dict[str, float],
-    penalty: _Constraint,
+    counts: dict[str, float],
     rho: float,
     options: dict,
     *,
@@ -523,9 +636,10 @@ def _result(
     certificate = {
         **certificate,
         "mmd2": log.mmd2[-1],
+        "constraint_met": float(log.mmd2[-1] <= certificate["tau"]),
         "explained_variance": -log.objective[-1],
         "rho": rho,
-        "n_evaluations": float(penalty.n_evaluations),
+        **counts,
     }
     return make_projection(
         moments,
@@ -557,21 +671,35 @@ def _rbf_constraint(
     rff_precision: str,
     sample_rows: int,
     block_rows: int,
-) -> tuple[Evaluation, dict[str, float]]:
+    solve_rows: int | None,
+) -> tuple[Evaluation, Values | None, dict[str, float]]:
     """The RBF evaluation the options ask for, with σ (the median heuristic on a per-group
-    sample at the PCA projection unless given) and the null-bias floor on that sample."""
+    sample at the PCA projection unless given) and the null-bias floor on that sample.
+
+    With ``solve_rows`` (the sample path, rff only) the evaluation is on an in-memory sample of
+    at most ``solve_rows`` rows per group (``found["sample_rows"]`` its size), and h's values
+    on every row come second (the same random features); the sample is drawn with the seed the
+    bandwidth sample would have had, and the bandwidth sample is
+    then drawn from it in memory (a uniform subset of a uniform sample is a uniform sample: two
+    passes saved). The random state is consumed as without it: with ``sigma`` given, both paths
+    draw the same features."""
     origin = moments.global_mean
-    sampled = passes.sample(bandwidth_rows, int(rng.integers(2**32)))
+    seed = int(rng.integers(2**32))
+    solve_sample = None if solve_rows is None else passes.sample(solve_rows, seed)
+    sampled = passes.sample(bandwidth_rows, seed) if solve_sample is None else solve_sample.sample(bandwidth_rows, seed)
     if sigma is None:
         sigma = median_bandwidth(sampled.projected(pca, origin)[0], mode=bandwidth)
     found = {"sigma": float(sigma), "null_bias_floor": _null_bias_floor(sampled, pca, origin, sigma, moments, pairs)}
     if estimator == "exact":
-        return _exact_constraint(passes, origin, pairs, sigma, block_rows), found
+        return _exact_constraint(passes, origin, pairs, sigma, block_rows), None, found
     if estimator == "sample":
         subset = passes.sample(sample_rows, int(rng.integers(2**32)))
-        return _exact_constraint(subset, origin, pairs, sigma, block_rows), found
+        return _exact_constraint(subset, origin, pairs, sigma, block_rows), None, found
     features = RandomFeatures.draw(pca.shape[1], n_random_features, sigma, rng, precision=rff_precision)
-    return _rff_constraint(passes, origin, pairs, features), found
+    if solve_sample is None:
+        return _rff_constraint(passes, origin, pairs, features), None, found
+    found["sample_rows"] = float(solve_sample.x.shape[0])
+    return _rff_constraint(solve_sample, origin, pairs, features), _rff_values(passes, origin, pairs, features), found
 
 
 def _null_bias_floor(
