@@ -148,8 +148,8 @@ def work(tmp_path_factory) -> Path:
 
 
 # Per command: its arguments (inputs from `work` or, for fit, a fresh copy of the table in `tmp`,
-# without the moments ingest wrote into it and not cached yet), the function of its first pass's partition tasks, and the
-# folder of `work` that is its previous output.
+# without the moments ingest wrote into it and not cached yet), the function of its first pass's
+# partition tasks, and the folder of `work` that is its previous output.
 STEPS = {
     "ingest": (
         lambda work, tmp, out: ["ingest", work / "source", out, "--sensitive-feature", "group"],

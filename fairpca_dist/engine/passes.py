@@ -901,9 +901,10 @@ class RFFWork:
         ``values``: its features already as a float64 array."""
         chunk = read_chunk(part, [], self.sensitive, self.sample_weight, partition)
         x = feature_values(part, self.features, partition) if values is None else values
-        chunk = replace(chunk, features=np.ascontiguousarray(x, dtype=np.float64))
+        rows = np.ascontiguousarray(x, dtype=np.float64)
+        chunk = replace(chunk, features=rows)
         if self.rates is not None:
-            chunk = chunk.subset(row_keys(chunk.features) < self.rates[_fitted_codes(chunk, self.groups)])
+            chunk = chunk.subset(row_keys(rows) < self.rates[_fitted_codes(chunk, self.groups)])
         return _chunk_rff_sums(chunk, list(self.requests), self.origin, self.scale, self.groups, False)
 
     @staticmethod

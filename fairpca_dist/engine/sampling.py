@@ -76,13 +76,13 @@ class SampleSpec:
         the rows the sample keeps are copied: the ``max_rows`` smallest keys and the
         ``rows_per_group`` smallest of each group, found by partial sorts of the keys."""
         drawn = keys.random(len(part))
-        take = [_smallest(drawn, self.max_rows)]
+        chosen = [_smallest(drawn, self.max_rows)]
         if self.rows_per_group:
             codes = part.groupby(list(self.group_columns), sort=False, dropna=False).ngroup().to_numpy()
             for group in range(int(codes.max(initial=-1)) + 1):
                 members = np.flatnonzero(codes == group)
-                take.append(members[_smallest(drawn[members], self.rows_per_group)])
-        take = np.unique(np.concatenate(take))
+                chosen.append(members[_smallest(drawn[members], self.rows_per_group)])
+        take = np.unique(np.concatenate(chosen))
         rows = part[list(self.columns)].iloc[take].reset_index(drop=True)
         rows[KEY_COLUMN] = drawn[take]
         return RowSample(self, rows).kept()

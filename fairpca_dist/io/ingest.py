@@ -14,6 +14,7 @@ appears complete or not at all.
 from __future__ import annotations
 
 import json
+import operator
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import dask
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
@@ -365,8 +367,13 @@ def ingest_table(
                 sample_weight,
                 SampleSpec(tuple(columns), tuple(sensitive)),
             )
+            item = dask.delayed(operator.getitem, pure=True)  # a partition's report, moments or row sample
             reports, moments, row_sample = run_graph(
-                ([t[0] for t in tasks], [t[1] for t in tasks], tree_sum([t[2] for t in tasks], _SPLIT_EVERY)),
+                (
+                    [item(t, 0) for t in tasks],
+                    [item(t, 1) for t in tasks],
+                    tree_sum([item(t, 2) for t in tasks], _SPLIT_EVERY),
+                ),
                 client=client,
                 progress=progress,
                 label=label,

@@ -250,10 +250,10 @@ def write_parquet(frame: Any, path: Location, *, plain: Sequence[str] = ()) -> N
     (pyarrow's defaults: snappy, statistics), the columns ``plain`` without dictionary encoding:
     float features and projections, whose dictionary of mostly distinct values makes the file
     larger and costs ~4× the time of the rest of the write (pyarrow tries it page by page)."""
-    plain = set(plain)
     table = pa.Table.from_pandas(frame, preserve_index=False)
+    dictionary = [c for c in table.column_names if c not in set(plain)]
     with path.open("wb") as file:
-        pq.write_table(table, file, use_dictionary=[c for c in table.column_names if c not in plain])
+        pq.write_table(table, file, use_dictionary=dictionary)
 
 
 def locate(path: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None) -> Location:
