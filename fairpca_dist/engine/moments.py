@@ -339,6 +339,15 @@ class GroupMoments:
         ------
         InputError
             ``codes`` does not have one entry per row.
+
+        Notes
+        -----
+        Per group, cache-sized sub-blocks of its rows go through BLAS syrk into a Gram matrix
+        accumulated in place (:func:`~fairpca_dist.engine.blas.add_gram`), their column sums
+        through gemv: the flops of one ungrouped Gram in all. When every group's rows are
+        contiguous (a table sorted or partitioned by the sensitive column) the sub-blocks are
+        read where they lie; otherwise each is first gathered into one scratch block, which
+        costs an extra copy of the rows (measured in ``benchmarks/profile_kernel.py``).
         """
         # Row gathers and in-place row blocks need C-ordered float64: np.take of rows from a
         # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one
