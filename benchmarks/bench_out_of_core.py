@@ -257,6 +257,7 @@ def main() -> None:
     measured = commit()  # the code this run imported
     require_free_disk(SCRATCH, max(20e9, 2.5 * n * (d + 1) * 8), f"a {n:,} x {d} table")
 
+    load_start = os.getloadavg()[0]
     folder = SCRATCH / "ooc_parquet"
     print(f"writing {n:,} x {d} float64 ({feature_bytes / 1e9:.2f} GB) to {folder} ...", flush=True)
     t0 = time.perf_counter()
@@ -329,6 +330,7 @@ def main() -> None:
         driver_rss_mb=driver_rss / 1e6,
         reference_seconds=ref_seconds,
         reference_gb_s=feature_bytes / 1e9 / ref_seconds,
+        load_average_start=load_start,
         load_average_end=os.getloadavg()[0],
     )
     result["ratios"] = [
@@ -361,7 +363,8 @@ def write_results(r: dict, results: Path, name: str) -> None:
         f"{r['partitions']} dask partitions with read_options={r['read_options']}; written in "
         f"{r['write_seconds']:.0f} s). LocalCluster(n_workers=2, threads_per_worker=1, "
         "memory_limit='1GB'): 2 GB of worker memory for the whole table. "
-        f"Load average at the end {r['load_average_end']:.2f}.",
+        f"Load average at the start {r.get('load_average_start', float('nan')):.2f}, at the end "
+        f"{r['load_average_end']:.2f} (1 min; other processes share the 2 cores).",
         "",
         "| pass | wall s | M rows/s | GB/s | file MB/s | worker RSS idle -> peak per worker pid (MB) | restarted | "
         "agrees with reference (max rel. err of means / scatter) |",

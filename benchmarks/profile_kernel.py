@@ -15,7 +15,12 @@ dask task gets). Best of 5 wall times, in ms, for:
 * the top functions of a cProfile of ``from_codes`` on the F-ordered chunk;
 * parallel scaling over 20 such chunks (2M rows), on 1 thread and on a 2-thread pool (what
   dask's threaded scheduler does here): ``from_codes``, ungrouped ``X.T @ X``, and the Gram
-  accumulation alone with scipy's ``dsyrk`` (an f2py wrapper) vs numpy's ``blk.T @ blk``.
+  accumulation alone with scipy's ``dsyrk`` (an f2py wrapper), numpy's ``blk.T @ blk`` and the
+  kernel's ``add_gram`` (the same dsyrk through ctypes, in place, GIL released);
+* the kernel against ``X.T @ X`` on the same chunk at p = 10 … 2000 (2 groups 70 / 30 %
+  shuffled, the same rows sorted by group, one group), in CPU seconds of the calling thread
+  (``time.thread_time``: what the work costs, whatever other processes do to the wall clock on
+  a shared machine), 1 BLAS thread each: like with like, one core against one core.
 
 Writes results/profile_kernel.md.
 """
@@ -31,6 +36,7 @@ import io
 import pstats
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -38,19 +44,46 @@ from provenance import commit
 from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
+from fairpca_dist.engine.blas import add_gram
 from fairpca_dist.engine.moments import GroupMoments
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SHARES = (0.50, 0.30, 0.15, 0.05)
 
 
-def best_ms(fn, repeat: int = 5) -> float:
+def best_ms(fn, repeat: int = 5, clock=time.perf_counter) -> float:
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return 1e3 * min(times)
+
+
+FEATURES = (10, 50, 200, 500, 1000, 2000)
+
+
+def kernel_vs_gram(rng: np.random.Generator) -> list[tuple[int, int, float, float, float, float]]:
+    """(p, rows, X.T @ X, kernel shuffled, sorted, one group) in CPU ms of this thread, best of 3."""
+    out = []
+    for p in FEATURES:
+        n = 100_000 if p <= 200 else 20_000
+        x = rng.standard_normal((n, p)) + 3.0
+        codes = (rng.random(n) >= 0.7).astype(np.intp)
+        ordered = np.sort(codes)
+        single = np.zeros(n, dtype=np.intp)
+        timed = [best_ms(partial(np.matmul, x.T, x), 3, time.thread_time)] + [
+            best_ms(partial(GroupMoments.from_codes, x, c, groups), 3, time.thread_time)
+            for c, groups in ((codes, (0, 1)), (ordered, (0, 1)), (single, (0,)))
+        ]
+        out.append((p, n, *timed))
+        print(f"p = {p}: " + ", ".join(f"{t:.1f}" for t in timed), flush=True)
+    return out
+
+
+def add_gram_blocks(block: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    add_gram(block, gram)
+    return gram
 
 
 def each(fn, items) -> None:
@@ -68,8 +101,8 @@ def numpy_syrk(block: np.ndarray, gram: np.ndarray) -> np.ndarray:
     return gram
 
 
-def syrk_blocks(x: np.ndarray, syrk) -> np.ndarray:
-    gram = np.zeros((x.shape[1], x.shape[1]), order="F")
+def syrk_blocks(x: np.ndarray, syrk, order: str = "F") -> np.ndarray:
+    gram = np.zeros((x.shape[1], x.shape[1]), order=order)
     for i in range(0, x.shape[0], 1024):
         gram = syrk(x[i : i + 1024], gram)
     return gram
@@ -139,10 +172,12 @@ def main() -> None:
                 ("ungrouped X.T @ X", lambda c: c[0].T @ c[0]),
                 ("scipy dsyrk over 1024-row blocks", lambda c: syrk_blocks(c[0], scipy_syrk)),
                 ("numpy blk.T @ blk over 1024-row blocks", lambda c: syrk_blocks(c[0], numpy_syrk)),
+                ("add_gram (ctypes dsyrk) over 1024-row blocks", lambda c: syrk_blocks(c[0], add_gram_blocks, "C")),
             ):
                 serial = best_ms(lambda fn=fn: each(fn, parts), 3)
                 threads = best_ms(lambda fn=fn: list(pool.map(fn, parts)), 3)
                 scaling.append((name, serial, threads))
+        by_features = kernel_vs_gram(rng)
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(8)
     stats = "\n".join(line for line in text.getvalue().splitlines() if line.strip())
@@ -163,6 +198,17 @@ def main() -> None:
         "| kernel | 1 thread, ms | 2 threads, ms | speed-up |",
         "|---|---|---|---|",
         *(f"| {name} | {a:.0f} | {b:.0f} | {a / b:.2f} |" for name, a, b in scaling),
+        "",
+        "The kernel against the ungrouped Gram of the same chunk, CPU ms of the calling thread (best of 3), "
+        "1 BLAS thread each; 2 groups 70 / 30 % shuffled (gathered per group), the same rows sorted by "
+        "group (a slice per group, read in place), and one group:",
+        "",
+        "| p | rows | X.T @ X ms | shuffled ms (ratio) | sorted by group ms (ratio) | one group ms (ratio) |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {p} | {n:,} | {g:.1f} | {a:.1f} ({a / g:.2f}) | {b:.1f} ({b / g:.2f}) | {c:.1f} ({c / g:.2f}) |"
+            for p, n, g, a, b, c in by_features
+        ),
         "",
         "cProfile of one `from_codes` call on the F-ordered chunk (top by own time):",
         "",

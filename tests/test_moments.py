@@ -277,3 +277,105 @@ def test_group_checks_name_the_problem():
 def test_shape_mismatch_is_an_input_error():
     with pytest.raises(InputError, match="codes has shape"):
         GroupMoments.from_codes(np.zeros((3, 2)), np.zeros(2, dtype=int), ["a"])
+
+
+# ---------------------------------------------------------------- the chunk kernel against masks + numpy
+def _kernel_case(n_rows: int, p: int, n_groups: int, layout: str, *, offset: float = 0.0, seed: int = 0):
+    """Rows of ``n_groups`` groups (own means and scales) in a ``layout``: "shuffled" (a gather
+    per group), "sorted" by group, or "runs" (one contiguous run per group, not in label order)."""
+    rng = np.random.default_rng([seed, n_rows, p, n_groups])
+    codes = rng.integers(0, n_groups, size=n_rows)
+    if layout == "sorted":
+        codes = np.sort(codes)
+    elif layout == "runs":
+        codes = np.sort(codes)[::-1].copy()
+    x = rng.normal(size=(n_rows, p)) * rng.uniform(0.5, 3.0, size=(n_groups, 1))[codes]
+    x += rng.normal(scale=5.0, size=(n_groups, p))[codes] + offset
+    return x, codes
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("layout", ["shuffled", "sorted", "runs"])
+@pytest.mark.parametrize(
+    ("n_rows", "p", "n_groups"),
+    [
+        (130_000, 1, 3),  # p = 1: several sub-blocks of 51,200 rows
+        (9_000, 7, 1),  # one group: a slice, whatever the layout
+        (9_000, 7, 2),  # scans per group
+        (6_000, 50, 6),  # beyond the scans: the radix sort
+        (20_000, 12, 78),  # many groups (78: the uint8 radix sort)
+        (3_000, 50, 300),  # more than 256 groups: 16-bit codes; some groups of one row
+    ],
+)
+def test_kernel_equals_per_group_masks_and_numpy(n_rows, p, n_groups, layout, weighted):
+    x, codes = _kernel_case(n_rows, p, n_groups, layout)
+    weights = np.random.default_rng(5).uniform(0.0, 3.0, size=n_rows) if weighted else None
+    labels = np.array([f"g{c:03d}" for c in range(n_groups)])
+    moments = GroupMoments.from_codes(x, codes, tuple(labels), weights=weights)
+    assert_matches_reference(moments, x, labels[codes], weights, rtol=1e-12)
+
+
+@pytest.mark.parametrize("layout", ["shuffled", "sorted", "runs"])
+def test_kernel_keeps_the_digits_at_offset_1e8_in_every_layout(layout):
+    # The shifted sub-blocks are written to the scratch buffer, never into the caller's rows.
+    x, codes = _kernel_case(12_000, 9, 3, layout, offset=1e8)
+    before = x.copy()
+    labels = np.array(["a", "b", "c"])
+    moments = GroupMoments.from_codes(x, codes, tuple(labels))
+    assert_matches_reference(moments, x, labels[codes], rtol=1e-12)
+    np.testing.assert_array_equal(x, before)
+
+
+def test_kernel_leaves_out_groups_without_rows_in_the_chunk():
+    x, codes = _kernel_case(5_000, 4, 3, "shuffled")
+    groups = ("u", "v", "w", "x", "y")  # codes 0-2 used; "x" and "y" have no rows here
+    moments = GroupMoments.from_codes(x, np.array([0, 2, 4])[codes], groups)
+    assert moments.groups == ("u", "w", "y")
+    assert_matches_reference(moments, x, np.array(["u", "w", "y"])[codes], rtol=1e-12)
+
+
+def test_kernel_does_not_depend_on_the_order_of_the_rows():
+    # Grouped rows take the slice path (no gather), shuffled rows the gather: same statistics.
+    x, codes = _kernel_case(40_000, 20, 4, "sorted", offset=1e3)
+    order = np.random.default_rng(9).permutation(len(codes))
+    grouped = GroupMoments.from_codes(x, codes, (0, 1, 2, 3))
+    shuffled = GroupMoments.from_codes(x[order], codes[order], (0, 1, 2, 3))
+    np.testing.assert_array_equal(grouped.count, shuffled.count)
+    np.testing.assert_allclose(grouped.mean, shuffled.mean, rtol=1e-14)
+    np.testing.assert_allclose(grouped.scatter, shuffled.scatter, rtol=0, atol=1e-12 * np.abs(grouped.scatter).max())
+
+
+@pytest.mark.parametrize(
+    "convert",
+    [
+        pytest.param(lambda x: x.astype(np.float32), id="float32"),
+        pytest.param(np.asfortranarray, id="column-major"),
+        pytest.param(lambda x: np.repeat(x, 2, axis=1)[:, ::2], id="every other column"),
+        pytest.param(lambda x: np.repeat(x, 3, axis=0)[::3], id="every third row"),
+        pytest.param(lambda x: x.astype(np.int64), id="integers"),
+    ],
+)
+def test_kernel_reads_any_numeric_array_layout(convert):
+    x, codes = _kernel_case(7_000, 11, 3, "shuffled")
+    x = np.round(x, 2)
+    given = convert(x)
+    labels = np.array(["a", "b", "c"])
+    moments = GroupMoments.from_codes(given, codes, tuple(labels))
+    assert_matches_reference(moments, np.asarray(given, dtype=np.float64), labels[codes], rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_moments_of_a_dataframe_equal_the_masks_and_numpy(dtype):
+    # A pandas frame (converted slab by slab, in several partitions) against the reference.
+    import pandas as pd
+
+    from fairpca_dist import compute_moments
+
+    x, codes = _kernel_case(30_000, 6, 78, "shuffled")
+    x = x.astype(dtype)
+    frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(6)]).assign(group=codes)
+    weights = np.random.default_rng(4).uniform(0.5, 2.0, size=len(frame))
+    moments = compute_moments(
+        frame.assign(w=weights), sensitive_feature="group", sample_weight="w", chunk_rows=7_000, min_group_size=0
+    )
+    assert_matches_reference(moments, x.astype(np.float64), codes, weights, rtol=1e-12)

@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from fairpca_dist.engine.blas import add_gram, symmetrized
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.wording import differences, label_text, listed
@@ -80,9 +81,11 @@ def sorted_labels(labels: Sequence[Hashable]) -> tuple[Hashable, ...]:
         return tuple(sorted(unique, key=lambda label: (type(label).__name__, repr(label))))
 
 
-# Up to this many groups in a chunk, one comparison scan of the codes per group finds its rows
-# faster than a stable argsort of all codes (2 ms per 100k rows); beyond it the sort wins.
-_MAX_SCAN_GROUPS = 16
+# Up to this many groups in a chunk (rows not grouped), one comparison scan of the codes per
+# group finds its rows faster than a stable argsort of all codes; beyond it the sort wins, as a
+# radix sort of codes narrowed to 8 or 16 bits (~1 ms per 100k rows for 2 to 78 groups, where
+# the merge sort of intp codes takes 3 to 7 ms, and 16 scans 4 ms).
+_MAX_SCAN_GROUPS = 4
 
 
 def block_rows(n_features: int) -> int:
@@ -91,12 +94,44 @@ def block_rows(n_features: int) -> int:
     return int(np.clip(409_600 // (8 * max(n_features, 1)), 256, 65536))
 
 
-def _gather(x: np.ndarray, index: slice | np.ndarray) -> np.ndarray:
-    """A float64 copy of ``x[index]`` (exactly one copy, whatever the index kind or dtype)."""
+def _rows_of_groups(codes: np.ndarray, n_groups: int) -> list[tuple[int, slice | np.ndarray]]:
+    """Each group present in ``codes`` with its rows: one slice when every group's rows are
+    contiguous (a table grouped or sorted by group; nothing to gather), else index arrays."""
+    counts = np.bincount(codes, minlength=n_groups)
+    present = np.flatnonzero(counts)
+    if present.size == 1:
+        return [(int(present[0]), slice(0, codes.shape[0]))]
+    starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    if starts.size == present.size - 1:  # one run per group
+        bounds = [0, *starts.tolist(), codes.shape[0]]
+        return [(int(codes[begin]), slice(begin, stop)) for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)]
+    if present.size <= _MAX_SCAN_GROUPS:
+        return [(int(g), np.flatnonzero(codes == g)) for g in present]
+    narrow = np.uint8 if n_groups <= 1 << 8 else np.uint16 if n_groups <= 1 << 16 else np.intp
+    order = np.argsort(codes.astype(narrow, copy=False), kind="stable")  # a radix sort for 8 and 16 bits
+    bounds = np.cumsum(counts[present]).tolist()
+    return [(int(g), order[stop - counts[g] : stop]) for g, stop in zip(present, bounds, strict=True)]
+
+
+def _block(
+    x: np.ndarray, index: slice | np.ndarray, shift: np.ndarray | None, buffer: np.ndarray, *, copy: bool = False
+) -> np.ndarray:
+    """``x[index] − shift`` (no shift: ``x[index]``): a view of ``x`` for a slice without shift
+    unless ``copy``, else written into the head of ``buffer`` (one pass over the rows)."""
     if isinstance(index, slice):
-        return x[index].astype(np.float64, copy=True)
-    block = np.take(x, index, axis=0)
-    return block if block.dtype == np.float64 else block.astype(np.float64)
+        if shift is None and not copy:
+            return x[index]
+        out = buffer[: index.stop - index.start]
+        if shift is None:
+            np.copyto(out, x[index])
+        else:
+            np.subtract(x[index], shift, out=out)
+        return out
+    out = buffer[: index.size]
+    np.take(x, index, axis=0, out=out, mode="clip")  # "clip": valid indices, and no hidden temporary copy
+    if shift is not None:
+        out -= shift
+    return out
 
 
 # Shift rule of the kernel. Sums about a centre c lose about log10(G_jj / S_jj) digits in
@@ -112,19 +147,22 @@ _SHIFT_AT = _CANCELLATION_LIMIT / 2
 
 
 def _group_statistics(
-    x: np.ndarray, rows: np.ndarray | slice, weights: np.ndarray | None
+    x: np.ndarray, rows: np.ndarray | slice, weights: np.ndarray | None, buffer: np.ndarray | None = None
 ) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """(w, c, μ − c, S) of ``x[rows]`` in one pass over cache-sized sub-blocks.
+    """(w, c, μ − c, S) of the C-ordered float64 ``x[rows]`` in one pass over cache-sized sub-blocks.
 
-    Each sub-block is copied once into cache, shifted by a rough centre c if needed (see
-    ``_CANCELLATION_LIMIT``; c = 0 otherwise) and accumulated as G = Σ w (x−c)(x−c)ᵀ and
-    s = Σ w (x−c); then μ = c + s/w and S = G − s sᵀ / w.
+    Each sub-block is shifted by a rough centre c if needed (see ``_CANCELLATION_LIMIT``; c = 0
+    otherwise) and accumulated as G = Σ w (x−c)(x−c)ᵀ and s = Σ w (x−c); then μ = c + s/w and
+    S = G − s sᵀ / w. A sub-block is copied (into ``buffer``, of at least ``block_rows(p)`` rows)
+    only when it is gathered, shifted or weighted; the rows of a slice are otherwise read in place.
     """
     step = block_rows(x.shape[1])
-    first = _gather(x, _sub_block(rows, 0, step))
+    if buffer is None:
+        buffer = np.empty((min(step, _n_rows(rows)), x.shape[1]))
+    first = _block(x, _sub_block(rows, 0, step), None, buffer)
     mean = first.mean(axis=0)
     shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
-    weight_sum, total, gram = _accumulate(x, rows, weights, shift, step)
+    weight_sum, total, gram = _accumulate(x, rows, weights, shift, step, buffer)
     if weight_sum > 0.0:
         diagonal = np.diagonal(gram)
         if np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)):
@@ -132,12 +170,12 @@ def _group_statistics(
             # little weight): shift by the group's own weighted mean, which these sums give to
             # far better than its standard deviation.
             shift = (0.0 if shift is None else shift) + total / weight_sum
-            weight_sum, total, gram = _accumulate(x, rows, weights, shift, step)
+            weight_sum, total, gram = _accumulate(x, rows, weights, shift, step, buffer)
     centre = np.zeros(x.shape[1]) if shift is None else shift
     if weight_sum == 0.0:
         return 0.0, centre, np.zeros_like(total), np.zeros_like(gram)
     correction = total / weight_sum
-    return weight_sum, centre, correction, gram - np.outer(total, correction)
+    return weight_sum, centre, correction, symmetrized(gram) - np.outer(total, correction)
 
 
 def _sub_block(rows: np.ndarray | slice, begin: int, step: int) -> np.ndarray | slice:
@@ -147,30 +185,34 @@ def _sub_block(rows: np.ndarray | slice, begin: int, step: int) -> np.ndarray | 
 
 
 def _accumulate(
-    x: np.ndarray, rows: np.ndarray | slice, weights: np.ndarray | None, shift: np.ndarray | None, step: int
+    x: np.ndarray,
+    rows: np.ndarray | slice,
+    weights: np.ndarray | None,
+    shift: np.ndarray | None,
+    step: int,
+    buffer: np.ndarray,
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """(Σ w, Σ w (x−c), Σ w (x−c)(x−c)ᵀ) over ``x[rows]``, ``step`` rows at a time."""
+    """(Σ w, Σ w (x−c), Σ w (x−c)(x−c)ᵀ) over ``x[rows]``, ``step`` rows at a time; the Gram
+    matrix in its lower triangle only (:func:`~fairpca_dist.engine.blas.add_gram`)."""
     gram = np.zeros((x.shape[1], x.shape[1]))
     total = np.zeros(x.shape[1])
     ones = np.ones(step)
     weight_sum = 0.0
     for begin in range(0, _n_rows(rows), step):
         index = _sub_block(rows, begin, step)
-        block = _gather(x, index)
-        if shift is not None:
-            block -= shift
         if weights is None:
+            block = _block(x, index, shift, buffer)
             weight_sum += block.shape[0]
             # Column sums as a BLAS gemv: ~2x faster than block.sum(axis=0) on C-ordered rows.
             total += ones[: block.shape[0]] @ block
         else:
+            block = _block(x, index, shift, buffer, copy=True)
             root = np.sqrt(weights[index])
             weight_sum += float(weights[index].sum())
             block *= root[:, None]
             total += root @ block
-        # numpy dispatches blockᵀblock to BLAS syrk and releases the GIL (scipy's dsyrk
-        # wrapper holds it: 0.98x on 2 threads vs 1.76x, benchmarks/results/profile_kernel.md).
-        gram += block.T @ block
+        # In place and without the GIL, half the flops of a general product (BLAS syrk).
+        add_gram(block, gram)
     return weight_sum, total, gram
 
 
@@ -297,10 +339,20 @@ class GroupMoments:
         ------
         InputError
             ``codes`` does not have one entry per row.
+
+        Notes
+        -----
+        Per group, cache-sized sub-blocks of its rows go through BLAS syrk into a Gram matrix
+        accumulated in place (:func:`~fairpca_dist.engine.blas.add_gram`), their column sums
+        through gemv: the flops of one ungrouped Gram in all. When every group's rows are
+        contiguous (a table sorted or partitioned by the sensitive column) the sub-blocks are
+        read where they lie; otherwise each is first gathered into one scratch block, which
+        costs an extra copy of the rows (measured in ``benchmarks/profile_kernel.py``).
         """
-        # Row gathers need C order: np.take of rows from a Fortran-ordered array (what
-        # DataFrame.to_numpy returns) is ~50x slower than one contiguous copy first.
-        x = np.ascontiguousarray(x)
+        # Row gathers and in-place row blocks need C-ordered float64: np.take of rows from a
+        # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one
+        # contiguous copy first. The passes hand over such slabs already (no copy here).
+        x = np.ascontiguousarray(x, dtype=np.float64)
         p = x.shape[1]
         names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(p))
         codes = np.asarray(codes, dtype=np.intp)
@@ -308,17 +360,9 @@ class GroupMoments:
             raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
         if x.shape[0] == 0:
             return cls.empty(names)
-        present = np.flatnonzero(np.bincount(codes, minlength=len(groups)))
-        parts: list[tuple[int | np.integer, np.ndarray | slice]]
-        if present.size == 1:
-            parts = [(present[0], slice(0, x.shape[0]))]
-        elif present.size <= _MAX_SCAN_GROUPS:
-            parts = [(g, np.flatnonzero(codes == g)) for g in present]
-        else:
-            order = np.argsort(codes, kind="stable")
-            bounds = np.searchsorted(codes[order], np.append(present, len(groups)))
-            parts = [(g, order[bounds[i] : bounds[i + 1]]) for i, g in enumerate(present)]
-        stats = [_group_statistics(x, rows, weights) for _, rows in parts]
+        parts = _rows_of_groups(codes, len(groups))
+        buffer = np.empty((min(block_rows(p), x.shape[0]), p))  # one scratch block for every group
+        stats = [_group_statistics(x, rows, weights, buffer) for _, rows in parts]
         unsorted = cls(
             groups=tuple(_as_python_label(groups[int(g)]) for g, _ in parts),
             count=np.array([_n_rows(rows) for _, rows in parts], dtype=np.int64),
