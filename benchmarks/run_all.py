@@ -126,6 +126,13 @@ BENCHES = (
         outputs=("mmd_sample.json",),
     ),
     Bench("pipeline", "bench_pipeline.py", quick=("--quick",), outputs=("pipeline.json",)),
+    # the same under load: two busy processes beside every timed command
+    Bench(
+        "pipeline-loaded",
+        "bench_pipeline.py",
+        full=("--background-load", "2", "--repeats", "1", "--writeback-repeats", "0", "--name", "pipeline_loaded"),
+        outputs=("pipeline_loaded.json",),
+    ),
     Bench("storage", "bench_storage.py", quick=("--quick",), outputs=("bench_storage.json",)),
     Bench("compare", "bench_compare.py", outputs=("compare.json",)),
     # the reliability scenarios too slow for `make test` (pyproject: -m "not slow" by default)
