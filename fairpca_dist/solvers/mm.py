@@ -1419,7 +1419,7 @@ def solve_mm_robust(
     counts = moments.weight if normalize == "mean" else np.ones(moments.n_groups)
     passes_before = passes.n_passes
     sample = (
-        _CentredSample(passes.sample(sample_rows, int(rng.integers(2**63 - 1))), centers)
+        _CentredSample(passes.sample(sample_rows, int(rng.spawn(1)[0].integers(2**63 - 1))), centers)
         if accelerate and sample_rows is not None
         else None
     )
