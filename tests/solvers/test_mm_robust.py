@@ -371,7 +371,9 @@ def test_threaded_dask_passes_draw_the_same_sample_and_equal_numpy(robust_table,
     assert model.certificate["passes"] == passes.n_passes
     # one pass more to draw the sample; a trial point equal to the plain step to rounding (at the
     # end of a run) may be refused in one and kept in the other, which costs a pass, not a step
-    work = {k: m.certificate["passes"] - m.certificate["refused_steps"] for k, m in [("dask", model), ("numpy", reference)]}
+    work = {
+        k: m.certificate["passes"] - m.certificate["refused_steps"] for k, m in [("dask", model), ("numpy", reference)]
+    }
     assert work["dask"] == work["numpy"] + 1
 
 
