@@ -316,8 +316,9 @@ def write(r: dict, results: Path, name: str) -> None:
         "Sample-preconditioned = the library default (`accelerate=True`, `sample_rows=50000`: two passes draw "
         "an in-memory sample of ≤ 50,000 rows per group, then each step one pass, a refused one two); "
         "over-relaxed = `sample_rows=None`, the previous default; plain = `accelerate=False` (the paper's "
-        'Algorithm 4). "passes" counts every pass over the 10M rows, the sample\'s draw included; "sample '
-        'evaluations" are ℓ1 sums over the in-memory sample (no pass over the table). Times: median [min–max]; '
+        f'Algorithm 4). "passes" counts every pass over the {r["rows"]:,} rows, the sample\'s draw included; '
+        '"sample evaluations" are ℓ1 sums over the in-memory sample (no pass over the table). Times: median '
+        "[min–max]; "
         '"median pass / moments" is the median time of one `l1_sums` pass over the median moments pass; '
         '"driver" is the fit\'s wall time outside the passes (the mm start, the work on the sample, surrogate '
         "steps, graph building).",
