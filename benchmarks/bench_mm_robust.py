@@ -1,7 +1,7 @@
 """``mm-robust`` at scale: a Parquet table of 10 M rows x 20 features on a 2-worker LocalCluster.
 
-    .venv/bin/python benchmarks/bench_mm_robust.py                  # 10,000,000 rows (~20-40 min)
-    .venv/bin/python benchmarks/bench_mm_robust.py --skip-plain     # only the default (accelerated) fit
+    .venv/bin/python benchmarks/bench_mm_robust.py                  # 10,000,000 rows (~15-25 min)
+    .venv/bin/python benchmarks/bench_mm_robust.py --plain          # + the paper's plain steps (~12 min more)
     .venv/bin/python benchmarks/bench_mm_robust.py --rows 500000    # smoke test
 
 What it does and measures:
@@ -19,16 +19,18 @@ What it does and measures:
 5. One ``TablePasses.l1_sums`` call at a new random V, ``--repeats`` times: the pass mm-robust
    makes per iteration, alone.
 6. ``fit_projection(moments, r, method="mm-robust", passes=table_passes(...), n_restarts=1,
-   max_iter=200)`` twice, both from the ``mm`` start (the paper's), library tol:
-   ``accelerate=False`` (plain: the paper's Algorithm 4 step for step; skipped with
-   ``--skip-plain``), then ``accelerate=True`` (the library default: over-relaxed steps, an
-   accepted step one pass, a rejected one two). For each: total wall time, passes made
-   (``certificate["passes"]``; for the accelerated run 1 + iterations + rejected steps),
-   status, final ℓ1 objective, the wall time of every pass (the passes object is wrapped to
-   time each ``l1_sums`` call), time per pass, rows/s (rows x passes / total), the ratio
-   median pass time / median moments-pass time (expectation: about 1) and the driver's share
-   (total − time inside passes, over total). Library defaults otherwise (``center="group"``,
-   ``normalize="mean"``), r = ``--r``.
+   max_iter=200)``, all from the ``mm`` start (the paper's), library tol: the previous default
+   (``sample_rows=None``: over-relaxed steps, an accepted step one pass, a refused one two),
+   then the library default (sample-preconditioned steps: two passes draw the in-memory
+   sample, then one pass per accepted step, two per refused one) ``--fit-repeats`` times, and
+   with ``--plain`` first ``accelerate=False`` (the paper's Algorithm 4 step for step). For
+   each: total wall time, passes over the full rows (``certificate["passes"]``, the sample's
+   draw included), refused steps, status, final ℓ1 objective, the wall time of every
+   ``l1_sums`` pass and of the sample's draw (the passes object is wrapped to time them), the
+   work on the in-memory sample (``certificate["sample_evaluations"]``), time per pass, rows/s,
+   the ratio median pass time / median moments-pass time (expectation: about 1) and the
+   driver's share (total − time inside passes, over total). Library defaults otherwise
+   (``center="group"``, ``normalize="mean"``), r = ``--r``.
 
 Writes results/mm_robust_scale.{md,json} (``--name``); the table is deleted at the end unless
 ``--keep`` (``--reuse`` reads a kept table of the same size).
@@ -63,18 +65,29 @@ RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 
 
 class TimedPasses:
-    """Wraps a DataPasses: times every ``l1_sums`` call (shared list across ``rescaled`` views)."""
+    """Wraps a DataPasses: times every ``l1_sums`` call and the sample's draw (shared logs
+    across ``rescaled`` views); the pass count is the wrapped object's."""
 
-    def __init__(self, inner, log: list[float]):
-        self.inner, self.log, self.groups = inner, log, inner.groups
+    def __init__(self, inner, log: list[float], sample_log: list[float]):
+        self.inner, self.log, self.sample_log, self.groups = inner, log, sample_log, inner.groups
+
+    @property
+    def n_passes(self) -> int:
+        return self.inner.n_passes
 
     def rescaled(self, scale):
-        return TimedPasses(self.inner.rescaled(scale), self.log)
+        return TimedPasses(self.inner.rescaled(scale), self.log, self.sample_log)
 
     def l1_sums(self, components, centers):
         started = time.perf_counter()
         out = self.inner.l1_sums(components, centers)
         self.log.append(time.perf_counter() - started)
+        return out
+
+    def sample(self, max_rows_per_group, seed):
+        started = time.perf_counter()
+        out = self.inner.sample(max_rows_per_group, seed)
+        self.sample_log.append(time.perf_counter() - started)
         return out
 
 
@@ -94,9 +107,18 @@ MAX_ITER = 200
 EXPECTED_RATIO = 1.2  # "a pass ≈ one moments pass" is called holding when median pass / moments ≤ this
 
 
-def fit_robust(moments, passes_factory, r: int, accelerate: bool, seed: int, rows: int, moments_s: float) -> dict:
+LABELS = {
+    "plain": "plain (Algorithm 4)",
+    "overrelaxed": "over-relaxed (previous default)",
+    "sampled": "sample-preconditioned (default)",
+}
+OPTIONS = {"plain": {"accelerate": False}, "overrelaxed": {"sample_rows": None}, "sampled": {}}
+
+
+def fit_robust(moments, passes_factory, r: int, kind: str, seed: int, rows: int, moments_s: float) -> dict:
     log: list[float] = []
-    passes = TimedPasses(passes_factory(), log)
+    sample_log: list[float] = []
+    passes = TimedPasses(passes_factory(), log, sample_log)
     load = os.getloadavg()[0]
     started = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
@@ -108,25 +130,30 @@ def fit_robust(moments, passes_factory, r: int, accelerate: bool, seed: int, row
             passes=passes,
             n_restarts=1,
             max_iter=MAX_ITER,
-            accelerate=accelerate,
             random_state=seed,
+            **OPTIONS[kind],
         )
     total = time.perf_counter() - started
     made = int(model.certificate["passes"])
-    in_passes = float(np.sum(log))
+    in_passes = float(np.sum(log) + np.sum(sample_log))
     history = np.asarray(model.objective_history, dtype=float)
     return {
-        "label": "accelerated (default)" if accelerate else "plain (Algorithm 4)",
-        "accelerate": accelerate,
+        "label": LABELS[kind],
+        "kind": kind,
+        "options": OPTIONS[kind],
         "n_restarts": 1,
         "max_iter": MAX_ITER,
         "tol": float(model.options["tol"]),
+        "sample_rows_option": model.options["sample_rows"],
         "seconds": total,
         "passes": made,
-        "passes_timed": len(log),
+        "l1_passes": len(log),
+        "sample_passes": int(model.certificate["sample_passes"]),
+        "sample_seconds": float(np.sum(sample_log)),
+        "sample_rows": int(model.certificate["sample_rows"]),
+        "sample_evaluations": int(model.certificate["sample_evaluations"]),
         "n_iter": int(model.n_iter),
-        # every iteration makes one pass (+1 for the start); an accelerated step whose trial is rejected one more
-        "rejected_steps": made - 1 - int(model.n_iter),
+        "refused_steps": int(model.certificate["refused_steps"]),
         "status": str(model.status),
         "converged": bool(model.converged),
         "objective_start": float(model.certificate["start_value"]),
@@ -155,11 +182,8 @@ def main() -> None:
     parser.add_argument("--r", type=int, default=5, help="n_components")
     parser.add_argument("--repeats", type=int, default=3, help="timed moments passes and single l1 passes")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--skip-plain",
-        action="store_true",
-        help="skip the slow plain fit (accelerate=False); run only the default (accelerated) one",
-    )
+    parser.add_argument("--plain", action="store_true", help="also fit with the paper's plain steps (slow)")
+    parser.add_argument("--fit-repeats", type=int, default=2, help="fits with the default (sampled) steps")
     parser.add_argument("--name", default="mm_robust_scale", help="<results>/<name>.{md,json}")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--keep", action="store_true", help="keep the Parquet table in scratch/")
@@ -226,14 +250,15 @@ def main() -> None:
             result["ratio_single_l1_to_moments"] = result["single_l1_pass_seconds"]["median"] / moments_s
 
             fits = []
-            for accelerate in [True] if args.skip_plain else [False, True]:
-                print(f"mm-robust accelerate={accelerate} (n_restarts=1, max_iter={MAX_ITER}) ...", flush=True)
-                fits.append(fit_robust(moments, factory, args.r, accelerate, args.seed, n, moments_s))
+            kinds = (["plain"] if args.plain else []) + ["overrelaxed"] + ["sampled"] * args.fit_repeats
+            for kind in kinds:
+                print(f"mm-robust {LABELS[kind]} (n_restarts=1, max_iter={MAX_ITER}) ...", flush=True)
+                fits.append(fit_robust(moments, factory, args.r, kind, args.seed, n, moments_s))
                 f = fits[-1]
                 print(
                     f"  {f['seconds']:.1f} s, {f['passes']} passes ({f['n_iter']} iterations, "
-                    f"{f['rejected_steps']} rejected), {f['status']}, objective {f['objective_final']:.8g}, "
-                    f"{f['seconds_per_pass']:.2f} s/pass, "
+                    f"{f['refused_steps']} refused, {f['sample_passes']} drawing the sample), {f['status']}, "
+                    f"objective {f['objective_final']:.8g}, {f['sample_evaluations']} sample evaluations, "
                     f"median pass / moments {f['ratio_median_pass_to_moments']:.2f}",
                     flush=True,
                 )
@@ -256,7 +281,7 @@ def main() -> None:
     result["ratios"] += [
         {
             "area": "row-reading passes",
-            "case": f"mm-robust fit ({'accelerated' if f['accelerate'] else 'plain'}), {f['passes']} passes",
+            "case": f"mm-robust fit ({f['label']}), {f['passes']} passes",
             "ours_seconds": f["seconds"],
             "baseline": "one `compute_moments` pass of the table",
             "baseline_seconds": m,
@@ -267,6 +292,10 @@ def main() -> None:
     write(result, args.results, args.name)
 
 
+def spread(values: list[float], digits: int = 1) -> str:
+    return f"{np.median(values):.{digits}f} [{np.min(values):.{digits}f}–{np.max(values):.{digits}f}]"
+
+
 def write(r: dict, results: Path, name: str) -> None:
     results.mkdir(parents=True, exist_ok=True)
     (results / f"{name}.json").write_text(json.dumps(r, indent=2, default=str) + "\n")
@@ -275,42 +304,54 @@ def write(r: dict, results: Path, name: str) -> None:
     fmt = lambda x: f"{x['median']:.2f} [{x['min']:.2f}–{x['max']:.2f}]"  # noqa: E731
     tol = fits[0]["tol"] if fits else float("nan")
     lines = [
-        "# mm-robust at scale: one pass over the rows per iteration, plain vs accelerated MM",
+        "# mm-robust at scale: passes over the rows, sample-preconditioned vs over-relaxed (and plain) MM",
         "",
         f"`.venv/bin/python {r['command']}` ({r['provenance']}). Table: {r['rows']:,} rows x {r['features']} float64 "
         f"features + row_id + group (write_synthetic_parquet, groups {r['group_counts']}), {r['files']} files, "
         f"{r['disk_gb']:.2f} GB on disk, written in {r['write_seconds']:.0f} s. LocalCluster(n_workers=2, "
         "threads_per_worker=1, memory_limit='2GB'); page cache warm for every pass. "
         f"Load average {r['load_average_start']:.2f} at the start, {r['load_average_end']:.2f} at the end "
-        f"(2 shared cores). r = {r['r']}; both fits n_restarts=1 from the `mm` start (the paper's), "
-        f'max_iter {MAX_ITER}, tol {tol:g} (library default), center="group", normalize="mean"; plain = '
-        "`accelerate=False` (the paper's Algorithm 4), accelerated = `accelerate=True` (the library default: "
-        "over-relaxed steps, an accepted step one pass, a rejected one two). Times: median [min–max]; "
+        f"(2 shared cores). r = {r['r']}; every fit n_restarts=1 from the `mm` start (the paper's), "
+        f'max_iter {MAX_ITER}, tol {tol:g} (library default), center="group", normalize="mean". '
+        "Sample-preconditioned = the library default (`accelerate=True`, `sample_rows=50000`: two passes draw "
+        "an in-memory sample of ≤ 50,000 rows per group, then each step one pass, a refused one two); "
+        "over-relaxed = `sample_rows=None`, the previous default; plain = `accelerate=False` (the paper's "
+        f'Algorithm 4). "passes" counts every pass over the {r["rows"]:,} rows, the sample\'s draw included; '
+        '"sample evaluations" are ℓ1 sums over the in-memory sample (no pass over the table). Times: median '
+        "[min–max]; "
         '"median pass / moments" is the median time of one `l1_sums` pass over the median moments pass; '
-        '"driver" is the fit\'s wall time outside the passes (the mm start, surrogate steps, graph building).',
+        '"driver" is the fit\'s wall time outside the passes (the mm start, the work on the sample, surrogate '
+        "steps, graph building).",
         "",
-        "| what | wall s | passes | status | final ℓ1 objective | s per pass | M rows/s | median pass / moments "
+        "| what | wall s | passes | status | final ℓ1 objective | s per pass | load at start | median pass / moments "
         "| driver share |",
         "|---|---|---|---|---|---|---|---|---|",
-        f"| `compute_moments` (one pass; {len(m['all'])} runs) | {fmt(m)} | 1 | | | {m['median']:.2f} | "
-        f"{r['rows'] / m['median'] / 1e6:.2f} | 1 | |",
-        f"| one `l1_sums` pass at a random V ({len(s['all'])} runs) | {fmt(s)} | 1 | | | {s['median']:.2f} | "
-        f"{r['rows'] / s['median'] / 1e6:.2f} | {r['ratio_single_l1_to_moments']:.2f} | |",
+        f"| `compute_moments` (one pass; {len(m['all'])} runs) | {fmt(m)} | 1 | | | {m['median']:.2f} | | 1 | |",
+        f"| one `l1_sums` pass at a random V ({len(s['all'])} runs) | {fmt(s)} | 1 | | | {s['median']:.2f} | | "
+        f"{r['ratio_single_l1_to_moments']:.2f} | |",
     ]
     for f in fits:
+        detail = f"{f['n_iter']} iterations, {f['refused_steps']} refused"
+        if f["sample_passes"]:
+            detail += f", {f['sample_passes']} drawing the sample ({f['sample_seconds']:.1f} s)"
         lines.append(
-            f"| `mm-robust` {f['label']} | {f['seconds']:.1f} | {f['passes']} ({f['n_iter']} iterations"
-            + (f", {f['rejected_steps']} rejected steps" if f["accelerate"] else "")
-            + f") | {f['status']} | {f['objective_final']:.8g} | {f['seconds_per_pass']:.2f} (passes alone "
-            f"{fmt(f['pass_seconds'])}) | {f['rows_per_s'] / 1e6:.2f} | {f['ratio_median_pass_to_moments']:.2f} | "
-            f"{100 * f['driver_share']:.2f} % |"
+            f"| `mm-robust` {f['label']} | {f['seconds']:.1f} | {f['passes']} ({detail}) | {f['status']} | "
+            f"{f['objective_final']:.8g} | {f['seconds_per_pass']:.2f} (l1 passes alone {fmt(f['pass_seconds'])}) | "
+            f"{f['load_average_at_start']:.2f} | {f['ratio_median_pass_to_moments']:.2f} | "
+            f"{100 * f['driver_share']:.1f} % |"
         )
     lines += [""]
     for f in fits:
         lines.append(
-            f"{f['label']}: {f['seconds_in_passes']:.1f} s inside the {f['passes_timed']} passes, "
-            f"{f['driver_seconds']:.1f} s on the driver; ℓ1 objective {f['objective_start']:.8g} at the mm start → "
-            f"{f['objective_final']:.8g}; status {f['status']!r}, last relative changes per iteration "
+            f"{f['label']}: {f['seconds_in_passes']:.1f} s inside the {f['passes']} passes, "
+            f"{f['driver_seconds']:.1f} s on the driver"
+            + (
+                f" ({f['sample_evaluations']} ℓ1 evaluations over the {f['sample_rows']:,}-row sample)"
+                if f["sample_rows"]
+                else ""
+            )
+            + f"; ℓ1 objective {f['objective_start']:.8g} at the mm start → {f['objective_final']:.8g}; status "
+            f"{f['status']!r}, last relative changes per iteration "
             + ", ".join(f"{c:.1e}" for c in f["last_relative_changes"])
             + (f"; warnings: {'; '.join(f['warnings'])}" if f["warnings"] else "")
             + "."
@@ -331,23 +372,35 @@ def write(r: dict, results: Path, name: str) -> None:
             "passes."
         ),
     ]
-    plain = next((f for f in fits if not f["accelerate"]), None)
-    fast = next((f for f in fits if f["accelerate"]), None)
-    if plain and fast:
-        rel = (fast["objective_final"] - plain["objective_final"]) / abs(plain["objective_final"])
-        reach = next((i + 1 for i, v in enumerate(plain["objective_history"]) if v >= fast["objective_final"]), None)
+    old = next((f for f in fits if f["kind"] == "overrelaxed"), None)
+    new = [f for f in fits if f["kind"] == "sampled"]
+    if old and new:
+        finals = [f["objective_final"] for f in new]
+        rel = [(v - old["objective_final"]) / abs(old["objective_final"]) for v in finals]
+        passes = [f["passes"] for f in new]
         lines += [
             "",
-            f"**Plain vs accelerated.** Passes {plain['passes']} → {fast['passes']} "
-            f"({fast['passes'] / plain['passes']:.2f}x), wall time {plain['seconds']:.0f} s → "
-            f"{fast['seconds']:.0f} s ({plain['seconds'] / fast['seconds']:.1f}x faster); "
-            f"final ℓ1 objective {plain['objective_final']:.8g} (plain, {plain['status']}) vs "
-            f"{fast['objective_final']:.8g} (accelerated, {fast['status']}): relative difference {rel:+.1e} "
-            f"({'accelerated higher' if rel > 0 else 'plain higher' if rel < 0 else 'equal'}). "
+            f"**Default vs previous default (same run).** Passes {old['passes']} → "
+            f"{spread(passes, 0)} over {len(new)} fits (target ≤ 30: "
+            f"{'holds' if max(passes) <= 30 else 'does not hold'}); wall time {old['seconds']:.0f} s → "
+            f"{spread([f['seconds'] for f in new])} s ({old['seconds'] / np.median([f['seconds'] for f in new]):.1f}x "
+            f"faster); final ℓ1 objective {old['objective_final']:.8g} (over-relaxed, {old['status']}) vs "
+            f"{', '.join(f'{v:.8g}' for v in finals)} (sample-preconditioned): relative difference "
+            f"{', '.join(f'{x:+.1e}' for x in rel)} (target: not below by more than 1e-6: "
+            f"{'holds' if min(rel) >= -1e-6 else 'does not hold'}).",
+        ]
+    plain = next((f for f in fits if f["kind"] == "plain"), None)
+    if plain and new:
+        best = max(f["objective_final"] for f in new)
+        reach = next((i + 1 for i, v in enumerate(plain["objective_history"]) if v >= best), None)
+        lines += [
+            "",
+            f"**Plain.** {plain['passes']} passes, {plain['seconds']:.0f} s, final {plain['objective_final']:.8g} "
+            f"({plain['status']}); "
             + (
-                f"Plain reached the accelerated final value after {reach} passes."
+                f"it reached the default's final value after {reach} passes."
                 if reach
-                else f"Plain never reached the accelerated final value within its {plain['passes']} passes."
+                else f"it never reached the default's final value within its {plain['passes']} passes."
             ),
         ]
     (results / f"{name}.md").write_text("\n".join(lines) + "\n")
