@@ -84,7 +84,7 @@ class SampleSpec:
                 chosen.append(members[_smallest(drawn[members], self.rows_per_group)])
         take = np.unique(np.concatenate(chosen))
         rows = part[list(self.columns)].iloc[take].reset_index(drop=True)
-        rows[KEY_COLUMN] = drawn[take]
+        rows = pd.concat([rows, pd.DataFrame({KEY_COLUMN: drawn[take]})], axis=1)  # one block more, not an insert
         return RowSample(self, rows).kept()
 
 
