@@ -8,6 +8,9 @@ sample a pass over the table draws, the report's numbers (to 1e-10) and the proj
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
 import shutil
 
 import dask
@@ -120,6 +123,28 @@ def test_priority_samples_merge_exactly_and_are_uniform():
     # position of a 300-row sample is within 4 standard errors of the middle)
     positions = left.uniform(300)["v"].to_numpy()
     assert abs(positions.mean() - 4999.5) < 4 * 2887 / np.sqrt(300)
+
+
+def test_a_partition_keeps_only_the_keys_its_share_can_need_and_the_merge_says_if_that_was_exact():
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"v": np.arange(40_000), "g": rng.choice(["a", "b", "c"], 40_000, p=[0.9, 0.098, 0.002])})
+    spec = SampleSpec(("v", "g"), ("g",), max_rows=500, rows_per_group=50, seed=2)
+
+    def merged(bounds: list[int], share: bool) -> RowSample:
+        parts = [
+            spec.of_rows(frame.iloc[a:b], spec.keys(i), share=1 / (len(bounds) - 1) if share else None)
+            for i, (a, b) in enumerate(itertools.pairwise(bounds))
+        ]
+        return functools.reduce(operator.add, parts)
+
+    even = list(range(0, 40_001, 4000))  # ten equal partitions
+    cut, whole = merged(even, True), merged(even, False)
+    assert cut.exact() and whole.exact() and cut.floor < 1  # rows were left out, none that was needed
+    pd.testing.assert_frame_equal(cut.rows, whole.rows)
+    assert (cut.rows["g"] == "c").sum() == min(50, (frame["g"] == "c").sum())  # the small group: every row it needs
+    skewed = [0, 36_000, *range(36_400, 40_001, 400)]  # one partition of 90 % the rows, said to hold 10 %
+    assert not merged(skewed, True).exact()
+    assert merged(skewed, False).exact()
 
 
 def test_a_smaller_spec_is_a_prefix_of_the_sample():

@@ -20,15 +20,15 @@ splits or packs them into partitions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from fairpca_dist.exceptions import InputError
 
-__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN"]
+__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN", "MARGIN"]
 
 KEY_COLUMN = "__fairpca_priority__"
 """The column of the sample's keys (a name no table of the library's uses)."""
@@ -71,21 +71,58 @@ class SampleSpec:
         """The generator of the keys of the rows of file (partition) ``index``, drawn in row order."""
         return np.random.default_rng([self.seed, index])
 
-    def of_rows(self, part: pd.DataFrame, keys: np.random.Generator) -> RowSample:
+    def of_rows(self, part: pd.DataFrame, keys: np.random.Generator, *, share: float | None = None) -> RowSample:
         """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives. Only
         the rows the sample keeps are copied: the ``max_rows`` smallest keys and the
-        ``rows_per_group`` smallest of each group, found by partial sorts of the keys."""
+        ``rows_per_group`` smallest of each group, found by partial sorts of the keys.
+
+        ``share``: about which share of the table's rows ``part`` holds (1 / the number of
+        partitions), when the partitions' samples are merged after a pass. A row then is not kept
+        when its key is above :data:`MARGIN` times what the table's sample can need (the k smallest
+        of N keys lie near k / N, and N ≈ len(part) / share): ``max_rows`` overall and
+        ``rows_per_group`` of its group. The smallest key left out, overall and per group, is
+        recorded, and :meth:`RowSample.exact` says after the merge whether every row the sample
+        needed was kept (it fails only for partitions far larger than their share)."""
         drawn = keys.random(len(part))
+        codes, labels = self._group_codes(part)
+        floor, group_floors = np.inf, {}
+        if share is not None and len(part):
+            counts = np.bincount(codes, minlength=len(labels))
+            wanted = np.maximum(self.max_rows * share / len(part), self.rows_per_group * share / counts)
+            left_out = drawn >= MARGIN * wanted[codes]
+            if left_out.any():
+                floor = float(drawn[left_out].min())
+                group_floors = {
+                    labels[g]: float(drawn[left_out & (codes == g)].min()) for g in np.unique(codes[left_out]).tolist()
+                }
+                part, drawn, codes = part.loc[~left_out], drawn[~left_out], codes[~left_out]
         chosen = [_smallest(drawn, self.max_rows)]
         if self.rows_per_group:
-            codes = part.groupby(list(self.group_columns), sort=False, dropna=False).ngroup().to_numpy()
-            for group in range(int(codes.max(initial=-1)) + 1):
+            for group in range(len(labels)):
                 members = np.flatnonzero(codes == group)
                 chosen.append(members[_smallest(drawn[members], self.rows_per_group)])
         take = np.unique(np.concatenate(chosen))
         rows = part[list(self.columns)].iloc[take].reset_index(drop=True)
         rows = pd.concat([rows, pd.DataFrame({KEY_COLUMN: drawn[take]})], axis=1)  # one block more, not an insert
-        return RowSample(self, rows).kept()
+        return RowSample(self, rows, floor, group_floors).kept()
+
+    def _group_codes(self, part: pd.DataFrame) -> tuple[np.ndarray, list[Hashable]]:
+        """Each row's group code, and the group labels (a value, or a tuple of several columns')."""
+        columns = list(self.group_columns)
+        codes = part.groupby(columns, sort=False, dropna=False).ngroup().to_numpy()
+        firsts = part[columns].drop_duplicates()  # in order of first appearance, as the codes
+        labels = [tuple(row) if len(columns) > 1 else row[0] for row in firsts.itertuples(index=False, name=None)]
+        return codes, labels
+
+
+MARGIN = 4.0
+"""How far above the keys it can need a partition keeps rows (:meth:`SampleSpec.of_rows` ``share``)."""
+
+
+def _below(sorted_keys: np.ndarray, k: int, floor: float) -> bool:
+    """Whether the k smallest of all keys are among ``sorted_keys`` when no key below ``floor``
+    was left out: the k-th of them is below it (or nothing was left out)."""
+    return floor == np.inf or (len(sorted_keys) >= k > 0 and sorted_keys[k - 1] < floor) or k == 0
 
 
 def _smallest(values: np.ndarray, k: int) -> np.ndarray:
@@ -102,11 +139,19 @@ class RowSample:
 
     spec: SampleSpec
     rows: pd.DataFrame
+    floor: float = np.inf
+    group_floors: Mapping[Hashable, float] = field(default_factory=dict)
+    """The smallest key of a row left out by a partition's cut (:meth:`SampleSpec.of_rows`
+    ``share``), overall and per group; infinite when none was."""
 
     def __add__(self, other: RowSample) -> RowSample:
         if other.spec != self.spec:
             raise InputError("row samples of different specs do not merge")
-        return RowSample(self.spec, pd.concat([self.rows, other.rows], ignore_index=True)).kept()
+        floors = dict(self.group_floors)
+        for label, value in other.group_floors.items():
+            floors[label] = min(value, floors.get(label, np.inf))
+        rows = pd.concat([self.rows, other.rows], ignore_index=True)
+        return RowSample(self.spec, rows, min(self.floor, other.floor), floors).kept()
 
     def kept(self) -> RowSample:
         """The rows the spec keeps, in key order."""
@@ -114,7 +159,24 @@ class RowSample:
         keep = np.arange(len(rows)) < self.spec.max_rows
         if self.spec.rows_per_group and len(rows):
             keep |= self._group_ranks(rows) < self.spec.rows_per_group
-        return RowSample(self.spec, rows.loc[keep].reset_index(drop=True))
+        return replace(self, rows=rows.loc[keep].reset_index(drop=True))
+
+    def exact(self) -> bool:
+        """Whether the sample holds every row the spec asks for, i.e. no row a partition's cut
+        left out would have been kept: the ``max_rows``-th smallest key is below the smallest
+        key left out, and within each group the ``rows_per_group``-th below that group's."""
+        keys = self.rows[KEY_COLUMN].to_numpy()
+        if not _below(keys, self.spec.max_rows, self.floor):
+            return False
+        if not self.group_floors:
+            return True
+        columns = list(self.spec.group_columns)
+        for label, floor in self.group_floors.items():
+            values = label if isinstance(label, tuple) else (label,)
+            mask = np.logical_and.reduce([self.rows[c].to_numpy() == v for c, v in zip(columns, values, strict=True)])
+            if not _below(keys[mask], self.spec.rows_per_group, floor):
+                return False
+        return True
 
     def _group_ranks(self, rows: pd.DataFrame) -> np.ndarray:
         """The rank of each row (in key order) among the rows of its group."""

@@ -217,6 +217,7 @@ def _clean_partition(
     folder: Location,
     sample_weight: str | None,
     sample: SampleSpec,
+    share: float,
 ) -> tuple[_PartitionReport, GroupMoments | None, RowSample]:
     """Write the good rows of one partition; report what was found, and compute from the good
     rows (in the file's order) their moments and their row sample: what a pass over the file
@@ -257,7 +258,7 @@ def _clean_partition(
         )
     except InputError:  # finite values whose squares overflow: the fit will say so, ingest keeps them
         moments = None
-    return report, moments, sample.of_rows(good, sample.keys(partition.index))
+    return report, moments, sample.of_rows(good, sample.keys(partition.index), share=share)
 
 
 def ingest_table(
@@ -366,6 +367,7 @@ def ingest_table(
                 staging / PARTS_DIR,
                 sample_weight,
                 SampleSpec(tuple(columns), tuple(sensitive)),
+                1 / max(frame.npartitions, 1),  # each partition's share of the rows, roughly
             )
             item = dask.delayed(operator.getitem, pure=True)  # a partition's report, moments or row sample
             reports, moments, row_sample = run_graph(
@@ -401,7 +403,8 @@ def ingest_table(
         if sample is not None:
             with (staging / REJECTS_FILE).open("wb") as file:
                 sample.to_csv(file, index=False)
-        _write_table_sample(found.row_sample, staging / SAMPLE_FILE)
+        if found.row_sample.exact():  # else (partitions far from equal) a report draws it by a pass
+            _write_table_sample(found.row_sample, staging / SAMPLE_FILE)
         _write_table_moments(staging, found.moments, features_, sensitive, sample_weight)
         columns = [*roles, *features_]
         marked = {c: found.profiles[c].markers for c in profiled if found.profiles[c].markers}
