@@ -901,10 +901,10 @@ class RFFWork:
         ``values``: its features already as a float64 array."""
         chunk = read_chunk(part, [], self.sensitive, self.sample_weight, partition)
         x = feature_values(part, self.features, partition) if values is None else values
-        rows = np.ascontiguousarray(x, dtype=np.float64)
-        chunk = replace(chunk, features=rows)
-        if self.rates is not None:
-            chunk = chunk.subset(row_keys(rows) < self.rates[_fitted_codes(chunk, self.groups)])
+        if self.rates is not None:  # the subsample first: only its rows are copied
+            keep = row_keys(x) < self.rates[_fitted_codes(chunk, self.groups)]
+            chunk, x = chunk.subset(keep), x[keep]
+        chunk = replace(chunk, features=np.ascontiguousarray(x, dtype=np.float64))
         return _chunk_rff_sums(chunk, list(self.requests), self.origin, self.scale, self.groups, False)
 
     @staticmethod
@@ -923,13 +923,17 @@ def row_keys(values: np.ndarray) -> np.ndarray:
     different sums but for a chance of 2⁻⁶⁴), then mixed by splitmix64's finaliser. Uniform over
     distinct rows, equal for equal rows, whatever partition holds them."""
     bits = np.asarray(values, dtype=np.float64).view(np.uint64)
-    constants = np.random.default_rng(0x5EED).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64)
-    constants = constants * np.uint64(2) + np.uint64(1)
-    state = np.empty(bits.shape[0], dtype=np.uint64)
+    drawn = np.random.default_rng(0x5EED).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64)
+    constants = np.asarray(drawn * np.uint64(2) + np.uint64(1))  # odd
+    state = np.zeros(bits.shape[0], dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for start in range(0, bits.shape[0], _KEY_BLOCK_ROWS):  # blocks that stay in the cache
-            block = bits[start : start + _KEY_BLOCK_ROWS]
-            np.sum(block * constants, axis=1, dtype=np.uint64, out=state[start : start + block.shape[0]])
+        if bits.flags.f_contiguous and not bits.flags.c_contiguous:  # column by column: each is contiguous
+            for j in range(bits.shape[1]):
+                state += bits[:, j] * constants[j]
+        else:  # row blocks that stay in the cache
+            for start in range(0, bits.shape[0], _KEY_BLOCK_ROWS):
+                block = bits[start : start + _KEY_BLOCK_ROWS]
+                np.sum(block * constants, axis=1, dtype=np.uint64, out=state[start : start + block.shape[0]])
         state ^= state >> np.uint64(30)
         state *= _MIX[0]
         state ^= state >> np.uint64(27)
