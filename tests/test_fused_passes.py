@@ -22,7 +22,7 @@ from conftest import grouped_data
 
 from fairpca_dist.assessment import report as report_module
 from fairpca_dist.engine.passes import row_keys, run_graph, table_sample, tree_sum
-from fairpca_dist.engine.sampling import KEY_COLUMN, RowSample, SampleSpec
+from fairpca_dist.engine.sampling import KEY_COLUMN, KEY_ENTROPY, RowSample, SampleSpec
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import cached_table_moments, fit_table, report_rff_work, write_table_report
 from fairpca_dist.io.ingest import SAMPLE_FILE, ingest_table, read_table_sample
@@ -112,7 +112,7 @@ def test_priority_samples_merge_exactly_and_are_uniform():
     pd.testing.assert_frame_equal(left.rows, right.rows)
     pd.testing.assert_frame_equal(left.rows, tree.rows)
     # the 300 smallest keys overall, and 20 per group, of all 10,000 keys
-    keys = np.concatenate([np.random.default_rng([7, i]).random(1000) for i in range(10)])
+    keys = np.concatenate([np.random.default_rng([KEY_ENTROPY, 7, i]).random(1000) for i in range(10)])
     assert np.array_equal(np.sort(left.uniform(300)["v"]), np.sort(np.argsort(keys)[:300]))
     for group in "abc":
         mine = frame.index[frame["g"] == group].to_numpy()
@@ -145,6 +145,20 @@ def test_a_partition_keeps_only_the_keys_its_share_can_need_and_the_merge_says_i
     skewed = [0, 36_000, *range(36_400, 40_001, 400)]  # one partition of 90 % the rows, said to hold 10 %
     assert not merged(skewed, True).exact()
     assert merged(skewed, False).exact()
+
+
+def test_the_keys_are_independent_of_a_table_generated_with_numpys_seeds_per_file():
+    """Files whose groups were drawn by ``default_rng([0, file]).choice`` (the way the benchmarks
+    and many users make synthetic tables): keys seeded by (seed, file) alone were those very
+    uniforms, and the sample held the first group only."""
+    shares = [0.5, 0.3, 0.15, 0.05]
+    files = [pd.DataFrame({"g": np.random.default_rng([0, i]).choice(4, size=20_000, p=shares)}) for i in range(4)]
+    spec = SampleSpec(("g",), ("g",), max_rows=4000, rows_per_group=100)
+    sample = functools.reduce(operator.add, [spec.of_rows(f, spec.keys(i), share=0.25) for i, f in enumerate(files)])
+    assert sample.exact()
+    counts = sample.uniform(4000)["g"].value_counts().reindex(range(4), fill_value=0).to_numpy()
+    expected = 4000 * np.array(shares)
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))
 
 
 def test_a_smaller_spec_is_a_prefix_of_the_sample():

@@ -28,10 +28,17 @@ import pandas as pd
 
 from fairpca_dist.exceptions import InputError
 
-__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN", "MARGIN"]
+__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN", "KEY_ENTROPY", "MARGIN"]
 
 KEY_COLUMN = "__fairpca_priority__"
 """The column of the sample's keys (a name no table of the library's uses)."""
+
+KEY_ENTROPY = int.from_bytes(b"fairpca_sample", "big")
+"""The keys' own entropy beside the seed and the file number: keys seeded by ``(seed, file)``
+alone repeated, draw for draw, the uniforms of any table generated file by file with numpy's
+``default_rng([0, file])`` (a common way to make synthetic tables; the benchmarks' own do),
+so the keys were a function of the rows (a sample of one group only, from groups drawn by
+``rng.choice``)."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +75,9 @@ class SampleSpec:
         )
 
     def keys(self, index: int) -> np.random.Generator:
-        """The generator of the keys of the rows of file (partition) ``index``, drawn in row order."""
-        return np.random.default_rng([self.seed, index])
+        """The generator of the keys of the rows of file (partition) ``index``, drawn in row order,
+        seeded with (:data:`KEY_ENTROPY`, ``seed``, ``index``)."""
+        return np.random.default_rng([KEY_ENTROPY, self.seed, index])
 
     def of_rows(self, part: pd.DataFrame, keys: np.random.Generator, *, share: float | None = None) -> RowSample:
         """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives. Only
