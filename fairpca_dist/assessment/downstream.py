@@ -38,7 +38,7 @@ from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names, listed, listed_counts
 
 try:  # the [report] extra
-    from fairlearn.metrics import MetricFrame, demographic_parity_difference, demographic_parity_ratio, selection_rate
+    from fairlearn.metrics import MetricFrame, selection_rate
 except ImportError as error:
     raise missing_dependency(error, extra="report", feature="the downstream classifier check (fairlearn)") from error
 
@@ -244,13 +244,15 @@ def _classifier() -> Pipeline:
 
 
 def _parity_scores(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray, n_inputs: int) -> dict[str, Any]:
-    rates = MetricFrame(metrics=selection_rate, y_true=y_true, y_pred=y_pred, sensitive_features=groups).by_group
+    # fairlearn's demographic_parity_difference and _ratio are these of one such frame each: one
+    # frame for the three (a MetricFrame costs ~0.2 s of pandas grouping on 10,000 rows)
+    frame = MetricFrame(metrics=selection_rate, y_true=y_true, y_pred=y_pred, sensitive_features=groups)
     return {
         "n_inputs": n_inputs,
         "accuracy": accuracy_score(y_true, y_pred),
-        "demographic_parity_difference": demographic_parity_difference(y_true, y_pred, sensitive_features=groups),
-        "demographic_parity_ratio": demographic_parity_ratio(y_true, y_pred, sensitive_features=groups),
-        "selection_rate": {str(group): rate for group, rate in rates.items()},
+        "demographic_parity_difference": frame.difference(method="between_groups"),
+        "demographic_parity_ratio": frame.ratio(method="between_groups"),
+        "selection_rate": {str(group): rate for group, rate in frame.by_group.items()},
     }
 
 
