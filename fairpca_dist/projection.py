@@ -59,15 +59,14 @@ def _project_partition(
     features: list[str],
     pass_through: list[str],
     names: list[str],
-    arrays: tuple[np.ndarray, np.ndarray, np.ndarray],
+    model: FairProjection,
     folder: Location,
     rff: RFFWork | None,
 ) -> tuple[int, list[RFFSums] | None]:
-    mean, scale, components = arrays
     x = feature_values(part, features, partition)
     if not np.isfinite(x).all():
         check_finite(x, features, partition)
-    projected = pd.DataFrame(((x - mean) / scale) @ components, columns=names)
+    projected = pd.DataFrame(model.transform(x), columns=names)
     out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
     write_parquet(out, folder / f"part-{partition.index:05d}.parquet", plain=names)
     return len(out), None if rff is None else rff.of_partition(part, partition, x)
@@ -158,9 +157,8 @@ def project_table(
     clash = sorted(set(names) & set(pass_through))
     if clash:
         raise SchemaError(f"pass-through column(s) {clash} collide with the projected column names")
-    arrays = (model.mean, model.scale, model.components)
     with atomic_directory(out_dir, inputs=inputs, marker=SUCCESS_MARKER, storage_options=storage_options) as staging:
-        tasks = table.map_partitions(_project_partition, features, list(pass_through), names, arrays, staging, rff)
+        tasks = table.map_partitions(_project_partition, features, list(pass_through), names, model, staging, rff)
         done = run_graph(tasks, client=client, progress=progress, label="project")
         result = ProjectionResult(
             as_given(out_dir),

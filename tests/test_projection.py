@@ -71,3 +71,17 @@ def test_bad_values_and_missing_features(table, tmp_path):
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="feature column 'd' not found"):
         project_table(model.projection_, frame.drop(columns="d"), tmp_path / "out")
+
+
+def test_transform_in_blocks_equals_the_whole_array_expression(monkeypatch):
+    """Rows far from the origin (offset 1e8) across several blocks, in C and Fortran order: the
+    blocked transform computes ((x − mean) / scale) @ components row by row as written."""
+    from fairpca_dist.solvers import result
+
+    monkeypatch.setattr(result, "TRANSFORM_BLOCK_ROWS", 1000)
+    x, labels = grouped_data(n_rows=4500, n_features=6, n_groups=2, offset=1e8)
+    model = FairPCA(n_components=3, method="fair-eig", standardize=True).fit(x, sensitive_features=labels).projection_
+    expected = ((x - model.mean) / model.scale) @ model.components
+    for rows, want in ((x, expected), (np.asfortranarray(x), expected), (x[::-1], expected[::-1])):
+        np.testing.assert_allclose(model.transform(rows), want, rtol=1e-13, atol=1e-13 * np.abs(expected).max())
+    assert model.transform(x[:0]).shape == (0, 3)

@@ -34,6 +34,9 @@ STATUS_MESSAGES: dict[str, str] = {
 
 _CONVERGED = ("closed_form", "converged", "fixed_steps")  # the statuses that count as converged
 
+TRANSFORM_BLOCK_ROWS = 8192
+"""Rows per block of :meth:`FairProjection.transform` (8192 × 50 float64: 3 MiB)."""
+
 
 @dataclass(frozen=True, eq=False)
 class FairProjection:
@@ -131,8 +134,22 @@ class FairProjection:
         -------
         ndarray of shape (n_rows, r')
             r' = ``components.shape[1]``.
+
+        Notes
+        -----
+        Computed in blocks of :data:`TRANSFORM_BLOCK_ROWS` rows, with the same operations in the
+        same order per row as the whole-array expression: the centred and
+        scaled block stays in the cache instead of two n × p temporaries (on a 500,000 × 50
+        partition, 0.41 s instead of 0.72 s). The centring comes first, as written: x @ (V / s)
+        − (m / s) @ V would be one product fewer but loses the digits a large mean shares with
+        the rows.
         """
-        return ((np.asarray(x, dtype=np.float64) - self.mean) / self.scale) @ self.components
+        x = np.asarray(x, dtype=np.float64)
+        out = np.empty((x.shape[0], self.components.shape[1]))
+        for start in range(0, x.shape[0], TRANSFORM_BLOCK_ROWS):
+            block = slice(start, start + TRANSFORM_BLOCK_ROWS)
+            out[block] = ((x[block] - self.mean) / self.scale) @ self.components
+        return out
 
     def inverse_transform(self, z: np.ndarray) -> np.ndarray:
         """Map projected rows back to feature space: (z @ componentsᵀ) · scale + mean.
