@@ -24,7 +24,6 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.engine.datapasses import ArrayPasses
-from fairpca_dist.engine.kernels import RFFSums
 from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.engine.passes import (
     RFFWork,
@@ -56,7 +55,7 @@ from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
-    from fairpca_dist.assessment.report import ReportFiles
+    from fairpca_dist.assessment.report import RBFPlan, RBFSums, ReportFiles
 
 __all__ = [
     "table_files",
@@ -313,7 +312,7 @@ def write_table_report(
     sample_size: int = 50_000,
     rbf_mmd: str = "auto",
     group_names: Mapping[Any, str] | None = None,
-    rff_sums: Sequence[RFFSums] | None = None,
+    rbf_sums: RBFSums | None = None,
     client: Any = None,
     progress: bool = False,
     announce: Callable[[str], None] | None = None,
@@ -350,9 +349,10 @@ def write_table_report(
         How the RBF-kernel MMD² is measured.
     group_names : mapping, optional
         Display names of values of the sensitive column(s), e.g. ``{1: "female"}``.
-    rff_sums : sequence of RFFSums, optional
-        The random-feature sums of the RBF-kernel MMD², computed by the projection's write-back
-        (:func:`report_rff_work`): the report then reads no rows for it.
+    rbf_sums : RBFSums, optional
+        The random-feature sums of the RBF-kernel MMD² and their plan, computed by the
+        projection's write-back (:func:`report_rff_work`): the report then reads no rows and
+        measures no bandwidth for it.
     client : None, distributed.Client or str, optional
         Where the passes run.
     progress : bool, default False
@@ -377,6 +377,7 @@ def write_table_report(
     """
     from fairpca_dist.assessment.report import (  # scikit-learn, matplotlib
         REPORT_FILE,
+        RBFSums,
         build_report,
         curve_length,
         refitted_methods,
@@ -403,16 +404,13 @@ def write_table_report(
         storage_options=storage_options,
     )
     bandwidth = _bandwidth_rows(rows, model, moments)
-    if rff_sums is None:
-        work = _rff_work(table_dir, model, moments, rbf_mmd, bandwidth, storage_options)
-        if work is not None:
-            rff_sums = rff_pass(
-                table_source(table_dir, storage_options),
-                work,
-                client=client,
-                progress=progress,
-                storage_options=storage_options,
-            )
+    if rbf_sums is None:
+        planned = _rff_work(table_dir, model, moments, rbf_mmd, bandwidth, storage_options)
+        if planned is not None:
+            plan, work = planned
+            source = table_source(table_dir, storage_options)
+            sums = rff_pass(source, work, client=client, progress=progress, storage_options=storage_options)
+            rbf_sums = RBFSums(plan, sums)
     passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)
     report = build_report(
         moments,
@@ -424,7 +422,7 @@ def write_table_report(
         rbf_mmd=rbf_mmd,
         group_names=group_names,
         bandwidth_rows=bandwidth,
-        rff_sums=rff_sums,
+        rbf_sums=rbf_sums,
     )
     return report, write_report(report, report_dir, inputs=inputs, storage_options=storage_options)
 
@@ -436,11 +434,14 @@ def report_rff_work(
     rbf_mmd: str = "auto",
     client: Any = None,
     storage_options: StorageOptions | None = None,
-) -> RFFWork | None:
-    """The random-feature sums :func:`write_table_report` of this model and table would read the
-    rows for, as a pass that reads them for another reason computes them: give it to
-    :func:`~fairpca_dist.projection.project_table` (``rff=``), then its ``rff_sums`` to
-    :func:`write_table_report`, and the report's RBF-kernel MMD² reads no rows of its own.
+) -> tuple[RBFPlan, RFFWork] | None:
+    """The plan of the RBF-kernel MMD² :func:`write_table_report` of this model and table would
+    make, and the random-feature sums it would read the rows for, as a pass that reads them for
+    another reason computes them: give the work to
+    :func:`~fairpca_dist.projection.project_table` (``rff=``), then
+    ``RBFSums(plan, result.rff_sums)`` (:class:`~fairpca_dist.assessment.report.RBFSums`) to
+    :func:`write_table_report` (``rbf_sums=``): the report's RBF-kernel MMD² reads no rows and
+    measures no bandwidth of its own.
     None when the report measures it otherwise (``rbf_mmd`` "none", or "exact": every pair of
     rows, on tables of at most :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows by default).
     The bandwidth comes from the table's row sample (ingest's, else one pass); above
@@ -458,14 +459,14 @@ def _rff_work(
     rbf_mmd: str,
     bandwidth: ArrayPasses,
     storage_options: StorageOptions | None,
-) -> RFFWork | None:
+) -> tuple[RBFPlan, RFFWork] | None:
     from fairpca_dist.assessment.report import rbf_plan  # scikit-learn, matplotlib
 
     plan = rbf_plan(moments, model, rbf_mmd=rbf_mmd, bandwidth_rows=bandwidth)
     if plan is None or plan.requests is None:
         return None
     weight = read_schema(table_dir, storage_options).get("sample_weight")
-    return plan.rff_work(moments, model, model.group_columns, weight)
+    return plan, plan.rff_work(moments, model, model.group_columns, weight)
 
 
 def _fitted_for_report(

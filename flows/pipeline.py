@@ -136,7 +136,7 @@ def _steps(
                 report_rbf_mmd="auto",
                 storage_options=storage_options,
             ).result()
-            rff_sums = projected.pop("rff_sums")  # for the report, not a result of the run
+            rbf_sums = projected.pop("rbf_sums")  # for the report, not a result of the run
             outcome.summary = f"{projected['rows']:,} rows -> {projected['out_dir']}"
         with step("report") as outcome:
             report = report_task.submit(
@@ -148,7 +148,7 @@ def _steps(
                 sample_size=50_000,
                 artifact_key=f"fairpca-report-{method}",
                 group_names=group_names,
-                rff_sums=rff_sums,
+                rbf_sums=rbf_sums,
                 storage_options=storage_options,
             ).result()
             outcome.summary = f"-> {report['markdown']}"

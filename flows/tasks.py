@@ -22,13 +22,12 @@ from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
 from fairpca_dist.assessment.evaluation import evaluate
-from fairpca_dist.assessment.report import report_markdown_summary, report_table
+from fairpca_dist.assessment.report import RBFSums, report_markdown_summary, report_table
 from fairpca_dist.assessment.scoring import own_criterion, score_projection
 from fairpca_dist.assessment.table_comparison import compare_table
 from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.engine.cluster import connect
-from fairpca_dist.engine.kernels import RFFSums
 from fairpca_dist.engine.moments import Center
 from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, report_rff_work, write_table_report
@@ -233,10 +232,10 @@ def project_task(
 ) -> dict[str, Any]:
     """Project the table; with ``report_rbf_mmd`` (the report's ``rbf_mmd``), also compute on the
     way the random-feature sums the report's RBF-kernel MMD² would read the rows again for
-    (:func:`~fairpca_dist.fitting.report_rff_work`), returned under ``rff_sums`` (None when the
-    report measures it otherwise)."""
+    (:func:`~fairpca_dist.fitting.report_rff_work`), returned with their plan under
+    ``rbf_sums`` (None when the report measures it otherwise)."""
     with dask_client(dask_address) as client:
-        rff = (
+        planned = (
             None
             if report_rbf_mmd is None
             else report_rff_work(
@@ -248,13 +247,14 @@ def project_task(
             table_dir,
             out_dir,
             pass_through=pass_through,
-            rff=rff,
+            rff=None if planned is None else planned[1],
             client=client,
             progress=True,
             storage_options=storage_options,
         )
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
-    return {"out_dir": str(result.out_dir), "rows": result.rows, "rff_sums": result.rff_sums}
+    rbf_sums = None if planned is None or result.rff_sums is None else RBFSums(planned[0], result.rff_sums)
+    return {"out_dir": str(result.out_dir), "rows": result.rows, "rbf_sums": rbf_sums}
 
 
 @task(name="fairness-report", **_RETRIES, **_UNCACHED)
@@ -270,10 +270,10 @@ def report_task(
     dask_address: str | None = None,
     rbf_mmd: str = "auto",
     group_names: dict[str, str] | None = None,
-    rff_sums: list[RFFSums] | None = None,
+    rbf_sums: RBFSums | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write the report; ``rff_sums``: the random-feature sums the projection computed for it."""
+    """Write the report; ``rbf_sums``: the random-feature sums the projection computed for it."""
     with dask_client(dask_address) as client:
         report, files = write_table_report(
             model_dir,
@@ -284,7 +284,7 @@ def report_task(
             sample_size=sample_size,
             rbf_mmd=rbf_mmd,
             group_names=group_names,
-            rff_sums=rff_sums,
+            rbf_sums=rbf_sums,
             client=client,
             progress=True,
             announce=get_run_logger().info,

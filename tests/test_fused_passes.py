@@ -21,6 +21,7 @@ import pytest
 from conftest import grouped_data
 
 from fairpca_dist.assessment import report as report_module
+from fairpca_dist.assessment.report import RBFSums
 from fairpca_dist.engine.passes import row_keys, run_graph, table_sample, tree_sum
 from fairpca_dist.engine.sampling import KEY_COLUMN, KEY_ENTROPY, RowSample, SampleSpec
 from fairpca_dist.exceptions import InputError
@@ -186,11 +187,13 @@ def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, monke
     cache = fused / "cache"
     ingest_table(source, fused / "table", sensitive_feature="g", pass_through=["y"])
     fit_table(fused / "table", fused / "model", method="samadi-mw", n_components=2, standardize=True, cache_dir=cache)
-    work = report_rff_work(fused / "model", fused / "table", rbf_mmd=rbf_mmd)
-    assert (work is None) == (rbf_mmd == "auto")  # 2,400 rows: "auto" is the exact MMD², no sums to ride
+    planned = report_rff_work(fused / "model", fused / "table", rbf_mmd=rbf_mmd)
+    assert (planned is None) == (rbf_mmd == "auto")  # 2,400 rows: "auto" is the exact MMD², no sums to ride
+    plan, work = planned or (None, None)
     projected = project_table(fused / "model", fused / "table", fused / "projected", pass_through=["y"], rff=work)
+    sums = None if plan is None else RBFSums(plan, projected.rff_sums)
     fused_report, _ = write_table_report(
-        fused / "model", fused / "table", fused / "report", target="y", rbf_mmd=rbf_mmd, rff_sums=projected.rff_sums
+        fused / "model", fused / "table", fused / "report", target="y", rbf_mmd=rbf_mmd, rbf_sums=sums
     )
 
     unfused.mkdir()
@@ -230,6 +233,20 @@ def test_the_fused_pipeline_equals_the_unfused_functions(source, tmp_path, monke
     assert "skipped" not in fused_report["downstream"]
     for name in sorted(p.name for p in (unfused / "projected").glob("*.parquet")):
         assert pq.read_table(fused / "projected" / name).equals(pq.read_table(unfused / "projected" / name))
+
+
+def test_sums_planned_for_another_model_are_refused(source, tmp_path):
+    ingest_table(source, tmp_path / "table", sensitive_feature="g", pass_through=["y"])
+    for name, method in (("model", "samadi-mw"), ("other", "pca")):
+        fit_table(tmp_path / "table", tmp_path / name, method=method, n_components=2, standardize=True)
+    planned = report_rff_work(tmp_path / "model", tmp_path / "table", rbf_mmd="rff")
+    assert planned is not None
+    plan, work = planned
+    projected = project_table(tmp_path / "model", tmp_path / "table", tmp_path / "projected", rff=work)
+    with pytest.raises(InputError, match="computed for other projections"):
+        write_table_report(
+            tmp_path / "other", tmp_path / "table", tmp_path / "report", rbf_sums=RBFSums(plan, projected.rff_sums)
+        )
 
 
 def test_row_keys_depend_on_the_values_alone():

@@ -96,6 +96,7 @@ from fairpca_dist.wording import differences, group_display_names
 __all__ = [
     "ReportFiles",
     "RBFPlan",
+    "RBFSums",
     "build_report",
     "rbf_plan",
     "curve_length",
@@ -182,7 +183,7 @@ def build_report(
     rbf_mmd: str = "auto",
     group_names: Mapping[Any, str] | None = None,
     bandwidth_rows: DataPasses | None = None,
-    rff_sums: Sequence[RFFSums] | None = None,
+    rbf_sums: RBFSums | None = None,
 ) -> dict:
     """Every number of the fairness report of ``model``, as plain JSON values.
 
@@ -220,11 +221,11 @@ def build_report(
     bandwidth_rows : DataPasses, optional
         Rows of ``moments`` (e.g. a sample, :class:`~fairpca_dist.engine.datapasses.ArrayPasses`)
         for the RBF kernel's bandwidth by the median heuristic; default ``passes``.
-    rff_sums : sequence of RFFSums, optional
-        The random-feature sums of the arms over every row, computed by a pass that read the
-        rows for another reason (:meth:`RBFPlan.rff_work` of :func:`rbf_plan` with the same
-        arguments): the random-feature MMD² then reads no rows (with ``bandwidth_rows``, no
-        ``passes`` are needed for it).
+    rbf_sums : RBFSums, optional
+        The random-feature sums of the arms over the rows, computed by a pass that read the
+        rows for another reason, with their plan (:func:`rbf_plan` of this model and moments,
+        :meth:`RBFPlan.rff_work`): the RBF-kernel MMD² then reads no rows and measures no
+        bandwidth (no ``passes`` or ``bandwidth_rows`` are needed for it).
 
     Returns
     -------
@@ -277,7 +278,7 @@ def build_report(
     _check_model_matches(moments, model)
     if rbf_mmd not in RBF_MMD_CHOICES:
         raise InputError(f"rbf_mmd must be one of {list(RBF_MMD_CHOICES)}, got {rbf_mmd!r}")
-    if passes is None and rbf_mmd in ("exact", "rff") and rff_sums is None:
+    if passes is None and rbf_mmd in ("exact", "rff") and rbf_sums is None:
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
     names = group_display_names(moments.groups, model.group_columns, group_names)
     _check_refittable(model)
@@ -288,7 +289,7 @@ def build_report(
     scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
     curves, stopped = _curves(moments, model, asked, passes)
     ranks = asked[: len(curves["fair"])]
-    rbf = _rbf_mmd(working, arms, passes, rbf_mmd, bandwidth_rows, rff_sums)
+    rbf = _rbf_mmd(working, arms, passes, rbf_mmd, bandwidth_rows, rbf_sums)
     downstream = _downstream(sample, target, sensitive, arms, group_names)
     criterion, comparison = _criteria(own, scores, rbf, downstream)
     curve_key = own if own not in _ROW_KEYS and own != "explained_variance_ratio" else "max_loss"
@@ -479,6 +480,17 @@ class RBFPlan:
         )
 
 
+@dataclass(frozen=True)
+class RBFSums:
+    """Random-feature sums of a report's arms over the rows (:meth:`RBFPlan.rff_work`, computed
+    by a pass that read the rows for another reason) and the ``plan`` they follow: given to
+    :func:`build_report`, the report uses that plan's bandwidth and features rather than
+    measuring them again, so its numbers are those of the sums."""
+
+    plan: RBFPlan
+    sums: list[RFFSums]
+
+
 def rbf_plan(
     moments: GroupMoments,
     model: FairProjection,
@@ -527,21 +539,27 @@ def _rbf_mmd(
     passes: DataPasses | None,
     choice: str,
     bandwidth_rows: DataPasses | None,
-    rff_sums: Sequence[RFFSums] | None,
+    rbf_sums: RBFSums | None,
 ) -> dict:
     """The RBF-kernel MMD² of both arms over every row, with one σ (module docstring); a bar on
     a terminal, one tick per arm (both at once for random features): over every pair of rows
     this is the report's longest step on a long table. Random-feature sums computed by another
-    pass (``rff_sums``, :meth:`RBFPlan.rff_work`) replace the pass of their own."""
+    pass, with their plan (``rbf_sums``), replace the plan and the pass of their own."""
     if choice == "none":
         return {"skipped": "not asked for (rbf_mmd='none')"}
-    if passes is None and (rff_sums is None or bandwidth_rows is None):
+    if passes is None and rbf_sums is None:
         return {"skipped": "the rows were not given"}
     model = models["fair"]
     rows = None if passes is None else passes.rescaled(model.scale)
-    sampled = bandwidth_rows.rescaled(model.scale) if bandwidth_rows is not None else rows
-    assert sampled is not None  # one of them was given
-    plan = _rbf_plan(working, models, choice, sampled)
+    rff_sums: list[RFFSums] | None = None
+    if rbf_sums is not None:
+        plan: RBFPlan | None = rbf_sums.plan
+        rff_sums = rbf_sums.sums
+        _check_planned_for(rbf_sums.plan, models)
+    else:
+        sampled = bandwidth_rows.rescaled(model.scale) if bandwidth_rows is not None else rows
+        assert sampled is not None  # passes was given
+        plan = _rbf_plan(working, models, choice, sampled)
     assert plan is not None  # choice is not "none"
     how = "every pair of rows" if plan.estimator == "exact" else "random Fourier features"
     with progress_bar(
@@ -566,6 +584,20 @@ def _rbf_mmd(
                 bar.update()
     result.update(zip(models, matrices, strict=True))
     return result
+
+
+def _check_planned_for(plan: RBFPlan, models: dict[str, FairProjection]) -> None:
+    """Raise unless ``plan``'s random features were drawn for these arms' components (sums of
+    another model's projections would give another model's MMD²)."""
+    requests = plan.requests or []
+    planned = [components for components, _ in requests]
+    if len(planned) != len(models) or not all(
+        np.array_equal(v, arm.components) for v, arm in zip(planned, models.values(), strict=False)
+    ):
+        raise InputError(
+            "the random-feature sums given to the report were computed for other projections than "
+            "this model's and its PCA arm (rbf_plan of this model and moments)"
+        )
 
 
 def _downstream(
