@@ -13,23 +13,20 @@ import fairpca_dist
 
 HEAVY = ("numpy", "pandas", "scipy", "dask", "distributed", "sklearn", "prefect", "matplotlib")
 
-# each public name and the module that defines it, written out here (not read from the package)
-DEFINED_IN = {
-    "GroupMoments": "fairpca_dist.engine.moments",
-    "CellMoments": "fairpca_dist.engine.cells",
-    "HashCells": "fairpca_dist.engine.cells",
-    "compute_moments": "fairpca_dist.engine.passes",
-    "load_model": "fairpca_dist.io.model_io",
-    "save_model": "fairpca_dist.io.model_io",
-    "SOLVERS": "fairpca_dist.solvers",
-    "FairProjection": "fairpca_dist.solvers.result",
-    "fit_projection": "fairpca_dist.solvers",
-    "FairPCA": "fairpca_dist.estimator",
-    "compare": "fairpca_dist.assessment.table_comparison",
-    "write_comparison": "fairpca_dist.assessment.comparison_report",
-    "FairPCAError": "fairpca_dist.exceptions",
-    "ServiceError": "fairpca_dist.exceptions",
+# the modules that define the public names, and those names: written out here, not read from the package
+DEFINING_MODULES = {
+    "fairpca_dist.engine.moments": ("GroupMoments",),
+    "fairpca_dist.engine.cells": ("CellMoments", "HashCells"),
+    "fairpca_dist.engine.passes": ("compute_moments",),
+    "fairpca_dist.io.model_io": ("load_model", "save_model"),
+    "fairpca_dist.solvers": ("SOLVERS", "fit_projection"),
+    "fairpca_dist.solvers.result": ("FairProjection",),
+    "fairpca_dist.estimator": ("FairPCA",),
+    "fairpca_dist.assessment.table_comparison": ("compare",),
+    "fairpca_dist.assessment.comparison_report": ("write_comparison",),
+    "fairpca_dist.exceptions": ("FairPCAError", "ServiceError"),
 }
+DEFINED_IN = {name: module for module, names in DEFINING_MODULES.items() for name in names}
 
 
 def _fresh(code: str) -> subprocess.CompletedProcess[str]:
