@@ -27,15 +27,24 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
+_LOADING = time.perf_counter()  # the libraries the command needs, imported below: counted in its time
 
-from fairpca_dist.assessment.scoring import ProjectionScores, criterion_named, own_criterion, score_projection
-from fairpca_dist.engine.moments import GroupMoments
-from fairpca_dist.exceptions import FairPCAError, InputError
-from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters
-from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults
-from fairpca_dist.solvers.result import FairProjection
-from fairpca_dist.wording import group_display_names
+import numpy as np  # noqa: E402
+
+from fairpca_dist.assessment.scoring import (  # noqa: E402
+    ProjectionScores,
+    criterion_named,
+    own_criterion,
+    score_projection,
+)
+from fairpca_dist.engine.moments import GroupMoments  # noqa: E402
+from fairpca_dist.exceptions import FairPCAError, InputError  # noqa: E402
+from fairpca_dist.params import RBF_EXACT_MAX_ROWS, RBF_MMD_CHOICES, check_run_parameters  # noqa: E402
+from fairpca_dist.solvers import CENTERS, SOLVERS, option_defaults  # noqa: E402
+from fairpca_dist.solvers.result import FairProjection  # noqa: E402
+from fairpca_dist.wording import group_display_names  # noqa: E402
+
+_IMPORT_SECONDS = [time.perf_counter() - _LOADING]  # taken by the process's first command (_command)
 
 if TYPE_CHECKING:
     from fairpca_dist.flows.runtime import ApiServer
@@ -531,7 +540,7 @@ def _pipeline(
     (:func:`fairpca_dist.flows.runtime.api_server`); without it, one is launched after the checks."""
     from fairpca_dist.io.runs import check_run
 
-    started = time.perf_counter()
+    begun = time.perf_counter()
     stack, ready = launched or (contextlib.ExitStack(), None)
     with stack:  # leaving it stops the server, once the flows are done (counted in the time below)
         print(
@@ -558,12 +567,14 @@ def _pipeline(
             overwrite=args.overwrite,
         )
         check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
-        checks = time.perf_counter() - started
+        checks = time.perf_counter() - begun
         ready = ready or stack.enter_context(_api_server())  # it starts while the flows are imported
         from fairpca_dist.flows.pipeline import pipeline
         from fairpca_dist.flows.steps import show_step_lines
 
-        imports = time.perf_counter() - started - checks
+        # this module's, the demo's before this (its table aside), and the flows'
+        table = getattr(args, "demo_table", 0.0)  # the demo's (_demo); none for `fairpca pipeline`
+        imports = begun - args.started - table + time.perf_counter() - begun - checks
         args.console.quiet_prefect()
         server = ready()
         print(f"  prefect  {server.describe()}")
@@ -576,8 +587,9 @@ def _pipeline(
     report_dir = committed(locate(result["report"]["report_dir"], _storage_options(args)))
     report = json.loads((report_dir / REPORT_FILE).read_text())
     print("\n" + report_markdown_summary(report))
-    total = time.perf_counter() - started
-    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, checks, server.waited, lines.seconds)}")
+    total = time.perf_counter() - args.started
+    steps = {**lines.seconds, **({"demo table": table} if table else {})}
+    print(f"\nfinished in {total:.1f} s{_time_breakdown(total, imports, checks, server.waited, steps)}")
     print(
         f"everything is in {result['run_dir']}: report {result['report']['markdown']} (and report.html, "
         f"report.json, PNGs), model in {result['model']['model_dir']}, projections in {result['projected']['out_dir']}"
@@ -594,11 +606,15 @@ def _api_server() -> contextlib.AbstractContextManager[Callable[[], ApiServer]]:
 
 def _time_breakdown(total: float, imports: float, checks: float, server: float, steps: dict[str, float]) -> str:
     """``": checks 0.2 s, imports 2.0 s, Prefect API 0.4 s, dask 0.3 s, ingest 0.4 s, …, Prefect runs 2.1 s"``:
-    where the time went; "Prefect API" is the wait for the API server (it starts during the imports),
-    "Prefect runs" is the rest (flow and task runs' API calls and states)."""
+    where the ``total`` time of the command went; "imports" are the command's own (from the import
+    of this module), "Prefect API" is the wait for the API server (it starts during the imports),
+    "Prefect runs" is the rest (flow and task runs' API calls and states), shown after the
+    pipeline's steps; a ``"demo table"`` entry of ``steps`` comes last."""
+    steps = dict(steps)
+    table = {"demo table": steps.pop("demo table")} if "demo table" in steps else {}
     parts = {"checks": checks, "imports": imports, "Prefect API": server, **steps}
-    parts["Prefect runs"] = max(total - sum(parts.values()), 0.0)
-    return ": " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in parts.items())
+    parts["Prefect runs"] = max(total - sum(parts.values()) - sum(table.values()), 0.0)
+    return ": " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in {**parts, **table}.items())
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -618,7 +634,9 @@ def _demo(args: argparse.Namespace) -> int:
         raise InputError(f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)")
     with contextlib.ExitStack() as stack:
         ready = stack.enter_context(_api_server())  # it starts while the demo writes its table and imports the flows
+        writing = time.perf_counter()
         demo = _demo_pipeline_args(args, run_id, run_dir)
+        demo.demo_table = time.perf_counter() - writing
         return _pipeline(demo, (stack.pop_all(), ready))
 
 
@@ -671,6 +689,7 @@ def _demo_pipeline_args(args: argparse.Namespace, run_id: str, run_dir: Path) ->
         dask_address=args.dask_address,
         verbose=args.verbose,
         console=args.console,
+        started=args.started,
     )
 
 
@@ -1163,8 +1182,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _command(argv: Sequence[str] | None) -> int:
     """Parse ``argv`` and run its command; a failure becomes one line on stderr and an exit status."""
+    # the command's time starts with the imports of this module (for the first command of the process)
+    started = time.perf_counter() - (_IMPORT_SECONDS.pop() if _IMPORT_SECONDS else 0.0)
     args = _parser().parse_args(argv)
     args.console = console = _Console(args.verbose)
+    args.started = started
     try:
         with _signals_as_interrupts(console), console.warnings_as_lines():
             code = int(args.handler(args))

@@ -25,6 +25,8 @@ environment, but
 - under :func:`main`, which watches the parent: when the command that started it has died,
   the server exits by itself (SIGTERM to itself, uvicorn's graceful shutdown; a hard exit if
   that takes longer than :data:`GRACE_SECONDS`).
+- lighter: it registers no block types (:data:`LIGHT_START`, unless the user set otherwise), so
+  it imports no Prefect collection (prefect-dask, hence dask and distributed) at its start.
 
 This module imports only the standard library at its top: the server process runs it by path
 (``python -P …/api_server.py``), without importing ``fairpca_dist`` (dask, pandas: 1.3 s), and
@@ -33,6 +35,7 @@ the command imports Prefect's server application nowhere.
 
 from __future__ import annotations
 
+import http.client
 import os
 import runpy
 import signal
@@ -44,7 +47,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["TemporaryServer", "main", "POLL_SECONDS", "GRACE_SECONDS", "STOP_SECONDS"]
+__all__ = ["TemporaryServer", "main", "LIGHT_START", "POLL_SECONDS", "GRACE_SECONDS", "STOP_SECONDS"]
 
 POLL_SECONDS = 0.5
 """How often the server checks that its parent is alive."""
@@ -65,6 +68,19 @@ _STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. its por
 # port; tests/flows/test_api_server.py checks that it is still Prefect's.
 _UVICORN_OPTIONS = ("--log-level", "error", "--lifespan", "on")
 _SERVER_ENVIRONMENT = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+
+LIGHT_START: dict[str, str] = {
+    # Block types (Prefect's storage, notification, ... blocks) are registered in the database by
+    # a server that lasts; the command's flows use none. At every start Prefect's server either
+    # registered them or checked that they had not changed, which imports every installed Prefect
+    # collection (prefect-dask: dask and distributed): 0.7-1 s of CPU at each start of the
+    # temporary server, 2.5 s at the first (registration). A later `prefect server start` on the
+    # same database registers them then (its memo of the registration is left untouched).
+    "PREFECT_SERVER_REGISTER_BLOCKS_ON_START": "false",
+    "PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION": "false",
+}
+"""Settings of the temporary server that make its start lighter, each set only where the user has
+not set it (their settings of the same name win: :meth:`TemporaryServer.environment`)."""
 
 
 def _free_port() -> int:
@@ -104,11 +120,12 @@ class TemporaryServer:
     @staticmethod
     def environment() -> dict[str, str]:
         """Prefect's environment of its server: this process's, no UI, and the Prefect settings
-        in effect here (those of the current settings context included)."""
+        in effect here (those of the current settings context included); and the settings of
+        :data:`LIGHT_START` the user has not set."""
         from prefect.settings import get_current_settings
 
         settings = get_current_settings().to_environment_variables(exclude_unset=True)
-        return {**os.environ, **_SERVER_ENVIRONMENT, **settings}
+        return {**os.environ, **_SERVER_ENVIRONMENT, **LIGHT_START, **settings}
 
     def launch(self) -> None:
         """Start the server process on a free port and return at once."""
@@ -124,34 +141,41 @@ class TemporaryServer:
         :class:`~fairpca_dist.exceptions.ServiceError` if the server exits, or does not answer
         within ``timeout`` seconds of the launch.
         """
-        import httpx
-
         from fairpca_dist.exceptions import ServiceError
 
         assert self.process is not None, "launch() first"
-        with httpx.Client(timeout=max(timeout, 1.0)) as client:
-            while True:
-                status = self.process.poll()
-                if status == _STARTUP_FAILURE:
-                    self.launch()
-                    continue
-                if status is not None:
-                    raise ServiceError(
-                        f"the temporary Prefect API server exited with status {status} before it answered at "
-                        f"{self.api_url} (its error is above); set PREFECT_API_URL to use a server of your own"
-                    )
-                try:
-                    if client.get(f"{self.api_url}/health").status_code == 200:
-                        return time.perf_counter() - self.launched
-                except httpx.TransportError:  # not listening yet
-                    pass
-                if time.perf_counter() - self.launched > timeout:
-                    self.stop()
-                    raise ServiceError(
-                        f"the temporary Prefect API server did not answer at {self.api_url} within {timeout:.0f} s "
-                        "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): a loaded machine may need more"
-                    )
-                time.sleep(HEALTH_POLL_SECONDS)
+        while True:
+            status = self.process.poll()
+            if status == _STARTUP_FAILURE:
+                self.launch()
+                continue
+            if status is not None:
+                raise ServiceError(
+                    f"the temporary Prefect API server exited with status {status} before it answered at "
+                    f"{self.api_url} (its error is above); set PREFECT_API_URL to use a server of your own"
+                )
+            if self._healthy(max(timeout, 1.0)):
+                return time.perf_counter() - self.launched
+            if time.perf_counter() - self.launched > timeout:
+                self.stop()
+                raise ServiceError(
+                    f"the temporary Prefect API server did not answer at {self.api_url} within {timeout:.0f} s "
+                    "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): a loaded machine may need more"
+                )
+            time.sleep(HEALTH_POLL_SECONDS)
+
+    def _healthy(self, timeout: float) -> bool:
+        """Whether the server answers its health check (False: not listening yet). Plain HTTP on
+        the loopback, asked with the standard library: an httpx client loaded the system's CA
+        certificates first (0.05-0.15 s) for a connection that uses no TLS."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            connection.request("GET", "/api/health")
+            return connection.getresponse().status == 200
+        except (OSError, http.client.HTTPException):  # refused, reset, or not HTTP yet
+            return False
+        finally:
+            connection.close()
 
     def stop(self) -> None:
         """End the server: SIGTERM (uvicorn's graceful shutdown), SIGKILL after :data:`STOP_SECONDS`."""

@@ -68,7 +68,22 @@ def test_the_server_runs_prefects_command_and_environment(monkeypatch):
     command = ours.command()
     assert command[:4] == [sys.executable, "-P", str(Path(api_server.__file__).resolve()), str(os.getpid())]
     assert [sys.executable, *command[4:]] == launched["args"]
-    assert ours.environment() == launched["env"]
+    assert ours.environment() == {**launched["env"], **api_server.LIGHT_START}
+
+
+def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
+    """LIGHT_START applies where the user has not set the setting, under any of its names."""
+    monkeypatch.setenv("PREFECT_API_BLOCKS_REGISTER_ON_START", "true")  # an alias of Prefect's
+    from prefect.context import refresh_global_settings_context
+
+    refresh_global_settings_context()
+    try:
+        environment = TemporaryServer.environment()
+    finally:
+        monkeypatch.undo()
+        refresh_global_settings_context()
+    assert environment["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] == "True"
+    assert environment["PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION"] == "false"
 
 
 def test_the_server_process_does_not_import_fairpca_dist(tmp_path):
