@@ -1,0 +1,262 @@
+"""FNPM by block power iterations over the rows (method ``"fnpm-streaming"``): the solution of
+:mod:`fairpca_dist.solvers.fnpm` without any p × p matrix (Lee, Cho, Yun & Yun, NeurIPS 2023:
+the fair noisy power method; code HanseulJo/fair-streaming-pca, ``FairPCA.fit_streaming``).
+
+What it computes is ``"fnpm"``'s: V = the top-r eigenvectors of Π Σ Π, Π = I − t N Nᵀ, N the
+unfair subspace of the mean difference f = μ₁ − μ₀ and the m directions where Q = Σ₁ − Σ₀ is
+largest in magnitude (see that module for the definitions and the public code's errors, which
+are corrected here the same way). The group means come from the moments (k × p numbers); every
+product with a covariance comes from the rows. Each iteration reads the rows once,
+through :meth:`~fairpca_dist.engine.datapasses.DataPasses.scatter_products` (the one entry point
+of every pass), at U = [W_t, f/‖f‖, V_t] (p × q, q = m + 1 + r):
+
+    S_g U = Σ_{i∈g} w_i (x_i − μ_g)(x_i − μ_g)ᵀ U      (k × p × q numbers per partition),
+
+from which, on the driver, Σ_g U = S_g U / (w_g − 1), Q U = Σ₁U − Σ₀U and
+Σ U = (Σ_g S_g U + w_g δ_g δ_gᵀ U) / Σ_g w_g (δ_g = μ_g − μ). Then
+
+1. *the unfair subspace*: the Ritz pairs (θ, W_t y) of Q on span W_t (eigh of W_tᵀ Q W_t),
+   ordered by |θ|; those with |θ| above the rounding level (``"fnpm"``'s tolerance) are the
+   covariance directions, and N_t = [W_t Y, g/‖g‖] with f orthogonalised against them as
+   ``"fnpm"`` does. W_{t+1} = orth(Q W_t Y): a block power step on Q, which converges to the
+   eigenvectors of largest |λ| (the code's ``jnp.linalg.qr(Q @ W)``);
+2. *the PCA*: N_t lies in span [W_t, f], so Σ N_t = (Σ [W_t, f]) C with N_t = [W_t, f] C, and
+   Π_t Σ Π_t V_t = Π_t (Σ V_t − t Σ N_t (N_tᵀ V_t)) needs no other pass; V_{t+1} is its
+   orthonormalised block (with t = 1, projected again by Π_t and orthonormalised once more, so
+   that V_{t+1} ⊥ N_t to rounding).
+
+The two power iterations run side by side: the PCA step uses the current N_t, so it needs as
+many passes as the slower of the two, not their sum (the code runs ``n_iter_unfair`` passes
+then ``n_iter_pca``). Convergence is tested on the subspaces, not on a count: the sine of the
+largest principal angle between consecutive iterates, ‖B − A(AᵀB)‖₂, for N (N_t against
+N_{t−1}) and for V (V_{t+1} against V_t), both ≤ ``tol``. Power iterations converge linearly,
+at the rates |λ_{m+1}(Q)| / |λ_m(Q)| and λ_{r+1} / λ_r of Π Σ Π, so a step of size ``tol`` leaves
+the iterate within about tol · ρ / (1 − ρ) of the limit (ρ the slower rate); where a rate is
+near 1 (nearly tied eigenvalues) the fit stops at ``max_iter`` with status ``"max_iter"``.
+
+The result is V_t, the iterate the last pass evaluated: its certificate (‖Vᵀf‖, ‖VᵀQV‖₂, the
+explained variance) comes from that pass exactly, and V_t ⊥ N_{t−1} ∋ f (t = 1), so the
+projected mean gap is zero to rounding at every iteration. ``warm_start`` (p × r, e.g. a previous
+model's components on the same features) replaces the random start of V. Memory: k × p × q
+numbers per partition and on the driver; the p × p moments are not used by the iterations (the
+group losses in the result are still computed from the moments given).
+
+Where both run, the result is ``"fnpm"``'s subspace to the tolerance above
+(tests/solvers/test_fnpm_streaming.py). The public code's streaming form differs from its own
+offline one (4–83° of subspace angle after its default 10 + 10 iterations on the tables of the
+side-by-side run): few fixed iterations, and Q from second moments about the origin.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fairpca_dist.engine.datapasses import DataPasses
+from fairpca_dist.engine.moments import Center, GroupMoments
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.solvers import checks
+from fairpca_dist.solvers.fnpm import (
+    UnfairSubspace,
+    certificate_of,
+    check_problem,
+    check_room,
+    covariance_directions,
+    details_of,
+    mean_difference,
+    unfair_subspace,
+    zero_tolerance,
+)
+from fairpca_dist.solvers.result import FairProjection, make_projection
+from fairpca_dist.solvers.stiefel import fix_signs, random_orthonormal
+
+__all__ = ["solve", "subspace_change"]
+
+
+def subspace_change(before: np.ndarray, after: np.ndarray) -> float:
+    """sin of the largest principal angle between span(``before``) and span(``after``), both
+    orthonormal p × d: ‖B − A(AᵀB)‖₂, O(p d²), no p × p projector; 1 when the dimensions differ."""
+    if before.shape != after.shape:
+        return 1.0
+    if before.shape[1] == 0:
+        return 0.0
+    return float(np.linalg.norm(after - before @ (before.T @ after), ord=2))
+
+
+def _orthonormal(block: np.ndarray) -> np.ndarray:
+    """The Q factor of a p × d block with the signs of diag(R) made positive (a continuous map)."""
+    q, r = np.linalg.qr(block)
+    return q * np.where(np.diag(r) < 0, -1.0, 1.0)
+
+
+def _start(warm_start: object, rng: np.random.Generator, n_features: int, n_components: int) -> np.ndarray:
+    """V₀: ``warm_start`` orthonormalised, or a random orthonormal p × r block."""
+    if warm_start is None:
+        return random_orthonormal(rng, n_features, n_components)
+    start = np.asarray(warm_start, dtype=np.float64)
+    if start.shape != (n_features, n_components) or not np.all(np.isfinite(start)):
+        raise InputError(
+            f"warm_start must be a finite (n_features, n_components) = ({n_features}, {n_components}) array, "
+            f"got shape {start.shape}"
+        )
+    if np.linalg.matrix_rank(start) < n_components:
+        raise InputError(f"warm_start has rank {np.linalg.matrix_rank(start)} < n_components={n_components}")
+    return _orthonormal(start)
+
+
+def _project_out(block: np.ndarray, basis: np.ndarray, tradeoff: float) -> np.ndarray:
+    """Π B = B − t N (Nᵀ B)."""
+    return block - tradeoff * basis @ (basis.T @ block)
+
+
+def solve(
+    moments: GroupMoments,
+    n_components: int,
+    *,
+    passes: DataPasses | None = None,
+    random_state: int | np.random.Generator | None = None,
+    center: Center = "group",
+    n_unfair: int = 2,
+    constraint: str = "all",
+    tradeoff: float = 1.0,
+    tol: float = 1e-8,
+    max_iter: int = 200,
+    warm_start: np.ndarray | None = None,
+) -> FairProjection:
+    """``"fnpm"``'s projection by block power iterations, one pass over the rows per iteration
+    (module docstring).
+
+    Parameters
+    ----------
+    passes : DataPasses
+        The rows the moments came from (in the moments' units). Required.
+    n_unfair, constraint, tradeoff
+        As for ``"fnpm"`` (:func:`fairpca_dist.solvers.fnpm.solve`).
+    tol : float
+        Stop when consecutive iterates of N and of V are within ``tol`` (sine of the largest
+        principal angle).
+    max_iter : int
+        Passes at most (≥ 2: the first pass's V is the start, not yet fair).
+    warm_start : ndarray of shape (n_features, n_components), optional
+        A start for V (e.g. a previous fit's ``components``); random (``random_state``) otherwise.
+    random_state
+        Seeds the random starts of W and V.
+
+    Returns
+    -------
+    FairProjection
+        ``certificate``: ``"fnpm"``'s (``projected_mean_gap``, ``projected_covariance_gap``,
+        ``explained_variance_ratio``, at the returned V, from the last pass) and ``passes``.
+        ``objective_history``: tr(VᵀΣV) at each pass's V. ``details``: ``"fnpm"``'s, plus
+        ``unfair_change`` and ``components_change`` per pass (the convergence test's values).
+    """
+    n_unfair, constraint, tradeoff, _ = check_problem(moments, "fnpm-streaming", n_unfair, constraint, tradeoff, False)
+    tol = checks.number("tol", tol, strict=True)
+    max_iter = checks.integer("max_iter", max_iter, minimum=2)
+    if passes is None:
+        raise InputError(
+            "method 'fnpm-streaming' reads the rows at every iteration: pass passes= (e.g. "
+            "fairpca_dist.engine.passes.table_passes(data, moments, ...)), or fit with FairPCA or fit_table"
+        )
+    if tuple(passes.groups) != tuple(moments.groups):
+        raise InputError(f"passes are over groups {tuple(passes.groups)}, the moments over {moments.groups}")
+    p = moments.n_features
+    rng = np.random.default_rng(random_state)
+    m = 0 if constraint == "mean" else min(n_unfair, p)
+    directions = random_orthonormal(rng, p, m)
+    difference = mean_difference(moments)
+    size = float(np.linalg.norm(difference))
+    mean_unit = difference[:, None] / size if constraint != "covariance" and size > 0 else np.zeros((p, 0))
+    tolerance = zero_tolerance(moments)
+    known_basis, _ = unfair_subspace(np.zeros((p, 0)), _mean_or_none(difference, constraint))
+    # before any pass the rank of Q is unknown: N may have m + 1 columns
+    check_room(n_components, p, min(p, m + known_basis.shape[1]), constraint, tradeoff)
+    # f alone is known before any pass: the start is projected off it
+    components = _orthonormal(_project_out(_start(warm_start, rng, p, n_components), known_basis, tradeoff))
+    deviations = moments.means_about(moments.global_mean)
+    divisor = (moments.weight - 1.0)[:, None, None]
+    passes_before = passes.n_passes
+    history: list[float] = []
+    unfair_changes: list[float] = []
+    components_changes: list[float] = []
+    previous: np.ndarray | None = None
+    status = "max_iter"
+    for _ in range(max_iter):
+        block = np.column_stack([directions, mean_unit, components])
+        products = passes.scatter_products(block, moments.mean).b  # S_g U: (2, p, q), one pass
+        spread = (products + moments.weight[:, None, None] * deviations[:, :, None] * (deviations @ block)[:, None, :]).sum(
+            axis=0
+        ) / moments.weight.sum()  # Σ U
+        group_products = products / divisor  # Σ_g U
+        q_directions = group_products[1][:, :m] - group_products[0][:, :m]  # Q W
+        ritz_values, ritz_vectors = np.linalg.eigh(_symmetric(directions.T @ q_directions))
+        order = np.argsort(-np.abs(ritz_values), kind="stable")
+        ritz_values, ritz_vectors = ritz_values[order], ritz_vectors[:, order]
+        kept, eigenvalues, zeros = covariance_directions(ritz_values, directions @ ritz_vectors, m, tolerance)
+        basis, with_mean = unfair_subspace(kept, _mean_or_none(difference, constraint))
+        unfair = UnfairSubspace(basis, eigenvalues, zeros, with_mean)
+        check_room(n_components, p, basis.shape[1], constraint, tradeoff)
+        # evaluate the current V from this pass
+        at_components = spread[:, -n_components:]
+        history.append(float(np.trace(components.T @ at_components)))
+        certificate = certificate_of(
+            components,
+            difference,
+            group_products[:, :, -n_components:],
+            _total_trace(moments),
+            history[-1],
+        )
+        returned = components
+        # the PCA step with this pass's N (N lies in span [W, f/‖f‖]: N = [W, f/‖f‖] C)
+        known = np.column_stack([directions, mean_unit])
+        coefficients = np.linalg.lstsq(known, basis, rcond=None)[0] if basis.shape[1] else np.zeros((known.shape[1], 0))
+        spread_basis = spread[:, : known.shape[1]] @ coefficients  # Σ N
+        stepped = _project_out(at_components - tradeoff * spread_basis @ (basis.T @ components), basis, tradeoff)
+        following = _orthonormal(stepped)
+        if tradeoff == 1.0:
+            following = _orthonormal(_project_out(following, basis, 1.0))
+        unfair_changes.append(1.0 if previous is None else subspace_change(previous, basis))
+        components_changes.append(subspace_change(components, following))
+        previous, components = basis, following
+        if m:
+            directions = _orthonormal(q_directions @ ritz_vectors)
+        if unfair_changes[-1] <= tol and components_changes[-1] <= tol:
+            status = "converged"
+            break
+    n_passes = passes.n_passes - passes_before
+    details = details_of(unfair)
+    details.update(unfair_change=unfair_changes, components_change=components_changes)
+    return make_projection(
+        moments,
+        fix_signs(returned),
+        method="fnpm-streaming",
+        n_components=n_components,
+        center=center,
+        objective_history=history,
+        n_iter=len(history),
+        status=status,
+        certificate={**certificate, "passes": float(n_passes)},
+        options={
+            "n_unfair": n_unfair,
+            "constraint": constraint,
+            "tradeoff": tradeoff,
+            "tol": tol,
+            "max_iter": max_iter,
+            "warm_start": warm_start,
+        },
+        details=details,
+    )
+
+
+def _mean_or_none(difference: np.ndarray, constraint: str) -> np.ndarray | None:
+    return None if constraint == "covariance" else difference
+
+
+def _symmetric(matrix: np.ndarray) -> np.ndarray:
+    return (matrix + matrix.T) / 2
+
+
+def _total_trace(moments: GroupMoments) -> float:
+    """tr Σ from the diagonals of the moments (k × p numbers)."""
+    deviations = moments.means_about(moments.global_mean)
+    diagonal = np.einsum("kii->", moments.scatter) + float(moments.weight @ (deviations**2).sum(axis=1))
+    return diagonal / float(moments.weight.sum())
