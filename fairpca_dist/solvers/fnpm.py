@@ -48,8 +48,9 @@ restores the code's choices, for comparison):
    Π removes a random direction partly (for ‖g‖ ≈ 10⁻⁸ the column has norm ½). The same guard
    makes f/(‖f‖ + 10⁻⁸) a short vector on data whose mean gap is small in its units. Here g is
    orthogonalised twice ("twice is enough", Parlett–Kahan) and dropped when ‖g‖ ≤ √ε·‖f‖ (f then
-   lies in span W, which N already removes); f is divided by ‖f‖, and a zero f (equal means)
-   contributes no direction.
+   lies in span W, which N already removes); f is divided by ‖f‖, and an f at rounding level,
+   ‖f‖ ≤ p·ε·(max_g tr Σ_g)^½ (equal means), contributes no direction (the code's test,
+   ‖f/(‖f‖ + 10⁻⁸)‖ ≈ 0, holds only for ‖f‖ ≲ 10⁻¹⁶ in the data's units).
 
 Also differing from the code, not errors: Σ's divisor (n − 1 there, w here) does not change V;
 the streaming code estimates Q from second moments about the origin, XᵀX/n_g, rather than the
@@ -82,6 +83,7 @@ __all__ = [
     "check_problem",
     "covariance_directions",
     "mean_difference",
+    "mean_tolerance",
     "unfair_subspace",
     "zero_tolerance",
     "check_room",
@@ -168,11 +170,17 @@ def covariance_directions(
     return vectors[:, kept], values[kept], int(order.size - kept.size)
 
 
+def mean_tolerance(moments: GroupMoments) -> float:
+    """p · ε · (max_g tr Σ_g)^½: a mean difference no longer than this is rounding (equal means)."""
+    return float(np.sqrt(zero_tolerance(moments) * moments.n_features * np.finfo(np.float64).eps))
+
+
 def unfair_subspace(
-    directions: np.ndarray, difference: np.ndarray | None, *, code_selection: bool = False
+    directions: np.ndarray, difference: np.ndarray | None, *, negligible: float = 0.0, code_selection: bool = False
 ) -> tuple[np.ndarray, bool]:
-    """N = [W, g/‖g‖] with g the mean difference f orthogonalised against W (``difference`` None:
-    N = W). Returns N and whether the mean direction is in it (module docstring, item 2)."""
+    """N = [W, g/‖g‖] with g the mean difference f orthogonalised against W (``difference`` None,
+    or ‖f‖ ≤ ``negligible``: N = W). Returns N and whether the mean direction is in it (module
+    docstring, item 2)."""
     if difference is None:
         return directions, False
     if code_selection:
@@ -188,7 +196,7 @@ def unfair_subspace(
     for _ in range(2):  # twice is enough (Parlett–Kahan)
         g -= directions @ (directions.T @ g)
     length = float(np.linalg.norm(g))
-    if size == 0.0 or length <= _MEAN_TOL * size:
+    if size <= negligible or length <= _MEAN_TOL * size:
         return directions, False
     return np.column_stack([directions, g / length]), True
 
@@ -285,7 +293,10 @@ def solve(
             values, vectors, n_unfair, zero_tolerance(moments), code_selection=code_selection
         )
     basis, with_mean = unfair_subspace(
-        directions, None if constraint == "covariance" else difference, code_selection=code_selection
+        directions,
+        None if constraint == "covariance" else difference,
+        negligible=mean_tolerance(moments),
+        code_selection=code_selection,
     )
     unfair = UnfairSubspace(basis, eigenvalues, zeros, with_mean)
     if not code_selection:

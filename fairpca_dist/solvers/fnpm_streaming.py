@@ -63,6 +63,7 @@ from fairpca_dist.solvers.fnpm import (
     covariance_directions,
     details_of,
     mean_difference,
+    mean_tolerance,
     unfair_subspace,
     zero_tolerance,
 )
@@ -164,12 +165,12 @@ def solve(
     m = 0 if constraint == "mean" else min(n_unfair, p)
     directions = random_orthonormal(rng, p, m)
     difference = mean_difference(moments)
-    size = float(np.linalg.norm(difference))
-    mean_unit = difference[:, None] / size if constraint != "covariance" and size > 0 else np.zeros((p, 0))
     tolerance = zero_tolerance(moments)
-    known_basis, _ = unfair_subspace(np.zeros((p, 0)), _mean_or_none(difference, constraint))
+    negligible = mean_tolerance(moments)
+    known_basis, _ = unfair_subspace(np.zeros((p, 0)), _mean_or_none(difference, constraint), negligible=negligible)
     # before any pass the rank of Q is unknown: N may have m + 1 columns
     check_room(n_components, p, min(p, m + known_basis.shape[1]), constraint, tradeoff)
+    mean_unit = known_basis  # f/‖f‖, or no column (constraint "covariance", or equal means)
     # f alone is known before any pass: the start is projected off it
     components = _orthonormal(_project_out(_start(warm_start, rng, p, n_components), known_basis, tradeoff))
     deviations = moments.means_about(moments.global_mean)
@@ -192,7 +193,7 @@ def solve(
         order = np.argsort(-np.abs(ritz_values), kind="stable")
         ritz_values, ritz_vectors = ritz_values[order], ritz_vectors[:, order]
         kept, eigenvalues, zeros = covariance_directions(ritz_values, directions @ ritz_vectors, m, tolerance)
-        basis, with_mean = unfair_subspace(kept, _mean_or_none(difference, constraint))
+        basis, with_mean = unfair_subspace(kept, _mean_or_none(difference, constraint), negligible=negligible)
         unfair = UnfairSubspace(basis, eigenvalues, zeros, with_mean)
         check_room(n_components, p, basis.shape[1], constraint, tradeoff)
         # evaluate the current V from this pass
