@@ -89,10 +89,12 @@ def _orthonormal(block: np.ndarray) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
-def _start(warm_start: object, rng: np.random.Generator, n_features: int, n_components: int) -> np.ndarray:
-    """V₀: ``warm_start`` orthonormalised, or a random orthonormal p × r block."""
+def _start(
+    warm_start: object, rng: np.random.Generator, n_features: int, n_components: int, width: int
+) -> np.ndarray:
+    """V₀ (p × width): ``warm_start`` (p × r) and random columns after it, or all random."""
     if warm_start is None:
-        return random_orthonormal(rng, n_features, n_components)
+        return random_orthonormal(rng, n_features, width)
     start = np.asarray(warm_start, dtype=np.float64)
     if start.shape != (n_features, n_components) or not np.all(np.isfinite(start)):
         raise InputError(
@@ -101,12 +103,20 @@ def _start(warm_start: object, rng: np.random.Generator, n_features: int, n_comp
         )
     if np.linalg.matrix_rank(start) < n_components:
         raise InputError(f"warm_start has rank {np.linalg.matrix_rank(start)} < n_components={n_components}")
-    return _orthonormal(start)
+    return np.column_stack([start, rng.standard_normal((n_features, width - n_components))])
 
 
 def _project_out(block: np.ndarray, basis: np.ndarray, tradeoff: float) -> np.ndarray:
     """Π B = B − t N (Nᵀ B)."""
     return block - tradeoff * basis @ (basis.T @ block)
+
+
+def _ritz(block: np.ndarray, product: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rayleigh–Ritz on span(``block``) (orthonormal) given ``product`` = M·block for a symmetric M:
+    the Ritz values and the rotations Y (block·Y are the Ritz vectors), by decreasing |value|."""
+    values, rotations = np.linalg.eigh((block.T @ product + product.T @ block) / 2)
+    order = np.argsort(-np.abs(values), kind="stable")
+    return values[order], rotations[:, order]
 
 
 def solve(
@@ -121,6 +131,7 @@ def solve(
     tradeoff: float = 1.0,
     tol: float = 1e-8,
     max_iter: int = 200,
+    oversample: int = 5,
     warm_start: np.ndarray | None = None,
 ) -> FairProjection:
     """``"fnpm"``'s projection by block power iterations, one pass over the rows per iteration
@@ -136,11 +147,14 @@ def solve(
         Stop when consecutive iterates of N and of V are within ``tol`` (sine of the largest
         principal angle).
     max_iter : int
-        Passes at most (≥ 2: the first pass's V is the start, not yet fair).
+        Passes at most (≥ 2).
+    oversample : int
+        s, extra columns of each block (m + s for Q, r + s for the PCA; clipped to the room
+        there is): the rates become |λ_{m+s+1}| / |λ_m| and λ_{r+s+1} / λ_r. 0: the code's blocks.
     warm_start : ndarray of shape (n_features, n_components), optional
         A start for V (e.g. a previous fit's ``components``); random (``random_state``) otherwise.
     random_state
-        Seeds the random starts of W and V.
+        Seeds the random starts of W (drawn first) and V.
 
     Returns
     -------
@@ -153,6 +167,7 @@ def solve(
     n_unfair, constraint, tradeoff, _ = check_problem(moments, "fnpm-streaming", n_unfair, constraint, tradeoff, False)
     tol = checks.number("tol", tol, strict=True)
     max_iter = checks.integer("max_iter", max_iter, minimum=2)
+    oversample = checks.integer("oversample", oversample, minimum=0)
     if passes is None:
         raise InputError(
             "method 'fnpm-streaming' reads the rows at every iteration: pass passes= (e.g. "
@@ -160,88 +175,81 @@ def solve(
         )
     if tuple(passes.groups) != tuple(moments.groups):
         raise InputError(f"passes are over groups {tuple(passes.groups)}, the moments over {moments.groups}")
-    p = moments.n_features
+    p, r = moments.n_features, n_components
     rng = np.random.default_rng(random_state)
     m = 0 if constraint == "mean" else min(n_unfair, p)
-    directions = random_orthonormal(rng, p, m)
     difference = mean_difference(moments)
-    tolerance = zero_tolerance(moments)
-    negligible = mean_tolerance(moments)
-    known_basis, _ = unfair_subspace(np.zeros((p, 0)), _mean_or_none(difference, constraint), negligible=negligible)
-    # before any pass the rank of Q is unknown: N may have m + 1 columns
-    check_room(n_components, p, min(p, m + known_basis.shape[1]), constraint, tradeoff)
-    mean_unit = known_basis  # f/‖f‖, or no column (constraint "covariance", or equal means)
-    # f alone is known before any pass: the start is projected off it
-    components = _orthonormal(_project_out(_start(warm_start, rng, p, n_components), known_basis, tradeoff))
+    tolerance, negligible = zero_tolerance(moments), mean_tolerance(moments)
+    mean_unit, _ = unfair_subspace(np.zeros((p, 0)), _mean_or_none(difference, constraint), negligible=negligible)
+    check_room(r, p, mean_unit.shape[1], constraint, tradeoff)  # N's dimension is known after the first pass
+    directions = random_orthonormal(rng, p, m + min(oversample, p - m) if m else 0)
+    room = p - min(p, m + mean_unit.shape[1]) if tradeoff == 1.0 else p  # N has at most m + 1 columns
+    width = r + max(0, min(oversample, room - r))
+    block_v = _orthonormal(_project_out(_start(warm_start, rng, p, r, width), mean_unit, tradeoff))
     deviations = moments.means_about(moments.global_mean)
     divisor = (moments.weight - 1.0)[:, None, None]
     passes_before = passes.n_passes
     history: list[float] = []
     unfair_changes: list[float] = []
     components_changes: list[float] = []
-    previous: np.ndarray | None = None
+    previous: tuple[np.ndarray, np.ndarray] | None = None
     status = "max_iter"
     for _ in range(max_iter):
-        block = np.column_stack([directions, mean_unit, components])
+        known = np.column_stack([directions, mean_unit])
+        block = np.column_stack([known, block_v])
         products = passes.scatter_products(block, moments.mean).b  # S_g U: (2, p, q), one pass
-        spread = (products + moments.weight[:, None, None] * deviations[:, :, None] * (deviations @ block)[:, None, :]).sum(
-            axis=0
-        ) / moments.weight.sum()  # Σ U
+        weighted = moments.weight[:, None, None] * deviations[:, :, None] * (deviations @ block)[:, None, :]
+        spread = (products + weighted).sum(axis=0) / moments.weight.sum()  # Σ U
         group_products = products / divisor  # Σ_g U
-        q_directions = group_products[1][:, :m] - group_products[0][:, :m]  # Q W
-        ritz_values, ritz_vectors = np.linalg.eigh(_symmetric(directions.T @ q_directions))
-        order = np.argsort(-np.abs(ritz_values), kind="stable")
-        ritz_values, ritz_vectors = ritz_values[order], ritz_vectors[:, order]
-        kept, eigenvalues, zeros = covariance_directions(ritz_values, directions @ ritz_vectors, m, tolerance)
+        # 1. the unfair subspace: Ritz pairs of Q on span W
+        q_directions = group_products[1][:, : directions.shape[1]] - group_products[0][:, : directions.shape[1]]
+        values, rotations = _ritz(directions, q_directions)
+        kept, eigenvalues, zeros = covariance_directions(values, directions @ rotations, m, tolerance)
         basis, with_mean = unfair_subspace(kept, _mean_or_none(difference, constraint), negligible=negligible)
-        unfair = UnfairSubspace(basis, eigenvalues, zeros, with_mean)
-        check_room(n_components, p, basis.shape[1], constraint, tradeoff)
-        # evaluate the current V from this pass
-        at_components = spread[:, -n_components:]
+        check_room(r, p, basis.shape[1], constraint, tradeoff)
+        # 2. the PCA: Ritz pairs of Π Σ Π on span V; N = known C lies in span [W, f], so Σ N = (Σ known) C
+        coefficients = np.linalg.lstsq(known, basis, rcond=None)[0]
+        overlap = basis.T @ block_v
+        sigma_shrunk = spread[:, known.shape[1] :] - tradeoff * (spread[:, : known.shape[1]] @ coefficients) @ overlap
+        _, turn = _ritz(block_v, _project_out(sigma_shrunk, basis, tradeoff))  # ΠΣΠ ⪰ 0: |λ| order is λ order
+        components = block_v @ turn[:, :r]
+        at_components = spread[:, known.shape[1] :] @ turn[:, :r]  # Σ V
         history.append(float(np.trace(components.T @ at_components)))
         certificate = certificate_of(
-            components,
-            difference,
-            group_products[:, :, -n_components:],
-            _total_trace(moments),
-            history[-1],
+            components, difference, group_products[:, :, known.shape[1] :] @ turn[:, :r], _total_trace(moments), history[-1]
         )
-        returned = components
-        # the PCA step with this pass's N (N lies in span [W, f/‖f‖]: N = [W, f/‖f‖] C)
-        known = np.column_stack([directions, mean_unit])
-        coefficients = np.linalg.lstsq(known, basis, rcond=None)[0] if basis.shape[1] else np.zeros((known.shape[1], 0))
-        spread_basis = spread[:, : known.shape[1]] @ coefficients  # Σ N
-        stepped = _project_out(at_components - tradeoff * spread_basis @ (basis.T @ components), basis, tradeoff)
-        following = _orthonormal(stepped)
-        if tradeoff == 1.0:
-            following = _orthonormal(_project_out(following, basis, 1.0))
-        unfair_changes.append(1.0 if previous is None else subspace_change(previous, basis))
-        components_changes.append(subspace_change(components, following))
-        previous, components = basis, following
-        if m:
-            directions = _orthonormal(q_directions @ ritz_vectors)
+        unfair = UnfairSubspace(basis, eigenvalues, zeros, with_mean)
+        unfair_changes.append(1.0 if previous is None else subspace_change(previous[0], basis))
+        components_changes.append(1.0 if previous is None else subspace_change(previous[1], components))
+        previous = (basis, components)
         if unfair_changes[-1] <= tol and components_changes[-1] <= tol:
             status = "converged"
             break
-    n_passes = passes.n_passes - passes_before
+        # the next blocks: a power step on each, in Ritz order
+        block_v = _orthonormal(_project_out(sigma_shrunk @ turn, basis, tradeoff))
+        if tradeoff == 1.0:  # V ⊥ N to rounding
+            block_v = _orthonormal(_project_out(block_v, basis, 1.0))
+        if m:
+            directions = _orthonormal(q_directions @ rotations)
     details = details_of(unfair)
     details.update(unfair_change=unfair_changes, components_change=components_changes)
     return make_projection(
         moments,
-        fix_signs(returned),
+        fix_signs(components),
         method="fnpm-streaming",
         n_components=n_components,
         center=center,
         objective_history=history,
         n_iter=len(history),
         status=status,
-        certificate={**certificate, "passes": float(n_passes)},
+        certificate={**certificate, "passes": float(passes.n_passes - passes_before)},
         options={
             "n_unfair": n_unfair,
             "constraint": constraint,
             "tradeoff": tradeoff,
             "tol": tol,
             "max_iter": max_iter,
+            "oversample": oversample,
             "warm_start": warm_start,
         },
         details=details,
@@ -250,10 +258,6 @@ def solve(
 
 def _mean_or_none(difference: np.ndarray, constraint: str) -> np.ndarray | None:
     return None if constraint == "covariance" else difference
-
-
-def _symmetric(matrix: np.ndarray) -> np.ndarray:
-    return (matrix + matrix.T) / 2
 
 
 def _total_trace(moments: GroupMoments) -> float:
