@@ -40,8 +40,8 @@ from fairpca_dist.engine.datapasses import (
     check_rff_requests,
     l1_block_sums,
     merge_rff_sums_many,
-    scatter_block_products,
     rff_block_sums_many,
+    scatter_block_products,
 )
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.engine.moments import GroupMoments

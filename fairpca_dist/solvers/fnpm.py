@@ -313,10 +313,13 @@ def solve(
         objective_history=[variance],
         n_iter=1,
         status="closed_form",
-        certificate=certificate_of(
-            components, difference, covariances @ components, float(np.trace(total)), variance
-        ),
-        options={"n_unfair": n_unfair, "constraint": constraint, "tradeoff": tradeoff, "code_selection": code_selection},
+        certificate=certificate_of(components, difference, covariances @ components, float(np.trace(total)), variance),
+        options={
+            "n_unfair": n_unfair,
+            "constraint": constraint,
+            "tradeoff": tradeoff,
+            "code_selection": code_selection,
+        },
         details=details_of(unfair),
     )
 

@@ -8,43 +8,50 @@ largest in magnitude (see that module for the definitions and the public code's 
 are corrected here the same way). The group means come from the moments (k × p numbers); every
 product with a covariance comes from the rows. Each iteration reads the rows once,
 through :meth:`~fairpca_dist.engine.datapasses.DataPasses.scatter_products` (the one entry point
-of every pass), at U = [W_t, f/‖f‖, V_t] (p × q, q = m + 1 + r):
+of every pass), at U = [W_t, f/‖f‖, V_t] (p × q, W_t of m + s columns, V_t of r + s):
 
     S_g U = Σ_{i∈g} w_i (x_i − μ_g)(x_i − μ_g)ᵀ U      (k × p × q numbers per partition),
 
 from which, on the driver, Σ_g U = S_g U / (w_g − 1), Q U = Σ₁U − Σ₀U and
 Σ U = (Σ_g S_g U + w_g δ_g δ_gᵀ U) / Σ_g w_g (δ_g = μ_g − μ). Then
 
-1. *the unfair subspace*: the Ritz pairs (θ, W_t y) of Q on span W_t (eigh of W_tᵀ Q W_t),
-   ordered by |θ|; those with |θ| above the rounding level (``"fnpm"``'s tolerance) are the
-   covariance directions, and N_t = [W_t Y, g/‖g‖] with f orthogonalised against them as
-   ``"fnpm"`` does. W_{t+1} = orth(Q W_t Y): a block power step on Q, which converges to the
-   eigenvectors of largest |λ| (the code's ``jnp.linalg.qr(Q @ W)``);
+1. *the unfair subspace*: the Ritz pairs (θ, W_t y) of Q on span W_t (eigh of W_tᵀ Q W_t), by
+   decreasing |θ|; of the first m, those with |θ| above the rounding level (``"fnpm"``'s
+   tolerance) are the covariance directions, and N_t = [W_t Y, g/‖g‖] with f orthogonalised
+   against them as ``"fnpm"`` does. W_{t+1} = orth(Q W_t Y): a block power step on Q, which
+   converges to the eigenvectors of largest |λ| (the code's ``jnp.linalg.qr(Q @ W)``);
 2. *the PCA*: N_t lies in span [W_t, f], so Σ N_t = (Σ [W_t, f]) C with N_t = [W_t, f] C, and
-   Π_t Σ Π_t V_t = Π_t (Σ V_t − t Σ N_t (N_tᵀ V_t)) needs no other pass; V_{t+1} is its
-   orthonormalised block (with t = 1, projected again by Π_t and orthonormalised once more, so
-   that V_{t+1} ⊥ N_t to rounding).
+   Π_t Σ Π_t V_t = Π_t (Σ V_t − t Σ N_t (N_tᵀ V_t)) needs no other pass. The Ritz pairs of
+   Π_t Σ Π_t on span V_t give this pass's V (the top r) and, multiplied once more, the next
+   block V_{t+1} = orth(Π_t Σ Π_t V_t Z) (with t = 1 projected by Π_t and orthonormalised again,
+   so that V_{t+1} ⊥ N_t to rounding).
 
-The two power iterations run side by side: the PCA step uses the current N_t, so it needs as
-many passes as the slower of the two, not their sum (the code runs ``n_iter_unfair`` passes
-then ``n_iter_pca``). Convergence is tested on the subspaces, not on a count: the sine of the
-largest principal angle between consecutive iterates, ‖B − A(AᵀB)‖₂, for N (N_t against
-N_{t−1}) and for V (V_{t+1} against V_t), both ≤ ``tol``. Power iterations converge linearly,
-at the rates |λ_{m+1}(Q)| / |λ_m(Q)| and λ_{r+1} / λ_r of Π Σ Π, so a step of size ``tol`` leaves
-the iterate within about tol · ρ / (1 − ρ) of the limit (ρ the slower rate); where a rate is
-near 1 (nearly tied eigenvalues) the fit stops at ``max_iter`` with status ``"max_iter"``.
+The s extra columns (``oversample``, default 5, clipped to the room there is) make the rates
+|λ_{m+s+1}(Q)| / |λ_m(Q)| and λ_{r+s+1} / λ_r instead of the code's |λ_{m+1}| / |λ_m| and
+λ_{r+1} / λ_r (on the tests' 8-feature table, |λ₃| / |λ₂| = 0.97: 400 passes left the code's
+block 6·10⁻⁶ from the limit). The two power iterations run side by side: the PCA step uses the
+current N_t, so a fit needs as many passes as the slower of the two, not their sum (the code
+runs ``n_iter_unfair`` passes, then ``n_iter_pca``). Convergence is tested on the subspaces,
+not on a count: the sine of the largest principal angle between consecutive results,
+‖B − A(AᵀB)‖₂, for N and for V, both ≤ ``tol``. The iteration converges linearly, so a step of
+size ``tol`` leaves the result within about tol · ρ / (1 − ρ) of the limit (ρ the slower rate);
+where a rate is near 1 (nearly tied eigenvalues) the fit stops at ``max_iter`` with status
+``"max_iter"``.
 
-The result is V_t, the iterate the last pass evaluated: its certificate (‖Vᵀf‖, ‖VᵀQV‖₂, the
-explained variance) comes from that pass exactly, and V_t ⊥ N_{t−1} ∋ f (t = 1), so the
-projected mean gap is zero to rounding at every iteration. ``warm_start`` (p × r, e.g. a previous
-model's components on the same features) replaces the random start of V. Memory: k × p × q
-numbers per partition and on the driver; the p × p moments are not used by the iterations (the
-group losses in the result are still computed from the moments given).
+The result is the V of the last pass: its certificate (‖Vᵀf‖, ‖VᵀQV‖₂, the explained variance)
+comes from that pass exactly, and V ⊥ N_{t−1} ∋ f (t = 1), so the projected mean gap is zero to
+rounding from the second pass on. ``warm_start`` (p × r, e.g. a previous model's components on
+the same features) replaces the random start of V; W always starts at random. Before the first
+pass only f is known, so r ≤ p − 1 is checked then and r ≤ p − dim N after each pass. Memory:
+k × p × q numbers per partition and on the driver; the iterations use only the counts, means and
+diagonals of the moments (the group losses in the result are still computed from the moments
+given).
 
 Where both run, the result is ``"fnpm"``'s subspace to the tolerance above
 (tests/solvers/test_fnpm_streaming.py). The public code's streaming form differs from its own
-offline one (4–83° of subspace angle after its default 10 + 10 iterations on the tables of the
-side-by-side run): few fixed iterations, and Q from second moments about the origin.
+offline one by 4–83° of subspace angle after its default 10 + 10 iterations on the tables of the
+side-by-side run (tests/solvers/fixtures/fnpm_peer.json): few fixed iterations, blocks of
+exactly m and r columns, and Q from second moments about the origin.
 """
 
 from __future__ import annotations
@@ -89,9 +96,7 @@ def _orthonormal(block: np.ndarray) -> np.ndarray:
     return q * np.where(np.diag(r) < 0, -1.0, 1.0)
 
 
-def _start(
-    warm_start: object, rng: np.random.Generator, n_features: int, n_components: int, width: int
-) -> np.ndarray:
+def _start(warm_start: object, rng: np.random.Generator, n_features: int, n_components: int, width: int) -> np.ndarray:
     """V₀ (p × width): ``warm_start`` (p × r) and random columns after it, or all random."""
     if warm_start is None:
         return random_orthonormal(rng, n_features, width)
@@ -216,7 +221,11 @@ def solve(
         at_components = spread[:, known.shape[1] :] @ turn[:, :r]  # Σ V
         history.append(float(np.trace(components.T @ at_components)))
         certificate = certificate_of(
-            components, difference, group_products[:, :, known.shape[1] :] @ turn[:, :r], _total_trace(moments), history[-1]
+            components,
+            difference,
+            group_products[:, :, known.shape[1] :] @ turn[:, :r],
+            _total_trace(moments),
+            history[-1],
         )
         unfair = UnfairSubspace(basis, eigenvalues, zeros, with_mean)
         unfair_changes.append(1.0 if previous is None else subspace_change(previous[0], basis))

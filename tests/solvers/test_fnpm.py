@@ -131,7 +131,9 @@ def test_the_code_keeps_the_mean_gap_where_the_pca_step_reaches_zero_eigenvalues
     x, a = wine_total()
     f = standardized(x)[a == 1].mean(0) - standardized(x)[a == 0].mean(0)
     (peer,) = [
-        run for run in PEER["collinear"] if run["standardize"] and run["constraint"] == constraint and run["n_components"] == r
+        run
+        for run in PEER["collinear"]
+        if run["standardize"] and run["constraint"] == constraint and run["n_components"] == r
     ]
     share = np.linalg.norm(np.asarray(peer["offline"]).T @ f) / np.linalg.norm(f)
     assert share == pytest.approx(kept, abs=1e-3)
@@ -139,7 +141,9 @@ def test_the_code_keeps_the_mean_gap_where_the_pca_step_reaches_zero_eigenvalues
     assert ours.certificate["projected_mean_gap"] < 1e-12 * np.linalg.norm(f)
 
 
-@pytest.mark.parametrize("run", PEER["runs"], ids=lambda run: f"{run['table']}-{run['constraint']}-r{run['n_components']}")
+@pytest.mark.parametrize(
+    "run", PEER["runs"], ids=lambda run: f"{run['table']}-{run['constraint']}-r{run['n_components']}"
+)
 def test_reproduces_the_public_code(run):
     """code_selection=True is the code's offline result to rounding; the default differs from it
     only by the code's ‖·‖ + 1e-8 guards (≤ 1e-7 here), and removes the mean gap the guards leave."""

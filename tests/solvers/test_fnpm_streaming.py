@@ -143,7 +143,7 @@ def test_a_warm_start_at_the_solution_stops_at_once(table):
 
 
 def _same_run(model, reference) -> None:
-    assert model.n_iter == reference.n_iter > 2
+    assert model.n_iter == reference.n_iter > 10
     np.testing.assert_allclose(model.objective_history, reference.objective_history, rtol=1e-10)
     np.testing.assert_allclose(model.components, reference.components, atol=1e-10)
     for key in ("unfair_change", "components_change"):
@@ -154,10 +154,10 @@ def _same_run(model, reference) -> None:
 def test_threaded_dask_passes_equal_numpy_per_iteration(table, n_partitions):
     x, labels = rows_of(table)
     moments = GroupMoments.from_arrays(x, labels, feature_names=FEATURES)
-    reference = fit(table, tol=1e-9)
+    reference = fit(table, tol=1e-9, oversample=1)  # blocks narrower than the space: many passes
     passes = table_passes(dd.from_pandas(table, npartitions=n_partitions), moments, sensitive_feature="group")
     with dask.config.set(scheduler="threads"):
-        model = fit(table, passes=passes, tol=1e-9)
+        model = fit(table, passes=passes, tol=1e-9, oversample=1)
     _same_run(model, reference)
     assert model.certificate["passes"] == passes.n_passes == model.n_iter
 
@@ -165,10 +165,10 @@ def test_threaded_dask_passes_equal_numpy_per_iteration(table, n_partitions):
 def test_parquet_passes_on_a_local_cluster_equal_numpy_per_iteration(table, tmp_path, dask_cluster):
     for i, start in enumerate(range(0, len(table), 700)):
         table.iloc[start : start + 700].to_parquet(tmp_path / f"part-{i}.parquet")
-    reference = fit(table, tol=1e-9)
+    reference = fit(table, tol=1e-9, oversample=1)
     moments = compute_moments(str(tmp_path), sensitive_feature="group", client=dask_cluster)
     passes = table_passes(str(tmp_path), moments, sensitive_feature="group", client=dask_cluster)
-    model = fit_projection(moments, 3, method="fnpm-streaming", passes=passes, random_state=0, tol=1e-9)
+    model = fit_projection(moments, 3, method="fnpm-streaming", passes=passes, random_state=0, tol=1e-9, oversample=1)
     _same_run(model, reference)
 
 
