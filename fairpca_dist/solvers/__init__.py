@@ -256,8 +256,8 @@ SOLVERS: dict[str, SolverSpec] = {
         fnpm_streaming.solve,
         True,
         _options_of(fnpm_streaming.solve),
-        "fnpm by block power iterations, one pass over the rows per iteration, k x p x (m + 1 + r) numbers per "
-        "partition and no p x p matrix (Lee et al., NeurIPS 2023, the fair noisy power method)",
+        "fnpm by block power iterations, one pass over the rows per iteration, k x p x (m + r + 2s + 1) numbers "
+        "per partition and no p x p matrix (Lee et al., NeurIPS 2023, the fair noisy power method)",
         criterion_needed=fnpm.criterion_key,
         two_groups=True,
     ),

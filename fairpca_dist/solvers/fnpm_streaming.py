@@ -146,8 +146,13 @@ def solve(
     ----------
     passes : DataPasses
         The rows the moments came from (in the moments' units). Required.
-    n_unfair, constraint, tradeoff
-        As for ``"fnpm"`` (:func:`fairpca_dist.solvers.fnpm.solve`).
+    n_unfair : int
+        m, the directions of Q = Σ₁ − Σ₀ (largest |eigenvalue|) in N; zero eigenvalues are left
+        out (as ``"fnpm"``).
+    constraint : {"all", "mean", "covariance"}
+        What N holds: both, the mean difference only, or Q's directions only.
+    tradeoff : float
+        t ∈ [0, 1] in Π = I − t N Nᵀ: 1 projects N out, 0 is plain PCA.
     tol : float
         Stop when consecutive iterates of N and of V are within ``tol`` (sine of the largest
         principal angle).
