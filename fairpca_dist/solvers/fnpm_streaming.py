@@ -178,13 +178,7 @@ def solve(
     tol = checks.number("tol", tol, strict=True)
     max_iter = checks.integer("max_iter", max_iter, minimum=2)
     oversample = checks.integer("oversample", oversample, minimum=0)
-    if passes is None:
-        raise InputError(
-            "method 'fnpm-streaming' reads the rows at every iteration: pass passes= (e.g. "
-            "fairpca_dist.engine.passes.table_passes(data, moments, ...)), or fit with FairPCA or fit_table"
-        )
-    if tuple(passes.groups) != tuple(moments.groups):
-        raise InputError(f"passes are over groups {tuple(passes.groups)}, the moments over {moments.groups}")
+    passes = checks.rows("fnpm-streaming", passes, moments.groups)
     p, r = moments.n_features, n_components
     rng = np.random.default_rng(random_state)
     m = 0 if constraint == "mean" else min(n_unfair, p)
