@@ -125,6 +125,7 @@ BENCHES = (
         quick=("--rows", "1000000", "--repeats", "2"),
         outputs=("mmd_sample.json",),
     ),
+    Bench("fnpm", "bench_fnpm.py", quick=("--quick",), outputs=("fnpm.json",)),
     Bench("pipeline", "bench_pipeline.py", quick=("--quick",), outputs=("pipeline.json",)),
     # the same under load: two busy processes beside every timed command
     Bench(

@@ -136,9 +136,12 @@ def test_every_registered_method_fits_and_transforms(method):
     """The estimator takes every method of the registry, the row-reading ones included (it
     builds their passes itself), and equals fit_projection on the same rows."""
     x, labels = grouped_data(n_rows=300, n_features=4, n_groups=2, seed=11)
-    options = {"mmd": {"estimator": "rff", "n_random_features": 50, "max_iter": 3}, "mm-robust": {"max_iter": 10}}.get(
-        method, {}
-    )
+    options = {
+        "mmd": {"estimator": "rff", "n_random_features": 50, "max_iter": 3},
+        "mm-robust": {"max_iter": 10},
+        "fnpm": {"n_unfair": 1},  # p = 4: N of the default 2 + 1 directions leaves 1 for r = 2
+        "fnpm-streaming": {"n_unfair": 1},
+    }.get(method, {})
     fpca = FairPCA(n_components=2, method=method, random_state=0, method_options=options).fit(
         x, sensitive_features=labels
     )

@@ -33,9 +33,9 @@ from __future__ import annotations
 import copy
 import functools
 import operator
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, TypeVar, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -49,6 +49,8 @@ __all__ = [
     "DataPasses",
     "L1Sums",
     "l1_block_sums",
+    "ScatterProducts",
+    "scatter_block_products",
     "RFFRequest",
     "check_rff_requests",
     "rff_block_sums_many",
@@ -75,12 +77,12 @@ class L1Sums:
     h: np.ndarray
 
     @classmethod
-    def zeros(cls, groups: Sequence[Hashable], n_features: int, n_components: int) -> L1Sums:
+    def zeros(cls, groups: Sequence[Hashable], n_features: int, n_components: int) -> Self:
         return cls(tuple(groups), np.zeros((len(groups), n_features, n_components)), np.zeros(len(groups)))
 
-    def __add__(self, other: L1Sums) -> L1Sums:
+    def __add__(self, other: L1Sums) -> Self:
         labels = (*self.groups, *(g for g in other.groups if g not in self.groups))
-        total = L1Sums.zeros(labels, *self.b.shape[1:])
+        total = self.zeros(labels, *self.b.shape[1:])
         total.b[: len(self.groups)] += self.b
         total.h[: len(self.groups)] += self.h
         index = [labels.index(g) for g in other.groups]
@@ -88,14 +90,74 @@ class L1Sums:
         np.add.at(total.h, index, other.h)
         return total
 
-    def in_order(self, groups: Sequence[Hashable]) -> L1Sums:
+    def in_order(self, groups: Sequence[Hashable]) -> Self:
         """The sums for ``groups`` in that order (zeros for a group with no rows here)."""
-        out = L1Sums.zeros(groups, *self.b.shape[1:])
+        out = self.zeros(groups, *self.b.shape[1:])
         for i, g in enumerate(groups):
             if g in self.groups:
                 j = self.groups.index(g)
                 out.b[i], out.h[i] = self.b[j], self.h[j]
         return out
+
+
+class ScatterProducts(L1Sums):
+    """Per-group scatter products at one U: ``b`` (k, p, q) holds S_g U = Σ_{i∈g} w_i y_i y_iᵀ U
+    and ``h`` (k,) holds tr(Uᵀ S_g U) = Σ_{i∈g} w_i ‖Uᵀy_i‖², for the groups ``groups`` in that
+    order; merged with ``+`` as :class:`L1Sums` (the same additive shape). The block power
+    iterations of ``fnpm-streaming`` ask for them: k × p × q numbers, never a p × p matrix."""
+
+
+def _grouped_products(
+    x: np.ndarray,
+    codes: np.ndarray,
+    groups: Sequence[Hashable],
+    components: np.ndarray,
+    centers: dict[Hashable, np.ndarray],
+    scale: np.ndarray,
+    weights: np.ndarray | None,
+    link: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """B_g = Σ_{i∈g} w_i y_i link(Vᵀy_i)ᵀ (k, p, r) for a block of rows ``x`` (original units)
+    whose group is ``groups[codes[i]]``, y = x / scale − centers[group]: the per-block work of
+    :func:`l1_block_sums` (link = sgn) and :func:`scatter_block_products` (link = identity).
+
+    No gather per group: with a reference point c₀ (the first centre present) and
+    d_g = c_g − c₀, each cache-sized sub-block of rows is shifted once, x₀ = x / scale − c₀
+    (large common offsets cancel here, as in the moments pass), and
+
+        z = x₀V − (d V)[group],   B_g += x₀ᵀ S_g − d_g (1ᵀS_g),
+
+    where S_g holds the (weighted) link(z) of group g's rows and zeros elsewhere, so one
+    p × (k·r) product x₀ᵀ[S_1 … S_k] serves every group.
+    """
+    k, p, r = len(groups), x.shape[1], components.shape[1]
+    present = np.flatnonzero(np.bincount(codes, minlength=k))
+    for code in present.tolist():
+        if groups[code] not in centers:
+            raise GroupError(f"group {groups[code]!r} of the rows is not one of the fitted groups {tuple(centers)}")
+    if present.size == 0:
+        return np.zeros((k, p, r))
+    offsets = np.zeros((k, p))
+    offsets[present] = [centers[groups[code]] for code in present.tolist()]
+    reference = offsets[present[0]].copy()
+    offsets[present] -= reference
+    projected_offsets = offsets @ components
+    products = np.zeros((p, k * r))
+    link_sums = np.zeros(k * r)
+    step = block_rows(p)
+    for begin in range(0, x.shape[0], step):
+        shifted = np.divide(x[begin : begin + step], scale)
+        shifted -= reference
+        member = codes[begin : begin + step, None] == np.arange(k)  # one-hot group membership
+        z = shifted @ components
+        z -= member @ projected_offsets
+        linked = link(z)
+        if weights is not None:
+            linked *= weights[begin : begin + step, None]
+        spread = (member[:, :, None] * linked[:, None, :]).reshape(-1, k * r)  # [S_1 … S_k]
+        products += shifted.T @ spread
+        link_sums += spread.sum(axis=0)
+    return products.reshape(p, k, r).transpose(1, 0, 2) - offsets[:, :, None] * link_sums.reshape(k, 1, r)
 
 
 def l1_block_sums(
@@ -109,47 +171,35 @@ def l1_block_sums(
 ) -> L1Sums:
     """:class:`L1Sums` of a block of rows ``x`` (original units) whose group is
     ``groups[codes[i]]``: y = x / scale − centers[group], z = Vᵀy, B += y sgn(z)ᵀ w, h += w‖z‖₁.
-    sgn(0) = 0, as the minorizer |z| ≥ z·sgn(z_t) allows (spec §A.5).
-
-    No gather per group: with a reference point c₀ (the first centre present) and
-    d_g = c_g − c₀, each cache-sized sub-block of rows is shifted once, x₀ = x / scale − c₀
-    (large common offsets cancel here, as in the moments pass), and
-
-        z = x₀V − (d V)[group],   B_g += x₀ᵀ S_g − d_g (1ᵀS_g),   h_g = tr(VᵀB_g),
-
-    where S_g holds the (weighted) signs of group g's rows and zeros elsewhere, so one
-    p × (k·r) product x₀ᵀ[S_1 … S_k] serves every group; h needs no sum of its own because
-    w‖z‖₁ = w sgn(z)ᵀVᵀy.
+    sgn(0) = 0, as the minorizer |z| ≥ z·sgn(z_t) allows (spec §A.5). The products are
+    :func:`_grouped_products`'; h needs no sum of its own because w‖z‖₁ = w sgn(z)ᵀVᵀy, so
+    h_g = tr(VᵀB_g).
     """
-    k, p, r = len(groups), x.shape[1], components.shape[1]
-    present = np.flatnonzero(np.bincount(codes, minlength=k))
-    for code in present.tolist():
-        if groups[code] not in centers:
-            raise GroupError(f"group {groups[code]!r} of the rows is not one of the fitted groups {tuple(centers)}")
-    if present.size == 0:
-        return L1Sums.zeros(groups, p, r)
-    offsets = np.zeros((k, p))
-    offsets[present] = [centers[groups[code]] for code in present.tolist()]
-    reference = offsets[present[0]].copy()
-    offsets[present] -= reference
-    projected_offsets = offsets @ components
-    products = np.zeros((p, k * r))
-    sign_sums = np.zeros(k * r)
-    step = block_rows(p)
-    for begin in range(0, x.shape[0], step):
-        shifted = np.divide(x[begin : begin + step], scale)
-        shifted -= reference
-        member = codes[begin : begin + step, None] == np.arange(k)  # one-hot group membership
-        z = shifted @ components
-        z -= member @ projected_offsets
-        signs = np.sign(z)
-        if weights is not None:
-            signs *= weights[begin : begin + step, None]
-        spread = (member[:, :, None] * signs[:, None, :]).reshape(-1, k * r)  # [S_1 … S_k]
-        products += shifted.T @ spread
-        sign_sums += spread.sum(axis=0)
-    b = products.reshape(p, k, r).transpose(1, 0, 2) - offsets[:, :, None] * sign_sums.reshape(k, 1, r)
+    b = _grouped_products(x, codes, groups, components, centers, scale, weights, np.sign)
     return L1Sums(tuple(groups), b, np.einsum("kpr,pr->k", b, components))
+
+
+_Sums = TypeVar("_Sums", bound=L1Sums)
+
+
+def _identity(z: np.ndarray) -> np.ndarray:
+    return z
+
+
+def scatter_block_products(
+    x: np.ndarray,
+    codes: np.ndarray,
+    groups: Sequence[Hashable],
+    components: np.ndarray,
+    centers: dict[Hashable, np.ndarray],
+    scale: np.ndarray,
+    weights: np.ndarray | None = None,
+) -> ScatterProducts:
+    """:class:`ScatterProducts` of a block of rows ``x`` (original units) whose group is
+    ``groups[codes[i]]``: y = x / scale − centers[group], B_g += w y (yᵀU), h_g = tr(UᵀB_g)
+    (the products are :func:`_grouped_products`')."""
+    b = _grouped_products(x, codes, groups, components, centers, scale, weights, _identity)
+    return ScatterProducts(tuple(groups), b, np.einsum("kpr,pr->k", b, components))
 
 
 def check_rff_requests(requests: Sequence[RFFRequest], n_features: int) -> list[RFFRequest]:
@@ -234,6 +284,11 @@ class DataPasses(Protocol):
         (k × p, in the order of :attr:`groups`), one pass over the rows."""
         ...
 
+    def scatter_products(self, components: np.ndarray, centers: np.ndarray) -> ScatterProducts:
+        """S_g U = Σ_{i∈g} w_i y_i y_iᵀ U (k × p × q) at U = ``components`` (p × q) with rows
+        y = x / scale − ``centers[g]`` (k × p, in the order of :attr:`groups`), one pass."""
+        ...
+
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """U = ZV (n × r), the rows' group codes into :attr:`groups` and their sample weights
         (None without), rows in a fixed order that :meth:`backprojected` follows; one pass."""
@@ -308,18 +363,36 @@ class ArrayPasses:
         view.scale = np.asarray(scale, dtype=np.float64)
         return view
 
-    def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
+    def _group_sums(self, block_sums: Callable[..., _Sums], components: np.ndarray, centers: np.ndarray) -> _Sums:
+        """``block_sums`` (:func:`l1_block_sums` or :func:`scatter_block_products`) over every
+        block of rows, merged: one pass."""
         self._counter.next()
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
-        total = L1Sums.zeros(self.groups, self.x.shape[1], components.shape[1])
+        components = np.asarray(components, dtype=np.float64)
         with one_blas_thread():  # small products per block, as in a dask task
-            for start in range(0, self.x.shape[0], _BLOCK_ROWS):
-                block = slice(start, start + _BLOCK_ROWS)
-                weights = None if self.weights is None else self.weights[block]
-                total = total + l1_block_sums(
-                    self.x[block], self.codes[block], self.groups, components, by_label, self.scale, weights
-                )
-        return total
+            return functools.reduce(
+                operator.add,
+                (
+                    block_sums(
+                        self.x[block],
+                        self.codes[block],
+                        self.groups,
+                        components,
+                        by_label,
+                        self.scale,
+                        None if self.weights is None else self.weights[block],
+                    )
+                    for block in (
+                        slice(start, start + _BLOCK_ROWS) for start in range(0, max(self.x.shape[0], 1), _BLOCK_ROWS)
+                    )
+                ),
+            )
+
+    def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
+        return self._group_sums(l1_block_sums, components, centers)
+
+    def scatter_products(self, components: np.ndarray, centers: np.ndarray) -> ScatterProducts:
+        return self._group_sums(scatter_block_products, components, centers)
 
     def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
         """Row ranges and their rows z = x / scale − origin, a bounded block at a time (one

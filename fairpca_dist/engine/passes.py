@@ -36,10 +36,12 @@ from fairpca_dist.engine.datapasses import (
     L1Sums,
     PassCounter,
     RFFRequest,
+    ScatterProducts,
     check_rff_requests,
     l1_block_sums,
     merge_rff_sums_many,
     rff_block_sums_many,
+    scatter_block_products,
 )
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.engine.moments import GroupMoments
@@ -722,11 +724,21 @@ class TablePasses:
             label=f"pass {self._counter.next()} over the rows: {kind}",
         )
 
-    def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
+    def _group_sums(
+        self, block_sums: Callable[..., L1Sums], components: np.ndarray, centers: np.ndarray, kind: str
+    ) -> Any:
+        """One pass of ``block_sums`` per partition and the tree sum, in the order of :attr:`groups`."""
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
-        parts = self._map(_chunk_l1_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
-        total: L1Sums = self._run(tree_sum(parts, self.split_every), "l1 sums")
+        parts = self._map(_chunk_group_sums, block_sums, np.asarray(components, dtype=np.float64), by_label, self.scale)
+        total: L1Sums = self._run(tree_sum(parts, self.split_every), kind)
         return total.in_order(self.groups)
+
+    def l1_sums(self, components: np.ndarray, centers: np.ndarray) -> L1Sums:
+        return self._group_sums(l1_block_sums, components, centers, "l1 sums")
+
+    def scatter_products(self, components: np.ndarray, centers: np.ndarray) -> ScatterProducts:
+        """S_g U of every group (k × p × q numbers per partition), for ``fnpm-streaming``."""
+        return self._group_sums(scatter_block_products, components, centers, "scatter products")
 
     # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -990,12 +1002,18 @@ def _chunk_gather(
     return rows, codes[keep], None if chunk.weights is None else chunk.weights[keep]
 
 
-def _chunk_l1_sums(
-    chunk: Chunk, components: np.ndarray, centers: dict[Hashable, np.ndarray], scale: np.ndarray
+def _chunk_group_sums(
+    chunk: Chunk,
+    block_sums: Callable[..., L1Sums],
+    components: np.ndarray,
+    centers: dict[Hashable, np.ndarray],
+    scale: np.ndarray,
 ) -> L1Sums:
+    """``block_sums`` (:func:`~fairpca_dist.engine.datapasses.l1_block_sums` or
+    :func:`~fairpca_dist.engine.datapasses.scatter_block_products`) of a partition, slab by slab."""
     return _merge(
         *(
-            l1_block_sums(
+            block_sums(
                 chunk.rows(start, stop),
                 chunk.codes[start:stop],
                 chunk.groups,

@@ -22,7 +22,7 @@ import numpy as np
 from fairpca_dist.engine.datapasses import DataPasses
 from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.solvers import dro, eigopt, jevd, kleindessner, mm, mmd, olfat, pca, samadi
+from fairpca_dist.solvers import dro, eigopt, fnpm, fnpm_streaming, jevd, kleindessner, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
 __all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "option_defaults", "FairProjection", "CENTERS"]
@@ -243,6 +243,24 @@ SOLVERS: dict[str, SolverSpec] = {
         "(Kleindessner et al. 2023, FairPCAEqualizeCovariance)",
         criterion="mmd2_linear",
     ),
+    "fnpm": SolverSpec(
+        fnpm.solve,
+        False,
+        _options_of(fnpm.solve),
+        "two-group PCA in the complement of an unfair subspace: the mean difference and the n_unfair directions "
+        "where the group covariances differ most, closed form (Lee et al., NeurIPS 2023, FNPM offline)",
+        criterion_needed=fnpm.criterion_key,
+        two_groups=True,
+    ),
+    "fnpm-streaming": SolverSpec(
+        fnpm_streaming.solve,
+        True,
+        _options_of(fnpm_streaming.solve),
+        "fnpm by block power iterations, one pass over the rows per iteration, k x p x (m + r + 2s + 1) numbers "
+        "per partition and no p x p matrix (Lee et al., NeurIPS 2023, the fair noisy power method)",
+        criterion_needed=fnpm.criterion_key,
+        two_groups=True,
+    ),
 }
 """The registered methods: ``method`` name → :class:`SolverSpec`.
 
@@ -298,7 +316,7 @@ def fit_projection(
         Smallest group the fit accepts.
     passes : DataPasses, optional
         The rows the moments came from, for methods that read them at every iteration
-        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``mmd`` with the RBF kernel); see
+        (``SOLVERS[m].reads_rows(options)``: ``mm-robust``, ``fnpm-streaming``, ``mmd`` with the RBF kernel); see
         :func:`fairpca_dist.engine.passes.table_passes` and
         :class:`fairpca_dist.engine.datapasses.ArrayPasses`. It is rescaled with the moments.
     **options

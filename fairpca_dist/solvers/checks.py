@@ -4,14 +4,17 @@ value, raised before any work. Each returns the value in its canonical type."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Collection, Hashable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fairpca_dist.exceptions import InputError
 
-__all__ = ["number", "integer", "choice", "flag"]
+if TYPE_CHECKING:
+    from fairpca_dist.engine.datapasses import DataPasses
+
+__all__ = ["number", "integer", "choice", "flag", "rows"]
 
 
 def number(name: str, value: Any, *, minimum: float = 0.0, strict: bool = False) -> float:
@@ -52,3 +55,16 @@ def flag(name: str, value: Any) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InputError(f"{name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def rows(method: str, passes: DataPasses | None, groups: Sequence[Hashable]) -> DataPasses:
+    """The ``passes`` of a method that reads the rows at every iteration: given, and over the
+    moments' ``groups`` in their order."""
+    if passes is None:
+        raise InputError(
+            f"method {method!r} reads the rows at every iteration: pass passes= (e.g. "
+            "fairpca_dist.engine.passes.table_passes(data, moments, ...)), or fit with FairPCA or fit_table"
+        )
+    if tuple(passes.groups) != tuple(groups):
+        raise InputError(f"passes are over groups {tuple(passes.groups)}, the moments over {tuple(groups)}")
+    return passes

@@ -93,10 +93,12 @@ def test_deterministic_under_random_state(method, fit):
 
 
 # At r = p the projection is the identity and every loss is 0; what some methods do instead:
-# kleindessner* keep only p − (k − 1) directions; mm-sparse's surrogate is not tight (a map that
-# is not orthonormal, status not_tight); olfat-sdp's mean constraint cannot hold with P = I, nor
-# mmd's constraint with the full data (statuses infeasible, constraint_unmet).
-REFUSE_FULL_RANK = {"kleindessner", "kleindessner-cov"}
+# kleindessner* keep only p − (k − 1) directions, fnpm p − (n_unfair + 1) (default 2 + 1), and
+# fnpm-streaming refuses before its first pass, where it knows only the mean direction;
+# mm-sparse's surrogate is not tight (a map that is not orthonormal, status not_tight);
+# olfat-sdp's mean constraint cannot hold with P = I, nor mmd's constraint with the full data
+# (statuses infeasible, constraint_unmet).
+REFUSE_FULL_RANK = {"kleindessner": 1, "kleindessner-cov": 1, "fnpm": 3, "fnpm-streaming": 1}
 NOT_ORTHONORMAL_AT_FULL_RANK = {"mm-sparse"}
 
 
@@ -106,7 +108,9 @@ def test_every_method_at_full_rank_keeps_everything_or_says_why(method, fit, mom
     by its zero first loss here, and crashed on NaN weights)."""
     p = moments.n_features
     if method in REFUSE_FULL_RANK:
-        with pytest.raises(InputError, match=rf"n_components={p} is more than the {p - 1} directions left"):
+        with pytest.raises(
+            InputError, match=rf"n_components={p} is more than the {p - REFUSE_FULL_RANK[method]} directions left"
+        ):
             fit(method, p, random_state=0)
         return
     with warnings.catch_warnings():
@@ -152,6 +156,15 @@ DETAILS = {
     "jevd-orthogonal": {"selected", "stop_reason"},
     "mmd": {"log"},
     "kleindessner-cov": {"directions_with_variance", "directions_without_variance", "n_directions_clipped"},
+    "fnpm": {"unfair_dimension", "unfair_eigenvalues", "zero_directions_left_out", "mean_direction"},
+    "fnpm-streaming": {
+        "unfair_dimension",
+        "unfair_eigenvalues",
+        "zero_directions_left_out",
+        "mean_direction",
+        "unfair_change",
+        "components_change",
+    },
     "samadi-sdp": {"solver_attempts"},
     # its rounded mixture is wider than r here, and narrowed to r: the rounding is recorded
     "samadi-mw": {"rounded_columns", "extra_singular_values", "rank_r_loss", "rank_tolerance"},
