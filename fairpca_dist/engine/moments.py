@@ -521,6 +521,15 @@ class GroupMoments:
         reference, _, global_offset = self._about_first_origin()
         return reference + global_offset
 
+    def mean_gaps(self) -> np.ndarray:
+        """μ_g − μ, each group's mean relative to the global mean, shape (k, p), from offsets
+        about one point near the means: the gaps keep every digit whatever the column means
+        (``mean - global_mean`` rounds each to the columns' magnitude, ~1e-10 at means of 1e6,
+        and the k gaps, which sum to zero with the weights, no longer span a subspace of rank
+        k − 1: a null space of them then loses a direction)."""
+        _, relative, global_offset = self._about_first_origin()
+        return relative - global_offset
+
     def _about_first_origin(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(o, μ_g − o, μ − o) with o = ``origin[0]``: group and global means as small offsets
         from one point near them, so their differences keep every digit."""

@@ -89,7 +89,7 @@ NEGLIGIBLE_SHARE = 1e-3
 def mean_complement(moments: GroupMoments) -> np.ndarray:
     """R: an orthonormal basis of the complement of the group-mean differences μ_g − μ
     (p × (p − rank)); every projection VᵀR-spanned maps all groups to the same mean."""
-    return scipy.linalg.null_space(moments.mean - moments.global_mean)
+    return scipy.linalg.null_space(moments.mean_gaps())
 
 
 def _complement(moments: GroupMoments, n_components: int) -> np.ndarray:
@@ -132,7 +132,7 @@ def _projection(
     details: dict | None = None,
 ) -> FairProjection:
     components, variances, trace = found
-    gaps = (moments.mean - moments.global_mean) @ components
+    gaps = moments.mean_gaps() @ components
     certificate = {
         **certificate,
         "max_projected_mean_gap": float(np.abs(gaps).max()),

@@ -210,7 +210,7 @@ class _Check:
 
 
 def _moment_constraint(moments: GroupMoments, pairs: list[tuple[int, int]], kernel: str, offset: float) -> Evaluation:
-    means = moments.mean - moments.global_mean  # rows centred at the global mean, as the code does
+    means = moments.mean_gaps()  # rows centred at the global mean, as the code does
     second = moments.covariance("global")  # uncentred second moments of the centred rows
 
     def evaluate(components: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -102,6 +102,20 @@ def test_every_projected_group_has_the_same_mean_for_k_groups(method):
     assert model.certificate["max_projected_mean_gap"] <= 1e-12
 
 
+@pytest.mark.parametrize("method", ["kleindessner", "kleindessner-cov"])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_columns_far_from_the_origin_give_the_subspace_of_centred_ones(method, standardize):
+    """Column means of 1e6: mean - global_mean rounded each gap to ~1e-10, the two gaps of two
+    groups were no longer collinear, and the complement lost a direction (sine 0.66)."""
+    x, z = two_groups(n=5000, p=8, seed=4)
+    x = x - x.mean(axis=0)
+    fits = [
+        fit_projection(GroupMoments.from_arrays(x + shift, z), 3, method=method, standardize=standardize).components
+        for shift in (0.0, 1e6)
+    ]
+    assert subspace_distance(*fits) < 1e-6
+
+
 def test_bad_input():
     x, z = two_groups(p=4)
     with pytest.raises(InputError, match="more than the 3 directions left"):
