@@ -1372,8 +1372,8 @@ def solve_mm_robust(
     satisfies the full data's fixed-point condition (the model's gradient at V_t is the full
     gradient): the sample only decides which way to go, never where to stop. This is the
     DANE/statistical-preconditioning idea (a surrogate with the data's gradient and a sample's
-    curvature) applied to MM. On the 10⁷ × 20 benchmark it needs a tenth of the passes of
-    over-relaxed MM (mm_robust_scale.md). ``sample_rows=None`` (with ``accelerate=True``)
+    curvature) applied to MM. On the 10⁷ × 20 benchmark it needs a fraction of the passes of
+    over-relaxed MM, and ends lower (mm_robust_scale.md and below). ``sample_rows=None`` (with ``accelerate=True``)
     gives the previous default, over-relaxed steps W = polar(V_t + α(M(V_t) − V_t))
     (:class:`_OverRelaxation`); ``accelerate=False`` is the paper's Algorithm 4 step for step
     (no sample is drawn). The ℓ1 criterion has many fixed points on small samples (on the
