@@ -1372,8 +1372,9 @@ def solve_mm_robust(
     satisfies the full data's fixed-point condition (the model's gradient at V_t is the full
     gradient): the sample only decides which way to go, never where to stop. This is the
     DANE/statistical-preconditioning idea (a surrogate with the data's gradient and a sample's
-    curvature) applied to MM. On the 10⁷ × 20 benchmark it needs a fraction of the passes of
-    over-relaxed MM, and ends lower (mm_robust_scale.md and below). ``sample_rows=None`` (with ``accelerate=True``)
+    curvature) applied to MM. On the 10⁷ × 20 benchmark it needs a third of the passes of
+    over-relaxed MM (31 against 90) and ends 1.7·10⁻⁵ higher (mm_robust_scale.md); on 10⁶
+    rows of the same table it ends lower (below). ``sample_rows=None`` (with ``accelerate=True``)
     gives the previous default, over-relaxed steps W = polar(V_t + α(M(V_t) − V_t))
     (:class:`_OverRelaxation`); ``accelerate=False`` is the paper's Algorithm 4 step for step
     (no sample is drawn). The ℓ1 criterion has many fixed points on small samples (on the
@@ -1387,10 +1388,10 @@ def solve_mm_robust(
     a ridge whose height varies with the table's own sampling noise, ~10⁻⁴ relative over
     rotations of tenths of a radian. A sample's model cannot see that noise (its own differs), and
     plain and over-relaxed steps move along the ridge by ~10⁻⁶–10⁻⁵ per pass. On 10⁶ rows of the
-    benchmark's table (r = 5): plain MM to tol 10⁻¹¹ reaches 7.5808388 in ~1,000 passes; the
-    over-relaxed steps stop at 7.5799736 (94 passes, 1.1·10⁻⁴ below), the preconditioned
-    default at 7.5788752 (20 passes, 2.6·10⁻⁴ below); the spans agree to 10⁻² rad, the rotations
-    inside them differ by ~0.4 rad. No setting's ``"converged"`` certifies more than a point where
+    benchmark's table (r = 5): over-relaxed steps run to tol 10⁻¹¹ reach 7.5808388 in 1,009 passes;
+    at the default tol they stop at 7.5799736 (94 passes, 1.1·10⁻⁴ below), the preconditioned
+    default at 7.5788752 (20 passes, 2.6·10⁻⁴ below); the last two runs' spans agree to 10⁻² rad,
+    the rotations inside them differ by ~0.4 rad. No setting's ``"converged"`` certifies more than a point where
     its steps stopped gaining ``tol``.
 
     Robustness is weaker than the paper says. Its §5.4 claim ("comparatively low errors even in
