@@ -18,7 +18,16 @@ from fairpca_dist import ConvergenceWarning, GroupMoments, InputError, compute_m
 from fairpca_dist.engine.datapasses import ArrayPasses, L1Sums, l1_block_sums
 from fairpca_dist.engine.passes import table_passes
 from fairpca_dist.io.datasets import outlier_groups
-from fairpca_dist.solvers.mm import _ascend, l1_minorizer, solve_mm_robust, surrogate_step
+from fairpca_dist.solvers.mm import (
+    _PROXIMAL_MAX,
+    _ascend,
+    _CentredSample,
+    _SampledModel,
+    l1_minorizer,
+    solve_mm,
+    solve_mm_robust,
+    surrogate_step,
+)
 from fairpca_dist.solvers.stiefel import check_orthonormal, fix_signs, random_orthonormal
 
 
@@ -224,7 +233,8 @@ def test_default_reaches_the_plain_optimum_in_a_fraction_of_the_passes(seed):
     assert certificate["sample_evaluations"] > 0  # the work on the sample is not counted as passes
     # one pass at the start, one per step, one more per refused trial point
     assert certificate["passes"] == 1 + len(model.objective_history) + certificate["refused_steps"]
-    assert 4 * certificate["passes"] < reference.certificate["passes"]
+    # (the run stops on two consecutive small changes: seed 1 takes 11 passes, the reference 43)
+    assert 3 * certificate["passes"] < reference.certificate["passes"]
 
 
 def test_a_sample_smaller_than_the_groups_steers_and_the_full_rows_decide():
@@ -253,6 +263,75 @@ def test_a_sample_smaller_than_the_groups_steers_and_the_full_rows_decide():
     assert polished.history[-1] <= history[-1] * (1 + 10 * model.options["tol"])
     previous = fit_robust(x, labels, 2, random_state=0, sample_rows=None)
     assert model.certificate["passes"] < 0.5 * previous.certificate["passes"]
+
+
+class ScriptedTrials:
+    """A sustained proposal (as the sample-preconditioned steps are) whose trial point is the plain
+    step M(V_t) itself (kept: f(M(V_t)) ≥ its surrogate value), except at the listed calls, where it
+    is V_t (refused: the surrogate value of M(V_t) lies above f(V_t) away from a fixed point)."""
+
+    window = 2
+    sustained = True
+
+    def __init__(self, refuse_at: set[int]) -> None:
+        self.refuse_at, self.calls, self.refused = refuse_at, 0, 0
+
+    def __call__(self, components, minorizer, following):
+        self.calls += 1
+        return components if self.calls in self.refuse_at else following
+
+    def update(self, accepted: bool) -> None:
+        self.refused += not accepted
+
+
+def test_the_plain_step_after_a_refused_trial_point_does_not_stop_a_sample_preconditioned_run():
+    # The 10M benchmark's default stopped on such a step (a change of 6e-6 after a refusal, 8e-5
+    # below the over-relaxed run): it measures plain MM's crawl, not what the trial points have
+    # left. Same iterates with and without a refusal at the step where the first run stopped:
+    # the second run must go on (the old rule stopped both at the same step).
+    x, labels = grouped_rows(2, n=20_000, p=6, k=2, shift=0.5)
+    moments = GroupMoments.from_arrays(x, labels)
+    passes = ArrayPasses(x, labels, moments.groups)
+    centers, divisor = moments.centers("group"), moments.weight
+    start = solve_mm(moments, 2, random_state=0).components  # the mm start, as mm-robust's
+
+    def run(refuse_at: set[int]):
+        return _ascend(
+            start,
+            lambda v: l1_minorizer(passes.l1_sums(v, centers), divisor),
+            lambda m, _: surrogate_step(m, inner="line"),
+            penalty=0.0,
+            tol=1e-4,
+            max_iter=500,
+            propose=ScriptedTrials(refuse_at),
+        )
+
+    kept = run(set())
+    stop = len(kept.history) - 1
+    assert kept.converged and 3 < stop < 500
+    changes = np.diff(kept.history)
+    assert changes[-2:].sum() <= 1e-4 * kept.history[-1]  # two consecutive small changes, not one
+    refused = run({stop})
+    assert refused.history[: stop + 1] == kept.history  # the fallback M(V_t) is the kept trial point
+    assert len(refused.history) > stop + 1 and refused.converged
+
+
+def test_refused_trial_points_leave_the_proximal_weight_finite():
+    # ρ grows ×4 per refused trial point: at tol 1e-10 on 10^6 rows ~500 refusals overflowed it to
+    # inf, the model's slopes became NaN and the line search failed. It stops at _PROXIMAL_MAX.
+    x, labels = grouped_rows(0, n=200)
+    moments = GroupMoments.from_arrays(x, labels)
+    sample = _CentredSample(ArrayPasses(x, labels, moments.groups), moments.centers("group"))
+    model = _SampledModel(sample, moments.weight, lambda m, _: surrogate_step(m, inner="line"), 1e-8)
+    for _ in range(1000):
+        model.update(False)
+    assert model.proximal == _PROXIMAL_MAX and model.refused == 1000
+    v = random_orthonormal(np.random.default_rng(0), 5, 2)
+    minorizer = l1_minorizer(
+        ArrayPasses(x, labels, moments.groups).l1_sums(v, moments.centers("group")), moments.weight
+    )
+    trial = model(v, minorizer, v)
+    assert np.isfinite(trial).all() and np.allclose(trial, v, atol=1e-4)  # a trial next to V_t
 
 
 def test_the_paper_algorithm_draws_no_sample():
