@@ -159,7 +159,7 @@ def test_credit_moments_equal_numpy(credit_frame, offset):
 def test_large_partitions_are_read_in_slabs(monkeypatch):
     from fairpca_dist.engine import passes
 
-    monkeypatch.setattr(passes, "_SLAB_BYTES", 1)  # one 1024-row slab at a time
+    monkeypatch.setattr(passes, "_SLAB_BYTES", 1000 * 4 * 8)  # five slabs of 1000 rows
     x, labels = grouped_data(n_rows=5000, n_features=4, offset=1e8)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(g=labels)
     frame.loc[4321, "c"] = np.nan

@@ -148,7 +148,7 @@ class Chunk:
         ):
             n_slabs = 1
         else:
-            n_slabs = max(1, -(-n_rows * 8 * n_features // max_bytes))
+            n_slabs = min(max(1, -(-n_rows * 8 * n_features // max_bytes)), max(n_rows, 1))  # no empty slab
         bounds = np.linspace(0, n_rows, n_slabs + 1).astype(int)
         return list(zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True))
 
