@@ -67,7 +67,7 @@ def test_kernel_recomputes_shifted_when_the_first_rows_mislead():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((200_000, 50)) * 0.01  # sub-blocks of 1024 rows at p = 50
     x[:, 0] += np.where(np.arange(200_000) < 1024, 100 * x[:, 0], 50.0)
-    weight, centre, correction, scatter = _group_statistics(x, slice(0, 200_000), None)
+    weight, centre, correction, scatter = _group_statistics(x, None, 0, 200_000, None, np.empty((1024, 50)))
     np.testing.assert_allclose(centre[0], x[:, 0].mean(), rtol=1e-9)
     centred = x - x.mean(axis=0)
     np.testing.assert_allclose(scatter, centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max())

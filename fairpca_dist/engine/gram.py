@@ -1,0 +1,204 @@
+"""The row loop of the moments kernel, compiled: one call per group of a chunk, no GIL held.
+
+For the rows of one group (a contiguous range of a C-ordered float64 array, or the rows an index
+array lists), about a centre c and with optional sample weights w,
+
+    W += Σ w,    s += Σ w (x − c),    G += Σ w (x − c)(x − c)ᵀ   (lower triangle only),
+
+in sub-blocks of ``step`` rows: each sub-block is summed and, when it must be gathered, shifted
+or weighted, copied into a scratch block in the same loop (one read of the rows), then added to
+G by BLAS ``dsyrk`` (half the flops of a general product) while it is still in cache. Rows that
+need none of the three go to ``dsyrk`` where they lie. Compiled by Numba (``nogil``, cached on
+disk after the first call), so the dask threads of a pass run it in parallel, and a chunk costs
+a handful of Python calls whatever its number of sub-blocks (measured against numpy's
+``X.T @ X`` in ``benchmarks/profile_kernel.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from fairpca_dist.engine.blas import fortran_dsyrk
+from fairpca_dist.exceptions import InputError
+
+__all__ = ["accumulate_rows", "group_order"]
+
+_NO_ROWS = np.empty(0, dtype=np.intp)
+_NOTHING = np.empty(0)
+
+
+def accumulate_rows(
+    x: np.ndarray,
+    rows: np.ndarray | None,
+    start: int,
+    stop: int,
+    shift: np.ndarray | None,
+    weights: np.ndarray | None,
+    step: int,
+    buffer: np.ndarray,
+    gram: np.ndarray,
+    total: np.ndarray,
+) -> float:
+    """Add the sums of one group's rows about ``shift`` to ``total`` and ``gram``; return Σ w.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, p), float64, C-ordered
+        The chunk's rows.
+    rows : ndarray of intp or None
+        ``None``: the group's rows are ``x[start:stop]``; else they are ``x[rows[start:stop]]``
+        (valid row numbers: they are not checked).
+    start, stop : int
+        The range of rows (of ``x``, or of ``rows``).
+    shift : ndarray of shape (p,), float64, or None
+        The centre c (``None``: 0).
+    weights : ndarray of shape (n,), float64, or None
+        One non-negative weight per row of ``x`` (``None``: 1).
+    step : int
+        Rows per sub-block (≥ 1); at most the rows of ``buffer``.
+    buffer : ndarray of shape (≥ min(step, stop − start), p), float64, C-ordered
+        Scratch space for a gathered, shifted or weighted sub-block.
+    gram : ndarray of shape (p, p), float64, C-ordered
+        Accumulates Σ w (x − c)(x − c)ᵀ in its lower triangle (the upper one is left as it
+        is: read it with :func:`~fairpca_dist.engine.blas.symmetrized`).
+    total : ndarray of shape (p,), float64
+        Accumulates Σ w (x − c).
+
+    Returns
+    -------
+    float
+        Σ w over the rows (their number when unweighted).
+
+    Raises
+    ------
+    InputError
+        An array of another dtype, layout or size than the above (BLAS and the compiled loop
+        would read the wrong memory).
+    """
+    p = x.shape[1] if x.ndim == 2 else -1
+    arrays = {"x": (x, None), "buffer": (buffer, None), "gram": (gram, (p, p)), "total": (total, (p,))}
+    arrays |= {"shift": (shift, (p,))} if shift is not None else {}
+    arrays |= {"weights": (weights, (x.shape[0],))} if weights is not None else {}
+    for name, (array, shape) in arrays.items():
+        if array.dtype != np.float64 or not array.flags.c_contiguous or (shape is not None and array.shape != shape):
+            raise InputError(f"accumulate_rows needs {name} as C-ordered float64 {shape or ''}, got {array.dtype} {array.shape}")
+    if not 0 <= start <= stop or step < 1 or buffer.ndim != 2 or buffer.shape[1] != p:
+        raise InputError(f"accumulate_rows: bad rows {start}:{stop}, step {step} or buffer {buffer.shape} for p = {p}")
+    if rows is not None and (rows.dtype != np.intp or rows.ndim != 1 or not rows.flags.c_contiguous):
+        raise InputError(f"accumulate_rows needs rows as a contiguous intp array, got {rows.dtype} {rows.shape}")
+    length = x.shape[0] if rows is None else rows.shape[0]
+    if stop > length or (stop > start and buffer.shape[0] < min(step, stop - start)):
+        raise InputError(f"accumulate_rows: rows {start}:{stop} of {length}, or a buffer of {buffer.shape[0]} rows")
+    return float(
+        _accumulate(
+            x,
+            _NO_ROWS if rows is None else rows,
+            start,
+            stop,
+            _NOTHING if shift is None else shift,
+            _NOTHING if weights is None else weights,
+            step,
+            buffer,
+            gram,
+            total,
+            fortran_dsyrk(),
+        )
+    )
+
+
+@njit(nogil=True, cache=True)
+def _accumulate(
+    x: Any, rows: Any, start: int, stop: int, shift: Any, weights: Any, step: int, buffer: Any, gram: Any, total: Any, syrk: Any
+) -> float:  # pragma: no cover - compiled; covered through accumulate_rows
+    p = x.shape[1]
+    gathered, shifted, weighted = rows.size > 0, shift.size > 0, weights.size > 0
+    # dsyrk takes every argument by reference: uplo "U", trans "N", alpha = beta = 1 and
+    # n = lda = ldc = p. The row-major (m, p) block is the column-major p × m matrix A (leading
+    # dimension p), so dsyrk adds A Aᵀ = blockᵀ block to the column-major upper triangle of the
+    # p × p accumulator, which is the row-major lower triangle of ``gram``.
+    flags = np.array([ord("U"), ord("N")], dtype=np.uint8)
+    one = np.ones(1)
+    sizes = np.array([p, 0], dtype=np.int32)  # n (= lda = ldc), k (rows of the sub-block)
+    sums = np.zeros(p)
+    weight_sum = 0.0
+    for begin in range(start, stop, step):
+        m = min(step, stop - begin)
+        if not (gathered or shifted or weighted):
+            block = x[begin : begin + m]
+            for i in range(m):
+                for j in range(p):
+                    sums[j] += block[i, j]
+            weight_sum += m
+        else:
+            block = buffer[:m]
+            for i in range(m):
+                row = rows[begin + i] if gathered else begin + i
+                source, target = x[row], block[i]
+                if shifted:
+                    for j in range(p):
+                        target[j] = source[j] - shift[j]
+                else:
+                    for j in range(p):
+                        target[j] = source[j]
+                if weighted:
+                    w = weights[row]
+                    root = np.sqrt(w)
+                    weight_sum += w
+                    for j in range(p):
+                        sums[j] += w * target[j]
+                        target[j] *= root
+                else:
+                    for j in range(p):
+                        sums[j] += target[j]
+            if not weighted:
+                weight_sum += m
+        if p == 0:  # no features: nothing to multiply (and lda = 0 is an error for BLAS)
+            continue
+        sizes[1] = m
+        syrk(
+            flags[0:1].ctypes,
+            flags[1:2].ctypes,
+            sizes[0:1].ctypes,
+            sizes[1:2].ctypes,
+            one.ctypes,
+            block.ctypes,
+            sizes[0:1].ctypes,
+            one.ctypes,
+            gram.ctypes,
+            sizes[0:1].ctypes,
+        )
+    total += sums
+    return weight_sum
+
+
+@njit(nogil=True, cache=True)
+def group_order(codes: Any, counts: Any) -> Any:  # pragma: no cover - compiled
+    """Row indices ordered by group code, each group's rows in their order (a counting sort:
+    one pass over the codes, where a comparison sort of them takes ~10x as long).
+
+    Parameters
+    ----------
+    codes : ndarray of shape (n,), intp
+        Values in ``0 … len(counts) − 1``.
+    counts : ndarray, int
+        ``counts[g]`` = the number of rows of code g (``np.bincount(codes)``).
+
+    Returns
+    -------
+    ndarray of shape (n,), intp
+        Group 0's rows, then group 1's, …
+    """
+    position = np.empty(counts.size, dtype=np.intp)
+    filled = 0
+    for g in range(counts.size):
+        position[g] = filled
+        filled += counts[g]
+    order = np.empty(codes.size, dtype=np.intp)
+    for i in range(codes.size):
+        g = codes[i]
+        order[position[g]] = i
+        position[g] += 1
+    return order
