@@ -379,3 +379,29 @@ def test_moments_of_a_dataframe_equal_the_masks_and_numpy(dtype):
         frame.assign(w=weights), sensitive_feature="group", sample_weight="w", chunk_rows=7_000, min_group_size=0
     )
     assert_matches_reference(moments, x.astype(np.float64), codes, weights, rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_kernel_sums_lose_no_more_digits_over_many_rows(order, weighted):
+    # Means of 6 standard deviations (below the shift rule's threshold: summed about 0), 300k
+    # rows per group: S = G − s sᵀ / w keeps its digits only if the sums s and w round as a sum
+    # of per-block sums does (one running sum over all rows loses ~10x more).
+    rng = np.random.default_rng(5)
+    n = 600_000
+    labels = np.repeat([0, 1], n // 2)
+    x = rng.standard_normal((n, 3)) + 6.0
+    weights = rng.uniform(0.5, 1.5, size=n) if weighted else None
+    if order == "shuffled":
+        permutation = rng.permutation(n)
+        x, labels = x[permutation], labels[permutation]
+        weights = None if weights is None else weights[permutation]
+    moments = GroupMoments.from_codes(x, labels, (0, 1), weights=weights)
+    for g in (0, 1):  # the reference in extended precision (two-pass)
+        w = np.ones(n // 2, dtype=np.longdouble) if weights is None else weights[labels == g].astype(np.longdouble)
+        xg = x[labels == g].astype(np.longdouble)
+        mean = w @ xg / w.sum()
+        want = ((xg - mean).T @ ((xg - mean) * w[:, None])).astype(np.float64)
+        assert abs(moments.weight[g] - w.sum()) <= 1e-15 * w.sum()
+        assert np.abs(moments.mean[g] - mean).max() <= 5e-15 * 6.0  # one running sum: 5e-15 to 2e-14
+        assert np.abs(moments.scatter[g] - want).max() <= 2.5e-13 * np.abs(want).max()  # one running sum: 4e-13 to 2e-12

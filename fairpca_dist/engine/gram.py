@@ -123,15 +123,17 @@ def _accumulate(
     one = np.ones(1)
     sizes = np.array([p, 0], dtype=np.int32)  # n (= lda = ldc), k (rows of the sub-block)
     sums = np.zeros(p)
+    block_sums = np.empty(p)  # summed per sub-block, then added: rounding grows with the blocks, not the rows
     weight_sum = 0.0
     for begin in range(start, stop, step):
         m = min(step, stop - begin)
+        block_sums[:] = 0.0
+        block_weight = 0.0
         if not (gathered or shifted or weighted):
             block = x[begin : begin + m]
             for i in range(m):
                 for j in range(p):
-                    sums[j] += block[i, j]
-            weight_sum += m
+                    block_sums[j] += block[i, j]
         else:
             block = buffer[:m]
             for i in range(m):
@@ -146,15 +148,15 @@ def _accumulate(
                 if weighted:
                     w = weights[row]
                     root = np.sqrt(w)
-                    weight_sum += w
+                    block_weight += w
                     for j in range(p):
-                        sums[j] += w * target[j]
+                        block_sums[j] += w * target[j]
                         target[j] *= root
                 else:
                     for j in range(p):
-                        sums[j] += target[j]
-            if not weighted:
-                weight_sum += m
+                        block_sums[j] += target[j]
+        sums += block_sums
+        weight_sum += block_weight if weighted else m
         if p == 0:  # no features: nothing to multiply (and lda = 0 is an error for BLAS)
             continue
         sizes[1] = m
