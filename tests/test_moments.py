@@ -299,12 +299,13 @@ def _kernel_case(n_rows: int, p: int, n_groups: int, layout: str, *, offset: flo
 @pytest.mark.parametrize(
     ("n_rows", "p", "n_groups"),
     [
-        (130_000, 1, 3),  # p = 1: several sub-blocks of 51,200 rows
+        (130_000, 1, 3),  # p = 1: many sub-blocks of 1024 rows
         (9_000, 7, 1),  # one group: a slice, whatever the layout
-        (9_000, 7, 2),  # scans per group
-        (6_000, 50, 6),  # beyond the scans: the radix sort
-        (20_000, 12, 78),  # many groups (78: the uint8 radix sort)
-        (3_000, 50, 300),  # more than 256 groups: 16-bit codes; some groups of one row
+        (9_000, 7, 2),  # shuffled: the sweep, one block per group
+        (6_000, 50, 6),
+        (20_000, 12, 78),  # many groups
+        (3_000, 50, 300),  # some groups of one row; the sweep's blocks of 69 rows
+        (3_000, 200, 100),  # too many groups for the sweep's memory: gathered group after group
     ],
 )
 def test_kernel_equals_per_group_masks_and_numpy(n_rows, p, n_groups, layout, weighted):
@@ -404,4 +405,26 @@ def test_kernel_sums_lose_no_more_digits_over_many_rows(order, weighted):
         want = ((xg - mean).T @ ((xg - mean) * w[:, None])).astype(np.float64)
         assert abs(moments.weight[g] - w.sum()) <= 1e-15 * w.sum()
         assert np.abs(moments.mean[g] - mean).max() <= 5e-15 * 6.0  # one running sum: 5e-15 to 2e-14
-        assert np.abs(moments.scatter[g] - want).max() <= 2.5e-13 * np.abs(want).max()  # one running sum: 4e-13 to 2e-12
+        assert (
+            np.abs(moments.scatter[g] - want).max() <= 2.5e-13 * np.abs(want).max()
+        )  # one running sum: 4e-13 to 2e-12
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_kernel_rechecks_interleaved_groups_whose_first_rows_mislead(weighted):
+    # Two interleaved groups (the sweep): each group's first 1024 rows are centred, the rest sit
+    # at 50 with a tiny spread in column 0, so the check after the sweep must recompute both
+    # about their own means (the rows then gathered group after group).
+    rng = np.random.default_rng(13)
+    n = 400_000  # 200k rows per group: G_00 ≈ 200 S_00 about 0
+    codes = rng.integers(0, 2, size=n)
+    x = rng.standard_normal((n, 6)) * 0.01
+    rank = np.empty(n, dtype=int)
+    for g in (0, 1):
+        rank[codes == g] = np.arange(np.count_nonzero(codes == g))
+    x[:, 0] += np.where(rank < 1024, 100 * x[:, 0], 50.0 + codes)
+    weights = rng.uniform(0.5, 2.0, size=n) if weighted else None
+    moments = GroupMoments.from_codes(x, codes, ("a", "b"), weights=weights)
+    assert_matches_reference(moments, x, np.array(["a", "b"])[codes], weights, rtol=1e-12)
+    for g in (0, 1):
+        np.testing.assert_allclose(moments.origin[g, 0], moments.mean[g, 0], rtol=1e-6)  # recomputed about the mean

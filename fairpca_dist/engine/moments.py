@@ -95,28 +95,66 @@ def _gram_rows(n_features: int) -> int:
     return int(np.clip(2 * 2**20 // (8 * max(n_features, 1)), 256, 1024))
 
 
-# The rows of each group present in a chunk: (start, stop) of a range of the chunk's rows when
-# every group's rows are contiguous (a table grouped or sorted by group: read in place), else of
-# a range of one array listing the rows group after group (a counting sort of the codes).
-_Runs = tuple[np.ndarray | None, list[tuple[int, int, int]]]
+# Scratch memory of the sweep over interleaved groups (one block of rows per group): up to this
+# many bytes, with at least _MIN_SWEEP_ROWS rows per block; more groups than that (many cells ×
+# groups at large p) are gathered group after group instead, through one block.
+_SWEEP_BYTES = 8 * 2**20
+_MIN_SWEEP_ROWS = 64
+
+_Statistics = tuple[float, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _rows_of_groups(codes: np.ndarray, n_groups: int) -> _Runs:
-    """(rows, [(g, start, stop), …]) for each group g present in ``codes``: its rows are
-    ``rows[start:stop]``, or the range ``start:stop`` itself when ``rows`` is ``None``."""
-    from fairpca_dist.engine.gram import group_order  # compiled code: loaded when rows are first read
+def _chunk_statistics(
+    x: np.ndarray, codes: np.ndarray, n_groups: int, weights: np.ndarray | None
+) -> list[tuple[int, int, _Statistics]]:
+    """(g, rows, (w, c, μ − c, S)) for each group g present in ``codes``, by the fastest way its
+    rows allow: read in place when every group's rows are contiguous (a table grouped or sorted
+    by group), else in one sweep copying each row into its group's block, else (too many groups
+    for the sweep's memory) gathered group after group by a counting sort of the codes."""
+    from fairpca_dist.engine.gram import accumulate_groups, group_order  # compiled: loaded on first use
 
     counts = np.bincount(codes, minlength=n_groups)
     present = np.flatnonzero(counts)
-    if present.size == 1:
-        return None, [(int(present[0]), 0, codes.shape[0])]
-    starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
-    if starts.size == present.size - 1:  # one run per group
-        bounds = [0, *starts.tolist(), codes.shape[0]]
-        return None, [(int(codes[begin]), begin, stop) for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)]
-    stops = np.cumsum(counts[present]).tolist()
-    return group_order(codes, counts), [
-        (int(g), stop - int(counts[g]), stop) for g, stop in zip(present, stops, strict=True)
+    p = x.shape[1]
+    step = _gram_rows(p)
+    if present.size == 1 or np.count_nonzero(codes[1:] != codes[:-1]) == present.size - 1:  # one run per group
+        bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.shape[0]]
+        buffer = np.empty((min(step, x.shape[0]), p))
+        return [
+            (int(codes[begin]), stop - begin, _group_statistics(x, None, begin, stop, weights, buffer))
+            for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+    sweep = min(step, _SWEEP_BYTES // (8 * n_groups * max(p, 1)))
+    if sweep < _MIN_SWEEP_ROWS:
+        order = group_order(codes, counts)
+        stops = np.cumsum(counts[present]).tolist()
+        buffer = np.empty((min(step, x.shape[0]), p))
+        return [
+            (int(g), int(counts[g]), _group_statistics(x, order, stop - int(counts[g]), stop, weights, buffer))
+            for g, stop in zip(present, stops, strict=True)
+        ]
+    grams, totals = np.zeros((n_groups, p, p)), np.zeros((n_groups, p))
+    weight_sums, shifts = accumulate_groups(x, codes, weights, sweep, _SHIFT_AT, grams, totals)
+    recheck = [g for g in present if _cancelled(weight_sums[g], totals[g], grams[g])]
+    order = group_order(codes, counts) if recheck else None
+    stops = dict(zip(present.tolist(), np.cumsum(counts[present]).tolist(), strict=True))
+    buffer = np.empty((min(step, x.shape[0]), p)) if recheck else np.empty((0, p))
+    return [
+        (
+            int(g),
+            int(counts[g]),
+            _finished(
+                x,
+                order,
+                stops[g] - int(counts[g]),
+                stops[g],
+                weights,
+                buffer,
+                shifts[g],
+                (weight_sums[g], totals[g], grams[g]),
+            ),
+        )
+        for g in present
     ]
 
 
@@ -132,6 +170,14 @@ _CANCELLATION_LIMIT = 100.0
 _SHIFT_AT = _CANCELLATION_LIMIT / 2
 
 
+def _cancelled(weight_sum: float, total: np.ndarray, gram: np.ndarray) -> bool:
+    """Whether S = G − s sᵀ / w lost more digits than the shift rule allows (some G_jj > 100 S_jj)."""
+    if weight_sum <= 0.0:
+        return False
+    diagonal = np.diagonal(gram)
+    return bool(np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)))
+
+
 def _group_statistics(
     x: np.ndarray,
     rows: np.ndarray | None,
@@ -139,7 +185,7 @@ def _group_statistics(
     stop: int,
     weights: np.ndarray | None,
     buffer: np.ndarray,
-) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
+) -> _Statistics:
     """(w, c, μ − c, S) of one group of the C-ordered float64 ``x``: its rows ``x[start:stop]``,
     or ``x[rows[start:stop]]``, in one pass over cache-sized sub-blocks.
 
@@ -153,15 +199,28 @@ def _group_statistics(
     first = x[start : min(start + step, stop)] if rows is None else x[rows[start : start + step]]
     mean = first.mean(axis=0)
     shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
-    weight_sum, total, gram = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
-    if weight_sum > 0.0:
-        diagonal = np.diagonal(gram)
-        if np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)):
-            # The first sub-block misled (rows sorted by a drifting column, or its rows carry
-            # little weight): shift by the group's own weighted mean, which these sums give to
-            # far better than its standard deviation.
-            shift = (0.0 if shift is None else shift) + total / weight_sum
-            weight_sum, total, gram = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
+    sums = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
+    return _finished(x, rows, start, stop, weights, buffer, shift, sums)
+
+
+def _finished(
+    x: np.ndarray,
+    rows: np.ndarray | None,
+    start: int,
+    stop: int,
+    weights: np.ndarray | None,
+    buffer: np.ndarray,
+    shift: np.ndarray | None,
+    sums: tuple[float, np.ndarray, np.ndarray],
+) -> _Statistics:
+    """(w, c, μ − c, S) from a group's sums (w, s, G) about ``shift``; recomputed about the
+    group's own weighted mean when they cancelled (the first rows misled the shift rule: rows
+    sorted by a drifting column, or the first rows carry little weight; these sums give that
+    mean to far better than its standard deviation)."""
+    weight_sum, total, gram = sums
+    if _cancelled(weight_sum, total, gram):
+        shift = (0.0 if shift is None else shift) + total / weight_sum
+        weight_sum, total, gram = _accumulate(x, rows, start, stop, weights, shift, _gram_rows(x.shape[1]), buffer)
     centre = np.zeros(x.shape[1]) if shift is None else shift
     if weight_sum == 0.0:
         return 0.0, centre, np.zeros_like(total), np.zeros_like(gram)
@@ -337,17 +396,15 @@ class GroupMoments:
             return cls.empty(names)
         if weights is not None:
             weights = np.ascontiguousarray(weights, dtype=np.float64)
-        rows, parts = _rows_of_groups(codes, len(groups))
-        buffer = np.empty((min(_gram_rows(p), x.shape[0]), p))  # one scratch block for every group
-        stats = [_group_statistics(x, rows, start, stop, weights, buffer) for _, start, stop in parts]
+        parts = _chunk_statistics(x, codes, len(groups), weights)
         unsorted = cls(
             groups=tuple(_as_python_label(groups[g]) for g, _, _ in parts),
-            count=np.array([stop - start for _, start, stop in parts], dtype=np.int64),
-            weight=np.array([w for w, _, _, _ in stats]),
-            mean_offset=np.stack([offset for _, _, offset, _ in stats]),
-            scatter=np.stack([scatter for _, _, _, scatter in stats]),
+            count=np.array([count for _, count, _ in parts], dtype=np.int64),
+            weight=np.array([stats[0] for _, _, stats in parts]),
+            mean_offset=np.stack([stats[2] for _, _, stats in parts]),
+            scatter=np.stack([stats[3] for _, _, stats in parts]),
             feature_names=names,
-            origin=np.stack([centre for _, centre, _, _ in stats]),
+            origin=np.stack([stats[1] for _, _, stats in parts]),
         )
         return unsorted._reordered(sorted_labels(unsorted.groups))
 
@@ -800,4 +857,3 @@ def label_from_json(value: object) -> Hashable:
     if isinstance(value, dict):
         return tuple(label_from_json(v) for v in value["tuple"])
     return value
-
