@@ -127,13 +127,6 @@ def _accumulate(
 ) -> float:  # pragma: no cover - compiled; covered through accumulate_rows
     p = x.shape[1]
     gathered, shifted, weighted = rows.size > 0, shift.size > 0, weights.size > 0
-    # dsyrk takes every argument by reference: uplo "U", trans "N", alpha = beta = 1 and
-    # n = lda = ldc = p. The row-major (m, p) block is the column-major p × m matrix A (leading
-    # dimension p), so dsyrk adds A Aᵀ = blockᵀ block to the column-major upper triangle of the
-    # p × p accumulator, which is the row-major lower triangle of ``gram``.
-    flags = np.array([ord("U"), ord("N")], dtype=np.uint8)
-    one = np.ones(1)
-    sizes = np.array([p, 0], dtype=np.int32)  # n (= lda = ldc), k (rows of the sub-block)
     sums = np.zeros(p)
     block_sums = np.empty(p)  # summed per sub-block, then added: rounding grows with the blocks, not the rows
     weight_sum = 0.0
@@ -169,21 +162,7 @@ def _accumulate(
                         block_sums[j] += block[i, j]
         sums += block_sums
         weight_sum += block_weight if weighted else m
-        if p == 0:  # no features: nothing to multiply (and lda = 0 is an error for BLAS)
-            continue
-        sizes[1] = m
-        syrk(
-            flags[0:1].ctypes,
-            flags[1:2].ctypes,
-            sizes[0:1].ctypes,
-            sizes[1:2].ctypes,
-            one.ctypes,
-            block.ctypes,
-            sizes[0:1].ctypes,
-            one.ctypes,
-            gram.ctypes,
-            sizes[0:1].ctypes,
-        )
+        _add_gram(syrk, block, gram)
     total += sums
     return weight_sum
 
@@ -312,6 +291,7 @@ def _accumulate_groups(
     fill = np.zeros(k, dtype=np.intp)
     decided = np.zeros(k, dtype=np.bool_)
     shifted = np.zeros(k, dtype=np.bool_)
+    state = (blocks, block_weights, decided, shifted, grams, totals, weight_sums, shifts)
     for i in range(x.shape[0]):  # scalar indexing: a row view per row costs reference counting
         g = codes[i]
         f = fill[g]
@@ -324,59 +304,18 @@ def _accumulate_groups(
         block_weights[g, f] = weights[i] if weighted else 1.0
         fill[g] = f + 1
         if f + 1 == step:
-            _flush(
-                g,
-                step,
-                blocks,
-                block_weights,
-                weighted,
-                decided,
-                shifted,
-                shift_at,
-                grams,
-                totals,
-                weight_sums,
-                shifts,
-                syrk,
-            )
+            _flush(g, step, state, weighted, shift_at, syrk)
             fill[g] = 0
     for g in range(k):
         if fill[g] > 0:
-            _flush(
-                g,
-                fill[g],
-                blocks,
-                block_weights,
-                weighted,
-                decided,
-                shifted,
-                shift_at,
-                grams,
-                totals,
-                weight_sums,
-                shifts,
-                syrk,
-            )
+            _flush(g, fill[g], state, weighted, shift_at, syrk)
 
 
 @njit(nogil=True, cache=True)
-def _flush(
-    g: int,
-    m: int,
-    blocks: Any,
-    block_weights: Any,
-    weighted: bool,
-    decided: Any,
-    shifted: Any,
-    shift_at: float,
-    grams: Any,
-    totals: Any,
-    weight_sums: Any,
-    shifts: Any,
-    syrk: Any,
-) -> None:  # pragma: no cover - compiled
+def _flush(g: int, m: int, state: Any, weighted: bool, shift_at: float, syrk: Any) -> None:  # pragma: no cover
     """Sum group g's block of m rows into its totals and Gram; on its first block, decide its
     centre first (and shift the block by it)."""
+    blocks, block_weights, decided, shifted, grams, totals, weight_sums, shifts = state
     p = blocks.shape[2]
     block = blocks[g, :m]
     if not decided[g]:
@@ -415,8 +354,20 @@ def _flush(
                 sums[j] += block[i, j]
         weight_sums[g] += m
     totals[g] += sums
-    if p == 0:
+    _add_gram(syrk, block, grams[g])
+
+
+@njit(nogil=True, cache=True)
+def _add_gram(syrk: Any, block: Any, gram: Any) -> None:  # pragma: no cover - compiled
+    """gram += blockᵀ block on the row-major lower triangle of ``gram`` (C-ordered p × p), by
+    dsyrk; ``block``: m rows of p contiguous floats, consecutive rows p floats apart."""
+    m, p = block.shape
+    if m == 0 or p == 0:  # nothing to add (and lda = 0 is an error for BLAS)
         return
+    # dsyrk takes every argument by reference: uplo "U", trans "N", alpha = beta = 1 and
+    # n = lda = ldc = p. The row-major (m, p) block is the column-major p × m matrix A (leading
+    # dimension p), so dsyrk adds A Aᵀ = blockᵀ block to the column-major upper triangle of the
+    # p × p accumulator, which is the row-major lower triangle of ``gram``.
     flags = np.array([ord("U"), ord("N")], dtype=np.uint8)
     one = np.ones(1)
     sizes = np.array([p, m], dtype=np.int32)
@@ -429,6 +380,6 @@ def _flush(
         block.ctypes,
         sizes[0:1].ctypes,
         one.ctypes,
-        grams[g].ctypes,
+        gram.ctypes,
         sizes[0:1].ctypes,
     )
