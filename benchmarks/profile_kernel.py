@@ -85,7 +85,7 @@ def kernel_vs_gram(rng: np.random.Generator) -> list[tuple[int, int, float, floa
 def compiled_rows(x: np.ndarray) -> np.ndarray:
     """The kernel's compiled loop over the rows in place: sums, then dsyrk per 1024-row block."""
     gram = np.zeros((x.shape[1], x.shape[1]))
-    accumulate_rows(x, None, 0, x.shape[0], None, None, 1024, np.empty((0, x.shape[1])), gram, np.zeros(x.shape[1]))
+    accumulate_rows(x, None, 0, x.shape[0], None, None, 1024, np.empty((1024, x.shape[1])), gram, np.zeros(x.shape[1]))
     return gram
 
 
