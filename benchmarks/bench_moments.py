@@ -38,6 +38,17 @@ Grams; (f): the top-5 explained variances vs the eigenvalues of ours' total cova
 
 Targets: (c) throughput >= 0.6 x (a) with 2 threads; (c) >= 5 x faster than dask-ml PCA.
 Writes results/bench_moments.{md,csv}; the Parquet folder in scratch/ is deleted unless --keep.
+
+``--kernel`` (about 10 minutes) measures instead the kernel against the limit at every p of
+issue 33's target 2, p = 10, 50, 200, 500, 1000, 2000 (``--kernel-features``): per p, rows
+enough for >= 2 chunks of 100k rows and ~0.2 s of numpy (``KERNEL_ROWS``), the 4 groups
+shuffled and the same rows sorted by group; ``compute_moments`` on the numpy array (threaded
+scheduler, 2 threads, 1 BLAS thread each, default chunks) against numpy ``X.T @ X`` with 2
+BLAS threads on the same rows, one untimed warm-up, then rounds with the order of the three
+rotating (every timing after a 0.5 s pause): median [min–max] seconds, the ratio of medians
+and the median of within-round ratios, the load average before and after each p. Targets:
+<= 1.5 at p = 10, <= 1.1 at p = 50 … 1000, <= 1.2 at p = 2000. Writes
+results/bench_moments_kernel.{md,json}.
 """
 
 from __future__ import annotations
@@ -74,6 +85,9 @@ OFFSET = 1e6  # case (c1): raw data far from the origin
 PAUSE = 0.5  # seconds before each timed case, longer than OpenBLAS's idle spin (2^28 cycles)
 CHEAP_TIMINGS = 3  # timings per round of the sub-second cases
 CHEAP = ("(a)", "(c)", "(c1)", "(d)")
+# --kernel: rows per p (>= 2 chunks of CHUNK rows, >= ~0.2 s of X.T @ X), rounds, and the target
+KERNEL_ROWS = {10: 10_000_000, 50: 2_000_000, 200: 1_000_000, 500: 400_000, 1000: 200_000, 2000: 200_000}
+KERNEL_TARGET = {10: 1.5, 2000: 1.2}  # 1.1 at every other p
 
 
 def make_data(n: int, d: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -137,8 +151,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--keep", action="store_true", help="keep the Parquet folder in scratch/")
     parser.add_argument("--results", type=Path, default=RESULTS, help="where bench_moments.{md,csv,json} go")
+    parser.add_argument("--kernel", action="store_true", help="the kernel against X.T @ X at each p, instead")
+    parser.add_argument("--kernel-features", default="10,50,200,500,1000,2000")
+    parser.add_argument("--kernel-rows", type=float, default=1.0, help="scale KERNEL_ROWS (smoke runs)")
     args = parser.parse_args()
     args.load_start = os.getloadavg()[0]
+    if args.kernel:
+        kernel_sweep(args)
+        return
     n, d, repeat = args.rows, args.cols, args.repeat
     nbytes = n * d * 8
 
@@ -316,6 +336,118 @@ def main() -> None:
     write_results(rows, targets, extra, args, disk, ratios)
     if not args.keep:
         shutil.rmtree(parquet_dir, ignore_errors=True)
+
+
+def kernel_sweep(args) -> None:
+    """``--kernel``: compute_moments on shuffled and on sorted groups vs X.T @ X, per p."""
+    cases = []
+    for d in (int(v) for v in args.kernel_features.split(",")):
+        n = max(2 * CHUNK, int(KERNEL_ROWS.get(d, 200_000) * args.kernel_rows))
+        cases.append(kernel_case(n, d, args.repeat if d <= 500 else 3))
+    write_kernel_results(cases, args)
+
+
+def kernel_case(n: int, d: int, rounds: int) -> dict:
+    """One p of ``--kernel``: the three runs in rotating order, their times and agreement."""
+    load_before = os.getloadavg()
+    x, groups = make_data(n, d)
+    order = np.argsort(groups, kind="stable")
+    x_sorted, groups_sorted = x[order], groups[order]
+    runs = {
+        "numpy": lambda: x.T @ x,
+        "shuffled": lambda: compute_moments(x, sensitive_feature=groups),
+        "sorted": lambda: compute_moments(x_sorted, sensitive_feature=groups_sorted),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    out = {}
+    for round_ in range(rounds + 1):
+        for name in list(runs)[round_ % 3 :] + list(runs)[: round_ % 3]:
+            time.sleep(PAUSE)
+            with threadpool_limits(limits=2, user_api="blas"):  # ours lowers it to 1 itself
+                started = time.perf_counter()
+                out[name] = runs[name]()
+                if round_:
+                    times[name].append(time.perf_counter() - started)
+        print(f"p = {d}, round {round_}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in times.items() if v), flush=True)
+    pooled = {
+        name: sum(s + w * np.outer(mu, mu) for s, w, mu in zip(m.scatter, m.weight, m.mean, strict=True))
+        for name, m in out.items()
+        if name != "numpy"
+    }
+    base = statistics.median(times["numpy"])
+    case = {
+        "features": d,
+        "rows": n,
+        "rounds": rounds,
+        "times": times,
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+        "target": KERNEL_TARGET.get(d, 1.1),
+        "rel_err": {name: rel(gram, out["numpy"]) for name, gram in pooled.items()},
+        "sorted_vs_shuffled": float(
+            np.abs(out["sorted"].scatter - out["shuffled"].scatter).max() / np.abs(out["shuffled"].scatter).max()
+        ),
+    }
+    for name in ("shuffled", "sorted"):
+        case[name] = {
+            "ratio": statistics.median(times[name]) / base,
+            "within_rounds": [a / b for a, b in zip(times[name], times["numpy"], strict=True)],
+        }
+    return case
+
+
+def _spread(values: list[float], digits: int = 3) -> str:
+    return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+
+
+def write_kernel_results(cases: list[dict], args) -> None:
+    results = args.results
+    results.mkdir(parents=True, exist_ok=True)
+    ratios = [
+        {
+            "area": "moments pass",
+            "case": f"`compute_moments` (numpy array, groups {name}), {c['rows']:,} x {c['features']}",
+            "ours_seconds": statistics.median(c["times"][name]),
+            "baseline": "numpy `X.T @ X`, ungrouped, 2 BLAS threads",
+            "baseline_seconds": statistics.median(c["times"]["numpy"]),
+            "ratio": c[name]["ratio"],
+        }
+        for c in cases
+        for name in ("shuffled", "sorted")
+    ]
+    (results / "bench_moments_kernel.json").write_text(json.dumps({"cases": cases, "ratios": ratios}, indent=2) + "\n")
+    lines = [
+        "# bench_moments --kernel: the moments pass against numpy X.T @ X at each p (issue 33, target 2)",
+        "",
+        f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py', *sys.argv[1:]])}` at {commit()}; "
+        f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, numpy {np.__version__}. "
+        "Ours: `compute_moments(X, sensitive_feature=groups)` on the float64 numpy array (threaded scheduler, "
+        f"2 threads, 1 BLAS thread each, chunks of {CHUNK:,} rows), 4 groups 50/30/15/5 % shuffled, and the same "
+        "rows sorted by group; baseline: numpy `X.T @ X` on the same rows, 2 BLAS threads, ungrouped. One untimed "
+        f"warm-up, then rounds of the three in rotating order, each after a {PAUSE} s pause. Seconds: median "
+        "[min–max]; ratio = ours / baseline (medians; and the median [min–max] of the ratios within a round). "
+        "rel. err: the pooled Gram Σ_g (S_g + n_g μ_g μ_gᵀ) of ours against the baseline's; sorted vs shuffled: "
+        "the largest difference of the scatter matrices of the two orders of the same rows, relative to the "
+        "largest entry. Load average (1/5/15 min) before → after each p.",
+        "",
+        "| p | rows | rounds | numpy X.T @ X s | ours shuffled s | ratio shuffled (medians; within rounds) "
+        "| ours sorted s | ratio sorted (medians; within rounds) | target | pass (shuffled / sorted) | rel. err "
+        "| sorted vs shuffled | load before → after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cases:
+        t, verdict = c["times"], lambda name, c=c: "PASS" if c[name]["ratio"] <= c["target"] else "FAIL"
+        lines.append(
+            f"| {c['features']} | {c['rows']:,} | {c['rounds']} | {_spread(t['numpy'])} | {_spread(t['shuffled'])} | "
+            f"**{c['shuffled']['ratio']:.2f}**; {_spread(c['shuffled']['within_rounds'], 2)} | "
+            f"{_spread(t['sorted'])} | "
+            f"**{c['sorted']['ratio']:.2f}**; {_spread(c['sorted']['within_rounds'], 2)} | <= {c['target']} | "
+            f"{verdict('shuffled')} / {verdict('sorted')} | "
+            f"{max(c['rel_err'].values()):.1e} | {c['sorted_vs_shuffled']:.1e} | "
+            f"{' / '.join(f'{v:.2f}' for v in c['load_before'])} → {' / '.join(f'{v:.2f}' for v in c['load_after'])} |"
+        )
+    (results / "bench_moments_kernel.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 def write_results(rows, targets, extra, args, disk, ratios) -> None:

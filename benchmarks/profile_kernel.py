@@ -16,7 +16,8 @@ dask task gets). Best of 5 wall times, in ms, for:
 * parallel scaling over 20 such chunks (2M rows), on 1 thread and on a 2-thread pool (what
   dask's threaded scheduler does here): ``from_codes``, ungrouped ``X.T @ X``, and the Gram
   accumulation alone with scipy's ``dsyrk`` (an f2py wrapper), numpy's ``blk.T @ blk`` and the
-  kernel's ``add_gram`` (the same dsyrk through ctypes, in place, GIL released);
+  kernel's compiled ``accumulate_rows`` (sums, then the same dsyrk through its function pointer,
+  in place, GIL released);
 * the kernel against ``X.T @ X`` on the same chunk at p = 10 … 2000 (2 groups 70 / 30 %
   shuffled, the same rows sorted by group, one group), in CPU seconds of the calling thread
   (``time.thread_time``: what the work costs, whatever other processes do to the wall clock on
@@ -44,7 +45,7 @@ from provenance import commit
 from scipy.linalg.blas import dsyrk
 from threadpoolctl import threadpool_limits
 
-from fairpca_dist.engine.blas import add_gram
+from fairpca_dist.engine.gram import accumulate_groups, accumulate_rows
 from fairpca_dist.engine.moments import GroupMoments
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -81,8 +82,10 @@ def kernel_vs_gram(rng: np.random.Generator) -> list[tuple[int, int, float, floa
     return out
 
 
-def add_gram_blocks(block: np.ndarray, gram: np.ndarray) -> np.ndarray:
-    add_gram(block, gram)
+def compiled_rows(x: np.ndarray) -> np.ndarray:
+    """The kernel's compiled loop over the rows in place: sums, then dsyrk per 1024-row block."""
+    gram = np.zeros((x.shape[1], x.shape[1]))
+    accumulate_rows(x, None, 0, x.shape[0], None, None, 1024, np.empty((1024, x.shape[1])), gram, np.zeros(x.shape[1]))
     return gram
 
 
@@ -130,6 +133,12 @@ def main() -> None:
         ),
         ("label sort: argsort(stable) + bincount", lambda: (np.argsort(codes, kind="stable"), np.bincount(codes))),
         (
+            "sweep: accumulate_groups (each row copied into its group's block; sums + dsyrk per block)",
+            lambda: accumulate_groups(
+                x, codes, None, 1024, 50.0, np.zeros((len(groups), d, d)), np.zeros((len(groups), d))
+            ),
+        ),
+        (
             f"gather: np.take(x_C, idx, axis=0), {len(blocks)} blocks of <= 1024 rows",
             lambda: each(lambda b: np.take(x, b, axis=0), blocks),
         ),
@@ -172,7 +181,7 @@ def main() -> None:
                 ("ungrouped X.T @ X", lambda c: c[0].T @ c[0]),
                 ("scipy dsyrk over 1024-row blocks", lambda c: syrk_blocks(c[0], scipy_syrk)),
                 ("numpy blk.T @ blk over 1024-row blocks", lambda c: syrk_blocks(c[0], numpy_syrk)),
-                ("add_gram (ctypes dsyrk) over 1024-row blocks", lambda c: syrk_blocks(c[0], add_gram_blocks, "C")),
+                ("accumulate_rows (compiled; sums + dsyrk) over 1024-row blocks", lambda c: compiled_rows(c[0])),
             ):
                 serial = best_ms(lambda fn=fn: each(fn, parts), 3)
                 threads = best_ms(lambda fn=fn: list(pool.map(fn, parts)), 3)

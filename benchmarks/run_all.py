@@ -95,6 +95,13 @@ class Bench:
 BENCHES = (
     Bench("moments", "bench_moments.py", quick=("--rows", "400000", "--repeat", "2"), outputs=("bench_moments.json",)),
     Bench(
+        "moments-kernel",
+        "bench_moments.py",
+        full=("--kernel",),
+        quick=("--kernel", "--kernel-rows", "0.05", "--kernel-features", "10,50,200", "--repeat", "2"),
+        outputs=("bench_moments_kernel.json",),
+    ),
+    Bench(
         "scaling",
         "bench_scaling.py",
         quick=("--quick",),

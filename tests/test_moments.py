@@ -67,7 +67,7 @@ def test_kernel_recomputes_shifted_when_the_first_rows_mislead():
     rng = np.random.default_rng(3)
     x = rng.standard_normal((200_000, 50)) * 0.01  # sub-blocks of 1024 rows at p = 50
     x[:, 0] += np.where(np.arange(200_000) < 1024, 100 * x[:, 0], 50.0)
-    weight, centre, correction, scatter = _group_statistics(x, slice(0, 200_000), None)
+    weight, centre, correction, scatter = _group_statistics(x, None, 0, 200_000, None, np.empty((1024, 50)))
     np.testing.assert_allclose(centre[0], x[:, 0].mean(), rtol=1e-9)
     centred = x - x.mean(axis=0)
     np.testing.assert_allclose(scatter, centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max())
@@ -299,12 +299,13 @@ def _kernel_case(n_rows: int, p: int, n_groups: int, layout: str, *, offset: flo
 @pytest.mark.parametrize(
     ("n_rows", "p", "n_groups"),
     [
-        (130_000, 1, 3),  # p = 1: several sub-blocks of 51,200 rows
+        (130_000, 1, 3),  # p = 1: many sub-blocks of 1024 rows
         (9_000, 7, 1),  # one group: a slice, whatever the layout
-        (9_000, 7, 2),  # scans per group
-        (6_000, 50, 6),  # beyond the scans: the radix sort
-        (20_000, 12, 78),  # many groups (78: the uint8 radix sort)
-        (3_000, 50, 300),  # more than 256 groups: 16-bit codes; some groups of one row
+        (9_000, 7, 2),  # shuffled: the sweep, one block per group
+        (6_000, 50, 6),
+        (20_000, 12, 78),  # many groups
+        (3_000, 50, 300),  # some groups of one row; the sweep's blocks of 69 rows
+        (3_000, 200, 100),  # too many groups for the sweep's memory: gathered group after group
     ],
 )
 def test_kernel_equals_per_group_masks_and_numpy(n_rows, p, n_groups, layout, weighted):
@@ -379,3 +380,51 @@ def test_moments_of_a_dataframe_equal_the_masks_and_numpy(dtype):
         frame.assign(w=weights), sensitive_feature="group", sample_weight="w", chunk_rows=7_000, min_group_size=0
     )
     assert_matches_reference(moments, x.astype(np.float64), codes, weights, rtol=1e-12)
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_kernel_sums_lose_no_more_digits_over_many_rows(order, weighted):
+    # Means of 6 standard deviations (below the shift rule's threshold: summed about 0), 300k
+    # rows per group: S = G − s sᵀ / w keeps its digits only if the sums s and w round as a sum
+    # of per-block sums does (one running sum over all rows loses ~10x more).
+    rng = np.random.default_rng(5)
+    n = 600_000
+    labels = np.repeat([0, 1], n // 2)
+    x = rng.standard_normal((n, 3)) + 6.0
+    weights = rng.uniform(0.5, 1.5, size=n) if weighted else None
+    if order == "shuffled":
+        permutation = rng.permutation(n)
+        x, labels = x[permutation], labels[permutation]
+        weights = None if weights is None else weights[permutation]
+    moments = GroupMoments.from_codes(x, labels, (0, 1), weights=weights)
+    for g in (0, 1):  # the reference in extended precision (two-pass)
+        w = np.ones(n // 2, dtype=np.longdouble) if weights is None else weights[labels == g].astype(np.longdouble)
+        xg = x[labels == g].astype(np.longdouble)
+        mean = w @ xg / w.sum()
+        want = ((xg - mean).T @ ((xg - mean) * w[:, None])).astype(np.float64)
+        assert abs(moments.weight[g] - w.sum()) <= 1e-15 * w.sum()
+        assert np.abs(moments.mean[g] - mean).max() <= 5e-15 * 6.0  # one running sum: 5e-15 to 2e-14
+        assert (
+            np.abs(moments.scatter[g] - want).max() <= 2.5e-13 * np.abs(want).max()
+        )  # one running sum: 4e-13 to 2e-12
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_kernel_rechecks_interleaved_groups_whose_first_rows_mislead(weighted):
+    # Two interleaved groups (the sweep): each group's first 1024 rows are centred, the rest sit
+    # at 50 with a tiny spread in column 0, so the check after the sweep must recompute both
+    # about their own means (the rows then gathered group after group).
+    rng = np.random.default_rng(13)
+    n = 400_000  # 200k rows per group: G_00 ≈ 200 S_00 about 0
+    codes = rng.integers(0, 2, size=n)
+    x = rng.standard_normal((n, 6)) * 0.01
+    rank = np.empty(n, dtype=int)
+    for g in (0, 1):
+        rank[codes == g] = np.arange(np.count_nonzero(codes == g))
+    x[:, 0] += np.where(rank < 1024, 100 * x[:, 0], 50.0 + codes)
+    weights = rng.uniform(0.5, 2.0, size=n) if weighted else None
+    moments = GroupMoments.from_codes(x, codes, ("a", "b"), weights=weights)
+    assert_matches_reference(moments, x, np.array(["a", "b"])[codes], weights, rtol=1e-12)
+    for g in (0, 1):
+        np.testing.assert_allclose(moments.origin[g, 0], moments.mean[g, 0], rtol=1e-6)  # recomputed about the mean

@@ -27,7 +27,7 @@ from typing import Literal
 
 import numpy as np
 
-from fairpca_dist.engine.blas import add_gram, symmetrized
+from fairpca_dist.engine.blas import symmetrized
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.wording import differences, label_text, listed
@@ -81,57 +81,81 @@ def sorted_labels(labels: Sequence[Hashable]) -> tuple[Hashable, ...]:
         return tuple(sorted(unique, key=lambda label: (type(label).__name__, repr(label))))
 
 
-# Up to this many groups in a chunk (rows not grouped), one comparison scan of the codes per
-# group finds its rows faster than a stable argsort of all codes; beyond it the sort wins, as a
-# radix sort of codes narrowed to 8 or 16 bits (~1 ms per 100k rows for 2 to 78 groups, where
-# the merge sort of intp codes takes 3 to 7 ms, and 16 scans 4 ms).
-_MAX_SCAN_GROUPS = 4
-
-
 def block_rows(n_features: int) -> int:
-    """Rows per sub-block: ~400 KB of float64 stays in L2 cache while it is shifted, summed
-    and fed to BLAS (1024 rows at p = 50 measured fastest, between 256 and 16384)."""
+    """Rows per sub-block of the row passes: ~400 KB of float64 stays in L2 cache while it is
+    shifted, summed and fed to BLAS (1024 rows at p = 50 measured fastest, between 256 and 16384)."""
     return int(np.clip(409_600 // (8 * max(n_features, 1)), 256, 65536))
 
 
-def _rows_of_groups(codes: np.ndarray, n_groups: int) -> list[tuple[int, slice | np.ndarray]]:
-    """Each group present in ``codes`` with its rows: one slice when every group's rows are
-    contiguous (a table grouped or sorted by group; nothing to gather), else index arrays."""
+def _gram_rows(n_features: int) -> int:
+    """Rows per sub-block of the moments kernel: up to 2 MiB (the core's L2 cache), at most
+    1024 rows. dsyrk runs as fast on 1024 rows as on 100k (p = 10 … 200), and 256-row blocks
+    cost 5 % more at p = 200; above 1024 rows the copies leave the cache (p = 50: 10 % more at
+    4096, 16 % at 16384)."""
+    return int(np.clip(2 * 2**20 // (8 * max(n_features, 1)), 256, 1024))
+
+
+# Scratch memory of the sweep over interleaved groups (one block of rows per group): up to this
+# many bytes, with at least _MIN_SWEEP_ROWS rows per block; more groups than that (many cells ×
+# groups at large p) are gathered group after group instead, through one block.
+_SWEEP_BYTES = 8 * 2**20
+_MIN_SWEEP_ROWS = 64
+
+_Statistics = tuple[float, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _chunk_statistics(
+    x: np.ndarray, codes: np.ndarray, n_groups: int, weights: np.ndarray | None
+) -> list[tuple[int, int, _Statistics]]:
+    """(g, rows, (w, c, μ − c, S)) for each group g present in ``codes``, by the fastest way its
+    rows allow: read in place when every group's rows are contiguous (a table grouped or sorted
+    by group), else in one sweep copying each row into its group's block, else (too many groups
+    for the sweep's memory) gathered group after group by a counting sort of the codes."""
+    from fairpca_dist.engine.gram import accumulate_groups, group_order  # compiled: loaded on first use
+
     counts = np.bincount(codes, minlength=n_groups)
     present = np.flatnonzero(counts)
-    if present.size == 1:
-        return [(int(present[0]), slice(0, codes.shape[0]))]
-    starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
-    if starts.size == present.size - 1:  # one run per group
-        bounds = [0, *starts.tolist(), codes.shape[0]]
-        return [(int(codes[begin]), slice(begin, stop)) for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)]
-    if present.size <= _MAX_SCAN_GROUPS:
-        return [(int(g), np.flatnonzero(codes == g)) for g in present]
-    narrow = np.uint8 if n_groups <= 1 << 8 else np.uint16 if n_groups <= 1 << 16 else np.intp
-    order = np.argsort(codes.astype(narrow, copy=False), kind="stable")  # a radix sort for 8 and 16 bits
-    bounds = np.cumsum(counts[present]).tolist()
-    return [(int(g), order[stop - counts[g] : stop]) for g, stop in zip(present, bounds, strict=True)]
-
-
-def _block(
-    x: np.ndarray, index: slice | np.ndarray, shift: np.ndarray | None, buffer: np.ndarray, *, copy: bool = False
-) -> np.ndarray:
-    """``x[index] − shift`` (no shift: ``x[index]``): a view of ``x`` for a slice without shift
-    unless ``copy``, else written into the head of ``buffer`` (one pass over the rows)."""
-    if isinstance(index, slice):
-        if shift is None and not copy:
-            return x[index]
-        out = buffer[: index.stop - index.start]
-        if shift is None:
-            np.copyto(out, x[index])
-        else:
-            np.subtract(x[index], shift, out=out)
-        return out
-    out = buffer[: index.size]
-    np.take(x, index, axis=0, out=out, mode="clip")  # "clip": valid indices, and no hidden temporary copy
-    if shift is not None:
-        out -= shift
-    return out
+    p = x.shape[1]
+    step = _gram_rows(p)
+    if present.size == 1 or np.count_nonzero(codes[1:] != codes[:-1]) == present.size - 1:  # one run per group
+        bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.shape[0]]
+        buffer = np.empty((min(step, x.shape[0]), p))
+        return [
+            (int(codes[begin]), stop - begin, _group_statistics(x, None, begin, stop, weights, buffer))
+            for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
+    sweep = min(step, _SWEEP_BYTES // (8 * n_groups * max(p, 1)))
+    if sweep < _MIN_SWEEP_ROWS:
+        order = group_order(codes, counts)
+        stops = np.cumsum(counts[present]).tolist()
+        buffer = np.empty((min(step, x.shape[0]), p))
+        return [
+            (int(g), int(counts[g]), _group_statistics(x, order, stop - int(counts[g]), stop, weights, buffer))
+            for g, stop in zip(present, stops, strict=True)
+        ]
+    grams, totals = np.zeros((n_groups, p, p)), np.zeros((n_groups, p))
+    weight_sums, shifts = accumulate_groups(x, codes, weights, sweep, _SHIFT_AT, grams, totals)
+    recheck = [g for g in present if _cancelled(weight_sums[g], totals[g], grams[g])]
+    order = group_order(codes, counts) if recheck else None
+    stops = dict(zip(present.tolist(), np.cumsum(counts[present]).tolist(), strict=True))
+    buffer = np.empty((min(step, x.shape[0]), p)) if recheck else np.empty((0, p))
+    return [
+        (
+            int(g),
+            int(counts[g]),
+            _finished(
+                x,
+                order,
+                stops[g] - int(counts[g]),
+                stops[g],
+                weights,
+                buffer,
+                shifts[g],
+                (weight_sums[g], totals[g], grams[g]),
+            ),
+        )
+        for g in present
+    ]
 
 
 # Shift rule of the kernel. Sums about a centre c lose about log10(G_jj / S_jj) digits in
@@ -146,31 +170,57 @@ _CANCELLATION_LIMIT = 100.0
 _SHIFT_AT = _CANCELLATION_LIMIT / 2
 
 
-def _group_statistics(
-    x: np.ndarray, rows: np.ndarray | slice, weights: np.ndarray | None, buffer: np.ndarray | None = None
-) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
-    """(w, c, μ − c, S) of the C-ordered float64 ``x[rows]`` in one pass over cache-sized sub-blocks.
+def _cancelled(weight_sum: float, total: np.ndarray, gram: np.ndarray) -> bool:
+    """Whether S = G − s sᵀ / w lost more digits than the shift rule allows (some G_jj > 100 S_jj)."""
+    if weight_sum <= 0.0:
+        return False
+    diagonal = np.diagonal(gram)
+    return bool(np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)))
 
-    Each sub-block is shifted by a rough centre c if needed (see ``_CANCELLATION_LIMIT``; c = 0
-    otherwise) and accumulated as G = Σ w (x−c)(x−c)ᵀ and s = Σ w (x−c); then μ = c + s/w and
-    S = G − s sᵀ / w. A sub-block is copied (into ``buffer``, of at least ``block_rows(p)`` rows)
-    only when it is gathered, shifted or weighted; the rows of a slice are otherwise read in place.
+
+def _group_statistics(
+    x: np.ndarray,
+    rows: np.ndarray | None,
+    start: int,
+    stop: int,
+    weights: np.ndarray | None,
+    buffer: np.ndarray,
+) -> _Statistics:
+    """(w, c, μ − c, S) of one group of the C-ordered float64 ``x``: its rows ``x[start:stop]``,
+    or ``x[rows[start:stop]]``, in one pass over cache-sized sub-blocks.
+
+    The rows are shifted by a rough centre c if needed (see ``_CANCELLATION_LIMIT``; c = 0
+    otherwise) and accumulated as G = Σ w (x−c)(x−c)ᵀ and s = Σ w (x−c) by the compiled loop
+    :func:`~fairpca_dist.engine.gram.accumulate_rows`; then μ = c + s/w and S = G − s sᵀ / w.
+    ``buffer`` (at least ``_gram_rows(p)`` rows, or the group's) holds a sub-block while it is
+    copied: only when it is gathered, shifted or weighted.
     """
-    step = block_rows(x.shape[1])
-    if buffer is None:
-        buffer = np.empty((min(step, _n_rows(rows)), x.shape[1]))
-    first = _block(x, _sub_block(rows, 0, step), None, buffer)
+    step = _gram_rows(x.shape[1])
+    first = x[start : min(start + step, stop)] if rows is None else x[rows[start : start + step]]
     mean = first.mean(axis=0)
     shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
-    weight_sum, total, gram = _accumulate(x, rows, weights, shift, step, buffer)
-    if weight_sum > 0.0:
-        diagonal = np.diagonal(gram)
-        if np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)):
-            # The first sub-block misled (rows sorted by a drifting column, or its rows carry
-            # little weight): shift by the group's own weighted mean, which these sums give to
-            # far better than its standard deviation.
-            shift = (0.0 if shift is None else shift) + total / weight_sum
-            weight_sum, total, gram = _accumulate(x, rows, weights, shift, step, buffer)
+    sums = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
+    return _finished(x, rows, start, stop, weights, buffer, shift, sums)
+
+
+def _finished(
+    x: np.ndarray,
+    rows: np.ndarray | None,
+    start: int,
+    stop: int,
+    weights: np.ndarray | None,
+    buffer: np.ndarray,
+    shift: np.ndarray | None,
+    sums: tuple[float, np.ndarray, np.ndarray],
+) -> _Statistics:
+    """(w, c, μ − c, S) from a group's sums (w, s, G) about ``shift``; recomputed about the
+    group's own weighted mean when they cancelled (the first rows misled the shift rule: rows
+    sorted by a drifting column, or the first rows carry little weight; these sums give that
+    mean to far better than its standard deviation)."""
+    weight_sum, total, gram = sums
+    if _cancelled(weight_sum, total, gram):
+        shift = (0.0 if shift is None else shift) + total / weight_sum
+        weight_sum, total, gram = _accumulate(x, rows, start, stop, weights, shift, _gram_rows(x.shape[1]), buffer)
     centre = np.zeros(x.shape[1]) if shift is None else shift
     if weight_sum == 0.0:
         return 0.0, centre, np.zeros_like(total), np.zeros_like(gram)
@@ -178,41 +228,23 @@ def _group_statistics(
     return weight_sum, centre, correction, symmetrized(gram) - np.outer(total, correction)
 
 
-def _sub_block(rows: np.ndarray | slice, begin: int, step: int) -> np.ndarray | slice:
-    if isinstance(rows, slice):
-        return slice(rows.start + begin, min(rows.start + begin + step, rows.stop))
-    return rows[begin : begin + step]
-
-
 def _accumulate(
     x: np.ndarray,
-    rows: np.ndarray | slice,
+    rows: np.ndarray | None,
+    start: int,
+    stop: int,
     weights: np.ndarray | None,
     shift: np.ndarray | None,
     step: int,
     buffer: np.ndarray,
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """(Σ w, Σ w (x−c), Σ w (x−c)(x−c)ᵀ) over ``x[rows]``, ``step`` rows at a time; the Gram
-    matrix in its lower triangle only (:func:`~fairpca_dist.engine.blas.add_gram`)."""
+    """(Σ w, Σ w (x−c), Σ w (x−c)(x−c)ᵀ) over one group's rows, ``step`` rows at a time; the
+    Gram matrix in its lower triangle only."""
+    from fairpca_dist.engine.gram import accumulate_rows
+
     gram = np.zeros((x.shape[1], x.shape[1]))
     total = np.zeros(x.shape[1])
-    ones = np.ones(step)
-    weight_sum = 0.0
-    for begin in range(0, _n_rows(rows), step):
-        index = _sub_block(rows, begin, step)
-        if weights is None:
-            block = _block(x, index, shift, buffer)
-            weight_sum += block.shape[0]
-            # Column sums as a BLAS gemv: ~2x faster than block.sum(axis=0) on C-ordered rows.
-            total += ones[: block.shape[0]] @ block
-        else:
-            block = _block(x, index, shift, buffer, copy=True)
-            root = np.sqrt(weights[index])
-            weight_sum += float(weights[index].sum())
-            block *= root[:, None]
-            total += root @ block
-        # In place and without the GIL, half the flops of a general product (BLAS syrk).
-        add_gram(block, gram)
+    weight_sum = accumulate_rows(x, rows, start, stop, shift, weights, step, buffer, gram, total)
     return weight_sum, total, gram
 
 
@@ -342,12 +374,14 @@ class GroupMoments:
 
         Notes
         -----
-        Per group, cache-sized sub-blocks of its rows go through BLAS syrk into a Gram matrix
-        accumulated in place (:func:`~fairpca_dist.engine.blas.add_gram`), their column sums
-        through gemv: the flops of one ungrouped Gram in all. When every group's rows are
-        contiguous (a table sorted or partitioned by the sensitive column) the sub-blocks are
-        read where they lie; otherwise each is first gathered into one scratch block, which
-        costs an extra copy of the rows (measured in ``benchmarks/profile_kernel.py``).
+        Per group, one call of the compiled row loop
+        (:func:`~fairpca_dist.engine.gram.accumulate_rows`, no GIL held) sums cache-sized
+        sub-blocks of its rows and adds them to a Gram matrix by BLAS syrk, in place: the flops
+        of one ungrouped Gram in all. When every group's rows are contiguous (a table sorted or
+        partitioned by the sensitive column) the sub-blocks are read where they lie; otherwise
+        the loop copies each into one scratch block as it sums it (the rows of a group listed
+        by a counting sort of the codes), which costs a copy of the rows (measured in
+        ``benchmarks/profile_kernel.py``).
         """
         # Row gathers and in-place row blocks need C-ordered float64: np.take of rows from a
         # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one
@@ -360,17 +394,17 @@ class GroupMoments:
             raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
         if x.shape[0] == 0:
             return cls.empty(names)
-        parts = _rows_of_groups(codes, len(groups))
-        buffer = np.empty((min(block_rows(p), x.shape[0]), p))  # one scratch block for every group
-        stats = [_group_statistics(x, rows, weights, buffer) for _, rows in parts]
+        if weights is not None:
+            weights = np.ascontiguousarray(weights, dtype=np.float64)
+        parts = _chunk_statistics(x, codes, len(groups), weights)
         unsorted = cls(
-            groups=tuple(_as_python_label(groups[int(g)]) for g, _ in parts),
-            count=np.array([_n_rows(rows) for _, rows in parts], dtype=np.int64),
-            weight=np.array([w for w, _, _, _ in stats]),
-            mean_offset=np.stack([offset for _, _, offset, _ in stats]),
-            scatter=np.stack([scatter for _, _, _, scatter in stats]),
+            groups=tuple(_as_python_label(groups[g]) for g, _, _ in parts),
+            count=np.array([count for _, count, _ in parts], dtype=np.int64),
+            weight=np.array([stats[0] for _, _, stats in parts]),
+            mean_offset=np.stack([stats[2] for _, _, stats in parts]),
+            scatter=np.stack([stats[3] for _, _, stats in parts]),
             feature_names=names,
-            origin=np.stack([centre for _, centre, _, _ in stats]),
+            origin=np.stack([stats[1] for _, _, stats in parts]),
         )
         return unsorted._reordered(sorted_labels(unsorted.groups))
 
@@ -832,7 +866,3 @@ def label_from_json(value: object) -> Hashable:
     if isinstance(value, dict):
         return tuple(label_from_json(v) for v in value["tuple"])
     return value
-
-
-def _n_rows(rows: np.ndarray | slice) -> int:
-    return rows.stop - rows.start if isinstance(rows, slice) else int(rows.size)

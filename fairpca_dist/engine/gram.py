@@ -1,0 +1,385 @@
+"""The row loop of the moments kernel, compiled: one call per group of a chunk, no GIL held.
+
+For the rows of one group (a contiguous range of a C-ordered float64 array, or the rows an index
+array lists), about a centre c and with optional sample weights w,
+
+    W += Σ w,    s += Σ w (x − c),    G += Σ w (x − c)(x − c)ᵀ   (lower triangle only),
+
+in sub-blocks of ``step`` rows: each sub-block is summed and, when it must be gathered, shifted
+or weighted, copied into a scratch block in the same loop (one read of the rows), then added to
+G by BLAS ``dsyrk`` (half the flops of a general product) while it is still in cache. Rows that
+need none of the three go to ``dsyrk`` where they lie. Compiled by Numba (``nogil``, cached on
+disk after the first call), so the dask threads of a pass run it in parallel, and a chunk costs
+a handful of Python calls whatever its number of sub-blocks (measured against numpy's
+``X.T @ X`` in ``benchmarks/profile_kernel.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from fairpca_dist.engine.blas import fortran_dsyrk
+from fairpca_dist.exceptions import InputError
+
+__all__ = ["accumulate_rows", "accumulate_groups", "group_order"]
+
+_NO_ROWS = np.empty(0, dtype=np.intp)
+_NOTHING = np.empty(0)
+
+
+def accumulate_rows(
+    x: np.ndarray,
+    rows: np.ndarray | None,
+    start: int,
+    stop: int,
+    shift: np.ndarray | None,
+    weights: np.ndarray | None,
+    step: int,
+    buffer: np.ndarray,
+    gram: np.ndarray,
+    total: np.ndarray,
+) -> float:
+    """Add the sums of one group's rows about ``shift`` to ``total`` and ``gram``; return Σ w.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, p), float64, C-ordered
+        The chunk's rows.
+    rows : ndarray of intp or None
+        ``None``: the group's rows are ``x[start:stop]``; else they are ``x[rows[start:stop]]``
+        (valid row numbers: they are not checked).
+    start, stop : int
+        The range of rows (of ``x``, or of ``rows``).
+    shift : ndarray of shape (p,), float64, or None
+        The centre c (``None``: 0).
+    weights : ndarray of shape (n,), float64, or None
+        One non-negative weight per row of ``x`` (``None``: 1).
+    step : int
+        Rows per sub-block (≥ 1); at most the rows of ``buffer``.
+    buffer : ndarray of shape (≥ min(step, stop − start), p), float64, C-ordered
+        Scratch space for a gathered, shifted or weighted sub-block.
+    gram : ndarray of shape (p, p), float64, C-ordered
+        Accumulates Σ w (x − c)(x − c)ᵀ in its lower triangle (the upper one is left as it
+        is: read it with :func:`~fairpca_dist.engine.blas.symmetrized`).
+    total : ndarray of shape (p,), float64
+        Accumulates Σ w (x − c).
+
+    Returns
+    -------
+    float
+        Σ w over the rows (their number when unweighted).
+
+    Raises
+    ------
+    InputError
+        An array of another dtype, layout or size than the above (BLAS and the compiled loop
+        would read the wrong memory).
+    """
+    p = x.shape[1] if x.ndim == 2 else -1
+    arrays = {"x": (x, None), "buffer": (buffer, None), "gram": (gram, (p, p)), "total": (total, (p,))}
+    arrays |= {"shift": (shift, (p,))} if shift is not None else {}
+    arrays |= {"weights": (weights, (x.shape[0],))} if weights is not None else {}
+    for name, (array, shape) in arrays.items():
+        if array.dtype != np.float64 or not array.flags.c_contiguous or (shape is not None and array.shape != shape):
+            raise InputError(
+                f"accumulate_rows needs {name} as C-ordered float64 {shape or ''}, got {array.dtype} {array.shape}"
+            )
+    if not 0 <= start <= stop or step < 1 or buffer.ndim != 2 or buffer.shape[1] != p:
+        raise InputError(f"accumulate_rows: bad rows {start}:{stop}, step {step} or buffer {buffer.shape} for p = {p}")
+    if rows is not None and (rows.dtype != np.intp or rows.ndim != 1 or not rows.flags.c_contiguous):
+        raise InputError(f"accumulate_rows needs rows as a contiguous intp array, got {rows.dtype} {rows.shape}")
+    length = x.shape[0] if rows is None else rows.shape[0]
+    if stop > length or (stop > start and buffer.shape[0] < min(step, stop - start)):
+        raise InputError(f"accumulate_rows: rows {start}:{stop} of {length}, or a buffer of {buffer.shape[0]} rows")
+    return float(
+        _accumulate(
+            x,
+            _NO_ROWS if rows is None else rows,
+            start,
+            stop,
+            _NOTHING if shift is None else shift,
+            _NOTHING if weights is None else weights,
+            step,
+            buffer,
+            gram,
+            total,
+            fortran_dsyrk(),
+        )
+    )
+
+
+@njit(nogil=True, cache=True)
+def _accumulate(
+    x: Any,
+    rows: Any,
+    start: int,
+    stop: int,
+    shift: Any,
+    weights: Any,
+    step: int,
+    buffer: Any,
+    gram: Any,
+    total: Any,
+    syrk: Any,
+) -> float:  # pragma: no cover - compiled; covered through accumulate_rows
+    p = x.shape[1]
+    gathered, shifted, weighted = rows.size > 0, shift.size > 0, weights.size > 0
+    sums = np.zeros(p)
+    block_sums = np.empty(p)  # summed per sub-block, then added: rounding grows with the blocks, not the rows
+    weight_sum = 0.0
+    for begin in range(start, stop, step):
+        m = min(step, stop - begin)
+        block_sums[:] = 0.0
+        block_weight = 0.0
+        if not (gathered or shifted or weighted):
+            block = x[begin : begin + m]
+            for i in range(m):
+                for j in range(p):
+                    block_sums[j] += block[i, j]
+        else:
+            block = buffer[:m]
+            # Scalar indexing throughout: a row view per row (x[row]) costs reference counting.
+            for i in range(m):
+                row = rows[begin + i] if gathered else begin + i
+                if shifted:
+                    for j in range(p):
+                        block[i, j] = x[row, j] - shift[j]
+                else:
+                    for j in range(p):
+                        block[i, j] = x[row, j]
+                if weighted:
+                    w = weights[row]
+                    root = np.sqrt(w)
+                    block_weight += w
+                    for j in range(p):
+                        block_sums[j] += w * block[i, j]
+                        block[i, j] *= root
+                else:
+                    for j in range(p):
+                        block_sums[j] += block[i, j]
+        sums += block_sums
+        weight_sum += block_weight if weighted else m
+        _add_gram(syrk, block, gram)
+    total += sums
+    return weight_sum
+
+
+@njit(nogil=True, cache=True)
+def group_order(codes: Any, counts: Any) -> Any:  # pragma: no cover - compiled
+    """Row indices ordered by group code, each group's rows in their order (a counting sort:
+    one pass over the codes, where a comparison sort of them takes ~10x as long).
+
+    Parameters
+    ----------
+    codes : ndarray of shape (n,), intp
+        Values in ``0 … len(counts) − 1``.
+    counts : ndarray, int
+        ``counts[g]`` = the number of rows of code g (``np.bincount(codes)``).
+
+    Returns
+    -------
+    ndarray of shape (n,), intp
+        Group 0's rows, then group 1's, …
+    """
+    position = np.empty(counts.size, dtype=np.intp)
+    filled = 0
+    for g in range(counts.size):
+        position[g] = filled
+        filled += counts[g]
+    order = np.empty(codes.size, dtype=np.intp)
+    for i in range(codes.size):
+        g = codes[i]
+        order[position[g]] = i
+        position[g] += 1
+    return order
+
+
+def accumulate_groups(
+    x: np.ndarray,
+    codes: np.ndarray,
+    weights: np.ndarray | None,
+    step: int,
+    shift_at: float,
+    grams: np.ndarray,
+    totals: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sums of every group of a chunk whose groups' rows are interleaved, in one sweep.
+
+    Each row is copied, in the order of the rows, into the scratch block of its group; a full
+    block is summed and added to its group's Gram matrix by dsyrk (a sequential read of the
+    rows, where gathering group after group reads each group's rows scattered over the chunk:
+    ~4x slower per row from memory). Each group's centre c_g is decided on its first block, as
+    for one group: c_g = the block's mean if some column has mean² > (``shift_at`` − 1) ·
+    variance there, else 0; that block and every later row of the group are shifted by it.
+
+    Parameters
+    ----------
+    x : ndarray of shape (n, p), float64, C-ordered
+    codes : ndarray of shape (n,), intp
+        Group code of each row, in ``0 … k − 1``.
+    weights : ndarray of shape (n,), float64, or None
+    step : int
+        Rows per scratch block (≥ 1); k · step · p floats of scratch memory.
+    shift_at : float
+        The shift rule's threshold.
+    grams : ndarray of shape (k, p, p), float64, C-ordered
+        Accumulates each group's Σ w (x − c_g)(x − c_g)ᵀ in the lower triangles.
+    totals : ndarray of shape (k, p), float64, C-ordered
+        Accumulates Σ w (x − c_g).
+
+    Returns
+    -------
+    weight_sums : ndarray of shape (k,)
+        Σ w per group.
+    shifts : ndarray of shape (k, p)
+        c_g (zeros for a group not shifted, or without rows).
+
+    Raises
+    ------
+    InputError
+        Arrays of another dtype, layout or size.
+    """
+    n, p = x.shape if x.ndim == 2 else (-1, -1)
+    k = grams.shape[0]
+    arrays = {"x": (x, (n, p)), "grams": (grams, (k, p, p)), "totals": (totals, (k, p))}
+    arrays |= {"weights": (weights, (n,))} if weights is not None else {}
+    for name, (array, shape) in arrays.items():
+        if array.dtype != np.float64 or not array.flags.c_contiguous or array.shape != shape:
+            raise InputError(
+                f"accumulate_groups needs {name} as C-ordered float64 {shape}, got {array.dtype} {array.shape}"
+            )
+    if codes.dtype != np.intp or codes.shape != (n,) or step < 1:
+        raise InputError(
+            f"accumulate_groups needs intp codes of shape ({n},) and step >= 1, got {codes.dtype} {codes.shape}, {step}"
+        )
+    weight_sums, shifts = np.zeros(k), np.zeros((k, p))
+    _accumulate_groups(
+        x,
+        codes,
+        _NOTHING if weights is None else weights,
+        np.empty((k, step, p)),
+        np.empty((k, step)),
+        shift_at,
+        grams,
+        totals,
+        weight_sums,
+        shifts,
+        fortran_dsyrk(),
+    )
+    return weight_sums, shifts
+
+
+@njit(nogil=True, cache=True)
+def _accumulate_groups(
+    x: Any,
+    codes: Any,
+    weights: Any,
+    blocks: Any,
+    block_weights: Any,
+    shift_at: float,
+    grams: Any,
+    totals: Any,
+    weight_sums: Any,
+    shifts: Any,
+    syrk: Any,
+) -> None:  # pragma: no cover - compiled; covered through accumulate_groups
+    k, step, p = blocks.shape
+    weighted = weights.size > 0
+    fill = np.zeros(k, dtype=np.intp)
+    decided = np.zeros(k, dtype=np.bool_)
+    shifted = np.zeros(k, dtype=np.bool_)
+    state = (blocks, block_weights, decided, shifted, grams, totals, weight_sums, shifts)
+    for i in range(x.shape[0]):  # scalar indexing: a row view per row costs reference counting
+        g = codes[i]
+        f = fill[g]
+        if shifted[g]:
+            for j in range(p):
+                blocks[g, f, j] = x[i, j] - shifts[g, j]
+        else:
+            for j in range(p):
+                blocks[g, f, j] = x[i, j]
+        block_weights[g, f] = weights[i] if weighted else 1.0
+        fill[g] = f + 1
+        if f + 1 == step:
+            _flush(g, step, state, weighted, shift_at, syrk)
+            fill[g] = 0
+    for g in range(k):
+        if fill[g] > 0:
+            _flush(g, fill[g], state, weighted, shift_at, syrk)
+
+
+@njit(nogil=True, cache=True)
+def _flush(g: int, m: int, state: Any, weighted: bool, shift_at: float, syrk: Any) -> None:  # pragma: no cover
+    """Sum group g's block of m rows into its totals and Gram; on its first block, decide its
+    centre first (and shift the block by it)."""
+    blocks, block_weights, decided, shifted, grams, totals, weight_sums, shifts = state
+    p = blocks.shape[2]
+    block = blocks[g, :m]
+    if not decided[g]:
+        decided[g] = True
+        mean = np.zeros(p)
+        for i in range(m):
+            for j in range(p):
+                mean[j] += block[i, j]
+        mean /= m
+        spread = np.zeros(p)
+        for i in range(m):
+            for j in range(p):
+                spread[j] += (block[i, j] - mean[j]) ** 2
+        for j in range(p):
+            if mean[j] * mean[j] > (shift_at - 1.0) * (spread[j] / m):
+                shifted[g] = True
+        if shifted[g]:
+            shifts[g] = mean
+            for i in range(m):
+                for j in range(p):
+                    block[i, j] -= mean[j]
+    sums = np.zeros(p)
+    if weighted:
+        block_weight = 0.0
+        for i in range(m):
+            w = block_weights[g, i]
+            root = np.sqrt(w)
+            block_weight += w
+            for j in range(p):
+                sums[j] += w * block[i, j]
+                block[i, j] *= root
+        weight_sums[g] += block_weight
+    else:
+        for i in range(m):
+            for j in range(p):
+                sums[j] += block[i, j]
+        weight_sums[g] += m
+    totals[g] += sums
+    _add_gram(syrk, block, grams[g])
+
+
+@njit(nogil=True, cache=True)
+def _add_gram(syrk: Any, block: Any, gram: Any) -> None:  # pragma: no cover - compiled
+    """gram += blockᵀ block on the row-major lower triangle of ``gram`` (C-ordered p × p), by
+    dsyrk; ``block``: m rows of p contiguous floats, consecutive rows p floats apart."""
+    m, p = block.shape
+    if m == 0 or p == 0:  # nothing to add (and lda = 0 is an error for BLAS)
+        return
+    # dsyrk takes every argument by reference: uplo "U", trans "N", alpha = beta = 1 and
+    # n = lda = ldc = p. The row-major (m, p) block is the column-major p × m matrix A (leading
+    # dimension p), so dsyrk adds A Aᵀ = blockᵀ block to the column-major upper triangle of the
+    # p × p accumulator, which is the row-major lower triangle of ``gram``.
+    flags = np.array([ord("U"), ord("N")], dtype=np.uint8)
+    one = np.ones(1)
+    sizes = np.array([p, m], dtype=np.int32)
+    syrk(
+        flags[0:1].ctypes,
+        flags[1:2].ctypes,
+        sizes[0:1].ctypes,
+        sizes[1:2].ctypes,
+        one.ctypes,
+        block.ctypes,
+        sizes[0:1].ctypes,
+        one.ctypes,
+        gram.ctypes,
+        sizes[0:1].ctypes,
+    )

@@ -1,0 +1,157 @@
+"""engine/gram.py: the compiled row loop of the moments kernel against numpy, on every way its
+rows come (in place, gathered, shifted, weighted), and the counting sort of the group codes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fairpca_dist import InputError
+from fairpca_dist.engine.blas import symmetrized
+from fairpca_dist.engine.gram import accumulate_groups, accumulate_rows, group_order
+
+
+def reference(x, rows, start, stop, shift, weights):  # noqa: PLR0913
+    index = np.arange(start, stop) if rows is None else rows[start:stop]
+    w = np.ones(index.size) if weights is None else weights[index]
+    centred = x[index] - (0.0 if shift is None else shift)
+    return w.sum(), (w[:, None] * centred).sum(axis=0), centred.T @ (w[:, None] * centred)
+
+
+@pytest.mark.parametrize("p", [1, 6, 33])
+@pytest.mark.parametrize("gathered", [False, True], ids=["in place", "gathered"])
+@pytest.mark.parametrize("shifted", [False, True], ids=["no shift", "shifted"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("step", [1, 7, 1024])
+def test_accumulate_rows_adds_the_sums_and_the_lower_triangle_of_the_gram(p, gathered, shifted, weighted, step):
+    rng = np.random.default_rng([p, step])
+    x = rng.normal(size=(301, p)) + 5.0
+    rows = rng.permutation(301).astype(np.intp) if gathered else None
+    shift = rng.normal(size=p) + 5.0 if shifted else None
+    weights = rng.exponential(size=301) if weighted else None
+    start, stop = 13, 290  # a range that starts and ends inside sub-blocks
+    gram = np.tril(rng.normal(size=(p, p)))
+    marker = np.triu(np.full((p, p), 7.0), 1)
+    before = gram.copy()
+    gram += marker  # the strict upper triangle must stay as it is
+    total = rng.normal(size=p)
+    total_before = total.copy()
+    buffer = np.full((min(step, stop - start), p), np.nan)
+    weight_sum = accumulate_rows(x, rows, start, stop, shift, weights, step, buffer, gram, total)
+    want_w, want_s, want_g = reference(x, rows, start, stop, shift, weights)
+    assert weight_sum == pytest.approx(want_w, rel=1e-13)
+    np.testing.assert_allclose(total, total_before + want_s, rtol=1e-12, atol=1e-12 * np.abs(want_s).max())
+    np.testing.assert_allclose(np.tril(gram), np.tril(before + want_g), rtol=1e-12, atol=1e-12 * np.abs(want_g).max())
+    np.testing.assert_array_equal(np.triu(gram, 1), marker)
+    np.testing.assert_allclose(symmetrized(gram), symmetrized(before) + want_g, rtol=1e-12, atol=1e-11)
+
+
+def test_accumulate_rows_of_no_rows_or_no_features_changes_nothing():
+    gram, total = np.eye(3), np.ones(3)
+    assert accumulate_rows(np.zeros((4, 3)), None, 2, 2, None, None, 8, np.empty((0, 3)), gram, total) == 0.0
+    np.testing.assert_array_equal(gram, np.eye(3))
+    np.testing.assert_array_equal(total, np.ones(3))
+    empty = np.zeros((0, 0))
+    assert accumulate_rows(np.zeros((4, 0)), None, 0, 4, None, None, 8, np.empty((4, 0)), empty, np.zeros(0)) == 4.0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"x": np.asfortranarray(np.ones((10, 3)))}, id="column-major rows"),
+        pytest.param({"x": np.ones((10, 3), dtype=np.float32)}, id="float32 rows"),
+        pytest.param({"gram": np.zeros((2, 2))}, id="accumulator of another size"),
+        pytest.param({"gram": np.asfortranarray(np.arange(9.0).reshape(3, 3))}, id="column-major accumulator"),
+        pytest.param({"total": np.zeros(4)}, id="sums of another size"),
+        pytest.param({"weights": np.ones(9)}, id="weights of another length"),
+        pytest.param({"rows": np.arange(10, dtype=np.int32)}, id="int32 rows"),
+        pytest.param({"stop": 11}, id="rows past the end"),
+        pytest.param({"buffer": np.empty((2, 3))}, id="buffer smaller than a sub-block"),
+        pytest.param({"step": 0}, id="no rows per sub-block"),
+    ],
+)
+def test_accumulate_rows_refuses_arrays_blas_would_misread(change):
+    arguments = {
+        "x": np.ones((10, 3)),
+        "rows": None,
+        "start": 0,
+        "stop": 10,
+        "shift": None,
+        "weights": None,
+        "step": 4,
+        "buffer": np.empty((4, 3)),
+        "gram": np.zeros((3, 3)),
+        "total": np.zeros(3),
+    } | change
+    with pytest.raises(InputError, match="accumulate_rows"):
+        accumulate_rows(**arguments)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5, 300])
+def test_group_order_is_a_stable_sort_of_the_codes(k):
+    codes = np.random.default_rng(k).integers(0, k, size=1001).astype(np.intp)
+    order = group_order(codes, np.bincount(codes, minlength=k + 2))  # groups without rows too
+    np.testing.assert_array_equal(order, np.argsort(codes, kind="stable"))
+
+
+@pytest.mark.parametrize("p", [1, 6, 33])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("step", [1, 7, 64])
+def test_accumulate_groups_sums_each_group_about_the_centre_of_its_first_block(p, weighted, step):
+    rng = np.random.default_rng([p, step, weighted])
+    k, n = 4, 503
+    codes = rng.integers(0, k - 1, size=n).astype(np.intp)  # group 3 has no rows
+    means = np.array([0.0, 1e3, -2e5])[:, None] + rng.normal(size=(3, p))
+    x = means[codes] + rng.normal(size=(n, p))
+    x[codes == 0, 0] += 20.0  # group 0: one column far from 0 (mean² > 49 var): shifted too
+    weights = rng.exponential(size=n) if weighted else None
+    grams, totals = np.zeros((k, p, p)), np.zeros((k, p))
+    weight_sums, shifts = accumulate_groups(x, codes, weights, step, 50.0, grams, totals)
+    for g in range(k):
+        members = np.flatnonzero(codes == g)
+        first = x[members[:step]]
+        want_shift = first.mean(axis=0) if members.size else np.zeros(p)
+        np.testing.assert_allclose(shifts[g], want_shift, rtol=1e-13, atol=1e-13)
+        want_w, want_s, want_g = reference(x, members, 0, members.size, shifts[g], weights)
+        assert weight_sums[g] == pytest.approx(want_w, rel=1e-13, abs=0)
+        np.testing.assert_allclose(totals[g], want_s, rtol=1e-11, atol=1e-9 * max(1.0, np.abs(want_s).max()))
+        np.testing.assert_allclose(
+            np.tril(grams[g]), np.tril(want_g), rtol=1e-11, atol=1e-11 * max(1.0, np.abs(want_g).max())
+        )
+        assert not np.triu(grams[g], 1).any()
+
+
+def test_accumulate_groups_leaves_roughly_centred_groups_unshifted():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(1000, 3)) + 2.0  # mean² = 4 < 49 · variance
+    codes = rng.integers(0, 2, size=1000).astype(np.intp)
+    grams, totals = np.zeros((2, 3, 3)), np.zeros((2, 3))
+    _, shifts = accumulate_groups(x, codes, None, 100, 50.0, grams, totals)
+    np.testing.assert_array_equal(shifts, 0.0)
+    np.testing.assert_allclose(totals[1], x[codes == 1].sum(axis=0), rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"x": np.asfortranarray(np.ones((10, 3)))}, id="column-major rows"),
+        pytest.param({"codes": np.zeros(10, dtype=np.int32)}, id="int32 codes"),
+        pytest.param({"codes": np.zeros(9, dtype=np.intp)}, id="codes of another length"),
+        pytest.param({"grams": np.zeros((2, 2, 2))}, id="accumulators of another size"),
+        pytest.param({"totals": np.zeros((3, 3))}, id="sums for another number of groups"),
+        pytest.param({"weights": np.ones(9)}, id="weights of another length"),
+        pytest.param({"step": 0}, id="no rows per block"),
+    ],
+)
+def test_accumulate_groups_refuses_arrays_blas_would_misread(change):
+    arguments = {
+        "x": np.ones((10, 3)),
+        "codes": np.zeros(10, dtype=np.intp),
+        "weights": None,
+        "step": 4,
+        "shift_at": 50.0,
+        "grams": np.zeros((2, 3, 3)),
+        "totals": np.zeros((2, 3)),
+    } | change
+    with pytest.raises(InputError, match="accumulate_groups"):
+        accumulate_groups(**arguments)
