@@ -18,6 +18,8 @@ $(STAMP): pyproject.toml deploy/constraints.txt
 	# the editable package's bytecode, which an environment with PYTHONDONTWRITEBYTECODE never
 	# caches: ~0.4 s of compiling at every command otherwise (a stale file is recompiled in memory)
 	$(PY) -m compileall -q fairpca_dist flows
+	# the moments kernel's compiled loops, into Numba's disk cache (~5 s at a new machine's first pass)
+	$(PY) -c "from fairpca_dist.engine.gram import compile_kernels; compile_kernels()"
 	touch $(STAMP)
 
 env: $(STAMP)
