@@ -101,8 +101,10 @@ class Sampler(threading.Thread):
             return "driver (the CLI)"
         if proc.pid in server:
             return "Prefect API server"
-        # LocalCluster's nannies live in this process; each spawns its worker as our child
-        worker = proc.ppid() == self.me.pid and "resource_tracker" not in " ".join(proc.cmdline())
+        # LocalCluster's nannies live in this process; each spawns its worker as our child (so
+        # do the busy loops of --background-load, which are not workers)
+        command = " ".join(proc.cmdline())
+        worker = proc.ppid() == self.me.pid and "resource_tracker" not in command and BUSY_LOOP not in command
         return "worker (largest)" if worker else "other"
 
     def run(self) -> None:
@@ -255,11 +257,14 @@ VARIANTS = {
 check), and whether ``PREFECT_HOME`` has its database (as for every run after a machine's first)."""
 
 
+BUSY_LOOP = "while True: pass"
+
+
 class BackgroundLoad:
     """``n`` processes that busy-loop while the benchmark times: a machine under load."""
 
     def __init__(self, n: int):
-        self.processes = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+        self.processes = [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(n)]
 
     def close(self) -> None:
         for process in self.processes:

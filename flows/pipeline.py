@@ -24,7 +24,14 @@ from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.steps import log_step, step
 from fairpca_dist.flows.task_runner import QuietDaskTaskRunner
-from fairpca_dist.flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
+from fairpca_dist.flows.tasks import (
+    fit_task,
+    ingest_task,
+    no_retry_after_interrupt,
+    project_task,
+    report_task,
+    warm_workers,
+)
 from fairpca_dist.io.atomic import output_lock, staging_folder, swap_in
 from fairpca_dist.io.runs import (
     STEP_FOLDERS,
@@ -45,23 +52,6 @@ def task_runner(dask_address: str | None) -> DaskTaskRunner:
     return QuietDaskTaskRunner(
         cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False, "dashboard_address": ":0"}
     )
-
-
-def _import_tasks() -> None:
-    """Import the tasks' module (Prefect, the library's steps and the report's libraries)."""
-    import fairpca_dist.flows.tasks  # noqa: F401
-
-
-def _warm_workers(client: Any) -> None:
-    """Have every worker import the tasks' module now, on one of its threads, beside ingest's
-    first partitions. A new worker process otherwise imports it (2.5-3.5 s on an idle 2-core
-    machine) at the first task of the run it executes: on a 2-worker cluster, the fit or the
-    projection, between two steps, where nothing runs beside it. Workers that have it already
-    (a cluster that ran a flow before, threads of this process) return at once."""
-    from distributed import fire_and_forget
-
-    for address in client.scheduler_info()["workers"]:
-        fire_and_forget(client.submit(_import_tasks, workers=[address], allow_other_workers=False, pure=False))
 
 
 def _run_dir(
@@ -108,7 +98,7 @@ def _steps(
             workers = client.scheduler_info()["workers"].values()
             scheduler = client.scheduler.address if client.scheduler is not None else "the scheduler"
             outcome.summary = f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {scheduler}"
-            _warm_workers(client)
+            warm_workers(client)
         base = root.rstrip("/")
         pass_through = [*key_columns, *([target] if target else [])]
         # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()

@@ -380,8 +380,9 @@ def test_sample_path_meets_tau_on_every_row_and_counts_its_passes():
 def test_sample_path_keeps_the_variance_of_the_fit_on_every_row(seed):
     """Both paths meet τ on every row; the explained variance of the sample path is within 6 %
     (relative) of the fit on every row (the module docstring: only the inner minimisers carry
-    sampling error; 0.4–4.4 % over three seeds with 2,000 rows per group of 12,000), in ~1/50
-    of its passes."""
+    sampling error; 0.4–4.4 % over three seeds with 2,000 rows per group of 12,000), in under a
+    tenth of its passes (8 against 101 at seed 0, 9 against 2,634 at seed 1: the full path's count
+    moves with the last bits of the moments, 1/50 at seed 0 before the compiled kernel)."""
     rows, labels = group_table(12_000, seed=seed)
     sample, _ = fit(rows, labels, rff_sample_rows=2000, **SAMPLED)
     full, _ = fit(rows, labels, rff_solve="full", rff_sample_rows=2000, **SAMPLED)
@@ -390,7 +391,7 @@ def test_sample_path_keeps_the_variance_of_the_fit_on_every_row(seed):
         assert result.status == "converged" and result.certificate["mmd2"] <= SAMPLED["tau"]
     variance = sample.certificate["explained_variance"], full.certificate["explained_variance"]
     assert variance[0] == pytest.approx(variance[1], rel=0.06)
-    assert full.certificate["n_passes"] > 20 * sample.certificate["n_passes"]
+    assert full.certificate["n_passes"] > 10 * sample.certificate["n_passes"]
 
 
 def test_sample_path_on_a_table_equals_the_in_memory_path():
