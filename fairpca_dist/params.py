@@ -17,7 +17,7 @@ from fairpca_dist.engine.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoment
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, reading
 from fairpca_dist.io.storage import Location, StorageOptions, locate
 from fairpca_dist.solvers import CENTERS, SOLVERS
-from fairpca_dist.wording import listed
+from fairpca_dist.wording import listed, size_text
 
 __all__ = [
     "check_run_parameters",
@@ -27,6 +27,9 @@ __all__ = [
     "RBF_RFF_MAX_ROWS",
     "RBF_RFF_GROUP_ROWS",
     "SAMPLE_ROWS",
+    "MOMENTS_BUDGET",
+    "WideChoice",
+    "choose_wide",
 ]
 
 RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
@@ -48,6 +51,47 @@ n ≥ 50,000 rows per group that is ≤ 4·10⁻⁵ and ~0.005 against ~0.03 at 
 
 RBF_RFF_GROUP_ROWS = 50_000
 """Rows per group the subsample of :data:`RBF_RFF_MAX_ROWS` keeps at least."""
+
+
+MOMENTS_BUDGET = 10**9
+"""Bytes the p × p moments of a table may take, k·p² float64 (1 GB: p ≈ 7,900 for two groups):
+a partition's result, and each merge of the tree holds several. Above it a fit takes the wide
+path (:func:`choose_wide`)."""
+
+
+@dataclass(frozen=True)
+class WideChoice:
+    """Whether a table is fitted the wide way (moments that keep only their diagonal, k × p
+    numbers; only methods that read the rows, ``fnpm-streaming``) and why, in one sentence."""
+
+    wide: bool
+    reason: str
+
+
+def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, budget: int | None = None) -> WideChoice:
+    """The wide path when asked (``wide=True``), or by default (``wide=None``) when the p × p
+    moments of ``n_groups`` groups (at least 2) and ``n_features`` features would exceed
+    ``budget`` bytes (default :data:`MOMENTS_BUDGET`).
+
+    >>> choose_wide(20_000, 2).reason
+    'wide table: the p × p moments of 2 groups × 20,000 features would take 6.4 GB (budget 1 GB), so only their diagonal is kept and the fit reads the rows'
+    >>> choose_wide(50, 2).wide
+    False
+    """
+    budget = MOMENTS_BUDGET if budget is None else budget
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget <= 0:
+        raise InputError(f"the moments budget must be a positive number of bytes, got {budget!r}")
+    k = max(n_groups, 2)
+    size = 8.0 * k * n_features**2
+    sizes = f"the p × p moments of {k} groups × {n_features:,} features would take {size_text(size)} (budget {size_text(budget)})"
+    if wide is None:
+        wide = size > budget
+        if not wide:
+            return WideChoice(False, f"{sizes}: the moments pass")
+        return WideChoice(True, f"wide table: {sizes}, so only their diagonal is kept and the fit reads the rows")
+    if wide:
+        return WideChoice(True, f"wide path on request: only the diagonal of the moments is kept ({sizes})")
+    return WideChoice(False, f"the moments pass on request ({sizes})")
 
 
 def check_run_parameters(

@@ -13,10 +13,21 @@ from typing import Any
 
 from fairpca_dist.exceptions import GroupError, InputError
 
-__all__ = ["differences", "group_display_names", "label_text", "listed", "listed_counts"]
+__all__ = ["differences", "group_display_names", "label_text", "listed", "listed_counts", "size_text"]
 
 LIMIT = 6
 """Items shown before "and N more"."""
+
+
+def size_text(n_bytes: float) -> str:
+    """Bytes for a person, in the decimal units memory limits are given in (600 MB, 1.07 GB).
+
+    >>> size_text(6.4e9), size_text(2**30), size_text(512)
+    ('6.4 GB', '1.07 GB', '1 kB')
+    """
+    if n_bytes < 1e6:
+        return f"{n_bytes / 1e3:.0f} kB"
+    return f"{n_bytes / 1e6:.0f} MB" if n_bytes < 1e9 else f"{n_bytes / 1e9:.3g} GB"
 
 
 def listed(items: Iterable[Any], limit: int = LIMIT, *, show: Callable[[Any], str] = repr) -> str:

@@ -49,6 +49,9 @@ __all__ = [
     "loss_rounding",
     "best_rank_variance",
     "group_errors",
+    "group_traces",
+    "center_offsets",
+    "losses_from_kept",
     "group_errors_about",
     "group_variance_about",
     "optimal_group_errors",
@@ -148,7 +151,31 @@ def loss_rounding(covariance: np.ndarray) -> float:
         8 · ε · p · max_g |tr Σ_g|.
     """
     traces = np.trace(np.asarray(covariance), axis1=-2, axis2=-1)
-    return 8.0 * np.finfo(float).eps * covariance.shape[-1] * float(np.abs(traces).max())
+    return _rounding(traces, covariance.shape[-1])
+
+
+def _rounding(traces: np.ndarray, n_features: int) -> float:
+    return 8.0 * np.finfo(float).eps * n_features * float(np.abs(traces).max())
+
+
+def losses_from_kept(best: np.ndarray, kept: np.ndarray, traces: np.ndarray, n_features: int) -> np.ndarray:
+    """loss_g = β_g(r) − tr(VᵀΣ_gV) from the three per-group numbers a method that never forms
+    Σ_g computes (``fnpm-streaming`` on a wide table: Ritz values and products with V from the
+    rows), with :func:`group_losses`' rounding margin (8·p·ε·max_g tr Σ_g) clipped to 0.
+
+    Parameters
+    ----------
+    best, kept, traces : ndarray of shape (k,)
+        β_g(r), tr(VᵀΣ_gV) and tr Σ_g.
+    n_features : int
+        p.
+
+    Returns
+    -------
+    ndarray of shape (k,)
+    """
+    losses = np.asarray(best, dtype=np.float64) - np.asarray(kept, dtype=np.float64)
+    return np.where((losses < 0.0) & (losses >= -_rounding(np.asarray(traces), n_features)), 0.0, losses)
 
 
 def group_errors(moments: GroupMoments, components: np.ndarray, *, center: Center = "group") -> np.ndarray:
@@ -199,7 +226,23 @@ def _second_moments_about(moments: GroupMoments, points: np.ndarray) -> np.ndarr
     ``points`` (k, p), or (p,) for one point shared by all groups."""
     points = np.broadcast_to(np.asarray(points, dtype=np.float64), moments.mean.shape)
     offset = (moments.origin - points) + moments.mean_offset
-    return moments.scatter / moments.weight[:, None, None] + offset[:, :, None] * offset[:, None, :]
+    scatter = moments.scatter_about("group")  # refuses diagonal-only moments
+    return scatter / moments.weight[:, None, None] + offset[:, :, None] * offset[:, None, :]
+
+
+def center_offsets(moments: GroupMoments, center: Center = "group") -> np.ndarray:
+    """d_g = μ_g − c_g, each group's mean about its centre (:meth:`GroupMoments.centers`), shape
+    (k, p), every digit kept: Σ_g about c_g is S_g / w_g + d_g d_gᵀ."""
+    if center == "group":
+        return np.zeros((moments.n_groups, moments.n_features))
+    return moments.mean_gaps() if center == "global" else moments.mean
+
+
+def group_traces(moments: GroupMoments, *, center: Center = "group") -> np.ndarray:
+    """tr Σ_g = Σ_j diag(S_g)_j / w_g + ‖d_g‖² about the centre of ``center``, shape (k,): each
+    group's total variance, from the diagonals alone (both forms of the moments)."""
+    offsets = center_offsets(moments, center)
+    return moments.scatter_diagonal.sum(axis=1) / moments.weight + (offsets**2).sum(axis=1)
 
 
 def group_errors_about(moments: GroupMoments, components: np.ndarray, points: np.ndarray) -> np.ndarray:

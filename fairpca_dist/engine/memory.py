@@ -33,6 +33,7 @@ from dask.base import is_dask_collection
 
 from fairpca_dist.engine.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
 from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
+from fairpca_dist.wording import size_text
 
 __all__ = [
     "PartitionSize",
@@ -106,7 +107,7 @@ class PartitionSize:
         return f"chunk_rows={rows} (or rechunk the dask array to {rows} rows per block)"
 
     def __str__(self) -> str:
-        return f"{self.rows:,} rows × {self.n_columns} columns, {_size(self.decoded_bytes)} decoded"
+        return f"{self.rows:,} rows × {self.n_columns} columns, {size_text(self.decoded_bytes)} decoded"
 
 
 @dataclass(frozen=True)
@@ -279,22 +280,22 @@ def check_workers(client: Any, size: PartitionSize | None) -> None:
     if not short:
         return
     worst = max(short, key=lambda w: w.required_limit(need))
-    required = _size(math.ceil(worst.required_limit(need) / 1e8) * 10**8)  # to the next 100 MB
+    required = size_text(math.ceil(worst.required_limit(need) / 1e8) * 10**8)  # to the next 100 MB
     start = (
         f"start workers with a memory limit of at least {required} "
         f"(dask worker --memory-limit {required.replace(' ', '')})"
     )
-    pauses = f"distributed pauses a worker at {worst.threshold:.0%} of it ({_size(worst.usable)})"
+    pauses = f"distributed pauses a worker at {worst.threshold:.0%} of it ({size_text(worst.usable)})"
     if worst.floor >= worst.usable:
         raise ResourceError(
-            f"Dask workers with {_limits(workers)} cannot run a pass: a worker uses {_size(worst.floor)} once the "
+            f"Dask workers with {_limits(workers)} cannot run a pass: a worker uses {size_text(worst.floor)} once the "
             f"libraries of a pass are loaded (pandas, pyarrow, dask.dataframe), and {pauses}, so the pass would wait "
             f"forever; {start}"
         )
     smaller = size.smaller((worst.usable - worst.floor) // worst.nthreads) if size is not None else None
     raise ResourceError(
-        f"a pass needs ≈ {_size(worst.floor + worst.nthreads * need)} on each Dask worker: {_size(worst.floor)} for "
-        f"the libraries of a pass and, for each of its {worst.nthreads} thread(s), {_size(need)} to read and process "
+        f"a pass needs ≈ {size_text(worst.floor + worst.nthreads * need)} on each Dask worker: {size_text(worst.floor)} for "
+        f"the libraries of a pass and, for each of its {worst.nthreads} thread(s), {size_text(need)} to read and process "
         f"a partition (the largest: {size}); the workers have {_limits(workers)}, and {pauses}; {start}"
         + (f", or make the partitions smaller: {smaller}" if smaller else "")
     )
@@ -311,10 +312,10 @@ def killed_worker_error(error: BaseException, client: Any, size: PartitionSize |
     died = f"the Dask workers running {where} died {deaths + 1 if deaths is not None else 'several'} times"
     last = getattr(error, "last_worker", None)  # distributed's record of it: address, nanny, memory limit
     limit = int(getattr(last, "memory_limit", 0) or 0)
-    limits = f"a memory limit of {_size(limit)}" if limit else "no memory limit"
+    limits = f"a memory limit of {size_text(limit)}" if limit else "no memory limit"
     if last is not None and any("memory budget" in line and last.address in line for line in _nanny_log(client, last)):
         need = (
-            f"; the largest partition of this pass ({size}) was estimated to need ≈ {_size(size.need())} per task"
+            f"; the largest partition of this pass ({size}) was estimated to need ≈ {size_text(size.need())} per task"
             if size is not None
             else ""
         )
@@ -363,8 +364,8 @@ def _limits(workers: Iterable[WorkerMemory]) -> str:
     if not any(limits):
         return "no memory limit"
     if len(limits) == 1:
-        return f"a memory limit of {_size(limits[0])}"
-    return f"memory limits of {_size(limits[0])} to {_size(limits[-1])}"
+        return f"a memory limit of {size_text(limits[0])}"
+    return f"memory limits of {size_text(limits[0])} to {size_text(limits[-1])}"
 
 
 _FLOOR: list[int] = []  # in a worker process: the smallest resident memory _worker_memory has seen
@@ -387,10 +388,3 @@ def _worker_memory(dask_worker: Any) -> WorkerMemory:
         nthreads=int(dask_worker.state.nthreads),
         floor=_FLOOR[0],
     )
-
-
-def _size(n_bytes: float) -> str:
-    """Bytes for a person, in the decimal units memory limits are given in (600MB, 1GB)."""
-    if n_bytes < 1e6:
-        return f"{n_bytes / 1e3:.0f} kB"
-    return f"{n_bytes / 1e6:.0f} MB" if n_bytes < 1e9 else f"{n_bytes / 1e9:.3g} GB"

@@ -14,6 +14,12 @@ update (spec/seeds-000-001.md §0.5):
 The update is associative, so any partitioning and any reduction tree give the same result up to
 rounding, and it never forms raw sums of squares: data with column means of 1e8 give the same
 answer as centred data. This module is numpy only (no dask, no prefect).
+
+A *wide* table (k·p² float64 beyond memory: p = 20,000 is 3.2 GB per group) keeps only the
+diagonal of each S_g (:meth:`GroupMoments.diagonal`, :meth:`GroupMoments.diagonal_from_codes`):
+k × p numbers that merge by the diagonal of the same update. Counts, means, per-feature variances
+and tr S_g come from them; everything that needs a p × p matrix (a covariance, its eigenvectors)
+refuses them and names the method that does without (``fnpm-streaming``, which reads the rows).
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import numpy as np
 from fairpca_dist.engine.blas import symmetrized
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
-from fairpca_dist.wording import differences, label_text, listed
+from fairpca_dist.wording import differences, label_text, listed, size_text
 
 __all__ = [
     "GroupMoments",
@@ -270,8 +276,9 @@ class GroupMoments:
         quantity uses ``weight``.
     mean_offset : ndarray of shape (k, p)
         μ_g − origin_g.
-    scatter : ndarray of shape (k, p, p)
-        S_g = Σ w (x − μ_g)(x − μ_g)ᵀ, symmetric positive semi-definite.
+    scatter : ndarray of shape (k, p, p), or (k, p)
+        S_g = Σ w (x − μ_g)(x − μ_g)ᵀ, symmetric positive semi-definite; or its diagonal only,
+        Σ w (x − μ_g)², for a wide table (:attr:`is_diagonal`).
     feature_names : tuple of str, length p
     origin : ndarray of shape (k, p)
         The reference point of each group's mean (zeros unless given; a (p,) array is shared
@@ -296,7 +303,7 @@ class GroupMoments:
             "count": (self.count.shape, (k,)),
             "weight": (self.weight.shape, (k,)),
             "mean_offset": (self.mean_offset.shape, (k, p)),
-            "scatter": (self.scatter.shape, (k, p, p)),
+            "scatter": (self.scatter.shape, (k, p) if self.scatter.ndim == 2 else (k, p, p)),
             "origin": (self.origin.shape, (k, p)),
         }
         for name, (found, expected) in shapes.items():
@@ -310,17 +317,20 @@ class GroupMoments:
         groups = listed(
             zip(self.groups, self.count, strict=True), show=lambda group: f"{label_text(group[0])}: {int(group[1]):,}"
         )
-        return f"GroupMoments({self.n_samples:,} rows, {self.n_features} features, {self.n_groups} groups ({groups}))"
+        kind = ", diagonal only" if self.is_diagonal else ""
+        return f"GroupMoments({self.n_samples:,} rows, {self.n_features} features{kind}, {self.n_groups} groups ({groups}))"
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def empty(cls, feature_names: Sequence[str]) -> GroupMoments:
+    def empty(cls, feature_names: Sequence[str], *, diagonal: bool = False) -> GroupMoments:
         """The identity of ``+``: no groups, no rows.
 
         Parameters
         ----------
         feature_names : sequence of str
             The p feature names.
+        diagonal : bool, default False
+            The identity of the diagonal-only form (:attr:`is_diagonal`).
 
         Returns
         -------
@@ -333,7 +343,7 @@ class GroupMoments:
             count=np.zeros(0, dtype=np.int64),
             weight=np.zeros(0),
             mean_offset=np.zeros((0, p)),
-            scatter=np.zeros((0, p, p)),
+            scatter=np.zeros((0, p) if diagonal else (0, p, p)),
             feature_names=tuple(feature_names),
         )
 
@@ -407,6 +417,84 @@ class GroupMoments:
             origin=np.stack([stats[1] for _, _, stats in parts]),
         )
         return unsorted._reordered(sorted_labels(unsorted.groups))
+
+    @classmethod
+    def diagonal_from_codes(
+        cls,
+        x: np.ndarray,
+        codes: np.ndarray,
+        groups: Sequence[Hashable],
+        *,
+        weights: np.ndarray | None = None,
+        feature_names: Sequence[str] | None = None,
+    ) -> GroupMoments:
+        """The diagonal-only statistics (:attr:`is_diagonal`) of one chunk of rows: counts,
+        weights, means and Σ w (x − μ_g)² per group, O(k·p) numbers at any p.
+
+        The arguments are those of :meth:`from_codes`. Each group's mean is taken about its
+        first row (the origin), and the squares about that mean: two sweeps over the group's
+        rows, no raw sums of squares (exact at column means of 1e8).
+
+        Returns
+        -------
+        GroupMoments
+            The groups that have rows, in sorted order, with ``scatter`` of shape (k, p).
+        """
+        x = np.asarray(x, dtype=np.float64)
+        p = x.shape[1]
+        names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(p))
+        codes = np.asarray(codes, dtype=np.intp)
+        if codes.shape != (x.shape[0],):
+            raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
+        present = np.flatnonzero(np.bincount(codes, minlength=len(groups)))
+        if present.size == 0:
+            return cls.empty(names, diagonal=True)
+        count = np.zeros(present.size, dtype=np.int64)
+        weight, origin = np.zeros(present.size), np.zeros((present.size, p))
+        mean_offset, scatter = np.zeros((present.size, p)), np.zeros((present.size, p))
+        for i, g in enumerate(present):
+            rows = np.flatnonzero(codes == g)
+            w = np.ones(rows.size) if weights is None else np.asarray(weights, dtype=np.float64)[rows]
+            origin[i] = x[rows[0]]
+            shifted = x[rows] - origin[i]
+            count[i], weight[i] = rows.size, w.sum()
+            mean_offset[i] = w @ shifted / weight[i] if weight[i] > 0 else 0.0
+            scatter[i] = w @ (shifted - mean_offset[i]) ** 2
+        unsorted = cls(
+            groups=tuple(_as_python_label(groups[g]) for g in present),
+            count=count,
+            weight=weight,
+            mean_offset=mean_offset,
+            scatter=scatter,
+            feature_names=names,
+            origin=origin,
+        )
+        return unsorted._reordered(sorted_labels(unsorted.groups))
+
+    @property
+    def is_diagonal(self) -> bool:
+        """True when only the diagonal of each S_g is kept (a wide table): ``scatter`` is (k, p)."""
+        return self.scatter.ndim == 2
+
+    @property
+    def scatter_diagonal(self) -> np.ndarray:
+        """diag S_g = Σ w (x − μ_g)², shape (k, p), of either form."""
+        return self.scatter if self.is_diagonal else np.einsum("kii->ki", self.scatter).copy()
+
+    def diagonal(self) -> GroupMoments:
+        """These moments with only the diagonal of each S_g kept (what a wide table's pass
+        computes, :meth:`diagonal_from_codes`)."""
+        return replace(self, scatter=self.scatter_diagonal)
+
+    def _full(self, what: str) -> np.ndarray:
+        """``scatter``, or an :class:`InputError` naming ``what`` needs it, for the diagonal form."""
+        if self.is_diagonal:
+            raise InputError(
+                f"{what} needs the p × p moments, and these keep only their diagonal (a wide table of "
+                f"{self.n_features:,} features: the p × p moments would be {size_text(8.0 * self.n_groups * self.n_features**2)}); fit method "
+                "'fnpm-streaming', which reads the rows instead"
+            )
+        return self.scatter
 
     @classmethod
     def from_arrays(
@@ -493,6 +581,8 @@ class GroupMoments:
                 "cannot merge moments over different features: "
                 + differences("the first", self.feature_names, "the second", other.feature_names)
             )
+        if other.is_diagonal != self.is_diagonal:
+            raise InputError("cannot merge p × p moments with diagonal-only ones: take .diagonal() of the first")
         if not self.groups:
             return other
         if not other.groups:
@@ -502,7 +592,7 @@ class GroupMoments:
         count = np.zeros(k, dtype=np.int64)
         weight = np.zeros(k)
         mean_offset = np.zeros((k, p))
-        scatter = np.zeros((k, p, p))
+        scatter = np.zeros((k, *self.scatter.shape[1:]))
         origin = np.zeros((k, p))
         for i, g in enumerate(groups):
             sides = [
@@ -527,7 +617,7 @@ class GroupMoments:
             weight[i] = w
             origin[i] = oa
             mean_offset[i] = ma + delta * share
-            scatter[i] = sa + sb + np.outer(delta, delta) * (wa * share)
+            scatter[i] = sa + sb + (delta**2 if self.is_diagonal else np.outer(delta, delta)) * (wa * share)
         return GroupMoments(groups, count, weight, mean_offset, scatter, self.feature_names, origin)
 
     # ------------------------------------------------------------------ sizes
@@ -611,14 +701,15 @@ class GroupMoments:
         """
         if center not in _CENTERS:
             raise InputError(f"center={center!r} is not one of {_CENTERS}")
+        scatter = self._full("the per-group scatter")
         if center == "group":
-            return self.scatter.copy()
+            return scatter.copy()
         if center == "global":
             _, relative, global_offset = self._about_first_origin()
             offset = relative - global_offset
         else:
             offset = self.mean
-        return self.scatter + self.weight[:, None, None] * offset[:, :, None] * offset[:, None, :]
+        return scatter + self.weight[:, None, None] * offset[:, :, None] * offset[:, None, :]
 
     def covariance(self, center: Center = "group") -> np.ndarray:
         """Per-group second moment per unit weight, Σ_g = C_g / w_g (see :meth:`scatter_about`).
@@ -687,7 +778,9 @@ class GroupMoments:
         SchemaError
             With ``constant="raise"``: constant columns, or columns whose variance underflows.
         """
-        variance = np.clip(np.diag(self.total_covariance(ddof)), 0.0, None)
+        gaps = self.mean_gaps()
+        total = self.scatter_diagonal.sum(axis=0) + self.weight @ gaps**2  # diag of total_scatter()
+        variance = np.clip(total / (self.weight.sum() - ddof), 0.0, None)
         scale = np.sqrt(variance)
         varies = (variance > 0.0) | (np.ptp(self.mean, axis=0) > 0.0)
         underflow = varies & (variance < np.finfo(np.float64).tiny)
@@ -737,7 +830,9 @@ class GroupMoments:
         return replace(
             self,
             mean_offset=self.mean_offset * inv,
-            scatter=self.scatter * inv[None, :, None] * inv[None, None, :],
+            scatter=self.scatter * inv**2
+            if self.is_diagonal
+            else self.scatter * inv[None, :, None] * inv[None, None, :],
             origin=self.origin * inv,
         )
 

@@ -86,10 +86,11 @@ __all__ = [
 _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
 
 
-def _chunk_moments(chunk: Chunk, features: Sequence[str]) -> GroupMoments:
+def _chunk_moments(chunk: Chunk, features: Sequence[str], diagonal: bool = False) -> GroupMoments:
     """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
-    needs the partition plus one slab of memory, whatever the partition size."""
-    return _merge(*(_slab_moments(chunk, start, stop, features) for start, stop in chunk.slabs(_SLAB_BYTES)))
+    needs the partition plus one slab of memory, whatever the partition size; with
+    ``diagonal``, those of a wide table (:meth:`GroupMoments.diagonal_from_codes`)."""
+    return _merge(*(_slab_moments(chunk, start, stop, features, diagonal) for start, stop in chunk.slabs(_SLAB_BYTES)))
 
 
 def partition_moments(
@@ -100,27 +101,28 @@ def partition_moments(
     sensitive: Sequence[str],
     sample_weight: str | None = None,
     values: np.ndarray | None = None,
+    diagonal: bool = False,
 ) -> GroupMoments:
     """The statistics of one partition given as a DataFrame, by the kernel of every moments
     pass (so those of a file written from ``part`` equal what :func:`compute_file_moments`
     computes reading it back): for a pass that reads the rows for another reason, e.g. ingest
     while it writes them. ``values``: the features of ``part`` already as a float64 array (not
-    converted again). Groups are not checked (a partition may hold one)."""
+    converted again). Groups are not checked (a partition may hold one). ``diagonal``: only
+    the diagonal of each scatter (a wide table)."""
     chunk = read_chunk(part, [] if values is not None else features, sensitive, sample_weight, partition)
     if values is not None:
         chunk = replace(chunk, features=np.ascontiguousarray(values, dtype=np.float64))
-    return _chunk_moments(chunk, features)
+    return _chunk_moments(chunk, features, diagonal)
 
 
-def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str]) -> GroupMoments:
+def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str], diagonal: bool) -> GroupMoments:
     x = chunk.rows(start, stop)
     weights = None if chunk.weights is None else chunk.weights[start:stop]
+    statistics = GroupMoments.diagonal_from_codes if diagonal else GroupMoments.from_codes
     # Non-finite values propagate into the statistics; checking those (k·p² numbers)
     # instead of the rows keeps clean data free of a validation pass.
     with np.errstate(invalid="ignore", over="ignore"):
-        moments = GroupMoments.from_codes(
-            x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features
-        )
+        moments = statistics(x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features)
         finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
     if not finite:
         check_finite(x, features, chunk.partition)
@@ -489,6 +491,7 @@ def compute_file_moments(
     client: Any = None,
     split_every: int = 8,
     progress: bool = False,
+    diagonal: bool = False,
     storage_options: StorageOptions | None = None,
 ) -> list[GroupMoments]:
     """Statistics of each Parquet file separately, all in one dask pass.
@@ -496,7 +499,8 @@ def compute_file_moments(
     The building block of incremental fitting: per-file moments can be cached and merged
     with ``+`` into the statistics of any set of files (Chan's merge is exact), so a table that
     gained files is refitted by reading only the new ones. Groups are not checked here (one
-    file may hold one group); check the merged result.
+    file may hold one group); check the merged result. ``diagonal``: only the diagonal of each
+    scatter (:attr:`GroupMoments.is_diagonal`: k × p numbers, for a wide table).
     """
     _check_split_every(split_every)
     graphs = [
@@ -509,6 +513,7 @@ def compute_file_moments(
                 storage_options=storage_options,
             ),
             split_every,
+            diagonal,
         )
         for path in paths
     ]
@@ -613,9 +618,10 @@ def _check_split_every(split_every: int) -> None:
         raise InputError(f"split_every must be an integer >= 2, got {split_every!r}")
 
 
-def _moments_graph(table: Table, split_every: int) -> Any:
-    """Delayed GroupMoments of a table: one task per partition, merged in a tree."""
-    return tree_sum(table.map_chunks(_chunk_moments, table.features), split_every)
+def _moments_graph(table: Table, split_every: int, diagonal: bool = False) -> Any:
+    """Delayed GroupMoments of a table (diagonal-only with ``diagonal``): one task per
+    partition, merged in a tree."""
+    return tree_sum(table.map_chunks(_chunk_moments, table.features, diagonal), split_every)
 
 
 def tree_sum(level: list[Any], split_every: int, merge_parts: Callable[..., Any] = _merge) -> Any:

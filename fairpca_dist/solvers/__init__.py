@@ -25,7 +25,16 @@ from fairpca_dist.exceptions import InputError
 from fairpca_dist.solvers import dro, eigopt, fnpm, fnpm_streaming, jevd, kleindessner, mm, mmd, olfat, pca, samadi
 from fairpca_dist.solvers.result import FairProjection
 
-__all__ = ["SolverSpec", "SOLVERS", "fit_projection", "solver_options", "option_defaults", "FairProjection", "CENTERS"]
+__all__ = [
+    "SolverSpec",
+    "SOLVERS",
+    "fit_projection",
+    "solver_options",
+    "option_defaults",
+    "FairProjection",
+    "CENTERS",
+    "wide_methods",
+]
 
 CENTERS = ("group", "global", "origin")
 
@@ -44,6 +53,11 @@ class SolverSpec:
 
     ``two_groups``: the method solves two-group problems only (and refuses more groups); the
     others take any number of groups (at least two).
+
+    ``wide``: the method fits from moments that keep only their diagonal
+    (:attr:`~fairpca_dist.engine.moments.GroupMoments.is_diagonal`, a table too wide for k·p²
+    numbers), reading the rows for every product with a covariance; the others need the p × p
+    moments.
 
     Attributes
     ----------
@@ -64,6 +78,8 @@ class SolverSpec:
         Options → the key of the criterion of this fit.
     two_groups : bool
         Whether the method takes exactly two groups.
+    wide : bool
+        Whether the method fits a wide table (diagonal-only moments).
 
     Examples
     --------
@@ -83,6 +99,7 @@ class SolverSpec:
     criterion: str = "explained_variance_ratio"
     criterion_needed: Callable[[dict[str, Any]], str] | None = None
     two_groups: bool = False
+    wide: bool = False
 
     def reads_rows(self, options: dict[str, Any]) -> bool:
         """Whether a fit with these method options reads the rows.
@@ -260,6 +277,7 @@ SOLVERS: dict[str, SolverSpec] = {
         "per partition and no p x p matrix (Lee et al., NeurIPS 2023, the fair noisy power method)",
         criterion_needed=fnpm.criterion_key,
         two_groups=True,
+        wide=True,
     ),
 }
 """The registered methods: ``method`` name → :class:`SolverSpec`.
@@ -267,6 +285,11 @@ SOLVERS: dict[str, SolverSpec] = {
 ``fairpca methods`` lists them, and the guide's "choosing a method" page compares them. A
 method not in the registry may still be fitted by passing a solve function as ``method``.
 """
+
+
+def wide_methods() -> list[str]:
+    """The registered methods that fit a wide table (:attr:`SolverSpec.wide`)."""
+    return [name for name, spec in SOLVERS.items() if spec.wide]
 
 
 def _check_n_components(n_components: Any, n_features: int) -> int:
@@ -336,6 +359,11 @@ def fit_projection(
             raise InputError(f"unknown method {method!r}; available: {sorted(SOLVERS)}")
         spec = SOLVERS[method]
         solve, name, allowed = spec.solve, method, spec.options
+        if moments.is_diagonal and not spec.wide:
+            raise InputError(
+                f"method {method!r} needs the p × p moments, and this wide table's keep only their diagonal "
+                f"({moments.n_features:,} features); methods that fit a wide table: {wide_methods()}"
+            )
     if allowed is not None:
         unknown = sorted(set(options) - allowed)
         if unknown:

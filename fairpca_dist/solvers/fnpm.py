@@ -155,7 +155,7 @@ def group_covariances(moments: GroupMoments) -> np.ndarray:
 def zero_tolerance(moments: GroupMoments) -> float:
     """p · ε · max_g tr Σ_g: eigenvalues of Q = Σ₁ − Σ₀ at most this large are rounding (the
     error of a difference of two matrices of norm ≤ tr Σ_g), from the diagonals alone."""
-    traces = np.einsum("kii->k", moments.scatter) / (moments.weight - 1.0)
+    traces = moments.scatter_diagonal.sum(axis=1) / (moments.weight - 1.0)
     return moments.n_features * float(np.finfo(np.float64).eps) * float(traces.max())
 
 

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fairpca_dist.assessment import metrics
 from fairpca_dist.engine.datapasses import DataPasses
 from fairpca_dist.engine.moments import Center, GroupMoments
 from fairpca_dist.exceptions import InputError
@@ -190,6 +191,7 @@ def solve(
     room = p - min(p, m + mean_unit.shape[1]) if tradeoff == 1.0 else p  # N has at most m + 1 columns
     width = r + max(0, min(oversample, room - r))
     block_v = _orthonormal(_project_out(_start(warm_start, rng, p, r, width), mean_unit, tradeoff))
+    per_group = _GroupSpectra.start(moments, center, rng, r, oversample) if moments.is_diagonal else None
     deviations = moments.means_about(moments.global_mean)
     divisor = (moments.weight - 1.0)[:, None, None]
     passes_before = passes.n_passes
@@ -200,8 +202,9 @@ def solve(
     status = "max_iter"
     for _ in range(max_iter):
         known = np.column_stack([directions, mean_unit])
-        block = np.column_stack([known, block_v])
+        block = np.column_stack([known, block_v, *([] if per_group is None else per_group.blocks)])
         products = passes.scatter_products(block, moments.mean).b  # S_g U: (2, p, q), one pass
+        at_block = slice(known.shape[1], known.shape[1] + block_v.shape[1])  # the columns of V_t
         weighted = moments.weight[:, None, None] * deviations[:, :, None] * (deviations @ block)[:, None, :]
         spread = (products + weighted).sum(axis=0) / moments.weight.sum()  # Σ U
         group_products = products / divisor  # Σ_g U
@@ -214,15 +217,15 @@ def solve(
         # 2. the PCA: Ritz pairs of Π Σ Π on span V; N = known C lies in span [W, f], so Σ N = (Σ known) C
         coefficients = np.linalg.lstsq(known, basis, rcond=None)[0]
         overlap = basis.T @ block_v
-        sigma_shrunk = spread[:, known.shape[1] :] - tradeoff * (spread[:, : known.shape[1]] @ coefficients) @ overlap
+        sigma_shrunk = spread[:, at_block] - tradeoff * (spread[:, : known.shape[1]] @ coefficients) @ overlap
         _, turn = _ritz(block_v, _project_out(sigma_shrunk, basis, tradeoff))  # ΠΣΠ ⪰ 0: |λ| order is λ order
         components = block_v @ turn[:, :r]
-        at_components = spread[:, known.shape[1] :] @ turn[:, :r]  # Σ V
+        at_components = spread[:, at_block] @ turn[:, :r]  # Σ V
         history.append(float(np.trace(components.T @ at_components)))
         certificate = certificate_of(
             components,
             difference,
-            group_products[:, :, known.shape[1] :] @ turn[:, :r],
+            group_products[:, :, at_block] @ turn[:, :r],
             _total_trace(moments),
             history[-1],
         )
@@ -230,7 +233,11 @@ def solve(
         unfair_changes.append(1.0 if previous is None else subspace_change(previous[0], basis))
         components_changes.append(1.0 if previous is None else subspace_change(previous[1], components))
         previous = (basis, components)
-        if unfair_changes[-1] <= tol and components_changes[-1] <= tol:
+        spectra_settled = True
+        if per_group is not None:
+            at_v = products[:, :, at_block] @ turn[:, :r]  # S_g V
+            spectra_settled = per_group.update(products[:, :, at_block.stop :], components, at_v, tol)
+        if unfair_changes[-1] <= tol and components_changes[-1] <= tol and spectra_settled:
             status = "converged"
             break
         # the next blocks: a power step on each, in Ritz order
@@ -241,6 +248,8 @@ def solve(
             directions = _orthonormal(q_directions @ rotations)
     details = details_of(unfair)
     details.update(unfair_change=unfair_changes, components_change=components_changes)
+    if per_group is not None:
+        details.update(best_change=per_group.changes)
     return make_projection(
         moments,
         fix_signs(components),
@@ -261,7 +270,55 @@ def solve(
             "warm_start": warm_start,
         },
         details=details,
+        best=None if per_group is None else per_group.best,
+        kept=None if per_group is None else per_group.kept,
     )
+
+
+class _GroupSpectra:
+    """What the group losses need when the moments keep only their diagonal (a wide table):
+    per group g, a block power iteration on C_g = S_g + w_g d_g d_gᵀ (d_g = μ_g − c_g, the
+    model's centre) in the same passes, whose top-r Ritz values give β_g(r) = Σ_{i≤r} λ_i(C_g)/w_g,
+    and tr(VᵀC_gV)/w_g at each pass's V. Ritz values converge at the square of the blocks' rate,
+    so the test is |Δβ_g| ≤ tol·β_g; each block has r + s columns (s = ``oversample``)."""
+
+    def __init__(self, moments: GroupMoments, center: Center, blocks: list[np.ndarray], n_components: int) -> None:
+        self.weight = moments.weight
+        self.offsets = metrics.center_offsets(moments, center)
+        self.blocks = blocks
+        self.n_components = n_components
+        self.best = np.full(moments.n_groups, np.nan)
+        self.kept = np.full(moments.n_groups, np.nan)
+        self.changes: list[float] = []
+
+    @classmethod
+    def start(
+        cls, moments: GroupMoments, center: Center, rng: np.random.Generator, n_components: int, oversample: int
+    ) -> _GroupSpectra:
+        width = min(n_components + oversample, moments.n_features)
+        blocks = [random_orthonormal(rng, moments.n_features, width) for _ in moments.groups]
+        return cls(moments, center, blocks, n_components)
+
+    def _covariance_times(self, g: int, scatter_times: np.ndarray, block: np.ndarray) -> np.ndarray:
+        """Σ_g B = (S_g B + w_g d_g (d_gᵀ B)) / w_g."""
+        offset = self.offsets[g]
+        return scatter_times / self.weight[g] + np.outer(offset, offset @ block)
+
+    def update(self, products: np.ndarray, components: np.ndarray, at_components: np.ndarray, tol: float) -> bool:
+        """Take one pass's S_g B_g (``products``: (k, p, k·width), the blocks side by side) and
+        S_g V (``at_components``): β_g, tr(VᵀΣ_gV), the next blocks; whether every β_g moved
+        by at most ``tol`` relative."""
+        width = self.blocks[0].shape[1]
+        before = self.best.copy()
+        for g, block in enumerate(self.blocks):
+            times = self._covariance_times(g, products[g][:, g * width : (g + 1) * width], block)
+            values, rotations = _ritz(block, times)
+            self.best[g] = values[: self.n_components].sum()
+            self.kept[g] = np.trace(components.T @ self._covariance_times(g, at_components[g], components))
+            self.blocks[g] = _orthonormal(times @ rotations)
+        change = float(np.max(np.abs(self.best - before) / np.maximum(np.abs(self.best), np.finfo(float).tiny)))
+        self.changes.append(1.0 if np.isnan(change) else change)
+        return self.changes[-1] <= tol
 
 
 def _mean_or_none(difference: np.ndarray, constraint: str) -> np.ndarray | None:
@@ -271,5 +328,5 @@ def _mean_or_none(difference: np.ndarray, constraint: str) -> np.ndarray | None:
 def _total_trace(moments: GroupMoments) -> float:
     """tr Σ from the diagonals of the moments (k × p numbers)."""
     deviations = moments.means_about(moments.global_mean)
-    diagonal = np.einsum("kii->", moments.scatter) + float(moments.weight @ (deviations**2).sum(axis=1))
+    diagonal = moments.scatter_diagonal.sum() + float(moments.weight @ (deviations**2).sum(axis=1))
     return diagonal / float(moments.weight.sum())

@@ -11,7 +11,7 @@ import numpy as np
 
 from fairpca_dist.assessment import metrics
 from fairpca_dist.engine.moments import Center, GroupMoments
-from fairpca_dist.exceptions import ConvergenceWarning
+from fairpca_dist.exceptions import ConvergenceWarning, InputError
 
 __all__ = ["FairProjection", "STATUS_MESSAGES", "make_projection", "with_status", "warn_gap"]
 
@@ -181,10 +181,23 @@ def make_projection(
     options: dict[str, Any] | None = None,
     details: dict[str, Any] | None = None,
     best: np.ndarray | None = None,
+    kept: np.ndarray | None = None,
 ) -> FairProjection:
     """Build a :class:`FairProjection`, computing the group losses and errors at the solution
     once, in one place, for every solver (``components`` may be a rank-relaxed map).
-    ``best`` is β_g(r) in the units of ``moments`` when the solver has computed it."""
+    ``best`` is β_g(r) in the units of ``moments`` when the solver has computed it. Moments
+    that keep only their diagonal (a wide table) cannot give tr(VᵀΣ_gV): the solver gives it
+    as ``kept`` (per group, about ``center``) with ``best``, and tr Σ_g comes from the
+    diagonals."""
+    if moments.is_diagonal:
+        if kept is None or best is None:
+            raise InputError(f"{method}: diagonal-only moments need the solver's kept variance and β_g(r)")
+        traces = metrics.group_traces(moments, center=center)
+        group_loss = metrics.losses_from_kept(best, kept, traces, moments.n_features)
+        group_error = traces - np.asarray(kept, dtype=np.float64)
+    else:
+        group_loss = metrics.group_losses(moments, components, n_components=n_components, center=center, best=best)
+        group_error = metrics.group_errors(moments, components, center=center)
     return FairProjection(
         method=method,
         components=components,
@@ -195,8 +208,8 @@ def make_projection(
         feature_names=moments.feature_names,
         group_labels=moments.groups,
         group_count=moments.count,
-        group_loss=metrics.group_losses(moments, components, n_components=n_components, center=center, best=best),
-        group_error=metrics.group_errors(moments, components, center=center),
+        group_loss=group_loss,
+        group_error=group_error,
         objective_history=np.asarray(objective_history, dtype=np.float64),
         n_iter=n_iter,
         converged=status in _CONVERGED,
