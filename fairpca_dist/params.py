@@ -73,8 +73,9 @@ def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, bud
     moments of ``n_groups`` groups (at least 2) and ``n_features`` features would exceed
     ``budget`` bytes (default :data:`MOMENTS_BUDGET`).
 
-    >>> choose_wide(20_000, 2).reason
-    'wide table: the p × p moments of 2 groups × 20,000 features would take 6.4 GB (budget 1 GB), so only their diagonal is kept and the fit reads the rows'
+    >>> print(choose_wide(20_000, 2).reason)  # doctest: +NORMALIZE_WHITESPACE
+    wide table: the p × p moments of 2 groups × 20,000 features would take 6.4 GB (budget 1 GB),
+    so only their diagonal is kept and the fit reads the rows
     >>> choose_wide(50, 2).wide
     False
     """
@@ -83,7 +84,10 @@ def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, bud
         raise InputError(f"the moments budget must be a positive number of bytes, got {budget!r}")
     k = max(n_groups, 2)
     size = 8.0 * k * n_features**2
-    sizes = f"the p × p moments of {k} groups × {n_features:,} features would take {size_text(size)} (budget {size_text(budget)})"
+    sizes = (
+        f"the p × p moments of {k} groups × {n_features:,} features would take {size_text(size)} "
+        f"(budget {size_text(budget)})"
+    )
     if wide is None:
         wide = size > budget
         if not wide:

@@ -294,8 +294,9 @@ def check_workers(client: Any, size: PartitionSize | None) -> None:
         )
     smaller = size.smaller((worst.usable - worst.floor) // worst.nthreads) if size is not None else None
     raise ResourceError(
-        f"a pass needs ≈ {size_text(worst.floor + worst.nthreads * need)} on each Dask worker: {size_text(worst.floor)} for "
-        f"the libraries of a pass and, for each of its {worst.nthreads} thread(s), {size_text(need)} to read and process "
+        f"a pass needs ≈ {size_text(worst.floor + worst.nthreads * need)} on each Dask worker: "
+        f"{size_text(worst.floor)} for the libraries of a pass and, for each of its {worst.nthreads} thread(s), "
+        f"{size_text(need)} to read and process "
         f"a partition (the largest: {size}); the workers have {_limits(workers)}, and {pauses}; {start}"
         + (f", or make the partitions smaller: {smaller}" if smaller else "")
     )

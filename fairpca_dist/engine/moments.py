@@ -318,7 +318,8 @@ class GroupMoments:
             zip(self.groups, self.count, strict=True), show=lambda group: f"{label_text(group[0])}: {int(group[1]):,}"
         )
         kind = ", diagonal only" if self.is_diagonal else ""
-        return f"GroupMoments({self.n_samples:,} rows, {self.n_features} features{kind}, {self.n_groups} groups ({groups}))"
+        shape = f"{self.n_samples:,} rows, {self.n_features} features{kind}, {self.n_groups} groups"
+        return f"GroupMoments({shape} ({groups}))"
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -491,7 +492,8 @@ class GroupMoments:
         if self.is_diagonal:
             raise InputError(
                 f"{what} needs the p × p moments, and these keep only their diagonal (a wide table of "
-                f"{self.n_features:,} features: the p × p moments would be {size_text(8.0 * self.n_groups * self.n_features**2)}); fit method "
+                f"{self.n_features:,} features: the p × p moments would be "
+                f"{size_text(8.0 * self.n_groups * self.n_features**2)}); fit method "
                 "'fnpm-streaming', which reads the rows instead"
             )
         return self.scatter
