@@ -51,7 +51,8 @@ from fairpca_dist.io.moments_cache import (
 )
 from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.io.versions import committed
-from fairpca_dist.solvers import SOLVERS, fit_projection
+from fairpca_dist.params import choose_wide
+from fairpca_dist.solvers import SOLVERS, fit_projection, wide_methods
 from fairpca_dist.solvers.result import FairProjection
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
@@ -98,12 +99,14 @@ def cached_table_moments(
     sensitive_feature: str | Sequence[str],
     features: Sequence[str],
     sample_weight: str | None = None,
+    diagonal: bool = False,
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
 ) -> tuple[GroupMoments, str, int]:
     """Moments of every file of ``table_dir``, computing only files missing from the cache and
-    from the table's own ``moments/`` (written by ingest).
+    from the table's own ``moments/`` (written by ingest); with ``diagonal``, those that keep
+    only their diagonal (a wide table, :attr:`~fairpca_dist.engine.moments.GroupMoments.is_diagonal`).
 
     Returns ``(moments, fingerprint, files_read)``: the merged statistics (files merged in name
     order), a fingerprint of the data (all file keys), and how many files were read now. A
@@ -111,7 +114,7 @@ def cached_table_moments(
     warning: the moments are the same, a later fit reads the rows again.
     """
     files = table_files(table_dir, storage_options)
-    keys = file_keys(files, roles_key(features, sensitive_feature, sample_weight))
+    keys = file_keys(files, roles_key(features, sensitive_feature, sample_weight, diagonal))
     cache = locate(cache_dir, storage_options) if cache_dir is not None else None
     own = committed(locate(table_dir, storage_options)) / TABLE_MOMENTS  # what ingest computed
     found = {key: folder for folder in (own, cache) if folder is not None for key in cached_keys(folder)}
@@ -123,6 +126,7 @@ def cached_table_moments(
         sample_weight=sample_weight,
         client=client,
         progress=progress,
+        diagonal=diagonal,
         storage_options=storage_options,
     )
     computed = {key: moments for (_, key), moments in zip(missing, fresh, strict=True)}
@@ -149,11 +153,19 @@ def fit_table(
     cache_dir: str | os.PathLike[str] | None = None,
     random_state: int | None = None,
     options: dict[str, Any] | None = None,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
+    announce: Callable[[str], None] | None = None,
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
 ) -> FairProjection:
     """Fit ``method`` on a Parquet table and write ``moments.npz`` + the model to ``model_dir``.
+
+    A table whose p × p moments would exceed ``moments_budget`` bytes for its groups (or any
+    table, with ``wide=True``) is fitted the wide way (:func:`~fairpca_dist.params.choose_wide`):
+    moments that keep only their diagonal (k × p numbers), by a method that reads the rows for
+    every product with a covariance (``fnpm-streaming``; the others are refused, by name).
 
     Column roles come from the table's ``schema.json`` (written by :func:`ingest_table`) unless
     given. Moments are cached per file in ``cache_dir`` (default ``<table_dir>/../.moments-cache``).
@@ -192,6 +204,13 @@ def fit_table(
         Seed of the methods with random starts.
     options : dict, optional
         The method's options.
+    wide : bool, optional
+        Take the wide path (True), the moments pass (False), or decide by ``moments_budget``
+        (None).
+    moments_budget : int, optional
+        Bytes the p × p moments may take (default :data:`~fairpca_dist.params.MOMENTS_BUDGET`).
+    announce : callable, optional
+        Receives one line when the fit takes the wide path, saying why.
     client : None, distributed.Client or str, optional
         Where the passes run.
     progress : bool, default False
@@ -233,8 +252,18 @@ def fit_table(
         sensitive_feature = sensitive_feature or schema["sensitive_feature"]
         features = features or schema["features"]
         sample_weight = schema.get("sample_weight")
+        n_groups = len(schema.get("groups", []))
     else:
-        sample_weight = None
+        sample_weight, n_groups = None, 2
+    choice = choose_wide(len(features), n_groups, wide=wide, budget=moments_budget)
+    if choice.wide:
+        if announce is not None:
+            announce(f"fit: {choice.reason}")
+        if method in SOLVERS and not SOLVERS[method].wide:
+            raise InputError(
+                f"method {method!r} needs the p × p moments, and this table is fitted the wide way ({choice.reason}); "
+                f"methods that fit a wide table: {wide_methods()}, or raise the budget (--moments-budget)"
+            )
     cache = moments_cache(table, cache_dir, storage_options)
     with atomic_directory(
         model_dir, inputs=[table], marker=MODEL_FILE, storage_options=storage_options
@@ -245,6 +274,7 @@ def fit_table(
             sensitive_feature=sensitive_feature,
             features=features,
             sample_weight=sample_weight,
+            diagonal=choice.wide,
             client=client,
             progress=progress,
             storage_options=storage_options,
@@ -393,30 +423,33 @@ def write_table_report(
             f"report: {refitted_methods(model.method)} refitted at r = 1..{largest} for the curves "
             f"(--max-components sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)"
         )
-    rows = _report_rows(
-        table_dir,
-        model,
-        moments,
-        target,
-        sample_size,
-        client=client,
-        progress=progress,
-        storage_options=storage_options,
-    )
-    bandwidth = _bandwidth_rows(rows, model, moments)
-    if rbf_sums is None:
-        planned = _rff_work(table_dir, model, moments, rbf_mmd, bandwidth, storage_options)
-        if planned is not None:
-            plan, work = planned
-            source = table_source(table_dir, storage_options)
-            sums = rff_pass(source, work, client=client, progress=progress, storage_options=storage_options)
-            rbf_sums = RBFSums(plan, sums)
+    sample, bandwidth = None, None
+    if not moments.is_diagonal:  # a wide table's report holds no rows in memory (WIDE_SKIPPED)
+        rows = _report_rows(
+            table_dir,
+            model,
+            moments,
+            target,
+            sample_size,
+            client=client,
+            progress=progress,
+            storage_options=storage_options,
+        )
+        sample = None if target is None else rows.uniform(sample_size)
+        bandwidth = _bandwidth_rows(rows, model, moments)
+        if rbf_sums is None:
+            planned = _rff_work(table_dir, model, moments, rbf_mmd, bandwidth, storage_options)
+            if planned is not None:
+                plan, work = planned
+                source = table_source(table_dir, storage_options)
+                sums = rff_pass(source, work, client=client, progress=progress, storage_options=storage_options)
+                rbf_sums = RBFSums(plan, sums)
     passes = report_passes(table_dir, moments, client=client, progress=progress, storage_options=storage_options)
     report = build_report(
         moments,
         model,
         max_components=max_components,
-        sample=None if target is None else rows.uniform(sample_size),
+        sample=sample,
         target=target,
         passes=passes,
         rbf_mmd=rbf_mmd,
@@ -442,12 +475,14 @@ def report_rff_work(
     ``RBFSums(plan, result.rff_sums)`` (:class:`~fairpca_dist.assessment.report.RBFSums`) to
     :func:`write_table_report` (``rbf_sums=``): the report's RBF-kernel MMD² reads no rows and
     measures no bandwidth of its own.
-    None when the report measures it otherwise (``rbf_mmd`` "none", or "exact": every pair of
+    None when the report measures it otherwise (``rbf_mmd`` "none", a wide table, or "exact": every pair of
     rows, on tables of at most :data:`~fairpca_dist.params.RBF_EXACT_MAX_ROWS` rows by default).
     The bandwidth comes from the table's row sample (ingest's, else one pass); above
     :data:`~fairpca_dist.params.RBF_RFF_MAX_ROWS` rows the sums are of a stratified subsample
     (:meth:`~fairpca_dist.assessment.report.rbf_plan`)."""
     model, moments = _fitted_for_report(model_dir, table_dir, storage_options)
+    if moments.is_diagonal:  # a wide table's report measures no RBF-kernel MMD²
+        return None
     rows = _report_rows(table_dir, model, moments, None, 0, client=client, storage_options=storage_options)
     return _rff_work(table_dir, model, moments, rbf_mmd, _bandwidth_rows(rows, model, moments), storage_options)
 

@@ -285,12 +285,15 @@ def build_report(
     asked = range(1, curve_length(max_components, moments.n_features, model) + 1)
     own = SOLVERS[model.method].criterion_of(model.options)
     working = moments.rescaled(model.scale)
-    arms = {"pca": _refit(moments, model, model.n_components, "pca", {}), "fair": model}
+    arms = {"pca": _pca(moments, model, model.n_components, passes), "fair": model}
     scores = {arm: score_projection(projection, moments) for arm, projection in arms.items()}
-    curves, stopped = _curves(moments, model, asked, passes)
+    curves, stopped = _curves(moments, model, asked, passes, arms["pca"])
     ranks = asked[: len(curves["fair"])]
-    rbf = _rbf_mmd(working, arms, passes, rbf_mmd, bandwidth_rows, rbf_sums)
-    downstream = _downstream(sample, target, sensitive, arms, group_names)
+    if moments.is_diagonal:
+        rbf, downstream = {"skipped": WIDE_SKIPPED}, {"skipped": WIDE_SKIPPED}
+    else:
+        rbf = _rbf_mmd(working, arms, passes, rbf_mmd, bandwidth_rows, rbf_sums)
+        downstream = _downstream(sample, target, sensitive, arms, group_names)
     criterion, comparison = _criteria(own, scores, rbf, downstream)
     curve_key = own if own not in _ROW_KEYS and own != "explained_variance_ratio" else "max_loss"
     report = {
@@ -350,13 +353,14 @@ def _check_model_matches(moments: GroupMoments, model: FairProjection) -> None:
 
 
 def _curves(
-    moments: GroupMoments, model: FairProjection, ranks: range, passes: DataPasses | None
+    moments: GroupMoments, model: FairProjection, ranks: range, passes: DataPasses | None, pca: FairProjection
 ) -> tuple[dict[str, list[ProjectionScores]], dict[str, Any] | None]:
     """PCA and the model's method refitted and scored at every r of ``ranks`` (a bar on a
     terminal: on wide tables, and for a method that reads the rows, these refits are most of
     the report's time), and where they stopped. At the model's own r the model itself is
-    scored, not refitted: the curve shows the model the report is about, and a method that
-    reads the rows at every iteration (whose curves stop there by default) reads none here.
+    scored, not refitted, beside ``pca`` (PCA at that r, fitted once for the report): the
+    curve shows the model the report is about, and a method that reads the rows at every
+    iteration (whose curves stop there by default) reads none here.
 
     A refit beyond the model's own r that the method refuses or cannot solve at that r
     (:class:`~fairpca_dist.exceptions.InputError` or :class:`~fairpca_dist.exceptions.SolverError`,
@@ -375,7 +379,8 @@ def _curves(
                 if r <= model.n_components:
                     raise
                 return curves, {"at": r, "reason": str(error)}
-            curves["pca"].append(score_projection(_refit(moments, model, r, "pca", {}), moments))
+            at_r = pca if r == model.n_components else _pca(moments, model, r, passes)
+            curves["pca"].append(score_projection(at_r, moments))
             curves["fair"].append(score_projection(fair, moments))
             bar.update()
     return curves, None
@@ -441,6 +446,28 @@ def _refit(
         passes=passes if SOLVERS[method].reads_rows(options) else None,
         **options,
     )
+
+
+WIDE_SKIPPED = (
+    "not measured on a wide table: its moments keep only their diagonal, and a sample of its rows would not fit "
+    "in memory"
+)
+"""Why a wide table's report has no RBF-kernel MMD² and no downstream check."""
+
+WIDE_PCA_OPTIONS = {"constraint": "mean", "tradeoff": 0.0}
+"""``fnpm-streaming`` with these options is PCA (Π = I): the wide table's PCA arm."""
+
+
+def _pca(moments: GroupMoments, model: FairProjection, n_components: int, passes: DataPasses | None) -> FairProjection:
+    """PCA at ``n_components`` with the model's centring and scale: from the moments, or, for
+    moments that keep only their diagonal (a wide table), by block power iterations over the
+    rows (``fnpm-streaming`` with Π = I, :data:`WIDE_PCA_OPTIONS`: one pass per iteration)."""
+    if not moments.is_diagonal:
+        return _refit(moments, model, n_components, "pca", {})
+    if passes is None:
+        raise InputError("the report of a wide table reads the rows for its PCA arm: pass passes=")
+    streamed = _refit(moments, model, n_components, "fnpm-streaming", WIDE_PCA_OPTIONS, passes)
+    return replace(streamed, method="pca", options={}, details={"computed_by": "fnpm-streaming", **WIDE_PCA_OPTIONS})
 
 
 @dataclass(frozen=True)

@@ -253,6 +253,8 @@ def score_projection(
             + differences("the fit", fitted_on.groups, "the scored rows", rows.groups)
         )
     scored = rows.rescaled(model.scale)
+    if scored.is_diagonal:
+        return _wide_scores(model, scored, rows is fitted_on)
     centres = fitted_on.rescaled(model.scale).centers(model.center)
     components, center = model.components, model.center
     errors = metrics.group_errors_about(scored, components, centres)
@@ -266,6 +268,39 @@ def score_projection(
         group_explained_variance_ratio=metrics.group_explained_variance_ratio(scored, components, center=center),
         explained_variance_ratio=float(metrics.explained_variance_ratio(scored, components).sum()),
         are=float(share @ errors),
+        mmd2_linear=metrics.mmd2_linear(scored, components),
+        converged=model.converged,
+    )
+
+
+def _wide_scores(model: FairProjection, scored: GroupMoments, in_sample: bool) -> ProjectionScores:
+    """In-sample scores of a model fitted on moments that keep only their diagonal (a wide
+    table): the errors and losses the fit computed from the rows give the variance kept about
+    the model's centres, a_g = tr Σ_g − err_g; about the group's own mean it is
+    a_g − ‖Vᵀd_g‖² (d_g = μ_g − c_g), and over all rows Σ_g p̂_g (a_g − ‖Vᵀd_g‖² + ‖Vᵀ(μ_g − μ)‖²);
+    the traces come from the diagonals, the mean terms from the means (k × p numbers)."""
+    if not in_sample:
+        raise InputError(
+            "a wide table's moments keep only their diagonal: a model is scored on the rows it was fitted on only"
+        )
+    components = model.components
+    share = scored.weight / scored.weight.sum()
+    traces = metrics.group_traces(scored, center=model.center)
+    kept = traces - model.group_error
+    kept_within = kept - ((metrics.center_offsets(scored, model.center) @ components) ** 2).sum(axis=1)
+    traces_within = metrics.group_traces(scored, center="group")
+    gaps = scored.mean_gaps()
+    total_kept = share @ (kept_within + ((gaps @ components) ** 2).sum(axis=1))
+    total = share @ (traces_within + (gaps**2).sum(axis=1))
+    return ProjectionScores(
+        n_components=model.n_components,
+        group_error=model.group_error,
+        group_error_within=traces_within - kept_within,
+        group_variance=kept,
+        group_loss=model.group_loss,
+        group_explained_variance_ratio=kept / traces,
+        explained_variance_ratio=float(total_kept / total),
+        are=float(share @ model.group_error),
         mmd2_linear=metrics.mmd2_linear(scored, components),
         converged=model.converged,
     )

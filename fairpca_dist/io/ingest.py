@@ -47,6 +47,7 @@ from fairpca_dist.io.markers import (
 from fairpca_dist.io.moments_cache import TABLE_MOMENTS, file_keys, roles_key
 from fairpca_dist.io.storage import Location, StorageOptions, as_given, locate, write_parquet
 from fairpca_dist.io.versions import committed
+from fairpca_dist.params import choose_wide
 from fairpca_dist.wording import listed, listed_counts
 
 __all__ = [
@@ -218,6 +219,7 @@ def _clean_partition(
     sample_weight: str | None,
     sample: SampleSpec,
     share: float,
+    wide: bool,
 ) -> tuple[_PartitionReport, GroupMoments | None, RowSample]:
     """Write the good rows of one partition; report what was found, and compute from the good
     rows (in the file's order) their moments and their row sample: what a pass over the file
@@ -255,6 +257,7 @@ def _clean_partition(
             sensitive=sensitive,
             sample_weight=sample_weight,
             values=values if clean else values[~bad],
+            diagonal=wide,
         )
     except InputError:  # finite values whose squares overflow: the fit will say so, ingest keeps them
         moments = None
@@ -273,6 +276,8 @@ def ingest_table(
     exclude: Sequence[str] = (),
     on_bad_rows: BadRowPolicy = "fail",
     read_options: dict[str, Any] | None = None,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
@@ -308,6 +313,13 @@ def ingest_table(
         named in ``suggested_exclude`` instead (read as missing, it would reject most rows).
     pass_through : list of str
         Further columns kept unchanged (e.g. a target for the downstream fairness report).
+    wide : bool, optional
+        Keep only the diagonal of each file's moments and draw no row sample (a table too
+        wide for k·p² numbers, fitted by ``fnpm-streaming``); default: when the p × p moments
+        of two groups would exceed ``moments_budget`` (:func:`~fairpca_dist.params.choose_wide`).
+        ``schema.json`` records it (``wide``) and why (``wide_reason``).
+    moments_budget : int, optional
+        Bytes the p × p moments may take (default :data:`~fairpca_dist.params.MOMENTS_BUDGET`).
     on_bad_rows : {"fail", "drop"}
         ``"fail"``: any row with a NaN/inf feature or a missing group label raises
         :class:`InputError` (counts per column and a sample), and nothing is written except
@@ -348,6 +360,7 @@ def ingest_table(
     roles = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else [])]))
     dropped = _left_out(frame, {*roles, *features_}, exclude, listed_features=features is not None)
     profiled = [c for c, reason in dropped.items() if reason is None]
+    choice = choose_wide(len(features_), 2, wide=wide, budget=moments_budget)  # the groups are not known yet
     out = locate(out_dir, storage_options)
     inputs = input_paths(source)
     with atomic_directory(out, inputs=inputs, marker=SCHEMA_FILE) as staging:
@@ -366,8 +379,10 @@ def ingest_table(
                 text_columns,
                 staging / PARTS_DIR,
                 sample_weight,
-                SampleSpec(tuple(columns), tuple(sensitive)),
+                # a wide table's rows are too wide for a sample in memory: the report needs none
+                SampleSpec(tuple(columns), tuple(sensitive), *((0, 0) if choice.wide else ())),
                 1 / max(frame.npartitions, 1),  # each partition's share of the rows, roughly
+                choice.wide,
             )
             item = dask.delayed(operator.getitem, pure=True)  # a partition's report, moments or row sample
             reports, moments, row_sample = run_graph(
@@ -403,9 +418,9 @@ def ingest_table(
         if sample is not None:
             with (staging / REJECTS_FILE).open("wb") as file:
                 sample.to_csv(file, index=False)
-        if found.row_sample.exact():  # else (partitions far from equal) a report draws it by a pass
+        if not choice.wide and found.row_sample.exact():  # else (partitions far from equal) a report draws it
             _write_table_sample(found.row_sample, staging / SAMPLE_FILE)
-        _write_table_moments(staging, found.moments, features_, sensitive, sample_weight)
+        _write_table_moments(staging, found.moments, roles_key(features_, sensitive, sample_weight, choice.wide))
         columns = [*roles, *features_]
         marked = {c: found.profiles[c].markers for c in profiled if found.profiles[c].markers}
         mostly = [c for c in marked if found.profiles[c].mostly_markers]
@@ -428,6 +443,8 @@ def ingest_table(
             "suggested_read_options": suggested,
             "suggested_exclude": [str(c) for c in mostly],
             "groups": [{"label": label_to_json(g), "rows": found.groups[g]} for g in sorted_labels(list(found.groups))],
+            "wide": choice.wide,
+            "wide_reason": choice.reason,
             "partitions": [
                 {"file": f"{PARTS_DIR}/part-{i:05d}.parquet", "rows": r.rows} for i, r in enumerate(found.reports)
             ],
@@ -440,19 +457,14 @@ def ingest_table(
 _SPLIT_EVERY = 4  # fan-in of the tree that merges the partitions' row samples (each up to ~60k rows)
 
 
-def _write_table_moments(
-    folder: Location,
-    moments: list[GroupMoments | None],
-    features: list[str],
-    sensitive: list[str],
-    sample_weight: str | None,
-) -> None:
+def _write_table_moments(folder: Location, moments: list[GroupMoments | None], roles: str) -> None:
     """Write the moments of each file of the table in ``folder`` (its partitions, in order) to
     its ``moments/`` folder, under the keys a fit of the table looks for
-    (:func:`~fairpca_dist.io.moments_cache.file_keys`); a partition whose moments could not be
+    (:func:`~fairpca_dist.io.moments_cache.file_keys`, ``roles`` from
+    :func:`~fairpca_dist.io.moments_cache.roles_key`); a partition whose moments could not be
     computed (values whose squares overflow) is left to the fit, which says why."""
     files = [folder / PARTS_DIR / f"part-{i:05d}.parquet" for i in range(len(moments))]
-    keys = file_keys(files, roles_key(features, sensitive, sample_weight))
+    keys = file_keys(files, roles)
     (folder / TABLE_MOMENTS).makedirs()
     for key, value in zip(keys, moments, strict=True):
         if value is not None:

@@ -67,13 +67,17 @@ def file_fingerprint(path: Location) -> str:
     return digest.hexdigest()
 
 
-def roles_key(features: Sequence[str], sensitive_feature: str | Sequence[str], sample_weight: str | None) -> str:
-    """The part of a cache key that names the column roles."""
+def roles_key(
+    features: Sequence[str], sensitive_feature: str | Sequence[str], sample_weight: str | None, diagonal: bool = False
+) -> str:
+    """The part of a cache key that names the column roles (and, for a wide table, that the
+    moments keep only their diagonal: :attr:`~fairpca_dist.engine.moments.GroupMoments.is_diagonal`)."""
     roles = json.dumps(
         [
             list(features),
             [sensitive_feature] if isinstance(sensitive_feature, str) else list(sensitive_feature),
             sample_weight,
+            *(["diagonal"] if diagonal else []),
         ]
     )
     return hashlib.sha256(roles.encode()).hexdigest()[:16]
