@@ -59,6 +59,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+_BYTE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
+
+
+def _byte_count(text: str) -> int:
+    """``--moments-budget``: bytes, as a number with an optional unit (``2GB``, ``500MB``, ``3e9``)."""
+    number = text.strip().upper().rstrip("BKMGT")
+    unit = text.strip().upper()[len(number) :]
+    try:
+        value = float(number) * _BYTE_UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(f"must be a number of bytes such as 2GB, 500MB or 3e9, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
+    return int(value)
+
+
 def _group_name(text: str) -> tuple[str, str]:
     """``[COLUMN=]VALUE=NAME`` of ``--group-name``: the key (a value, or ``column=value``) and its name."""
     key, sep, name = text.rpartition("=")
@@ -135,6 +151,8 @@ def _ingest(args: argparse.Namespace) -> int:
             pass_through=args.pass_through,
             on_bad_rows=args.on_bad_rows,
             read_options=_options(args.read_option),
+            wide=args.wide,
+            moments_budget=args.moments_budget,
             client=client,
             progress=True,
             storage_options=_storage_options(args),
@@ -156,6 +174,9 @@ def _fit(args: argparse.Namespace) -> int:
             center=args.center,
             standardize=args.standardize,
             options=_options(args.option),
+            wide=args.wide,
+            moments_budget=args.moments_budget,
+            announce=print,
             client=client,
             progress=True,
             storage_options=_storage_options(args),
@@ -565,6 +586,8 @@ def _pipeline(
             read_options=_options(args.read_option) or None,
             storage_options=_storage_options(args),
             overwrite=args.overwrite,
+            wide=args.wide,
+            moments_budget=args.moments_budget,
         )
         check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
         checks = time.perf_counter() - begun
@@ -685,6 +708,8 @@ def _demo_pipeline_args(args: argparse.Namespace, run_id: str, run_dir: Path) ->
         on_bad_rows="fail",
         exclude=[],
         overwrite=False,
+        wide=None,
+        moments_budget=None,
         group_name=[],
         dask_address=args.dask_address,
         verbose=args.verbose,
@@ -730,6 +755,25 @@ def _add_fit_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="solver option, repeatable (e.g. --option tol=1e-8)",
+    )
+
+
+def _add_wide(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--wide",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep only the diagonal of the moments and fit by passes over the rows (fnpm-streaming), for a "
+        "table too wide for its p x p moments; default: when they would exceed --moments-budget (the "
+        "command says so)",
+    )
+    parser.add_argument(
+        "--moments-budget",
+        type=_byte_count,
+        default=None,
+        metavar="BYTES",
+        help="memory the p x p moments (k groups x p^2 x 8 bytes) may take before a fit goes wide "
+        "(default 1GB; e.g. 4GB)",
     )
 
 
@@ -814,6 +858,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COLUMN",
         help="further columns to keep (e.g. a target for the report)",
     )
+    _add_wide(ingest)
     _add_dask(ingest)
     ingest.set_defaults(handler=_ingest)
 
@@ -821,6 +866,7 @@ def _parser() -> argparse.ArgumentParser:
     fit.add_argument("table_dir")
     fit.add_argument("model_dir")
     _add_fit_options(fit)
+    _add_wide(fit)
     fit.add_argument(
         "--help-method",
         action=_HelpMethod,
@@ -991,6 +1037,7 @@ def _parser() -> argparse.ArgumentParser:
         "that step completes)",
     )
     _add_fit_options(pipeline)
+    _add_wide(pipeline)
     _add_group_names(pipeline)
     _add_dask(pipeline)
     pipeline.set_defaults(handler=_pipeline)

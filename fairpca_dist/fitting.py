@@ -51,8 +51,8 @@ from fairpca_dist.io.moments_cache import (
 )
 from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.io.versions import committed
-from fairpca_dist.params import choose_wide
-from fairpca_dist.solvers import SOLVERS, fit_projection, wide_methods
+from fairpca_dist.params import check_wide_method
+from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
 if TYPE_CHECKING:  # scikit-learn and matplotlib: imported when a report is written
@@ -255,15 +255,9 @@ def fit_table(
         n_groups = len(schema.get("groups", []))
     else:
         sample_weight, n_groups = None, 2
-    choice = choose_wide(len(features), n_groups, wide=wide, budget=moments_budget)
-    if choice.wide:
-        if announce is not None:
-            announce(f"fit: {choice.reason}")
-        if method in SOLVERS and not SOLVERS[method].wide:
-            raise InputError(
-                f"method {method!r} needs the p × p moments, and this table is fitted the wide way ({choice.reason}); "
-                f"methods that fit a wide table: {wide_methods()}, or raise the budget (--moments-budget)"
-            )
+    choice = check_wide_method(method, len(features), n_groups, wide=wide, budget=moments_budget)
+    if choice.wide and announce is not None:
+        announce(f"fit: {choice.reason}")
     cache = moments_cache(table, cache_dir, storage_options)
     with atomic_directory(
         model_dir, inputs=[table], marker=MODEL_FILE, storage_options=storage_options

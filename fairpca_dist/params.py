@@ -30,6 +30,7 @@ __all__ = [
     "MOMENTS_BUDGET",
     "WideChoice",
     "choose_wide",
+    "check_wide_method",
 ]
 
 RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
@@ -96,6 +97,22 @@ def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, bud
     if wide:
         return WideChoice(True, f"wide path on request: only the diagonal of the moments is kept ({sizes})")
     return WideChoice(False, f"the moments pass on request ({sizes})")
+
+
+def check_wide_method(
+    method: str, n_features: int, n_groups: int = 2, *, wide: bool | None = None, budget: int | None = None
+) -> WideChoice:
+    """:func:`choose_wide`, refusing a registered method that needs the p × p moments when the
+    wide path is taken (:class:`InputError` naming the methods that fit a wide table)."""
+    from fairpca_dist.solvers import wide_methods
+
+    choice = choose_wide(n_features, n_groups, wide=wide, budget=budget)
+    if choice.wide and method in SOLVERS and not SOLVERS[method].wide:
+        raise InputError(
+            f"method {method!r} needs the p × p moments, and this table is fitted the wide way ({choice.reason}); "
+            f"methods that fit a wide table: {wide_methods()}, or raise the budget (--moments-budget)"
+        )
+    return choice
 
 
 def check_run_parameters(
@@ -171,9 +188,10 @@ def check_source_table(
     target: str | None = None,
     read_options: dict[str, Any] | None = None,
     storage_options: StorageOptions | None = None,
-) -> None:
+) -> int:
     """Raise what :func:`fairpca_dist.io.ingest.ingest_table`, the fit and the report would raise
-    about ``source`` from its header and first rows, having read no more than those.
+    about ``source`` from its header and first rows, having read no more than those; return
+    the number of features the header gives (at most what ingest keeps).
 
     From the header: an unknown file format, a missing column or a non-numeric feature
     (:func:`fairpca_dist.engine.sources.open_table`, given the roles ``ingest_table`` gives it;
@@ -235,6 +253,7 @@ def check_source_table(
         _check_sample_groups(sample, kept, where)
         if sample.target is not None:
             _check_sample_target(sample.target[kept], sample.whole)
+    return len(features_)
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,8 @@ def _steps(
     read_options: dict[str, Any] | None,
     storage_options: dict[str, Any] | None = None,
     group_names: dict[str, str] | None = None,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
 ) -> dict[str, Any]:
     with no_retry_after_interrupt():  # the tasks run on the cluster's threads, not interrupted themselves
         with step("dask") as outcome:
@@ -115,6 +117,8 @@ def _steps(
                 on_bad_rows=on_bad_rows,
                 read_options=read_options,
                 report_target=target,
+                wide=wide,
+                moments_budget=moments_budget,
                 storage_options=storage_options,
             ).result()
             counts, *left_out = table["summary"].splitlines()  # then the columns left out, if any
@@ -129,11 +133,14 @@ def _steps(
                 standardize=standardize,
                 options=options,
                 cache_dir=f"{base.rsplit('/', 1)[0]}/{MOMENTS_CACHE}",
+                wide=wide,
+                moments_budget=moments_budget,
                 storage_options=storage_options,
             ).result()
             outcome.summary = (
                 f"{method} r={n_components}, {model['criterion']}"
                 f"{'' if model['converged'] else ' (not converged)'} -> {model['model_dir']}"
+                + (f"\n    {model['wide']}" if model["wide"] else "")
             )
         with step("project") as outcome:
             projected = project_task.submit(
@@ -184,6 +191,8 @@ def pipeline(
     storage_options: dict[str, Any] | None = None,
     overwrite: bool = False,
     group_names: dict[str, str] | None = None,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
 ) -> dict[str, Any]:
     """Run ingest → fit → project → report; every parameter, the run folder and the source's
     header and first rows are checked before data are read (:func:`fairpca_dist.io.runs.check_run`).
@@ -235,6 +244,12 @@ def pipeline(
         Replace the run folder of a previous run with the same ``run_id``.
     group_names : dict, optional
         Display names of values of the sensitive column in the report.
+    wide : bool, optional
+        Fit the wide way (moments that keep only their diagonal; ``fnpm-streaming``), or not;
+        default: when the p × p moments would exceed ``moments_budget``
+        (:func:`fairpca_dist.params.choose_wide`). The ingest and fit steps say why.
+    moments_budget : int, optional
+        Bytes the p × p moments may take (default :data:`fairpca_dist.params.MOMENTS_BUDGET`).
 
     Returns
     -------
@@ -268,6 +283,8 @@ def pipeline(
         dask_address=dask_address,
         storage_options=storage_options,
         overwrite=overwrite,
+        wide=wide,
+        moments_budget=moments_budget,
     )
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
     steps = _steps.with_options(task_runner=task_runner(dask_address))
@@ -300,6 +317,8 @@ def pipeline(
                 read_options,
                 storage_options,
                 group_names,
+                wide,
+                moments_budget,
             )
         except BaseException:
             remove_unfinished_run(target_dir, unfinished)

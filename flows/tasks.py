@@ -160,6 +160,8 @@ def ingest_task(
     read_options: dict[str, Any] | None,
     dask_address: str | None = None,
     report_target: str | None = None,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ingest ``source``; with ``report_target``, also check now the target a later report's
@@ -175,6 +177,8 @@ def ingest_task(
             pass_through=pass_through,
             on_bad_rows=cast(Literal["fail", "drop"], on_bad_rows),  # checked by ingest_table
             read_options=read_options,
+            wide=wide,
+            moments_budget=moments_budget,
             client=client,
             progress=True,
             storage_options=storage_options,
@@ -202,8 +206,12 @@ def fit_task(
     options: dict[str, Any] | None,
     cache_dir: str | None,
     dask_address: str | None = None,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """Fit the table; the result's ``wide`` says why the fit took the wide path (None if not)."""
+    said: list[str] = []
     with dask_client(dask_address) as client:
         model = fit_table(
             table_dir,
@@ -214,6 +222,9 @@ def fit_task(
             standardize=standardize,
             options=options,
             cache_dir=cache_dir,
+            wide=wide,
+            moments_budget=moments_budget,
+            announce=said.append,
             client=client,
             progress=True,
             storage_options=storage_options,
@@ -234,6 +245,7 @@ def fit_task(
         "model_dir": model_dir,
         "criterion": f"{criterion.title} ({direction}) {shown}",
         "converged": model.converged,
+        "wide": said[0] if said else None,
     }
 
 

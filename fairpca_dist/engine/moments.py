@@ -462,7 +462,7 @@ class GroupMoments:
             mean_offset[i] = w @ shifted / weight[i] if weight[i] > 0 else 0.0
             scatter[i] = w @ (shifted - mean_offset[i]) ** 2
         unsorted = cls(
-            groups=tuple(_as_python_label(groups[g]) for g in present),
+            groups=tuple(_as_python_label(groups[int(g)]) for g in present),
             count=count,
             weight=weight,
             mean_offset=mean_offset,

@@ -86,7 +86,8 @@ class IngestResult:
 
     def summary(self) -> str:
         """For a person: one line with the rows, rejected rows, the features used and the groups
-        found; when columns were left out, a line naming a few of them per reason; when some
+        found; for a wide table, a line saying why it is one; when columns were left out, a line
+        naming a few of them per reason; when some
         hold numbers but for a missing-value marker, a line with the option that reads them
         (with the ``na_values`` given, if any) and one offering to leave out those that are
         mostly markers; when more than half of the rows were rejected, a line naming the
@@ -112,6 +113,8 @@ class IngestResult:
             )
         if self.rejected > self.rows:
             lines.append(_rejected_line(self.schema["rejected_by_column"], self.rows, self.rejected, features))
+        if self.schema.get("wide"):
+            lines.append(self.schema["wide_reason"])
         return "\n".join(lines)
 
 

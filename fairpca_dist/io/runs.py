@@ -17,7 +17,7 @@ from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.io.atomic import check_output, input_paths, output_lock
 from fairpca_dist.io.ingest import failed_rejects_path
 from fairpca_dist.io.storage import Location, is_url, locate
-from fairpca_dist.params import check_run_parameters, check_source_table
+from fairpca_dist.params import check_run_parameters, check_source_table, check_wide_method
 from fairpca_dist.wording import listed
 
 __all__ = ["STEP_FOLDERS", "check_run", "check_run_folder", "previous_run", "remove_unfinished_run", "run_folder"]
@@ -54,6 +54,8 @@ def check_run(
     dask_address: str | None = None,
     storage_options: dict[str, Any] | None = None,
     overwrite: bool = False,
+    wide: bool | None = None,
+    moments_budget: int | None = None,
 ) -> None:
     """Every check of a pipeline run (:func:`fairpca_dist.flows.pipeline.pipeline`, same parameters) that
     needs no Prefect and no cluster, in seconds: its parameters
@@ -62,7 +64,8 @@ def check_run(
     (:func:`~fairpca_dist.params.check_source_table`: format, columns, a sensitive feature of
     many values, a target that is not binary; on a source of one partition of at most
     :data:`~fairpca_dist.params.SAMPLE_ROWS` rows, exactly the fit's check of the groups and the
-    report's of the target)."""
+    report's of the target), and a method that cannot fit the table the wide way when it will be
+    (:func:`~fairpca_dist.params.check_wide_method`)."""
     check_run_parameters(
         source=source,
         method=method,
@@ -76,7 +79,7 @@ def check_run(
     )
     if run_id:
         check_run_folder(run_folder(runs_dir, run_id, storage_options), source, overwrite, storage_options)
-    check_source_table(
+    n_features = check_source_table(
         source,
         sensitive_feature=sensitive_feature,
         features=features,
@@ -86,6 +89,7 @@ def check_run(
         read_options=read_options,
         storage_options=storage_options,
     )
+    check_wide_method(method, n_features, wide=wide, budget=moments_budget)
 
 
 def check_run_folder(root: Location, source: str, overwrite: bool, storage_options: dict[str, Any] | None) -> None:
