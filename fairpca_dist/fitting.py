@@ -51,7 +51,7 @@ from fairpca_dist.io.moments_cache import (
 )
 from fairpca_dist.io.storage import Location, StorageOptions, is_url, locate
 from fairpca_dist.io.versions import committed
-from fairpca_dist.params import check_wide_method
+from fairpca_dist.params import WideChoice, check_wide_method, choose_wide
 from fairpca_dist.solvers import SOLVERS, fit_projection
 from fairpca_dist.solvers.result import FairProjection
 
@@ -163,7 +163,8 @@ def fit_table(
     """Fit ``method`` on a Parquet table and write ``moments.npz`` + the model to ``model_dir``.
 
     A table whose p × p moments would exceed ``moments_budget`` bytes for its groups (or any
-    table, with ``wide=True``) is fitted the wide way (:func:`~fairpca_dist.params.choose_wide`):
+    table, with ``wide=True``; or a table ingested the wide way, unless ``wide=False``) is
+    fitted the wide way (:func:`~fairpca_dist.params.choose_wide`):
     moments that keep only their diagonal (k × p numbers), by a method that reads the rows for
     every product with a covariance (``fnpm-streaming``; the others are refused, by name).
 
@@ -252,10 +253,14 @@ def fit_table(
         sensitive_feature = sensitive_feature or schema["sensitive_feature"]
         features = features or schema["features"]
         sample_weight = schema.get("sample_weight")
-        n_groups = len(schema.get("groups", []))
+        n_groups, ingested_wide = len(schema.get("groups", [])), schema.get("wide", False)
     else:
-        sample_weight, n_groups = None, 2
-    choice = check_wide_method(method, len(features), n_groups, wide=wide, budget=moments_budget)
+        sample_weight, n_groups, ingested_wide = None, 2, False
+    if wide is None and ingested_wide:  # ingest kept the diagonal moments, on request or by its budget
+        choice = WideChoice(True, f"the table was ingested the wide way ({schema['wide_reason']})")
+    else:
+        choice = choose_wide(len(features), n_groups, wide=wide, budget=moments_budget)
+    check_wide_method(method, choice)
     if choice.wide and announce is not None:
         announce(f"fit: {choice.reason}")
     cache = moments_cache(table, cache_dir, storage_options)

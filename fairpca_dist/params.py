@@ -99,14 +99,11 @@ def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, bud
     return WideChoice(False, f"the moments pass on request ({sizes})")
 
 
-def check_wide_method(
-    method: str, n_features: int, n_groups: int = 2, *, wide: bool | None = None, budget: int | None = None
-) -> WideChoice:
-    """:func:`choose_wide`, refusing a registered method that needs the p × p moments when the
-    wide path is taken (:class:`InputError` naming the methods that fit a wide table)."""
+def check_wide_method(method: str, choice: WideChoice) -> WideChoice:
+    """``choice`` (:func:`choose_wide`), refusing a registered method that needs the p × p moments
+    when the wide path is taken (:class:`InputError` naming the methods that fit a wide table)."""
     from fairpca_dist.solvers import wide_methods
 
-    choice = choose_wide(n_features, n_groups, wide=wide, budget=budget)
     if choice.wide and method in SOLVERS and not SOLVERS[method].wide:
         raise InputError(
             f"method {method!r} needs the p × p moments, and this table is fitted the wide way ({choice.reason}); "

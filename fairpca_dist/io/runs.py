@@ -17,7 +17,7 @@ from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.io.atomic import check_output, input_paths, output_lock
 from fairpca_dist.io.ingest import failed_rejects_path
 from fairpca_dist.io.storage import Location, is_url, locate
-from fairpca_dist.params import check_run_parameters, check_source_table, check_wide_method
+from fairpca_dist.params import check_run_parameters, check_source_table, check_wide_method, choose_wide
 from fairpca_dist.wording import listed
 
 __all__ = ["STEP_FOLDERS", "check_run", "check_run_folder", "previous_run", "remove_unfinished_run", "run_folder"]
@@ -89,7 +89,7 @@ def check_run(
         read_options=read_options,
         storage_options=storage_options,
     )
-    check_wide_method(method, n_features, wide=wide, budget=moments_budget)
+    check_wide_method(method, choose_wide(n_features, 2, wide=wide, budget=moments_budget))
 
 
 def check_run_folder(root: Location, source: str, overwrite: bool, storage_options: dict[str, Any] | None) -> None:

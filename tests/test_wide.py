@@ -1,0 +1,249 @@
+"""The wide path (issue #34): moments that keep only their diagonal, fnpm-streaming fitted from
+them with its group losses from the rows, the report's scores and PCA arm without a p × p
+matrix, and the choice of the path. Each is checked against the full-moments path on the same
+rows (numpy on the rows for the statistics), the dask passes against the in-memory ones."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fairpca_dist import GroupMoments, fit_projection
+from fairpca_dist.assessment.report import WIDE_PCA_OPTIONS, WIDE_SKIPPED, _pca
+from fairpca_dist.assessment.scoring import score_projection
+from fairpca_dist.cli import main
+from fairpca_dist.engine.datapasses import ArrayPasses
+from fairpca_dist.engine.passes import compute_file_moments
+from fairpca_dist.exceptions import InputError
+from fairpca_dist.fitting import fit_table, load_fitted, report_passes, write_table_report
+from fairpca_dist.io.ingest import SAMPLE_FILE, ingest_table
+from fairpca_dist.params import MOMENTS_BUDGET, check_wide_method, choose_wide
+from fairpca_dist.solvers.stiefel import subspace_distance
+
+P = 12
+
+
+def _rows(seed: int = 0, n: int = 1500, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Two groups whose means differ in 3 features and whose variances differ in one."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, P)) @ rng.normal(size=(P, P)) * 0.5 + offset
+    labels = rng.choice(np.array(["a", "b"]), size=n, p=[0.6, 0.4])
+    x[labels == "b", :3] += 1.0
+    x[labels == "b", 5] *= 2.0
+    return x, labels
+
+
+@pytest.fixture(scope="module")
+def rows() -> tuple[np.ndarray, np.ndarray]:
+    return _rows()
+
+
+def _codes(labels: np.ndarray) -> np.ndarray:
+    return (labels == "b").astype(np.intp)
+
+
+# ---------------------------------------------------------------------------- the statistics
+@pytest.mark.parametrize("offset", [0.0, 1e8])
+def test_diagonal_statistics_equal_numpy_on_the_rows(offset):
+    x, labels = _rows(seed=1, offset=offset)
+    weights = np.random.default_rng(2).uniform(0.5, 2.0, size=len(x))
+    wide = GroupMoments.diagonal_from_codes(x, _codes(labels), ("a", "b"), weights=weights)
+    assert wide.is_diagonal and wide.scatter.shape == (2, P)
+    for g, label in enumerate(("a", "b")):
+        y, w = x[labels == label] - offset, weights[labels == label]  # numpy, about the offset: every digit
+        mean = w @ y / w.sum()
+        np.testing.assert_allclose(wide.means_about(np.full(P, offset))[g], mean, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(wide.scatter[g], w @ (y - mean) ** 2, rtol=1e-9)
+        assert wide.weight[g] == pytest.approx(w.sum(), rel=1e-14)
+        assert wide.count[g] == len(y)
+
+
+def test_diagonal_merges_equal_one_chunk_and_the_full_diagonal(rows):
+    x, labels = rows
+    whole = GroupMoments.diagonal_from_codes(x, _codes(labels), ("a", "b"))
+    cuts = [0, 1, 400, 401, 1100, len(x)]  # a chunk of one row (one group), uneven others
+    merged = GroupMoments.empty([f"x{j}" for j in range(P)], diagonal=True)
+    for start, stop in zip(cuts, cuts[1:], strict=False):
+        merged = merged + GroupMoments.diagonal_from_codes(x[start:stop], _codes(labels[start:stop]), ("a", "b"))
+    full = GroupMoments.from_arrays(x, labels)
+    for other in (merged, full.diagonal()):
+        np.testing.assert_allclose(other.scatter, whole.scatter, rtol=1e-12)
+        np.testing.assert_allclose(other.mean, whole.mean, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(whole.feature_scale(1), full.feature_scale(1), rtol=1e-12)
+    np.testing.assert_allclose(
+        whole.rescaled(full.feature_scale()).scatter, full.rescaled(full.feature_scale()).diagonal().scatter, rtol=1e-12
+    )
+
+
+def test_the_dask_pass_gives_the_in_memory_diagonal(tmp_path, rows):
+    x, labels = rows
+    frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(P)]).assign(group=labels)
+    paths = []
+    for i, (start, stop) in enumerate([(0, 500), (500, 1001), (1001, len(frame))]):
+        paths.append(str(tmp_path / f"part-{i}.parquet"))
+        frame.iloc[start:stop].to_parquet(paths[-1])
+    parts = compute_file_moments(paths, sensitive_feature="group", features=list(frame.columns[:P]), diagonal=True)
+    merged = parts[0] + parts[1] + parts[2]
+    assert merged.is_diagonal
+    np.testing.assert_allclose(merged.scatter, GroupMoments.from_arrays(x, labels).diagonal().scatter, rtol=1e-12)
+
+
+def test_a_matrix_of_diagonal_moments_is_refused_by_name(rows):
+    moments = GroupMoments.from_arrays(*rows).diagonal()
+    with pytest.raises(InputError, match="keep only their diagonal.*fnpm-streaming"):
+        moments.covariance()
+    with pytest.raises(InputError, match="method 'fair-eig' needs the p × p moments.*fnpm-streaming"):
+        fit_projection(moments, 2, method="fair-eig")
+    with pytest.raises(InputError, match="cannot merge p × p moments with diagonal-only"):
+        _ = GroupMoments.from_arrays(*rows) + moments
+
+
+# ---------------------------------------------------------------------------- the fit and its scores
+@pytest.mark.parametrize("center", ["group", "global", "origin"])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_wide_fit_equals_the_fit_from_full_moments(rows, center, standardize):
+    """Same iterations (the per-group blocks are drawn after V), so the same V; the group errors
+    and losses from the rows equal those the full moments give."""
+    x, labels = rows
+    full = GroupMoments.from_arrays(x, labels)
+    fits = [
+        fit_projection(
+            moments,
+            3,
+            method="fnpm-streaming",
+            passes=ArrayPasses(x, labels, full.groups),
+            random_state=1,
+            center=center,
+            standardize=standardize,
+        )
+        for moments in (full, full.diagonal())
+    ]
+    assert all(f.status == "converged" for f in fits)
+    assert subspace_distance(fits[0].components, fits[1].components) < 1e-10
+    np.testing.assert_allclose(fits[1].group_error, fits[0].group_error, rtol=1e-9)
+    np.testing.assert_allclose(fits[1].group_loss, fits[0].group_loss, rtol=1e-7, atol=1e-9)
+    assert fits[1].details["best_change"][-1] <= 1e-8
+
+
+def test_wide_scores_equal_the_scores_from_full_moments(rows):
+    x, labels = rows
+    full = GroupMoments.from_arrays(x, labels)
+    model = fit_projection(
+        full.diagonal(), 3, method="fnpm-streaming", passes=ArrayPasses(x, labels, full.groups), center="global"
+    )
+    wide, exact = score_projection(model, full.diagonal()).as_dict(), score_projection(model, full).as_dict()
+    for key, value in exact.items():
+        np.testing.assert_allclose(wide[key], value, rtol=1e-7, atol=1e-10, err_msg=key)
+    with pytest.raises(InputError, match="scored on the rows it was fitted on only"):
+        score_projection(model, full.diagonal(), full.diagonal())
+
+
+def test_wide_pca_arm_is_pca(rows):
+    x, labels = rows
+    full = GroupMoments.from_arrays(x, labels)
+    model = fit_projection(full.diagonal(), 3, method="fnpm-streaming", passes=ArrayPasses(x, labels, full.groups))
+    streamed = _pca(full.diagonal(), model, 3, ArrayPasses(x, labels, full.groups))
+    exact = fit_projection(full, 3, method="pca")
+    assert streamed.method == "pca" and streamed.details["computed_by"] == "fnpm-streaming"
+    assert streamed.details["tradeoff"] == WIDE_PCA_OPTIONS["tradeoff"] == 0.0
+    assert subspace_distance(streamed.components, exact.components) < 1e-6
+    np.testing.assert_allclose(streamed.group_loss, exact.group_loss, rtol=1e-7, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------- the choice
+def test_the_wide_path_is_chosen_by_the_budget_or_on_request():
+    assert choose_wide(7_000, 2).wide is False  # 0.78 GB
+    assert choose_wide(8_000, 2).wide is True  # 1.02 GB
+    assert choose_wide(6_000, 4).wide is True  # the groups count
+    assert choose_wide(8_000, 2, budget=2 * 10**9).wide is False
+    assert choose_wide(10, 2, wide=True).wide and not choose_wide(10**5, 2, wide=False).wide
+    assert MOMENTS_BUDGET == 10**9
+    assert "20,000 features would take 6.4 GB (budget 1 GB)" in choose_wide(20_000, 2).reason
+    with pytest.raises(InputError, match="method 'mm' needs the p × p moments.*--moments-budget"):
+        check_wide_method("mm", choose_wide(20_000, 2))
+    assert check_wide_method("mm", choose_wide(20, 2)).wide is False
+    with pytest.raises(InputError, match="positive number of bytes"):
+        choose_wide(10, 2, budget=0)
+
+
+# ---------------------------------------------------------------------------- the table path
+@pytest.fixture(scope="module")
+def wide_table(tmp_path_factory, rows):
+    x, labels = rows
+    folder = tmp_path_factory.mktemp("wide")
+    frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(P)]).assign(sex=labels)
+    frame["y"] = np.random.default_rng(5).integers(0, 2, len(frame))
+    for i, (start, stop) in enumerate([(0, 500), (500, 1001), (1001, len(frame))]):
+        frame.iloc[start:stop].to_parquet(folder / f"source-{i}.parquet")
+    tables = {}
+    for wide in (False, True):
+        table = folder / f"table-{wide}"
+        ingest_table(str(folder / "source-*.parquet"), table, sensitive_feature="sex", pass_through=["y"], wide=wide)
+        tables[wide] = table
+    return folder, tables
+
+
+def test_wide_ingest_keeps_the_diagonal_and_no_sample(wide_table):
+    _, tables = wide_table
+    schema = json.loads((tables[True] / "schema.json").read_text())
+    assert schema["wide"] is True and "on request" in schema["wide_reason"]
+    assert not (tables[True] / SAMPLE_FILE).exists() and (tables[False] / SAMPLE_FILE).exists()
+    assert json.loads((tables[False] / "schema.json").read_text())["wide"] is False
+
+
+def test_wide_table_fit_and_report_equal_the_in_memory_path(wide_table, rows):
+    """fit_table on the wide table (dask passes over Parquet) gives the in-memory wide fit; its
+    report's scores equal the scores of the same model from the full moments, and its PCA arm
+    equals PCA from them."""
+    folder, tables = wide_table
+    said: list[str] = []
+    model = fit_table(
+        tables[True], folder / "model", method="fnpm-streaming", n_components=3, random_state=0, announce=said.append
+    )
+    reason = json.loads((tables[True] / "schema.json").read_text())["wide_reason"]
+    assert said == [f"fit: the table was ingested the wide way ({reason})"]
+    x, labels = rows
+    full = GroupMoments.from_arrays(x, labels, feature_names=[f"f{j}" for j in range(P)])
+    memory = fit_projection(
+        full.diagonal(),
+        3,
+        method="fnpm-streaming",
+        passes=ArrayPasses(x, labels, full.groups),
+        random_state=0,
+        standardize=False,
+    )
+    assert load_fitted(folder / "model")[1].is_diagonal
+    assert subspace_distance(model.components, memory.components) < 1e-9
+    np.testing.assert_allclose(model.group_loss, memory.group_loss, rtol=1e-7, atol=1e-9)
+    report, files = write_table_report(folder / "model", tables[True], folder / "report", target="y")
+    assert report["rbf_mmd"] == {"skipped": WIDE_SKIPPED} and report["downstream"] == {"skipped": WIDE_SKIPPED}
+    scores = score_projection(model, full)
+    for key in ("group_error", "group_loss", "explained_variance_ratio", "are", "mmd2_linear"):
+        expected = scores.as_dict()[key]
+        np.testing.assert_allclose(report["at_model"]["fair"][key], expected, rtol=1e-7, atol=1e-20, err_msg=key)
+    pca = score_projection(fit_projection(full, 3, method="pca"), full)
+    np.testing.assert_allclose(report["at_model"]["pca"]["group_loss"], pca.group_loss, rtol=1e-6, atol=1e-9)
+    assert files.html.exists() and "not measured on a wide table" in files.markdown.read_text()
+    assert report_passes(tables[True], load_fitted(folder / "model")[1]).n_passes == 0
+
+
+def test_cli_refuses_a_method_that_needs_the_matrix_in_one_line(wide_table, capsys):
+    folder, tables = wide_table
+    code = main(["fit", str(tables[True]), str(folder / "refused"), "--method", "fair-eig", "--wide"])
+    err = capsys.readouterr().err
+    assert code != 0 and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert "method 'fair-eig' needs the p × p moments" in err and "fnpm-streaming" in err
+    assert not (folder / "refused").exists()
+
+
+def test_cli_fit_says_why_it_goes_wide(wide_table, capsys):
+    folder, tables = wide_table
+    code = main(
+        ["fit", str(tables[False]), str(folder / "by-budget"), "--method", "fnpm-streaming", "--moments-budget", "1kB"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0 and "fit: wide table: the p × p moments of 2 groups × 12 features" in out
+    assert load_fitted(folder / "by-budget")[1].is_diagonal
