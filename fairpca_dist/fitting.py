@@ -30,6 +30,7 @@ from fairpca_dist.engine.passes import (
     TablePasses,
     compute_file_moments,
     rff_pass,
+    smallest_worker_limit,
     table_passes,
     table_sample,
     value_counts,
@@ -209,7 +210,8 @@ def fit_table(
         Take the wide path (True), the moments pass (False), or decide by ``moments_budget``
         (None).
     moments_budget : int, optional
-        Bytes the p × p moments may take (default :data:`~fairpca_dist.params.MOMENTS_BUDGET`).
+        Bytes the p × p moments may take (default :data:`~fairpca_dist.params.MOMENTS_BUDGET`, or
+        a tenth of the smallest worker memory limit of ``client`` when that is less).
     announce : callable, optional
         Receives one line when the fit takes the wide path, saying why.
     client : None, distributed.Client or str, optional
@@ -259,7 +261,8 @@ def fit_table(
     if wide is None and ingested_wide:  # ingest kept the diagonal moments, on request or by its budget
         choice = WideChoice(True, f"the table was ingested the wide way ({schema['wide_reason']})")
     else:
-        choice = choose_wide(len(features), n_groups, wide=wide, budget=moments_budget)
+        limit = smallest_worker_limit(client) if wide is None and moments_budget is None else None
+        choice = choose_wide(len(features), n_groups, wide=wide, budget=moments_budget, worker_limit=limit)
     check_wide_method(method, choice)
     if choice.wide and announce is not None:
         announce(f"fit: {choice.reason}")

@@ -55,9 +55,13 @@ RBF_RFF_GROUP_ROWS = 50_000
 
 
 MOMENTS_BUDGET = 10**9
-"""Bytes the p × p moments of a table may take, k·p² float64 (1 GB: p ≈ 7,900 for two groups):
-a partition's result, and each merge of the tree holds several. Above it a fit takes the wide
-path (:func:`choose_wide`)."""
+"""Bytes the p × p moments of a table may take, k·p² float64 (1 GB: p ≈ 7,900 for two groups).
+Above it a fit takes the wide path (:func:`choose_wide`)."""
+
+MOMENTS_WORKER_SHARE = 10
+"""On a cluster, the budget is at most the smallest worker memory limit over this: a merge of
+the moments pass's tree holds its 8 inputs and its output, beside what the worker runs on
+(a tenth of 1 GB workers: p ≈ 2,500 for two groups)."""
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,18 @@ class WideChoice:
     reason: str
 
 
-def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, budget: int | None = None) -> WideChoice:
+def choose_wide(
+    n_features: int,
+    n_groups: int,
+    *,
+    wide: bool | None = None,
+    budget: int | None = None,
+    worker_limit: int | None = None,
+) -> WideChoice:
     """The wide path when asked (``wide=True``), or by default (``wide=None``) when the p × p
     moments of ``n_groups`` groups (at least 2) and ``n_features`` features would exceed
-    ``budget`` bytes (default :data:`MOMENTS_BUDGET`).
+    ``budget`` bytes: by default :data:`MOMENTS_BUDGET`, or a :data:`MOMENTS_WORKER_SHARE`
+    of ``worker_limit`` (the smallest worker memory limit of the cluster) when that is less.
 
     >>> print(choose_wide(20_000, 2).reason)  # doctest: +NORMALIZE_WHITESPACE
     wide table: the p × p moments of 2 groups × 20,000 features would take 6.4 GB (budget 1 GB),
@@ -80,14 +92,19 @@ def choose_wide(n_features: int, n_groups: int, *, wide: bool | None = None, bud
     >>> choose_wide(50, 2).wide
     False
     """
-    budget = MOMENTS_BUDGET if budget is None else budget
+    if budget is None:
+        budget = MOMENTS_BUDGET if worker_limit is None else min(MOMENTS_BUDGET, worker_limit // MOMENTS_WORKER_SHARE)
+        share = f"{1 / MOMENTS_WORKER_SHARE:.0%} of the workers' {size_text(worker_limit or 0)}"
+        of_workers = f": {share}" if budget < MOMENTS_BUDGET else ""
+    else:
+        of_workers = ""
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget <= 0:
         raise InputError(f"the moments budget must be a positive number of bytes, got {budget!r}")
     k = max(n_groups, 2)
     size = 8.0 * k * n_features**2
     sizes = (
         f"the p × p moments of {k} groups × {n_features:,} features would take {size_text(size)} "
-        f"(budget {size_text(budget)})"
+        f"(budget {size_text(budget)}{of_workers})"
     )
     if wide is None:
         wide = size > budget

@@ -14,6 +14,7 @@ import operator
 import shutil
 
 import dask
+import dask.dataframe as dd
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -68,6 +69,17 @@ def test_ingest_writes_the_moments_a_fit_reads_instead_of_the_rows(source, tmp_p
     # other roles are not the ones ingest computed: read from the rows
     _, _, read = cached_table_moments(tmp_path / "table", tmp_path / "cache", sensitive_feature=["g"], features=["x0"])
     assert read == 4
+
+
+def test_ingest_again_without_an_empty_column_keeps_only_the_moments_of_its_files(tmp_path):
+    """The second pass (without a column empty in every row) writes other files under other
+    keys: the first pass's moments, written by the tasks beside their files, are removed."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(rng.normal(size=(60, 2)), columns=["a", "b"]).assign(empty=np.nan, g=["u", "v"] * 30)
+    ingest_table(dd.from_pandas(frame, npartitions=2), tmp_path / "table", sensitive_feature="g")
+    assert len(list((tmp_path / "table" / "moments").iterdir())) == 2
+    moments, _, read = cached_table_moments(tmp_path / "table", None, sensitive_feature=["g"], features=["a", "b"])
+    assert read == 0 and moments.n_samples == 60
 
 
 def test_a_fit_of_an_ingested_table_writes_nothing_beside_it(source, tmp_path):

@@ -167,6 +167,10 @@ def test_the_wide_path_is_chosen_by_the_budget_or_on_request():
     assert check_wide_method("mm", choose_wide(20, 2)).wide is False
     with pytest.raises(InputError, match="positive number of bytes"):
         choose_wide(10, 2, budget=0)
+    on_workers = choose_wide(3_000, 2, worker_limit=10**9)  # 144 MB > a tenth of 1 GB workers
+    assert on_workers.wide and "(budget 100 MB: 10% of the workers' 1 GB)" in on_workers.reason
+    assert not choose_wide(2_000, 2, worker_limit=10**9).wide  # 64 MB
+    assert not choose_wide(3_000, 2, worker_limit=10**9, budget=2 * 10**8).wide  # a budget given wins
 
 
 # ---------------------------------------------------------------------------- the table path

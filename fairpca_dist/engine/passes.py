@@ -262,6 +262,16 @@ def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: 
             raise
 
 
+def smallest_worker_limit(client: Any = None) -> int | None:
+    """The smallest memory limit of the workers a pass on ``client`` would run on (see
+    :func:`scheduler_context`); None for a pass in this process or workers without a limit."""
+    with scheduler_context(client) as scheduler:
+        if not _is_client(scheduler):
+            return None
+        limits = [worker.limit for worker in memory.worker_memory(scheduler) if worker.limit]
+    return min(limits) if limits else None
+
+
 def _run_locally(graph: Any, scheduler: Any) -> Any:
     """``dask.compute`` of ``graph`` on one of dask's schedulers in this process. The threaded
     scheduler gets a pool of this pass's own (of ``num_workers`` threads if dask's configuration

@@ -29,8 +29,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from fairpca_dist.engine.moments import GroupMoments, label_from_json, label_to_json, sorted_labels
-from fairpca_dist.engine.passes import partition_moments, run_graph, tree_sum
+from fairpca_dist.engine.moments import label_from_json, label_to_json, sorted_labels
+from fairpca_dist.engine.passes import partition_moments, run_graph, smallest_worker_limit, tree_sum
 from fairpca_dist.engine.sampling import RowSample, SampleSpec
 from fairpca_dist.engine.sources import Partition, feature_values, map_partitions, open_table
 from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
@@ -167,18 +167,17 @@ class _PartitionReport:
 
 @dataclass(frozen=True)
 class _Pass:
-    """The partitions' reports merged: what one pass over the table found; the moments of each
-    partition (file) written and the sample of the rows written."""
+    """The partitions' reports merged: what one pass over the table found, and the sample of the
+    rows written (each file's moments are written beside it by the task that wrote it)."""
 
     reports: list[_PartitionReport]
     bad_by_column: Counter
     groups: Counter
     profiles: dict[str, TextProfile]
-    moments: list[GroupMoments | None]
     row_sample: RowSample
 
     @classmethod
-    def of(cls, reports: list[_PartitionReport], moments: list[GroupMoments | None], row_sample: RowSample) -> _Pass:
+    def of(cls, reports: list[_PartitionReport], row_sample: RowSample) -> _Pass:
         bad_by_column: Counter = Counter()
         groups: Counter = Counter()
         profiles: dict[str, TextProfile] = {}
@@ -187,7 +186,7 @@ class _Pass:
             groups.update(report.groups)
             for column, profile in report.profiles.items():
                 profiles[column] = profiles.get(column, TextProfile()) + profile
-        return cls(reports, bad_by_column, groups, profiles, moments, row_sample)
+        return cls(reports, bad_by_column, groups, profiles, row_sample)
 
     @property
     def rows(self) -> int:
@@ -223,10 +222,15 @@ def _clean_partition(
     sample: SampleSpec,
     share: float,
     wide: bool,
-) -> tuple[_PartitionReport, GroupMoments | None, RowSample]:
+    roles: str,
+) -> tuple[_PartitionReport, RowSample]:
     """Write the good rows of one partition; report what was found, and compute from the good
     rows (in the file's order) their moments and their row sample: what a pass over the file
-    would compute, without reading it again."""
+    would compute, without reading it again. The moments are written here, to ``moments/``
+    beside ``folder`` under the file's key (``roles`` from
+    :func:`~fairpca_dist.io.moments_cache.roles_key`): k·p² numbers per file stay on no worker
+    and travel to no driver (at p = 3,000, 144 MB a file); moments that cannot be computed
+    (values whose squares overflow) are left to the fit, which says why."""
     values = feature_values(part, features, partition)
     bad_values = ~np.isfinite(values)
     missing_group = part[sensitive].isna().to_numpy()
@@ -234,7 +238,8 @@ def _clean_partition(
     clean = not bad.any()
     good = (part[columns] if clean else part.loc[~bad, columns]).astype({f: "float64" for f in features})
     good = good.reset_index(drop=True)
-    write_parquet(good, folder / f"part-{partition.index:05d}.parquet", plain=features)
+    written = folder / f"part-{partition.index:05d}.parquet"
+    write_parquet(good, written, plain=features)
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
     counts.update(
         {
@@ -253,7 +258,7 @@ def _clean_partition(
         profiles={column: profile_text(part[column]) for column in profiled},
     )
     try:
-        moments: GroupMoments | None = partition_moments(
+        moments = partition_moments(
             good,
             partition,
             features=features,
@@ -263,8 +268,11 @@ def _clean_partition(
             diagonal=wide,
         )
     except InputError:  # finite values whose squares overflow: the fit will say so, ingest keeps them
-        moments = None
-    return report, moments, sample.of_rows(good, sample.keys(partition.index), share=share)
+        pass
+    else:
+        (key,) = file_keys([written], roles)
+        moments.save(folder.parent / TABLE_MOMENTS / f"{key}.npz")
+    return report, sample.of_rows(good, sample.keys(partition.index), share=share)
 
 
 def ingest_table(
@@ -319,7 +327,8 @@ def ingest_table(
     wide : bool, optional
         Keep only the diagonal of each file's moments and draw no row sample (a table too
         wide for k·p² numbers, fitted by ``fnpm-streaming``); default: when the p × p moments
-        of two groups would exceed ``moments_budget`` (:func:`~fairpca_dist.params.choose_wide`).
+        of two groups would exceed ``moments_budget`` (:func:`~fairpca_dist.params.choose_wide`;
+        by default 1 GB, or a tenth of the smallest worker memory limit of ``client``).
         ``schema.json`` records it (``wide``) and why (``wide_reason``).
     moments_budget : int, optional
         Bytes the p × p moments may take (default :data:`~fairpca_dist.params.MOMENTS_BUDGET`).
@@ -363,16 +372,23 @@ def ingest_table(
     roles = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else [])]))
     dropped = _left_out(frame, {*roles, *features_}, exclude, listed_features=features is not None)
     profiled = [c for c, reason in dropped.items() if reason is None]
-    choice = choose_wide(len(features_), 2, wide=wide, budget=moments_budget)  # the groups are not known yet
+    limit = smallest_worker_limit(client) if wide is None and moments_budget is None else None
+    choice = choose_wide(
+        len(features_), 2, wide=wide, budget=moments_budget, worker_limit=limit
+    )  # groups: not yet known
     out = locate(out_dir, storage_options)
     inputs = input_paths(source)
     with atomic_directory(out, inputs=inputs, marker=SCHEMA_FILE) as staging:
         (staging / PARTS_DIR).makedirs()
 
         def clean(feature_columns: list[str], text_columns: list[str], label: str) -> _Pass:
-            """One pass: write the good rows of the roles and ``feature_columns``, profile
-            ``text_columns``; the moments of each file and the row sample of all of them."""
+            """One pass: write the good rows of the roles and ``feature_columns`` and the moments
+            of each file, profile ``text_columns``; the row sample of all of them."""
             columns = [*roles, *feature_columns]
+            moments_folder = staging / TABLE_MOMENTS
+            if moments_folder.exists():  # a pass again without the empty columns: other keys
+                moments_folder.remove()
+            moments_folder.makedirs()
             tasks = map_partitions(
                 frame[[*columns, *text_columns]],
                 _clean_partition,
@@ -386,19 +402,16 @@ def ingest_table(
                 SampleSpec(tuple(columns), tuple(sensitive), *((0, 0) if choice.wide else ())),
                 1 / max(frame.npartitions, 1),  # each partition's share of the rows, roughly
                 choice.wide,
+                roles_key(feature_columns, sensitive, sample_weight, choice.wide),
             )
-            item = dask.delayed(operator.getitem, pure=True)  # a partition's report, moments or row sample
-            reports, moments, row_sample = run_graph(
-                (
-                    [item(t, 0) for t in tasks],
-                    [item(t, 1) for t in tasks],
-                    tree_sum([item(t, 2) for t in tasks], _SPLIT_EVERY),
-                ),
+            item = dask.delayed(operator.getitem, pure=True)  # a partition's report or row sample
+            reports, row_sample = run_graph(
+                ([item(t, 0) for t in tasks], tree_sum([item(t, 1) for t in tasks], _SPLIT_EVERY)),
                 client=client,
                 progress=progress,
                 label=label,
             )
-            return _Pass.of(reports, moments, row_sample)
+            return _Pass.of(reports, row_sample)
 
         found = clean(features_, profiled, "ingest")
         if found.rows + found.rejected == 0:
@@ -423,7 +436,6 @@ def ingest_table(
                 sample.to_csv(file, index=False)
         if not choice.wide and found.row_sample.exact():  # else (partitions far from equal) a report draws it
             _write_table_sample(found.row_sample, staging / SAMPLE_FILE)
-        _write_table_moments(staging, found.moments, roles_key(features_, sensitive, sample_weight, choice.wide))
         columns = [*roles, *features_]
         marked = {c: found.profiles[c].markers for c in profiled if found.profiles[c].markers}
         mostly = [c for c in marked if found.profiles[c].mostly_markers]
@@ -458,20 +470,6 @@ def ingest_table(
 
 
 _SPLIT_EVERY = 4  # fan-in of the tree that merges the partitions' row samples (each up to ~60k rows)
-
-
-def _write_table_moments(folder: Location, moments: list[GroupMoments | None], roles: str) -> None:
-    """Write the moments of each file of the table in ``folder`` (its partitions, in order) to
-    its ``moments/`` folder, under the keys a fit of the table looks for
-    (:func:`~fairpca_dist.io.moments_cache.file_keys`, ``roles`` from
-    :func:`~fairpca_dist.io.moments_cache.roles_key`); a partition whose moments could not be
-    computed (values whose squares overflow) is left to the fit, which says why."""
-    files = [folder / PARTS_DIR / f"part-{i:05d}.parquet" for i in range(len(moments))]
-    keys = file_keys(files, roles)
-    (folder / TABLE_MOMENTS).makedirs()
-    for key, value in zip(keys, moments, strict=True):
-        if value is not None:
-            value.save(folder / TABLE_MOMENTS / f"{key}.npz")
 
 
 def _write_table_sample(sample: RowSample, path: Location) -> None:
