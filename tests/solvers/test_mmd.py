@@ -376,13 +376,14 @@ def test_sample_path_meets_tau_on_every_row_and_counts_its_passes():
     assert rff_mmd2_by_numpy(rows, labels, pca, moments.global_mean, 2.0, 200, 0) > 10 * SAMPLED["tau"]
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_sample_path_keeps_the_variance_of_the_fit_on_every_row(seed):
     """Both paths meet τ on every row; the explained variance of the sample path is within 6 %
     (relative) of the fit on every row (the module docstring: only the inner minimisers carry
     sampling error; 0.4–4.4 % over three seeds with 2,000 rows per group of 12,000), in under a
     tenth of its passes (8 against 101 at seed 0, 9 against 2,634 at seed 1: the full path's count
-    moves with the last bits of the moments, 1/50 at seed 0 before the compiled kernel)."""
+    moves with the last bits of the moments, 1/50 at seed 0 before the compiled kernel). Seed 1's
+    full path takes two minutes: it runs with the slow scenarios (``make bench``)."""
     rows, labels = group_table(12_000, seed=seed)
     sample, _ = fit(rows, labels, rff_sample_rows=2000, **SAMPLED)
     full, _ = fit(rows, labels, rff_solve="full", rff_sample_rows=2000, **SAMPLED)
