@@ -47,6 +47,15 @@ k × p × q numbers per partition and on the driver; the iterations use only the
 diagonals of the moments (the group losses in the result are still computed from the moments
 given).
 
+On a wide table the moments keep only their diagonal (:attr:`GroupMoments.is_diagonal`: the
+counts, means and diagonals are all the iterations use), and the group losses of the result,
+which :func:`~fairpca_dist.solvers.result.make_projection` takes from Σ_g otherwise, come from the
+rows too: each pass also multiplies, per group, a block B_g of r + s columns, a block power
+iteration on Σ_g (about the model's centre) whose top-r Ritz values give β_g(r), and gives
+tr(VᵀΣ_gV) at the pass's V; loss_g = β_g(r) − tr(VᵀΣ_gV) and err_g = tr Σ_g − tr(VᵀΣ_gV) (tr Σ_g
+from the diagonals). The fit then also waits for every β_g to move by at most ``tol`` (relative)
+between passes; q grows by k(r + s) columns.
+
 Where both run, the result is ``"fnpm"``'s subspace to the tolerance above
 (tests/solvers/test_fnpm_streaming.py). The public code's streaming form differs from its own
 offline one by 4–83° of subspace angle after its default 10 + 10 iterations on the tables of the
