@@ -251,3 +251,24 @@ def test_cli_fit_says_why_it_goes_wide(wide_table, capsys):
     out = capsys.readouterr().out
     assert code == 0 and "fit: wide table: the p × p moments of 2 groups × 12 features" in out
     assert load_fitted(folder / "by-budget")[1].is_diagonal
+
+
+def test_a_moments_pass_the_workers_cannot_hold_is_refused_before_it_starts(dask_cluster):
+    """On a real cluster: the p × p moments of a table wide enough that a worker would hold more
+    than its memory limit (4 partitions' worth for a table of one partition) are refused in one
+    line naming the wide path, before any task runs; a narrow table passes the check."""
+    from fairpca_dist.engine.passes import compute_moments, smallest_worker_limit
+    from fairpca_dist.exceptions import ResourceError
+
+    limit = smallest_worker_limit(dask_cluster)
+    assert limit is not None and limit > 0
+    p = int(np.sqrt(limit / (8 * 2 * 4))) + 200  # 4 × 8·2·p² bytes > the limit
+    frame = pd.DataFrame(np.ones((4, p)), columns=[f"f{j}" for j in range(p)]).assign(g=["a", "b"] * 2)
+    with pytest.raises(
+        ResourceError, match=rf"moments of {p:,} features take .* more than the workers' memory limit.*--wide"
+    ):
+        compute_moments(frame, sensitive_feature="g", client=dask_cluster)
+    assert (
+        compute_moments(frame.iloc[:, :20].assign(g=frame["g"]), sensitive_feature="g", client=dask_cluster).n_features
+        == 20
+    )
