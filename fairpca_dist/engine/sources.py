@@ -91,6 +91,10 @@ DEFAULT_CHUNK_ROWS = 100_000
 # 125 MB files, while this default ran them at a 0.6 GB peak (benchmarks/results/bench_out_of_core.md,
 # bench_memory.md, deploy/README.md "Sizing").
 PARQUET_PARTITION_BYTES = "64 MiB"
+# Above this many columns a Parquet read is planned one partition per row group: dask's adaptive
+# plan gathers each row group's statistics by a loop that is quadratic in the columns (7 s a row
+# group at 3,000 columns, minutes at 20,000).
+PARQUET_STATISTICS_COLUMNS = 1000
 # A CSV's columns are typed from (at most) this many first rows of dask's sample (its first 256 kB):
 # dask's default, 10 rows, types a column of numbers with a '?' in row 11 as numbers, and its read
 # then fails on the '?'; seen among more rows, the column is read as text and its values say why.
@@ -638,6 +642,16 @@ def _source_format(source: Location, read_options: dict[str, Any]) -> tuple[str,
     )
 
 
+def _parquet_columns(first: Location) -> int:
+    """The columns of a Parquet file, from its footer (0 if it cannot be read here: the reader
+    then says why)."""
+    try:
+        with reading(first), first.open("rb") as file:
+            return len(pq.read_schema(file).names)
+    except (FairPCAError, OSError, pa.ArrowException):
+        return 0
+
+
 def _read_path(source: Location, read_options: dict[str, Any]) -> dd.DataFrame:
     """The planned read of a path or URL (a file, a folder: on an object store its committed
     version, or a glob); ``read_options`` go to dask's reader, but ``format``."""
@@ -646,7 +660,10 @@ def _read_path(source: Location, read_options: dict[str, Any]) -> dd.DataFrame:
     read_options = {key: value for key, value in read_options.items() if key != "format"}
     if kind == "Parquet":
         if "split_row_groups" not in read_options and not _arrow_filesystem(read_options):
-            read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
+            if _parquet_columns(first) > PARQUET_STATISTICS_COLUMNS:
+                read_options = {"split_row_groups": True, **read_options}
+            else:
+                read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         return sliced_row_groups(_open_reader(dd.read_parquet, target, "Parquet", read_options))
     if _suffix(first) in _COMPRESSED or read_options.get("compression", "infer") not in ("infer", None):
         # a compressed file cannot be split into blocks: one partition per file
@@ -1074,8 +1091,9 @@ def open_table(
     read_options : dict, optional
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
-        row groups per partition; a larger row group is read in row slices of that size) unless
-        ``split_row_groups`` is given (``blocksize`` alone sets the size). A CSV's columns are
+        row groups per partition; a larger row group is read in row slices of that size), or
+        one partition per row group for a file of more than :data:`PARQUET_STATISTICS_COLUMNS`
+        columns, unless ``split_row_groups`` is given (``blocksize`` alone sets the size). A CSV's columns are
         typed from its first :data:`CSV_SAMPLE_ROWS` rows (``sample_rows``; dask's default is 10),
         its feature and weight columns are parsed as float64 (dask would type them from the first
         rows only); a separator of several characters selects pandas' Python parser. ``format`` ("csv" or
