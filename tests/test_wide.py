@@ -294,3 +294,19 @@ def test_a_parquet_file_of_many_columns_is_planned_one_partition_per_row_group(t
         [str(tmp_path / "wide.parquet")], sensitive_feature="g", features=table.features, diagonal=True
     )
     np.testing.assert_allclose(read[0].scatter, moments.scatter, rtol=1e-12)
+
+
+def test_subspace_distance_equals_the_norm_of_the_projectors_difference_without_forming_them():
+    """‖P_a − P_b‖₂ by the projectors (the reference, p × p) and by the O(p r²) formula, over
+    random pairs of any dimensions, near-equal pairs, and equal ones."""
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        p = int(rng.integers(3, 12))
+        a = rng.normal(size=(p, int(rng.integers(1, p))))
+        b = rng.normal(size=(p, int(rng.integers(1, p))))
+        if trial % 3 == 0:
+            b = a + 1e-4 * rng.normal(size=a.shape)
+        qa, qb = np.linalg.qr(a)[0], np.linalg.qr(b)[0]
+        expected = np.linalg.norm(qa @ qa.T - qb @ qb.T, ord=2)
+        assert subspace_distance(a, b) == pytest.approx(expected, abs=1e-12)
+    assert subspace_distance(a, a) < 1e-12

@@ -67,11 +67,14 @@ def subspace_distance(a: np.ndarray, b: np.ndarray) -> float:
     """Spectral norm of the difference of the orthogonal projectors onto span(a) and span(b).
 
     Equals the sine of the largest principal angle; 0 for equal subspaces, 1 when some
-    direction of one is orthogonal to the other.
+    direction of one is orthogonal to the other. Computed without the p × p projectors (3.2 GB
+    each at p = 20,000): ‖P_a − P_b‖₂ = max(‖(I − P_a) Q_b‖₂, ‖(I − P_b) Q_a‖₂), O(p r²).
     """
     qa, _ = np.linalg.qr(a)
     qb, _ = np.linalg.qr(b)
-    return float(np.linalg.norm(qa @ qa.T - qb @ qb.T, ord=2))
+    outside_a = np.linalg.norm(qb - qa @ (qa.T @ qb), ord=2) if qb.shape[1] else 0.0
+    outside_b = np.linalg.norm(qa - qb @ (qb.T @ qa), ord=2) if qa.shape[1] else 0.0
+    return float(max(outside_a, outside_b))
 
 
 def polar(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
