@@ -15,6 +15,7 @@ import gc
 import inspect
 import json
 import logging
+import math
 import os
 import re
 import signal
@@ -70,6 +71,8 @@ def _byte_count(text: str) -> int:
         value = float(number) * _BYTE_UNITS[unit]
     except (ValueError, KeyError):
         raise argparse.ArgumentTypeError(f"must be a number of bytes such as 2GB, 500MB or 3e9, got {text!r}") from None
+    if not math.isfinite(value) or value > 2**62:
+        raise argparse.ArgumentTypeError(f"must be a finite number of bytes such as 2GB, got {text!r}")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1 byte, got {text!r}")
     return int(value)

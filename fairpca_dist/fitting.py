@@ -163,9 +163,10 @@ def fit_table(
 ) -> FairProjection:
     """Fit ``method`` on a Parquet table and write ``moments.npz`` + the model to ``model_dir``.
 
-    A table whose p × p moments would exceed ``moments_budget`` bytes for its groups (or any
-    table, with ``wide=True``; or a table ingested the wide way, unless ``wide=False``) is
-    fitted the wide way (:func:`~fairpca_dist.params.choose_wide`):
+    A table ingested by :func:`ingest_table` is fitted the way ingest chose (``schema.json``'s
+    ``wide``) unless ``wide`` or ``moments_budget`` is given; another, or with
+    ``moments_budget``, is fitted the wide way when its p × p moments would exceed that many
+    bytes for its groups (or on request, ``wide=True``; :func:`~fairpca_dist.params.choose_wide`):
     moments that keep only their diagonal (k × p numbers), by a method that reads the rows for
     every product with a covariance (``fnpm-streaming``; the others are refused, by name).
 
@@ -255,15 +256,16 @@ def fit_table(
         sensitive_feature = sensitive_feature or schema["sensitive_feature"]
         features = features or schema["features"]
         sample_weight = schema.get("sample_weight")
-        n_groups, ingested_wide = len(schema.get("groups", [])), schema.get("wide", False)
+        n_groups, recorded = len(schema.get("groups", [])), schema.get("wide")
     else:
-        sample_weight, n_groups, ingested_wide = None, 2, False
-    if wide is None and ingested_wide:  # ingest kept the diagonal moments, on request or by its budget
-        choice = WideChoice(True, f"the table was ingested the wide way ({schema['wide_reason']})")
+        sample_weight, n_groups, recorded = None, 2, None
+    follow = wide is None and moments_budget is None and recorded is not None
+    if follow:  # ingest's choice, both ways: its moments are there (on request, or by its budget)
+        choice = WideChoice(bool(recorded), f"as ingested: {schema['wide_reason']}")
     else:
         limit = smallest_worker_limit(client) if wide is None and moments_budget is None else None
         choice = choose_wide(len(features), n_groups, wide=wide, budget=moments_budget, worker_limit=limit)
-    check_wide_method(method, choice)
+    check_wide_method(method, choice, n_groups, recorded=follow)
     if choice.wide and announce is not None:
         announce(f"fit: {choice.reason}")
     cache = moments_cache(table, cache_dir, storage_options)

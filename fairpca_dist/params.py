@@ -58,10 +58,11 @@ MOMENTS_BUDGET = 10**9
 """Bytes the p × p moments of a table may take, k·p² float64 (1 GB: p ≈ 7,900 for two groups).
 Above it a fit takes the wide path (:func:`choose_wide`)."""
 
-MOMENTS_WORKER_SHARE = 10
+MOMENTS_WORKER_SHARE = 11
 """On a cluster, the budget is at most the smallest worker memory limit over this: a merge of
-the moments pass's tree holds its 8 inputs and its output, beside what the worker runs on
-(a tenth of 1 GB workers: p ≈ 2,500 for two groups)."""
+the moments pass's tree holds its 8 inputs and its output, and a task its accumulators and the
+copy it sends (:func:`fairpca_dist.engine.passes.check_moments_memory`, the same count; 1 GB
+workers: p ≈ 2,380 for two groups)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def choose_wide(
     """
     if budget is None:
         budget = MOMENTS_BUDGET if worker_limit is None else min(MOMENTS_BUDGET, worker_limit // MOMENTS_WORKER_SHARE)
-        share = f"{1 / MOMENTS_WORKER_SHARE:.0%} of the workers' {size_text(worker_limit or 0)}"
+        share = f"1/{MOMENTS_WORKER_SHARE} of the workers' {size_text(worker_limit or 0)}"
         of_workers = f": {share}" if budget < MOMENTS_BUDGET else ""
     else:
         of_workers = ""
@@ -116,15 +117,25 @@ def choose_wide(
     return WideChoice(False, f"the moments pass on request ({sizes})")
 
 
-def check_wide_method(method: str, choice: WideChoice) -> WideChoice:
-    """``choice`` (:func:`choose_wide`), refusing a registered method that needs the p × p moments
-    when the wide path is taken (:class:`InputError` naming the methods that fit a wide table)."""
+def check_wide_method(method: str, choice: WideChoice, n_groups: int = 2, *, recorded: bool = False) -> WideChoice:
+    """``choice`` (:func:`choose_wide`), refusing when the wide path is taken a registered method
+    that needs the p × p moments, or ``n_groups`` > 2 (the methods that fit a wide table take
+    two), with :class:`InputError` naming the way out: ``--no-wide``, and a larger
+    ``--moments-budget`` unless the choice is the one ``recorded`` by ingest."""
     from fairpca_dist.solvers import wide_methods
 
-    if choice.wide and method in SOLVERS and not SOLVERS[method].wide:
+    if not choice.wide:
+        return choice
+    way = "--no-wide (wide=False)" if recorded else "--no-wide (wide=False) or a larger --moments-budget"
+    if n_groups > 2:
+        raise InputError(
+            f"no method fits a wide table of {n_groups} groups ({', '.join(wide_methods())} compares two; "
+            f"{choice.reason}): merge the groups into two, or fit from the p × p moments: {way}"
+        )
+    if method in SOLVERS and not SOLVERS[method].wide:
         raise InputError(
             f"method {method!r} needs the p × p moments, and this table is fitted the wide way ({choice.reason}); "
-            f"methods that fit a wide table: {wide_methods()}, or raise the budget (--moments-budget)"
+            f"use {', '.join(wide_methods())}, or {way}"
         )
     return choice
 

@@ -162,13 +162,15 @@ def test_the_wide_path_is_chosen_by_the_budget_or_on_request():
     assert choose_wide(10, 2, wide=True).wide and not choose_wide(10**5, 2, wide=False).wide
     assert MOMENTS_BUDGET == 10**9
     assert "20,000 features would take 6.4 GB (budget 1 GB)" in choose_wide(20_000, 2).reason
-    with pytest.raises(InputError, match="method 'mm' needs the p × p moments.*--moments-budget"):
+    with pytest.raises(InputError, match="method 'mm' needs the p × p moments.*--no-wide.*--moments-budget"):
         check_wide_method("mm", choose_wide(20_000, 2))
+    with pytest.raises(InputError, match="no method fits a wide table of 3 groups.*merge the groups"):
+        check_wide_method("fnpm-streaming", choose_wide(20_000, 3), 3)
     assert check_wide_method("mm", choose_wide(20, 2)).wide is False
     with pytest.raises(InputError, match="positive number of bytes"):
         choose_wide(10, 2, budget=0)
-    on_workers = choose_wide(3_000, 2, worker_limit=10**9)  # 144 MB > a tenth of 1 GB workers
-    assert on_workers.wide and "(budget 100 MB: 10% of the workers' 1 GB)" in on_workers.reason
+    on_workers = choose_wide(3_000, 2, worker_limit=10**9)  # 144 MB > 1/11 of 1 GB workers
+    assert on_workers.wide and "(budget 91 MB: 1/11 of the workers' 1 GB)" in on_workers.reason
     assert not choose_wide(2_000, 2, worker_limit=10**9).wide  # 64 MB
     assert not choose_wide(3_000, 2, worker_limit=10**9, budget=2 * 10**8).wide  # a budget given wins
 
@@ -208,7 +210,7 @@ def test_wide_table_fit_and_report_equal_the_in_memory_path(wide_table, rows):
         tables[True], folder / "model", method="fnpm-streaming", n_components=3, random_state=0, announce=said.append
     )
     reason = json.loads((tables[True] / "schema.json").read_text())["wide_reason"]
-    assert said == [f"fit: the table was ingested the wide way ({reason})"]
+    assert said == [f"fit: as ingested: {reason}"]
     x, labels = rows
     full = GroupMoments.from_arrays(x, labels, feature_names=[f"f{j}" for j in range(P)])
     memory = fit_projection(

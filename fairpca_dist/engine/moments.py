@@ -583,12 +583,12 @@ class GroupMoments:
                 "cannot merge moments over different features: "
                 + differences("the first", self.feature_names, "the second", other.feature_names)
             )
-        if other.is_diagonal != self.is_diagonal:
-            raise InputError("cannot merge p × p moments with diagonal-only ones: take .diagonal() of the first")
         if not self.groups:
             return other
         if not other.groups:
             return self
+        if other.is_diagonal != self.is_diagonal:
+            raise InputError("cannot merge p × p moments with diagonal-only ones: take .diagonal() of the first")
         groups = sorted_labels(self.groups + other.groups)
         k, p = len(groups), self.n_features
         count = np.zeros(k, dtype=np.int64)

@@ -543,6 +543,8 @@ def compute_file_moments(
     scatter (:attr:`GroupMoments.is_diagonal`: k × p numbers, for a wide table).
     """
     _check_split_every(split_every)
+    if not paths:
+        return []
     if not diagonal:  # each file's moments wait on the workers for the pass's end: held ≥ a merge's
         check_moments_memory(len(features), client, held=min(split_every, len(paths)) + 1)
     graphs = [

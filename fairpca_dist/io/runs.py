@@ -12,6 +12,7 @@ import contextlib
 import os
 from typing import Any
 
+from fairpca_dist.engine.passes import smallest_worker_limit
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.io.atomic import check_output, input_paths, output_lock
@@ -89,7 +90,9 @@ def check_run(
         read_options=read_options,
         storage_options=storage_options,
     )
-    check_wide_method(method, choose_wide(n_features, 2, wide=wide, budget=moments_budget))
+    asked = dask_address and wide is None and moments_budget is None  # ingest will ask the workers too
+    limit = smallest_worker_limit(dask_address) if asked else None
+    check_wide_method(method, choose_wide(n_features, 2, wide=wide, budget=moments_budget, worker_limit=limit))
 
 
 def check_run_folder(root: Location, source: str, overwrite: bool, storage_options: dict[str, Any] | None) -> None:

@@ -53,8 +53,9 @@ which :func:`~fairpca_dist.solvers.result.make_projection` takes from Σ_g other
 rows too: each pass also multiplies, per group, a block B_g of r + s columns, a block power
 iteration on Σ_g (about the model's centre) whose top-r Ritz values give β_g(r), and gives
 tr(VᵀΣ_gV) at the pass's V; loss_g = β_g(r) − tr(VᵀΣ_gV) and err_g = tr Σ_g − tr(VᵀΣ_gV) (tr Σ_g
-from the diagonals). The fit then also waits for every β_g to move by at most ``tol`` (relative)
-between passes; q grows by k(r + s) columns.
+from the diagonals). V's test decides the status; the passes then go on (up to ``max_iter``) until
+every β_g moves by at most ``tol`` (relative), ``details["best_settled"]`` says whether they did;
+q grows by k(r + s) columns.
 
 Where both run, the result is ``"fnpm"``'s subspace to the tolerance above
 (tests/solvers/test_fnpm_streaming.py). The public code's streaming form differs from its own
@@ -246,8 +247,10 @@ def solve(
         if per_group is not None:
             at_v = products[:, :, at_block] @ turn[:, :r]  # S_g V
             spectra_settled = per_group.update(products[:, :, at_block.stop :], components, at_v, tol)
-        if unfair_changes[-1] <= tol and components_changes[-1] <= tol and spectra_settled:
-            status = "converged"
+        # V's test decides the status, as from the p × p moments; on a wide table the passes go on,
+        # up to max_iter, until the β_g of the group losses settle too (details["best_settled"])
+        status = "converged" if unfair_changes[-1] <= tol and components_changes[-1] <= tol else "max_iter"
+        if status == "converged" and spectra_settled:
             break
         # the next blocks: a power step on each, in Ritz order
         block_v = _orthonormal(_project_out(sigma_shrunk @ turn, basis, tradeoff))
@@ -258,7 +261,7 @@ def solve(
     details = details_of(unfair)
     details.update(unfair_change=unfair_changes, components_change=components_changes)
     if per_group is not None:
-        details.update(best_change=per_group.changes)
+        details.update(best_change=per_group.changes, best_settled=per_group.changes[-1] <= tol)
     return make_projection(
         moments,
         fix_signs(components),
@@ -288,8 +291,10 @@ class _GroupSpectra:
     """What the group losses need when the moments keep only their diagonal (a wide table):
     per group g, a block power iteration on C_g = S_g + w_g d_g d_gᵀ (d_g = μ_g − c_g, the
     model's centre) in the same passes, whose top-r Ritz values give β_g(r) = Σ_{i≤r} λ_i(C_g)/w_g,
-    and tr(VᵀC_gV)/w_g at each pass's V. Ritz values converge at the square of the blocks' rate,
-    so the test is |Δβ_g| ≤ tol·β_g; each block has r + s columns (s = ``oversample``)."""
+    and tr(VᵀC_gV)/w_g at each pass's V. Rayleigh–Ritz runs on span [B_g, V] (C_g V is in the
+    pass too), so β̂_g ≥ tr(VᵀC_gV)/w_g: no loss below zero. Ritz values converge at the square of
+    the blocks' rate, so the test is |Δβ_g| ≤ tol·β_g; each block has r + s columns (s =
+    ``oversample``)."""
 
     def __init__(self, moments: GroupMoments, center: Center, blocks: list[np.ndarray], n_components: int) -> None:
         self.weight = moments.weight
@@ -320,11 +325,18 @@ class _GroupSpectra:
         width = self.blocks[0].shape[1]
         before = self.best.copy()
         for g, block in enumerate(self.blocks):
-            times = self._covariance_times(g, products[g][:, g * width : (g + 1) * width], block)
-            values, rotations = _ritz(block, times)
+            at_v = self._covariance_times(g, at_components[g], components)  # Σ_g V
+            self.kept[g] = np.trace(components.T @ at_v)
+            # Rayleigh–Ritz on span [B_g, V] (Σ_g V is in the pass too): β̂_g ≥ tr(VᵀΣ_gV), no negative loss
+            both = np.column_stack([block, components])
+            basis, triangle = np.linalg.qr(both)
+            times = np.column_stack(
+                [self._covariance_times(g, products[g][:, g * width : (g + 1) * width], block), at_v]
+            )
+            times = np.linalg.solve(triangle.T, times.T).T  # Σ_g Q = Σ_g [B_g, V] R⁻¹
+            values, rotations = _ritz(basis, times)
             self.best[g] = values[: self.n_components].sum()
-            self.kept[g] = np.trace(components.T @ self._covariance_times(g, at_components[g], components))
-            self.blocks[g] = _orthonormal(times @ rotations)
+            self.blocks[g] = _orthonormal((times @ rotations)[:, :width])
         change = float(np.max(np.abs(self.best - before) / np.maximum(np.abs(self.best), np.finfo(float).tiny)))
         self.changes.append(1.0 if np.isnan(change) else change)
         return self.changes[-1] <= tol
