@@ -264,8 +264,8 @@ class TemporaryServer:
 
     def stop(self) -> None:
         """End the server: SIGTERM (uvicorn's graceful shutdown), SIGKILL after :data:`STOP_SECONDS`."""
-        self._close_report()
         if self.process is None:
+            self._close_report()
             return
         self.process.terminate()
         try:
@@ -275,6 +275,7 @@ class TemporaryServer:
             self.process.wait()
         finally:
             self.process = None
+            self._close_report()  # after its end: a report written to a closed pipe would fail there
 
 
 @contextlib.contextmanager
@@ -315,8 +316,8 @@ def _settle(report_fd: int) -> bool:
         os.environ.update({name: value for name, value in defaults.items() if name not in configured})
         prefect.context.refresh_global_settings_context()
         report["new_database"] = new_database(get_current_settings())
-    with os.fdopen(report_fd, "w") as channel:
-        json.dump(report, channel)
+    with contextlib.suppress(BrokenPipeError), os.fdopen(report_fd, "w") as channel:
+        json.dump(report, channel)  # unread if the command has gone on without it (a server launched again)
     return report["configured_api"] is None
 
 
