@@ -48,6 +48,7 @@ from fairpca_dist.wording import group_display_names  # noqa: E402
 _IMPORT_SECONDS = [time.perf_counter() - _LOADING]  # taken by the process's first command (_command)
 
 if TYPE_CHECKING:
+    from fairpca_dist.flows.api_server import TemporaryServer
     from fairpca_dist.flows.runtime import ApiServer
 
 __all__ = ["main"]
@@ -561,12 +562,16 @@ def _pipeline(
 ) -> int:
     """``fairpca pipeline``. ``launched``: an API server the caller (the demo) launched already, as
     the exit stack that stops it (left here, whatever happens) and its ``ready``
-    (:func:`fairpca_dist.flows.runtime.api_server`); without it, one is launched after the checks."""
-    from fairpca_dist.io.runs import check_run
+    (:func:`fairpca_dist.flows.runtime.api_server`); without it, one is launched first, before the checks
+    and the imports of Prefect and the flows, which overlap its start (on bad input, it is stopped)."""
+    from fairpca_dist.flows.api_server import launched_early
 
-    begun = time.perf_counter()
     stack, ready = launched or (contextlib.ExitStack(), None)
     with stack:  # leaving it stops the server, once the flows are done (counted in the time below)
+        early = None if ready else stack.enter_context(launched_early())
+        from fairpca_dist.io.runs import check_run
+
+        begun = time.perf_counter()
         print(
             f"fairpca pipeline: {args.method}, n_components={args.n_components}, groups by "
             f"{', '.join(args.sensitive_feature)}, on {args.source}"
@@ -592,9 +597,9 @@ def _pipeline(
             wide=args.wide,
             moments_budget=args.moments_budget,
         )
-        check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
+        check_run(**run)  # bad input fails here, in seconds, before Prefect is imported
         checks = time.perf_counter() - begun
-        ready = ready or stack.enter_context(_api_server())  # it starts while the flows are imported
+        ready = ready or stack.enter_context(_api_server(early))  # it starts while the flows are imported
         from fairpca_dist.flows.pipeline import pipeline
         from fairpca_dist.flows.steps import show_step_lines
 
@@ -623,11 +628,12 @@ def _pipeline(
     return 0
 
 
-def _api_server() -> contextlib.AbstractContextManager[Callable[[], ApiServer]]:
-    """:func:`fairpca_dist.flows.runtime.api_server`, announcing on standard output."""
+def _api_server(launched: TemporaryServer | None) -> contextlib.AbstractContextManager[Callable[[], ApiServer]]:
+    """:func:`fairpca_dist.flows.runtime.api_server` with the server ``launched`` early, announcing on
+    standard output."""
     from fairpca_dist.flows.runtime import api_server
 
-    return api_server(announce=lambda message: print(f"  prefect  {message}", flush=True))
+    return api_server(announce=lambda message: print(f"  prefect  {message}", flush=True), launched=launched)
 
 
 def _time_breakdown(total: float, imports: float, checks: float, server: float, steps: dict[str, float]) -> str:
@@ -644,22 +650,28 @@ def _time_breakdown(total: float, imports: float, checks: float, server: float, 
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from fairpca_dist.flows.runtime import check_configured_api
-    from fairpca_dist.io.storage import is_url, local_path
+    from fairpca_dist.flows.api_server import launched_early
 
-    check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
-    if is_url(args.runs_dir):
-        raise InputError(
-            f"--runs-dir {args.runs_dir}: the demo writes its table and runs to a local folder; on "
-            "object storage, run `fairpca pipeline SOURCE --runs-dir URL` on your own table"
-        )
-    check_configured_api()
-    run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
-    run_dir = Path(local_path(args.runs_dir)) / run_id
-    if run_dir.exists():  # the demo writes its source there: never over a file of the user's
-        raise InputError(f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)")
     with contextlib.ExitStack() as stack:
-        ready = stack.enter_context(_api_server())  # it starts while the demo writes its table and imports the flows
+        # first (bad input stops it): it starts while the demo imports Prefect and the flows, and writes its table
+        launched = stack.enter_context(launched_early())
+        from fairpca_dist.flows.runtime import check_configured_api
+        from fairpca_dist.io.storage import is_url, local_path
+
+        check_run_parameters(run_id=args.run_id or None)  # before the source is written into the run folder
+        if is_url(args.runs_dir):
+            raise InputError(
+                f"--runs-dir {args.runs_dir}: the demo writes its table and runs to a local folder; on "
+                "object storage, run `fairpca pipeline SOURCE --runs-dir URL` on your own table"
+            )
+        check_configured_api()
+        run_id = args.run_id or time.strftime("demo-%Y%m%d-%H%M%S")
+        run_dir = Path(local_path(args.runs_dir)) / run_id
+        if run_dir.exists():  # the demo writes its source there: never over a file of the user's
+            raise InputError(
+                f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)"
+            )
+        ready = stack.enter_context(_api_server(launched))
         writing = time.perf_counter()
         demo = _demo_pipeline_args(args, run_id, run_dir)
         demo.demo_table = time.perf_counter() - writing

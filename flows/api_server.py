@@ -26,7 +26,15 @@ environment, but
   the server exits by itself (SIGTERM to itself, uvicorn's graceful shutdown; a hard exit if
   that takes longer than :data:`GRACE_SECONDS`).
 - lighter: it registers no block types (:data:`LIGHT_START`, unless the user set otherwise), so
-  it imports no Prefect collection (prefect-dask, hence dask and distributed) at its start.
+  it imports no Prefect collection (prefect-dask, hence dask and distributed) at its start;
+- launchable before the command imports Prefect (``TemporaryServer(settle=True)``,
+  :func:`launched_early`): the server process then reads the user's Prefect settings itself,
+  reports what it found (an API of the user's: it exits at once; whether it creates its
+  database) and applies its defaults where the user has not set them, so that its start (3-5 s
+  of a core, mostly imports) overlaps the command's own imports (Prefect's 1.5-2 s among them);
+- warm when the flows first call it: as soon as it answers, it answers one request of the API
+  itself (:func:`_warm_up`), which builds FastAPI's routing tables (0.6-0.9 s at the first request
+  otherwise: FastAPI >= 0.139 builds them lazily), while the command is still busy.
 
 This module imports only the standard library at its top: the server process runs it by path
 (``python -P …/api_server.py``), without importing ``fairpca_dist`` (dask, pandas: 1.3 s), and
@@ -35,19 +43,34 @@ the command imports Prefect's server application nowhere.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
+import importlib.util
+import json
 import os
 import runpy
+import select
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["TemporaryServer", "main", "LIGHT_START", "POLL_SECONDS", "GRACE_SECONDS", "STOP_SECONDS"]
+__all__ = [
+    "TemporaryServer",
+    "launched_early",
+    "new_database",
+    "main",
+    "LIGHT_START",
+    "SERVER_DEFAULTS",
+    "POLL_SECONDS",
+    "GRACE_SECONDS",
+    "STOP_SECONDS",
+]
 
 POLL_SECONDS = 0.5
 """How often the server checks that its parent is alive."""
@@ -82,6 +105,26 @@ LIGHT_START: dict[str, str] = {
 """Settings of the temporary server that make its start lighter, each set only where the user has
 not set it (their settings of the same name win: :meth:`TemporaryServer.environment`)."""
 
+SERVER_DEFAULTS: dict[str, str] = {
+    # No usage telemetry from the temporary server (it fails offline and locks the database).
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+}
+"""Prefect's settings for a temporary server of this library, set only where the user has not set
+them; part of :data:`fairpca_dist.flows.runtime.PREFECT_DEFAULTS` (also for Prefect's own
+temporary server), applied by the server process itself when it settles its settings
+(:func:`_settle`)."""
+
+_WARM_UP_PATH = "/api/admin/version"  # behind almost every router of Prefect's API (API_ROUTERS' order)
+
+
+def new_database(settings: Any) -> bool:
+    """Whether a Prefect API server with these ``settings`` (Prefect's ``Settings``) creates its
+    SQLite database at its start: the default database, in the Prefect home, not there yet."""
+    database = Path(settings.home) / "prefect.db"
+    connection = settings.server.database.connection_url  # set by Prefect's defaults
+    url = connection.get_secret_value() if connection is not None else ""
+    return url.startswith("sqlite") and str(database) in url and not database.exists()
+
 
 def _free_port() -> int:
     """A TCP port of 127.0.0.1 that no one listens on now (the system's choice)."""
@@ -95,33 +138,44 @@ class TemporaryServer:
 
     ``launch()`` starts it, ``wait()`` returns once its API answers, ``stop()`` ends it. The
     command and its flows reach it by :attr:`api_url` (``PREFECT_API_URL``).
+
+    With ``settle``, it is launched without Prefect's settings (Prefect need not be imported):
+    the server process reads them itself, as the command would, and :meth:`settled` returns what
+    it found (:func:`_settle`).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, settle: bool = False) -> None:
+        self.settle = settle
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.launched = 0.0  # time.perf_counter() at the first launch
+        self._report: Any = None  # with settle: the pipe the server process writes its report to
+        self._report_fd: int | None = None  # its end in the server process
 
     @property
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/api"
 
     def command(self) -> list[str]:
-        """Prefect's server command, run under :func:`main` (this file, by path)."""
-        import prefect
-
+        """Prefect's server command, run under :func:`main` (this file, by path). Prefect's
+        location is looked up, not imported."""
+        spec = importlib.util.find_spec("prefect")
+        assert spec is not None and spec.origin is not None, "prefect is installed (fairpca_dist.flows checks)"
+        report = ("--report", str(self._report_fd)) if self._report_fd is not None else ()
         return [
-            *(sys.executable, "-P", str(Path(__file__).resolve()), str(os.getpid())),
-            *("-m", "uvicorn", "--app-dir", str(prefect.__module_path__.parent)),
+            *(sys.executable, "-P", str(Path(__file__).resolve()), str(os.getpid()), *report),
+            *("-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent)),
             *("--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port)),
             *_UVICORN_OPTIONS,
         ]
 
-    @staticmethod
-    def environment() -> dict[str, str]:
+    def environment(self) -> dict[str, str]:
         """Prefect's environment of its server: this process's, no UI, and the Prefect settings
         in effect here (those of the current settings context included); and the settings of
-        :data:`LIGHT_START` the user has not set."""
+        :data:`LIGHT_START` the user has not set. With ``settle``: this process's environment and
+        no UI (the server process settles the rest: :func:`_settle`)."""
+        if self.settle:
+            return {**os.environ, **_SERVER_ENVIRONMENT}
         from prefect.settings import get_current_settings
 
         settings = get_current_settings().to_environment_variables(exclude_unset=True)
@@ -130,8 +184,39 @@ class TemporaryServer:
     def launch(self) -> None:
         """Start the server process on a free port and return at once."""
         self.port = _free_port()
-        self.process = subprocess.Popen(self.command(), env=self.environment(), start_new_session=True)
+        self._close_report()
+        if self.settle:
+            read, self._report_fd = os.pipe()
+            self._report = os.fdopen(read, "rb")
+        try:
+            self.process = subprocess.Popen(
+                self.command(),
+                env=self.environment(),
+                start_new_session=True,
+                pass_fds=() if self._report_fd is None else (self._report_fd,),
+            )
+        finally:
+            if self._report_fd is not None:
+                os.close(self._report_fd)  # the server process has its copy
+                self._report_fd = None
         self.launched = self.launched or time.perf_counter()
+
+    def settled(self, timeout: float) -> dict[str, Any]:
+        """What a server launched with ``settle`` found in the user's Prefect settings (waited
+        for, up to ``timeout`` seconds; it reads them first thing): ``configured_api``, the URL
+        of an API the user configured (then it has exited), else None, and ``new_database``
+        (:func:`new_database`). Empty if the server said nothing (it exited, or took longer)."""
+        if self._report is None:
+            return {}
+        ready, _, _ = select.select([self._report], [], [], timeout)
+        text = self._report.read() if ready else b""  # to the end: the server closes its end after writing
+        self._close_report()
+        return dict(json.loads(text)) if text else {}
+
+    def _close_report(self) -> None:
+        if self._report is not None:
+            self._report.close()
+            self._report = None
 
     def wait(self, timeout: float) -> float:
         """Return the seconds since :meth:`launch` once the API answers its health check.
@@ -180,6 +265,7 @@ class TemporaryServer:
     def stop(self) -> None:
         """End the server: SIGTERM (uvicorn's graceful shutdown), SIGKILL after :data:`STOP_SECONDS`."""
         if self.process is None:
+            self._close_report()
             return
         self.process.terminate()
         try:
@@ -189,6 +275,71 @@ class TemporaryServer:
             self.process.wait()
         finally:
             self.process = None
+            self._close_report()  # after its end: a report written to a closed pipe would fail there
+
+
+@contextlib.contextmanager
+def launched_early() -> Iterator[TemporaryServer | None]:
+    """Launch the temporary server now, before this process imports Prefect
+    (``TemporaryServer(settle=True)``), and stop it on leaving; yield it, or None when
+    ``PREFECT_API_URL`` is in the environment (the user's API: nothing to launch).
+
+    For a command that runs flows: its imports (Prefect's, dask's, the flows': 3-6 s) then
+    overlap the server's start. Hand the server to
+    :func:`fairpca_dist.flows.runtime.api_server`, which uses it unless the user's Prefect
+    settings name an API (the server process, which saw that too, has exited then).
+    """
+    if os.environ.get("PREFECT_API_URL"):
+        yield None
+        return
+    server = TemporaryServer(settle=True)
+    server.launch()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _settle(report_fd: int) -> bool:
+    """In a server process launched with ``settle``: read the user's Prefect settings; unless they
+    name an API, apply :data:`SERVER_DEFAULTS` and :data:`LIGHT_START` where the user has not
+    set them; write to ``report_fd`` what was found (:meth:`TemporaryServer.settled`). Return
+    whether to start the server (no API of the user's)."""
+    import prefect.context
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    configured = settings.to_environment_variables(exclude_unset=True)  # the user's, by their variables' names
+    report: dict[str, Any] = {"configured_api": str(settings.api.url) if settings.api.url else None}
+    if report["configured_api"] is None:
+        defaults = {**SERVER_DEFAULTS, **LIGHT_START}
+        os.environ.update({name: value for name, value in defaults.items() if name not in configured})
+        prefect.context.refresh_global_settings_context()
+        report["new_database"] = new_database(get_current_settings())
+    with contextlib.suppress(BrokenPipeError), os.fdopen(report_fd, "w") as channel:
+        json.dump(report, channel)  # unread if the command has gone on without it (a server launched again)
+    return report["configured_api"] is None
+
+
+def _warm_up(port: int) -> None:
+    """Once the server on ``port`` answers its health check, ask its API one question
+    (:data:`_WARM_UP_PATH`): FastAPI builds its routing tables at the first request that goes
+    through them, which would otherwise be the first flow's."""
+    while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            connection.request("GET", "/api/health")
+            if connection.getresponse().status == 200:
+                connection.close()
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                connection.request("GET", _WARM_UP_PATH)
+                connection.getresponse().read()
+                return
+        except (OSError, http.client.HTTPException):  # not listening yet
+            pass
+        finally:
+            connection.close()
+        time.sleep(HEALTH_POLL_SECONDS)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -202,13 +353,25 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -P api_server.py PARENT_PID -m MODULE [ARGS...]``: run ``MODULE`` as
+    """``python -P api_server.py PARENT_PID [--report FD] -m MODULE [ARGS...]``: run ``MODULE`` as
     ``python -m MODULE ARGS...`` would, in this process, while a thread watches that
-    ``PARENT_PID`` is still its parent."""
-    parent, flag, module, *arguments = sys.argv[1:] if argv is None else argv
-    if flag != "-m":
-        raise SystemExit(f"usage: python -P {__file__} PARENT_PID -m MODULE [ARGS...]")
+    ``PARENT_PID`` is still its parent. With ``--report FD``, first settle Prefect's settings and
+    write what was found to the file descriptor ``FD`` (:func:`_settle`); exit if the user's
+    settings name an API. With ``--port PORT`` among ``ARGS``, the server is warmed up as it
+    starts (:func:`_warm_up`)."""
+    parent, *arguments = sys.argv[1:] if argv is None else argv
+    report = None
+    if arguments[:1] == ["--report"] and len(arguments) > 1:
+        report, *arguments = arguments[1:]
+    if arguments[:1] != ["-m"] or len(arguments) < 2:
+        raise SystemExit(f"usage: python -P {__file__} PARENT_PID [--report FD] -m MODULE [ARGS...]")
+    module, *arguments = arguments[1:]
     threading.Thread(target=_exit_with_parent, args=(int(parent),), name="exit-with-parent", daemon=True).start()
+    if report is not None and not _settle(int(report)):
+        return
+    if "--port" in arguments[:-1]:
+        port = int(arguments[arguments.index("--port") + 1])
+        threading.Thread(target=_warm_up, args=(port,), name="warm-up", daemon=True).start()
     sys.argv = [module, *arguments]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -15,11 +15,16 @@ defaults in :data:`PREFECT_DEFAULTS`. Nothing else of the user's Prefect configu
 touched; with ``PREFECT_API_URL`` set,
 flows run against that server and no temporary server starts.
 
-A command starts the temporary server itself, with :func:`api_server`, as early as it can, and
-does its own work (imports, checks) while the server starts: it says so, times it, and stops it
+A command starts the temporary server itself as early as it can, before it imports Prefect
+(:func:`fairpca_dist.flows.api_server.launched_early`), hands it to :func:`api_server` and does
+its own work (imports, checks) while the server starts: it says so, times it, and stops it
 when the command ends, interrupted or not (see :mod:`fairpca_dist.flows.api_server`). Its flows
 run there with the settings of :data:`TEMPORARY_SERVER_DEFAULTS` (again only where the user has
 not set them): what a server that stops with the command never reads is not sent.
+
+Importing this module sets up Prefect's logging (``prefect.main``): every flow module imports
+it, and the command imports it before anything imports distributed (Prefect's logging set up
+after distributed's drops distributed's log lines from ``fairpca pipeline -v``).
 """
 
 from __future__ import annotations
@@ -31,10 +36,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+import prefect.main  # noqa: F401  (Prefect's logging: see above)
 from prefect import Flow
+
+from fairpca_dist.flows.api_server import SERVER_DEFAULTS, TemporaryServer
+from fairpca_dist.flows.api_server import new_database as _new_database
 
 __all__ = [
     "PREFECT_DEFAULTS",
@@ -52,7 +60,7 @@ PREFECT_DEFAULTS: dict[str, str] = {
     # Wait up to 3 minutes for the temporary server (first start: database creation).
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     # No usage telemetry from the temporary server (it fails offline and locks the database).
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    **SERVER_DEFAULTS,
 }
 
 
@@ -202,9 +210,14 @@ def _unset_defaults(defaults: dict[str, Any]) -> dict[Any, Any]:
 
 
 @contextlib.contextmanager
-def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callable[[], ApiServer]]:
+def api_server(
+    announce: Callable[[str], None] | None = None, *, launched: TemporaryServer | None = None
+) -> Iterator[Callable[[], ApiServer]]:
     """Launch Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one, and
     stop it on leaving; yield ``ready``, which waits until the API answers and describes it.
+    ``launched``: a temporary server the command launched before it imported Prefect
+    (:func:`fairpca_dist.flows.api_server.launched_early`), used instead of a new one, and
+    stopped on leaving, or at once when the user's settings name an API.
 
     The server starts beside the command: call ``ready()`` when the flows are about to run,
     after the command's own imports and checks (the temporary server takes 1.5-3 s to start,
@@ -231,6 +244,8 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
     apply_prefect_defaults()
     settings = get_current_settings()
     configured = settings.api.url or _running_prefect_server()
+    if configured and launched is not None:
+        launched.stop()  # not needed (it saw the user's API too, and exited)
     if configured:
 
         def check() -> ApiServer:
@@ -240,16 +255,13 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
 
         yield check
         return
-    from fairpca_dist.flows.api_server import TemporaryServer
-
-    database = Path(settings.home) / "prefect.db"
-    connection = settings.server.database.connection_url  # set by Prefect's defaults
-    url = connection.get_secret_value() if connection is not None else ""
-    new_database = url.startswith("sqlite") and str(database) in url and not database.exists()
+    timeout = settings.server.ephemeral.startup_timeout_seconds
+    server = launched or TemporaryServer()
+    # a launched server has looked at its database already (and may have created it since)
+    new_database = bool(server.settled(timeout).get("new_database")) if launched else _new_database(settings)
     if announce is not None:
         first = f" (first run: creating its database in {settings.home}, ~10-30 s)" if new_database else ""
         announce(f"starting a temporary API server{first} ...")
-    server = TemporaryServer()
     found: list[ApiServer] = []
     with contextlib.ExitStack() as stack:
 
@@ -257,7 +269,7 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
             if not found:
                 _import_first_run_modules()  # while the server may still be starting
                 waiting = time.perf_counter()
-                seconds = server.wait(settings.server.ephemeral.startup_timeout_seconds)
+                seconds = server.wait(timeout)
                 found.append(ApiServer(server.api_url, True, seconds, new_database, time.perf_counter() - waiting))
                 # Threads Prefect starts without this context read the global settings: they get the URL too.
                 os.environ["PREFECT_API_URL"] = server.api_url
@@ -272,7 +284,8 @@ def api_server(announce: Callable[[str], None] | None = None) -> Iterator[Callab
             _drain_prefect_workers()
 
         stack.callback(_restore_environment, "PREFECT_API_URL", os.environ.get("PREFECT_API_URL"))
-        server.launch()  # an interrupt from here on stops it too
+        if launched is None:
+            server.launch()  # an interrupt from here on stops it too
         stack.callback(server.stop)
         stack.callback(send_what_is_held)
         yield ready

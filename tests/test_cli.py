@@ -477,7 +477,9 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
         given.update(parameters)
         raise FairPCAError("stopped by the test")
 
-    monkeypatch.setattr(fairpca_dist.flows.runtime, "api_server", lambda announce: contextlib.nullcontext(Server))
+    monkeypatch.setattr(
+        fairpca_dist.flows.runtime, "api_server", lambda announce, launched: contextlib.nullcontext(Server)
+    )
     monkeypatch.setattr(fairpca_dist.flows.pipeline, "pipeline", pipeline)
     monkeypatch.setattr(_Console, "quiet_prefect", lambda self: None)
     assert (

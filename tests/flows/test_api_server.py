@@ -78,7 +78,7 @@ def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
 
     refresh_global_settings_context()
     try:
-        environment = TemporaryServer.environment()
+        environment = TemporaryServer().environment()
     finally:
         monkeypatch.undo()
         refresh_global_settings_context()
@@ -190,3 +190,129 @@ def test_logs_to_a_stopped_server_are_dropped_and_others_sent(monkeypatch):
         with temporary_settings(updates={PREFECT_API_URL: url}):
             handlers.emit_api_log({"message": f"to {url}"})
     assert sent == [("http://127.0.0.1:2/api", "to http://127.0.0.1:2/api")]
+
+
+# Serves HTTP on the port given (uvicorn's place) and prints, one per line, the paths asked for
+# and the Prefect settings it was given, exiting after the warm-up question.
+RECORDING_SERVER = """
+import http.server, os, sys
+from fairpca_dist.flows.api_server import _WARM_UP_PATH
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        print(self.path, flush=True)
+        self.send_response(200)
+        self.end_headers()
+        if self.path == _WARM_UP_PATH:
+            names = ("PREFECT_SERVER_ANALYTICS_ENABLED", "PREFECT_SERVER_REGISTER_BLOCKS_ON_START")
+            print(*(os.environ.get(name) for name in names), flush=True)
+            os._exit(0)
+
+    def log_message(self, *args):
+        pass
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[sys.argv.index("--port") + 1])), Recorder).serve_forever()
+"""
+
+
+def _settling_server(tmp_path: Path, **settings: str) -> dict:
+    """What a server launched with ``settle`` reported, in an environment with no Prefect setting
+    but ``settings`` and a new Prefect home, running RECORDING_SERVER as its module (which prints)."""
+    (tmp_path / "recording_server.py").write_text(RECORDING_SERVER)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(tmp_path), **settings)
+    server = TemporaryServer(settle=True)
+    server.command = lambda: [
+        *TemporaryServer.command(server)[:6],
+        "-m",
+        "recording_server",
+        "--port",
+        str(server.port),
+    ]
+    server.environment = lambda: env
+    try:
+        server.launch()
+        report = server.settled(timeout=120)
+        assert server.process is not None
+        server.process.wait(timeout=120)  # RECORDING_SERVER exits after the warm-up question
+    finally:
+        server.stop()
+    return report
+
+
+def test_a_server_launched_before_prefect_settles_its_settings_and_warms_up(tmp_path, capfd):
+    """Launched without Prefect's settings, the server process reads them, applies its defaults
+    where the user has not set them, reports a new database, and asks its API one question
+    once it answers its health check."""
+    assert _settling_server(tmp_path) == {"configured_api": None, "new_database": True}
+    printed = capfd.readouterr().out.splitlines()
+    assert printed[-2:] == [api_server._WARM_UP_PATH, "false false"] and set(printed[:-2]) == {"/api/health"}
+
+    _settling_server(tmp_path, PREFECT_SERVER_REGISTER_BLOCKS_ON_START="true")
+    assert capfd.readouterr().out.splitlines()[-1] == "false true"  # the user's setting kept
+
+
+def test_a_server_launched_before_prefect_exits_on_an_api_of_the_users(tmp_path, capfd):
+    """An API named in the user's Prefect profile (not in the environment, where launched_early
+    looks): the server process says so and exits without starting the server."""
+    home = tmp_path / "prefect-home"
+    home.mkdir()
+    (home / "profiles.toml").write_text(
+        'active = "mine"\n[profiles.mine]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+    )
+    assert _settling_server(tmp_path) == {"configured_api": "http://127.0.0.1:9/api"}
+    assert capfd.readouterr().out == ""  # the module (the server) never ran
+
+
+def test_launched_early_leaves_an_api_in_the_environment_alone(monkeypatch):
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    with api_server.launched_early() as server:
+        assert server is None
+
+
+def test_api_server_uses_the_server_launched_early_unless_the_users_settings_name_an_api(tmp_path):
+    """runtime.api_server(launched=...) uses that server (not a new one: no launch), tells of its
+    database as the server process reported it, and stops it on leaving; with an API in the
+    user's settings it stops it at once and uses the user's. Stubbed: no server starts."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from fairpca_dist.flows.api_server import TemporaryServer
+        from fairpca_dist.flows.runtime import api_server
+
+        class Launched(TemporaryServer):
+            def launch(self):
+                print("launched")
+            def settled(self, timeout):
+                return {"configured_api": None, "new_database": True}
+            def wait(self, timeout):
+                return 2.5
+            def stop(self):
+                print("stopped")
+
+        server = Launched(settle=True)
+        server.port = 4242
+        with api_server(print, launched=server) as ready:
+            print(ready().describe())
+        """
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / "prefect-home"
+    assert done.stdout.splitlines() == [
+        f"starting a temporary API server (first run: creating its database in {home}, ~10-30 s) ...",
+        "temporary Prefect API server started in 2.5 s, database created (first run)",
+        "stopped",
+    ]
+    env["PREFECT_API_URL"] = "http://127.0.0.1:9/api"  # the user's (ready() is not called: no check)
+    done = subprocess.run(
+        [sys.executable, "-c", code.replace("print(ready().describe())", "print('inside')")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["stopped", "inside"]
