@@ -422,7 +422,12 @@ def write_table_report(
     check_output(report_dir, inputs, kind="folder", marker=REPORT_FILE, storage_options=storage_options)
     model, moments = _fitted_for_report(model_dir, table_dir, storage_options)
     largest = curve_length(max_components, moments.n_features, model)
-    if announce is not None:
+    if announce is not None and moments.is_diagonal:
+        announce(
+            f"report: a wide table: PCA fitted by passes over the rows, curves at r = {model.n_components}.."
+            f"{largest} (--max-components sets the largest r), no RBF-kernel MMD² or downstream check"
+        )
+    elif announce is not None:
         announce(
             f"report: {refitted_methods(model.method)} refitted at r = 1..{largest} for the curves "
             f"(--max-components sets the largest r), RBF-kernel MMD² {rbf_mmd} (--rbf-mmd none skips it)"

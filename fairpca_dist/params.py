@@ -31,6 +31,7 @@ __all__ = [
     "WideChoice",
     "choose_wide",
     "check_wide_method",
+    "check_narrow",
 ]
 
 RBF_MMD_CHOICES = ("auto", "exact", "rff", "none")
@@ -138,6 +139,18 @@ def check_wide_method(method: str, choice: WideChoice, n_groups: int = 2, *, rec
             f"use {', '.join(wide_methods())}, or {way}"
         )
     return choice
+
+
+def check_narrow(what: str, choice: WideChoice, way: str = "") -> None:
+    """Refuse a wide table (``choice``) to ``what`` needs the p × p moments of every cell
+    (evaluate, compare), in one line naming what fits a wide table, and ``way`` (another way out)."""
+    from fairpca_dist.solvers import wide_methods
+
+    if choice.wide:
+        raise InputError(
+            f"{what}: the p × p moments of every cell are needed, and this table is wide ({choice.reason}); "
+            f"fit and report it with {', '.join(wide_methods())} instead{way}"
+        )
 
 
 def check_run_parameters(

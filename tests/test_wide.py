@@ -312,3 +312,29 @@ def test_subspace_distance_equals_the_norm_of_the_projectors_difference_without_
         expected = np.linalg.norm(qa @ qa.T - qb @ qb.T, ord=2)
         assert subspace_distance(a, b) == pytest.approx(expected, abs=1e-12)
     assert subspace_distance(a, a) < 1e-12
+
+
+def test_the_fit_follows_ingest_both_ways_and_evaluate_refuses_a_wide_table(wide_table, tmp_path):
+    """A table ingested narrow is fitted from its p × p moments whatever the budget would say now
+    (no row read again), one ingested wide is fitted the wide way; --no-wide overrides; evaluate
+    refuses the wide one by name."""
+    from fairpca_dist.assessment.table_evaluation import evaluate_table
+    from fairpca_dist.fitting import cached_table_moments
+
+    folder, tables = wide_table
+    narrow = fit_table(tables[False], tmp_path / "narrow", method="pca", n_components=2)
+    assert not load_fitted(tmp_path / "narrow")[1].is_diagonal and narrow.method == "pca"
+    forced = fit_table(tables[True], tmp_path / "forced", method="pca", n_components=2, wide=False)
+    assert not load_fitted(tmp_path / "forced")[1].is_diagonal and forced.method == "pca"
+    with pytest.raises(
+        InputError, match="method 'pca' needs the p × p moments.*as ingested.*--no-wide \\(wide=False\\)$"
+    ):
+        fit_table(tables[True], tmp_path / "refused", method="pca", n_components=2)
+    roles = {"sensitive_feature": ["sex"], "features": [f"f{j}" for j in range(P)]}
+    assert cached_table_moments(tables[True], None, diagonal=True, **roles)[2] == 0  # ingest's, no rows read
+    with pytest.raises(
+        InputError,
+        match="evaluate and compare: the p × p moments of every cell are needed.*ingest it again with --no-wide",
+    ):
+        evaluate_table(tables[True], tmp_path / "evaluation", methods=["pca"], n_components=2)
+    assert compute_file_moments([], sensitive_feature="sex", features=roles["features"]) == []

@@ -282,7 +282,9 @@ def build_report(
         raise InputError(f"rbf_mmd={rbf_mmd!r} reads the rows: pass passes= (or rbf_mmd='none')")
     names = group_display_names(moments.groups, model.group_columns, group_names)
     _check_refittable(model)
-    asked = range(1, curve_length(max_components, moments.n_features, model) + 1)
+    # a wide table's curves start at the model's r: each r below costs two fits by passes over the rows
+    first = model.n_components if moments.is_diagonal else 1
+    asked = range(first, curve_length(max_components, moments.n_features, model) + 1)
     own = SOLVERS[model.method].criterion_of(model.options)
     working = moments.rescaled(model.scale)
     arms = {"pca": _pca(moments, model, model.n_components, passes), "fair": model}
@@ -961,7 +963,7 @@ def _document_blocks(report: dict) -> list[Block]:
         *_rbf_mmd_blocks(report, labels),
         Heading(2, "Against the number of components"),
         Paragraph(
-            f"Both methods refitted at every r = 1..{curves['n_components'][-1]}: {criterion.title} "
+            f"Both methods refitted at {_ranks_text(curves['n_components'])}: {criterion.title} "
             f"({_direction(criterion.better, criterion.fairness)}) and the explained-variance ratio (EVR) of "
             f"all rows.{_curves_end(report)}"
         ),
@@ -991,11 +993,21 @@ def _document_blocks(report: dict) -> list[Block]:
     ]
 
 
+def _ranks_text(ranks: list[int]) -> str:
+    """``"every r = 1..10"``, or ``"r = 3"`` for one."""
+    return f"r = {ranks[0]}" if len(ranks) == 1 else f"every r = {ranks[0]}..{ranks[-1]}"
+
+
 def _curves_end(report: dict) -> str:
     """Why the curves end where they do, when that is not the r asked for: the method failed at
     the next r, or it is slow to refit and stopped at the model's r by default."""
     curves, method = report["curves"], report["model"]["method"]
     stopped, last = curves["stopped"], curves["n_components"][-1]
+    if curves["n_components"][0] > 1:
+        return (
+            f" They start at the model's r = {curves['n_components'][0]}: on a wide table every r costs two fits "
+            "by passes over the rows; ask for more with max_components (`fairpca report --max-components`)."
+        )
     if stopped:
         return (
             f" The curves end at r = {last}: {method} could not be fitted at r = {stopped['at']}: {stopped['reason']}."

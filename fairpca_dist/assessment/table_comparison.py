@@ -27,6 +27,7 @@ from fairpca_dist.exceptions import SchemaError
 from fairpca_dist.io.atomic import check_output
 from fairpca_dist.io.ingest import read_schema, table_source
 from fairpca_dist.io.storage import StorageOptions
+from fairpca_dist.params import check_narrow, choose_wide
 from fairpca_dist.wording import listed
 
 __all__ = ["compare", "compare_table"]
@@ -144,6 +145,7 @@ def compare(
         raise SchemaError(f"target column {target!r} is not in the data; it has {columns}")
     features = [name for name in table.features if name != target]
     check_comparison(methods, n_components, len(features), center=center, target=target)
+    check_narrow("compare", choose_wide(len(features), 2))
     plan_splits(range(n_cells), n_splits=1, train_fraction=train_fraction, n_folds=2)
     exclude = [target] if target is not None else []
     moments = cast(  # compute_moments(cells=...) gives CellMoments

@@ -24,6 +24,7 @@ from fairpca_dist.fitting import file_fingerprint, moments_cache, table_files
 from fairpca_dist.io.atomic import atomic_directory, atomic_file, check_output, input_paths
 from fairpca_dist.io.ingest import read_schema, table_source
 from fairpca_dist.io.storage import Location, StorageOptions, as_given
+from fairpca_dist.params import WideChoice, check_narrow
 
 try:  # the [report] extra
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -116,6 +117,9 @@ def cached_cell_moments(
     ``<table_dir>/../.moments-cache``, next to the fit's per-file moments).
     """
     schema = read_schema(table_dir, storage_options)
+    if schema.get("wide"):
+        choice = WideChoice(True, f"as ingested: {schema['wide_reason']}")
+        check_narrow("evaluate and compare", choice, ", or ingest it again with --no-wide (wide=False)")
     path = cell_moments_cache_path(table_dir, cache_dir, cells, storage_options)
     if path.isfile():
         return CellMoments.load(path), path
