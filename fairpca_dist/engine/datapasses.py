@@ -235,12 +235,20 @@ class GroupSample:
         return cls(tuple(groups), size, x, codes, weights, row_keys(x, seed)).kept()
 
     def kept(self) -> Self:
-        """The ``size`` rows of smallest key of each group, sorted by (group, key, weight)."""
-        by = (self.keys, self.codes) if self.weights is None else (self.weights, self.keys, self.codes)
-        order = np.lexsort(by)  # the last is the primary key
-        codes = self.codes[order]
-        rank = np.arange(codes.size) - np.searchsorted(codes, codes, side="left")  # rank within the group
-        keep = order[rank < self.size]
+        """The ``size`` rows of smallest key of each group, sorted by (group, key, weight): each
+        group's rows are cut at its ``size``-th smallest key first (a partial sort, ties kept),
+        then only those are sorted."""
+        present = np.flatnonzero(np.bincount(self.codes, minlength=len(self.groups)))
+        chosen = [np.zeros(0, dtype=np.intp)]
+        for code in present.tolist():
+            members = np.flatnonzero(self.codes == code)
+            if members.size > self.size:
+                cut = np.partition(self.keys[members], self.size - 1)[self.size - 1]
+                members = members[self.keys[members] <= cut]
+            by = self.keys[members] if self.weights is None else (self.weights[members], self.keys[members])
+            order = np.argsort(by, kind="stable") if self.weights is None else np.lexsort(by)
+            chosen.append(members[order[: self.size]])
+        keep = np.concatenate(chosen)
         weights = None if self.weights is None else self.weights[keep]
         return type(self)(self.groups, self.size, self.x[keep], self.codes[keep], weights, self.keys[keep])
 
@@ -299,7 +307,7 @@ def l1_block_sums_sampled(
     )
 
 
-_Sums = TypeVar("_Sums", bound=L1Sums | SampledL1Sums)
+_Sums = TypeVar("_Sums", bound=L1Sums)
 
 
 def _identity(z: np.ndarray) -> np.ndarray:
@@ -493,8 +501,8 @@ class ArrayPasses:
         return view
 
     def _group_sums(self, block_sums: Callable[..., _Sums], components: np.ndarray, centers: np.ndarray) -> _Sums:
-        """``block_sums`` (:func:`l1_block_sums`, :func:`l1_block_sums_sampled` or
-        :func:`scatter_block_products`) over every block of rows, merged: one pass."""
+        """``block_sums`` (:func:`l1_block_sums` or :func:`scatter_block_products`) over every
+        block of rows, merged: one pass."""
         self._counter.next()
         by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
         components = np.asarray(components, dtype=np.float64)
@@ -527,12 +535,10 @@ class ArrayPasses:
         self, components: np.ndarray, centers: np.ndarray, max_rows_per_group: int, seed: int
     ) -> tuple[L1Sums, ArrayPasses]:
         check_sample_size(max_rows_per_group)
-        total = self._group_sums(
-            functools.partial(l1_block_sums_sampled, max_rows_per_group=max_rows_per_group, seed=seed),
-            components,
-            centers,
-        )
-        return total.sums, total.sample.passes(self.scale)
+        sums = self._group_sums(l1_block_sums, components, centers)  # the pass
+        # the same rows as the per-block samples merged (bottom-k is exact), drawn at once
+        sample = GroupSample.of_rows(self.x, self.codes, self.groups, self.weights, max_rows_per_group, seed)
+        return sums, sample.passes(self.scale)
 
     def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
         """Row ranges and their rows z = x / scale − origin, a bounded block at a time (one
