@@ -21,12 +21,13 @@ What it does and measures:
 6. ``fit_projection(moments, r, method="mm-robust", passes=table_passes(...), n_restarts=1,
    max_iter=200)``, all from the ``mm`` start (the paper's), library tol: the previous default
    (``sample_rows=None``: over-relaxed steps, an accepted step one pass, a refused one two),
-   then the library default (sample-preconditioned steps: two passes draw the in-memory
-   sample, then one pass per accepted step, two per refused one) ``--fit-repeats`` times, and
+   then the library default (sample-preconditioned steps: the pass at the ``mm`` start also
+   draws the in-memory sample, then one pass per accepted step, two per refused one)
+   ``--fit-repeats`` times, and
    with ``--plain`` first ``accelerate=False`` (the paper's Algorithm 4 step for step). For
-   each: total wall time, passes over the full rows (``certificate["passes"]``, the sample's
-   draw included), refused steps, status, final ℓ1 objective, the wall time of every
-   ``l1_sums`` pass and of the sample's draw (the passes object is wrapped to time them), the
+   each: total wall time, passes over the full rows (``certificate["passes"]``), refused steps,
+   status, final ℓ1 objective, the wall time of every ``l1_sums`` pass and of the first pass
+   (``l1_sums_sampled`` when it draws the sample; the passes object is wrapped to time them), the
    work on the in-memory sample (``certificate["sample_evaluations"]``), time per pass, rows/s,
    the ratio median pass time / median moments-pass time (expectation: about 1) and the
    driver's share (total − time inside passes, over total). Library defaults otherwise
@@ -35,7 +36,8 @@ What it does and measures:
 ``--previous-from results.json`` takes the over-relaxed fit from an earlier run of this script
 on the same table (same ``--rows``, ``--features``, ``--r``, ``--seed``) instead of fitting it
 again (~18 min at 10M rows): its path is deterministic, so its passes and objective are those
-this run would get, and the file says its wall time and load are the earlier run's.
+this run would get, and the file says its wall time and load are the earlier run's. That
+file's default fits are shown too, as "before" (the default of the commit that wrote it).
 
 Writes results/mm_robust_scale.{md,json} (``--name``); the table is deleted at the end unless
 ``--keep`` (``--reuse`` reads a kept table of the same size).
@@ -70,8 +72,9 @@ RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
 
 
 class TimedPasses:
-    """Wraps a DataPasses: times every ``l1_sums`` call and the sample's draw (shared logs
-    across ``rescaled`` views); the pass count is the wrapped object's."""
+    """Wraps a DataPasses: times every ``l1_sums`` and ``l1_sums_sampled`` call (shared logs
+    across ``rescaled`` views; the latter's also in ``sample_log``); the pass count is the
+    wrapped object's."""
 
     def __init__(self, inner, log: list[float], sample_log: list[float]):
         self.inner, self.log, self.sample_log, self.groups = inner, log, sample_log, inner.groups
@@ -89,10 +92,11 @@ class TimedPasses:
         self.log.append(time.perf_counter() - started)
         return out
 
-    def sample(self, max_rows_per_group, seed):
+    def l1_sums_sampled(self, components, centers, max_rows_per_group, seed):
         started = time.perf_counter()
-        out = self.inner.sample(max_rows_per_group, seed)
-        self.sample_log.append(time.perf_counter() - started)
+        out = self.inner.l1_sums_sampled(components, centers, max_rows_per_group, seed)
+        self.log.append(time.perf_counter() - started)
+        self.sample_log.append(self.log[-1])
         return out
 
 
@@ -140,7 +144,7 @@ def fit_robust(moments, passes_factory, r: int, kind: str, seed: int, rows: int,
         )
     total = time.perf_counter() - started
     made = int(model.certificate["passes"])
-    in_passes = float(np.sum(log) + np.sum(sample_log))
+    in_passes = float(np.sum(log))
     history = np.asarray(model.objective_history, dtype=float)
     return {
         "label": LABELS[kind],
@@ -153,8 +157,7 @@ def fit_robust(moments, passes_factory, r: int, kind: str, seed: int, rows: int,
         "seconds": total,
         "passes": made,
         "l1_passes": len(log),
-        "sample_passes": int(model.certificate["sample_passes"]),
-        "sample_seconds": float(np.sum(sample_log)),
+        "sampled_pass_seconds": float(np.sum(sample_log)),
         "sample_rows": int(model.certificate["sample_rows"]),
         "sample_evaluations": int(model.certificate["sample_evaluations"]),
         "n_iter": int(model.n_iter),
@@ -258,14 +261,14 @@ def main() -> None:
             result["ratio_single_l1_to_moments"] = result["single_l1_pass_seconds"]["median"] / moments_s
 
             kinds = (["plain"] if args.plain else []) + ([] if previous else ["overrelaxed"])
-            fits = [previous] if previous else []
+            fits = previous or []
             for kind in kinds + ["sampled"] * args.fit_repeats:
                 print(f"mm-robust {LABELS[kind]} (n_restarts=1, max_iter={MAX_ITER}) ...", flush=True)
                 fits.append(fit_robust(moments, factory, args.r, kind, args.seed, n, moments_s))
                 f = fits[-1]
                 print(
                     f"  {f['seconds']:.1f} s, {f['passes']} passes ({f['n_iter']} iterations, "
-                    f"{f['refused_steps']} refused, {f['sample_passes']} drawing the sample), {f['status']}, "
+                    f"{f['refused_steps']} refused), {f['status']}, "
                     f"objective {f['objective_final']:.8g}, {f['sample_evaluations']} sample evaluations, "
                     f"median pass / moments {f['ratio_median_pass_to_moments']:.2f}",
                     flush=True,
@@ -300,17 +303,25 @@ def main() -> None:
     write(result, args.results, args.name)
 
 
-def reused_previous(path: Path, args: argparse.Namespace) -> dict:
-    """The over-relaxed fit of an earlier results json of this script, refused unless it ran on
-    the same table and r."""
+def reused_previous(path: Path, args: argparse.Namespace) -> list[dict]:
+    """The over-relaxed fit of an earlier results json of this script (kept as that file says
+    where it came from), and its default fits as "before", refused unless it ran on the same
+    table and r."""
     earlier = json.loads(path.read_text())
     same = {"rows": args.rows, "features": args.features, "r": args.r, "seed": args.seed}
     earlier.setdefault("seed", None if "--seed" in earlier["command"] else 0)  # files written before it was kept
     if any(earlier[key] != value for key, value in same.items()):
         raise SystemExit(f"{path} is not a run on the same table: {same}")
-    fit = next(f for f in earlier["fits"] if f["kind"] == "overrelaxed")
     reused = f"{path.name} ({earlier['provenance'].split(';')[0]})"
-    return {**fit, "label": f"{fit['label']}, reused from {reused}", "reused_from": reused}
+    fit = next(f for f in earlier["fits"] if f["kind"] == "overrelaxed")
+    if "reused_from" not in fit:
+        fit = {**fit, "label": f"{fit['label']}, reused from {reused}", "reused_from": reused}
+    before = [
+        {**f, "kind": "before", "label": f"sample-preconditioned, before (default of {reused})", "reused_from": reused}
+        for f in earlier["fits"]
+        if f["kind"] == "sampled"
+    ]
+    return [fit, *before]
 
 
 def spread(values: list[float], digits: int = 1) -> str:
@@ -334,10 +345,12 @@ def write(r: dict, results: Path, name: str) -> None:
         f"Load average {r['load_average_start']:.2f} at the start, {r['load_average_end']:.2f} at the end "
         f"(2 shared cores). r = {r['r']}; every fit n_restarts=1 from the `mm` start (the paper's), "
         f'max_iter {MAX_ITER}, tol {tol:g} (library default), center="group", normalize="mean". '
-        "Sample-preconditioned = the library default (`accelerate=True`, `sample_rows=50000`: two passes draw "
-        "an in-memory sample of ≤ 50,000 rows per group, then each step one pass, a refused one two); "
+        "Sample-preconditioned = the library default (`accelerate=True`, `sample_rows=50000`: the pass at the "
+        "mm start also draws an in-memory sample of ≤ 50,000 rows per group, then each step one pass, a refused "
+        'one two; "before" is that default at the commit of the reused json, whose sample took two passes of '
+        "its own); "
         "over-relaxed = `sample_rows=None`, the previous default; plain = `accelerate=False` (the paper's "
-        f'Algorithm 4). "passes" counts every pass over the {r["rows"]:,} rows, the sample\'s draw included; '
+        f'Algorithm 4). "passes" counts every pass over the {r["rows"]:,} rows; '
         '"sample evaluations" are ℓ1 sums over the in-memory sample (no pass over the table). Times: median '
         "[min–max]; "
         '"median pass / moments" is the median time of one `l1_sums` pass over the median moments pass; '
@@ -353,8 +366,10 @@ def write(r: dict, results: Path, name: str) -> None:
     ]
     for f in fits:
         detail = f"{f['n_iter']} iterations, {f['refused_steps']} refused"
-        if f["sample_passes"]:
+        if f.get("sample_passes"):  # fits of earlier commits drew the sample in passes of its own
             detail += f", {f['sample_passes']} drawing the sample ({f['sample_seconds']:.1f} s)"
+        elif f.get("sampled_pass_seconds"):
+            detail += f", the first also drawing the sample ({f['sampled_pass_seconds']:.1f} s)"
         lines.append(
             f"| `mm-robust` {f['label']} | {f['seconds']:.1f} | {f['passes']} ({detail}) | {f['status']} | "
             f"{f['objective_final']:.8g} | {f['seconds_per_pass']:.2f} (l1 passes alone {fmt(f['pass_seconds'])}) | "
@@ -414,6 +429,20 @@ def write(r: dict, results: Path, name: str) -> None:
             f"faster); final ℓ1 objective {old['objective_final']:.8g} (over-relaxed, {old['status']}) vs "
             f"{', '.join(f'{v:.8g}' for v in finals)} (sample-preconditioned): relative difference "
             f"{', '.join(f'{x:+.1e}' for x in rel)} (target: not below by more than 1e-6: "
+            f"{'holds' if min(rel) >= -1e-6 else 'does not hold'}).",
+        ]
+    before = [f for f in fits if f["kind"] == "before"]
+    if before and new:
+        was = before[0]
+        finals = [f["objective_final"] for f in new]
+        rel = [(f["objective_final"] - was["objective_final"]) / abs(was["objective_final"]) for f in new]
+        lines += [
+            "",
+            f"**Default vs the default before ({was['reused_from']}, its wall time at load "
+            f"{was['load_average_at_start']:.2f}).** Passes {was['passes']} → {spread([f['passes'] for f in new], 0)}; "
+            f"wall time {was['seconds']:.0f} s → {spread([f['seconds'] for f in new])} s; final ℓ1 objective "
+            f"{was['objective_final']:.8g} → {', '.join(f'{v:.8g}' for v in finals)}: relative "
+            f"difference {', '.join(f'{x:+.1e}' for x in rel)} (not below by more than 1e-6: "
             f"{'holds' if min(rel) >= -1e-6 else 'does not hold'}).",
         ]
     plain = next((f for f in fits if f["kind"] == "plain"), None)

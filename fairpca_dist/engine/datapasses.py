@@ -8,7 +8,9 @@ cannot: its minorizer at an iterate V needs, for every group g,
 
 with y_i = x_i / scale − c_g the row in the solver's units, centred about its group's point
 c_g. Both are sums over rows, so one additive pass per iteration gives them (fused: the pass
-at V_t yields the objective min_g h_g(V_t) and the minorizer of the next step).
+at V_t yields the objective min_g h_g(V_t) and the minorizer of the next step). The first pass
+also draws the in-memory sample of the sample-preconditioned steps
+(:meth:`DataPasses.l1_sums_sampled`, :class:`GroupSample`: bottom-k by hash key, mergeable).
 
 MMD-constrained fair PCA with the RBF kernel (``mmd``; Lee et al. 2022, spec seed-004.md §3)
 needs the rows at every evaluation too: the projected rows U = ZV (:meth:`DataPasses.projected`,
@@ -43,12 +45,17 @@ import pandas as pd
 from fairpca_dist.engine.blas import one_blas_thread
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection, rff_sums
 from fairpca_dist.engine.moments import block_rows
+from fairpca_dist.engine.sampling import row_keys
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 
 __all__ = [
     "DataPasses",
     "L1Sums",
     "l1_block_sums",
+    "GroupSample",
+    "SampledL1Sums",
+    "l1_block_sums_sampled",
+    "check_sample_size",
     "ScatterProducts",
     "scatter_block_products",
     "RFFRequest",
@@ -179,6 +186,127 @@ def l1_block_sums(
     return L1Sums(tuple(groups), b, np.einsum("kpr,pr->k", b, components))
 
 
+def check_sample_size(max_rows_per_group: int) -> None:
+    """:class:`InputError` unless a per-group sample keeps at least 2 rows of each group."""
+    if isinstance(max_rows_per_group, bool) or not isinstance(max_rows_per_group, (int, np.integer)):
+        raise InputError(f"max_rows_per_group must be an integer, got {max_rows_per_group!r}")
+    if max_rows_per_group < 2:
+        raise InputError(f"max_rows_per_group must be at least 2, got {max_rows_per_group!r}")
+
+
+@dataclass(frozen=True)
+class GroupSample:
+    """A uniform sample of each group's rows, drawn in one pass and merged exactly: bottom-k
+    (priority) sampling with hash keys.
+
+    Every row gets the key :func:`~fairpca_dist.engine.sampling.row_keys` (a seeded hash of its
+    values, uniform on [0, 1) over distinct rows, whatever partition holds the row), and the
+    sample keeps, in each group, the ``size`` rows of smallest key. The k smallest of i.i.d.
+    uniform keys are a uniform sample without replacement of k rows, and the k smallest of a
+    union are the k smallest of the parts' k smallest: samples of disjoint row sets merge with
+    ``+`` (associative, commutative), so a pass keeps one per partition and merges them in its
+    tree, and the result does not depend on the partitioning or the order of the merges. Rows
+    are kept sorted by (group, key, weight), so the arrays are the same too. Equal rows have equal
+    keys: they are kept or left together (the sample stays unbiased; with many duplicates its
+    variance grows as a cluster sample's).
+
+    ``x`` holds the rows in the table's own units, ``codes`` their group's index into ``groups``,
+    ``weights`` their sample weights (None without), ``keys`` their keys.
+    """
+
+    groups: tuple[Hashable, ...]
+    size: int
+    x: np.ndarray
+    codes: np.ndarray
+    weights: np.ndarray | None
+    keys: np.ndarray
+
+    @classmethod
+    def of_rows(
+        cls,
+        x: np.ndarray,
+        codes: np.ndarray,
+        groups: Sequence[Hashable],
+        weights: np.ndarray | None,
+        size: int,
+        seed: int,
+    ) -> Self:
+        """The sample of the rows ``x`` (group ``groups[codes[i]]``) with keys seeded by ``seed``."""
+        return cls(tuple(groups), size, x, codes, weights, row_keys(x, seed)).kept()
+
+    def kept(self) -> Self:
+        """The ``size`` rows of smallest key of each group, sorted by (group, key, weight): each
+        group's rows are cut at its ``size``-th smallest key first (a partial sort, ties kept),
+        then only those are sorted."""
+        present = np.flatnonzero(np.bincount(self.codes, minlength=len(self.groups)))
+        chosen = [np.zeros(0, dtype=np.intp)]
+        for code in present.tolist():
+            members = np.flatnonzero(self.codes == code)
+            if members.size > self.size:
+                cut = np.partition(self.keys[members], self.size - 1)[self.size - 1]
+                members = members[self.keys[members] <= cut]
+            by = self.keys[members] if self.weights is None else (self.weights[members], self.keys[members])
+            order = np.argsort(by, kind="stable") if self.weights is None else np.lexsort(by)
+            chosen.append(members[order[: self.size]])
+        keep = np.concatenate(chosen)
+        weights = None if self.weights is None else self.weights[keep]
+        return type(self)(self.groups, self.size, self.x[keep], self.codes[keep], weights, self.keys[keep])
+
+    def __add__(self, other: GroupSample) -> Self:
+        if (other.groups, other.size) != (self.groups, self.size):
+            raise InputError("group samples of different groups or sizes do not merge")
+        if (self.weights is None) != (other.weights is None):
+            raise InputError("a group sample with sample weights does not merge with one without")
+        weights = (
+            None if self.weights is None or other.weights is None else np.concatenate([self.weights, other.weights])
+        )
+        return type(self)(
+            self.groups,
+            self.size,
+            np.concatenate([self.x, other.x]),
+            np.concatenate([self.codes, other.codes]),
+            weights,
+            np.concatenate([self.keys, other.keys]),
+        ).kept()
+
+    def passes(self, scale: np.ndarray) -> ArrayPasses:
+        """The sampled rows as an :class:`ArrayPasses` in units x / ``scale``."""
+        return ArrayPasses(
+            self.x, [self.groups[c] for c in self.codes.tolist()], self.groups, weights=self.weights, scale=scale
+        )
+
+
+@dataclass(frozen=True)
+class SampledL1Sums:
+    """:class:`L1Sums` and a :class:`GroupSample` of the same rows, from one pass; merged with
+    ``+`` part by part."""
+
+    sums: L1Sums
+    sample: GroupSample
+
+    def __add__(self, other: SampledL1Sums) -> SampledL1Sums:
+        return SampledL1Sums(self.sums + other.sums, self.sample + other.sample)
+
+
+def l1_block_sums_sampled(
+    x: np.ndarray,
+    codes: np.ndarray,
+    groups: Sequence[Hashable],
+    components: np.ndarray,
+    centers: dict[Hashable, np.ndarray],
+    scale: np.ndarray,
+    weights: np.ndarray | None,
+    max_rows_per_group: int,
+    seed: int,
+) -> SampledL1Sums:
+    """:func:`l1_block_sums` of a block of rows and its :class:`GroupSample` (the per-block work
+    of :meth:`DataPasses.l1_sums_sampled`)."""
+    return SampledL1Sums(
+        l1_block_sums(x, codes, groups, components, centers, scale, weights),
+        GroupSample.of_rows(x, codes, groups, weights, max_rows_per_group, seed),
+    )
+
+
 _Sums = TypeVar("_Sums", bound=L1Sums)
 
 
@@ -284,6 +412,14 @@ class DataPasses(Protocol):
         (k × p, in the order of :attr:`groups`), one pass over the rows."""
         ...
 
+    def l1_sums_sampled(
+        self, components: np.ndarray, centers: np.ndarray, max_rows_per_group: int, seed: int
+    ) -> tuple[L1Sums, ArrayPasses]:
+        """:meth:`l1_sums` and, from the same ONE pass, a uniform sample of at most
+        ``max_rows_per_group`` rows of each group (:class:`GroupSample`: hash keys seeded by
+        ``seed``, the same rows whatever the partitioning), in memory, in the same units."""
+        ...
+
     def scatter_products(self, components: np.ndarray, centers: np.ndarray) -> ScatterProducts:
         """S_g U = Σ_{i∈g} w_i y_i y_iᵀ U (k × p × q) at U = ``components`` (p × q) with rows
         y = x / scale − ``centers[g]`` (k × p, in the order of :attr:`groups`), one pass."""
@@ -323,7 +459,8 @@ class ArrayPasses:
     and optional sample weights.
 
     :attr:`n_passes` counts every request as one pass (:meth:`sample` included), shared with
-    :meth:`rescaled` views; the rows :meth:`sample` returns start a count of their own.
+    :meth:`rescaled` views; the rows :meth:`sample` and :meth:`l1_sums_sampled` return start a
+    count of their own.
     """
 
     def __init__(
@@ -393,6 +530,15 @@ class ArrayPasses:
 
     def scatter_products(self, components: np.ndarray, centers: np.ndarray) -> ScatterProducts:
         return self._group_sums(scatter_block_products, components, centers)
+
+    def l1_sums_sampled(
+        self, components: np.ndarray, centers: np.ndarray, max_rows_per_group: int, seed: int
+    ) -> tuple[L1Sums, ArrayPasses]:
+        check_sample_size(max_rows_per_group)
+        sums = self._group_sums(l1_block_sums, components, centers)  # the pass
+        # the same rows as the per-block samples merged (bottom-k is exact), drawn at once
+        sample = GroupSample.of_rows(self.x, self.codes, self.groups, self.weights, max_rows_per_group, seed)
+        return sums, sample.passes(self.scale)
 
     def _blocks(self, origin: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
         """Row ranges and their rows z = x / scale − origin, a bounded block at a time (one

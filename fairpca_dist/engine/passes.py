@@ -36,9 +36,12 @@ from fairpca_dist.engine.datapasses import (
     L1Sums,
     PassCounter,
     RFFRequest,
+    SampledL1Sums,
     ScatterProducts,
     check_rff_requests,
+    check_sample_size,
     l1_block_sums,
+    l1_block_sums_sampled,
     merge_rff_sums_many,
     rff_block_sums_many,
     scatter_block_products,
@@ -46,7 +49,7 @@ from fairpca_dist.engine.datapasses import (
 from fairpca_dist.engine.kernels import RandomFeatures, RFFSums, backprojection
 from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
-from fairpca_dist.engine.sampling import RowSample, SampleSpec
+from fairpca_dist.engine.sampling import RowSample, SampleSpec, row_keys
 from fairpca_dist.engine.sources import (
     DEFAULT_CHUNK_ROWS,
     Chunk,
@@ -790,7 +793,23 @@ class TablePasses:
         """S_g U of every group (k × p × q numbers per partition), for ``fnpm-streaming``."""
         return self._group_sums(scatter_block_products, components, centers, "scatter products")
 
+    def l1_sums_sampled(
+        self, components: np.ndarray, centers: np.ndarray, max_rows_per_group: int, seed: int
+    ) -> tuple[L1Sums, ArrayPasses]:
+        """:meth:`l1_sums` and a per-group sample in one pass: each partition also keeps its
+        ``max_rows_per_group`` rows of smallest key per group
+        (:class:`~fairpca_dist.engine.datapasses.GroupSample`), and the tree
+        merges them with the sums: the same rows as :meth:`ArrayPasses.l1_sums_sampled` whatever
+        the partitioning, k × ``max_rows_per_group`` rows per merge at most."""
+        check_sample_size(max_rows_per_group)
+        by_label = dict(zip(self.groups, np.asarray(centers, dtype=np.float64), strict=True))
+        components = np.asarray(components, dtype=np.float64)
+        parts = self._map(_chunk_l1_sampled, self.groups, components, by_label, self.scale, max_rows_per_group, seed)
+        total: SampledL1Sums = self._run(tree_sum(parts, self.split_every), "l1 sums and a sample")
+        return total.sums.in_order(self.groups), total.sample.passes(self.scale)
+
     # ---- the rows of mmd with the RBF kernel (Lee et al.; spec seed-004.md §3.2, §3.4)
+
     def projected(self, components: np.ndarray, origin: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         """U = ZV of every row read (of :attr:`cells` when restricted), in partition order,
         collected on the driver (n × r numbers)."""
@@ -975,35 +994,6 @@ class RFFWork:
         return merge_rff_sums_many(*parts)
 
 
-_KEY_BLOCK_ROWS = 4096
-_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))  # splitmix64's multipliers
-
-
-def row_keys(values: np.ndarray) -> np.ndarray:
-    """A number in [0, 1) per row of ``values`` (n × p), a hash of the row's float64 values: the
-    bits of column j times an odd constant c_j, summed modulo 2⁶⁴ (rows that differ give
-    different sums but for a chance of 2⁻⁶⁴), then mixed by splitmix64's finaliser. Uniform over
-    distinct rows, equal for equal rows, whatever partition holds them."""
-    bits = np.asarray(values, dtype=np.float64).view(np.uint64)
-    drawn = np.random.default_rng(0x5EED).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64)
-    constants = np.asarray(drawn * np.uint64(2) + np.uint64(1))  # odd
-    state = np.zeros(bits.shape[0], dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        if bits.flags.f_contiguous and not bits.flags.c_contiguous:  # column by column: each is contiguous
-            for j in range(bits.shape[1]):
-                state += bits[:, j] * constants[j]
-        else:  # row blocks that stay in the cache
-            for start in range(0, bits.shape[0], _KEY_BLOCK_ROWS):
-                block = bits[start : start + _KEY_BLOCK_ROWS]
-                np.sum(block * constants, axis=1, dtype=np.uint64, out=state[start : start + block.shape[0]])
-        state ^= state >> np.uint64(30)
-        state *= _MIX[0]
-        state ^= state >> np.uint64(27)
-        state *= _MIX[1]
-        state ^= state >> np.uint64(31)
-    return (state >> np.uint64(11)).astype(np.float64) / float(2**53)
-
-
 def rff_pass(
     source: Any,
     work: RFFWork,
@@ -1050,6 +1040,37 @@ def _chunk_gather(
     ]
     rows = np.concatenate(pieces) if pieces else np.zeros((0, chunk.features.shape[1]))
     return rows, codes[keep], None if chunk.weights is None else chunk.weights[keep]
+
+
+def _chunk_l1_sampled(
+    chunk: Chunk,
+    groups: tuple[Hashable, ...],
+    components: np.ndarray,
+    centers: dict[Hashable, np.ndarray],
+    scale: np.ndarray,
+    max_rows_per_group: int,
+    seed: int,
+) -> SampledL1Sums:
+    """:func:`~fairpca_dist.engine.datapasses.l1_block_sums_sampled` of a partition, slab by slab
+    (each slab converted once for both), with group codes into the fitted ``groups``."""
+    codes = _fitted_codes(chunk, groups)
+    return functools.reduce(
+        operator.add,
+        (
+            l1_block_sums_sampled(
+                chunk.rows(start, stop),
+                codes[start:stop],
+                groups,
+                components,
+                centers,
+                scale,
+                None if chunk.weights is None else chunk.weights[start:stop],
+                max_rows_per_group,
+                seed,
+            )
+            for start, stop in chunk.slabs(_SLAB_BYTES)
+        ),
+    )
 
 
 def _chunk_group_sums(

@@ -16,6 +16,11 @@ order, so the result does not depend on the order of the merges: the same files 
 the same sample whether it is drawn while ingest writes them (file i from partition i) or later
 by a pass over the files (:func:`fairpca_dist.engine.passes.table_sample`), however the reader
 splits or packs them into partitions.
+
+Where the files are not known (a dask frame, rows in memory), keys can be a hash of the row's
+values instead (:func:`row_keys`): the same for a row whatever partition holds it, so a sample of
+the rows of smallest key does not depend on the partitioning at all
+(:class:`fairpca_dist.engine.datapasses.GroupSample`, the per-group sample of ``mm-robust``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import pandas as pd
 
 from fairpca_dist.exceptions import InputError
 
-__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN", "KEY_ENTROPY", "MARGIN"]
+__all__ = ["RowSample", "SampleSpec", "KEY_COLUMN", "KEY_ENTROPY", "MARGIN", "row_keys"]
 
 KEY_COLUMN = "__fairpca_priority__"
 """The column of the sample's keys (a name no table of the library's uses)."""
@@ -39,6 +44,38 @@ alone repeated, draw for draw, the uniforms of any table generated file by file 
 ``default_rng([0, file])`` (a common way to make synthetic tables; the benchmarks' own do),
 so the keys were a function of the rows (a sample of one group only, from groups drawn by
 ``rng.choice``)."""
+
+
+_KEY_BLOCK_ROWS = 4096
+_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))  # splitmix64's multipliers
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # splitmix64's increment (odd: distinct seeds, distinct offsets)
+
+
+def row_keys(values: np.ndarray, seed: int = 0) -> np.ndarray:
+    """A number in [0, 1) per row of ``values`` (n × p), a hash of the row's float64 values: the
+    bits of column j times an odd constant c_j, summed modulo 2⁶⁴ (rows that differ give
+    different sums but for a chance of 2⁻⁶⁴), plus ``seed`` times splitmix64's odd increment,
+    then mixed by splitmix64's finaliser. Uniform over distinct rows, equal for equal rows,
+    whatever partition holds them; another ``seed`` gives other keys (seed 0 adds nothing)."""
+    bits = np.asarray(values, dtype=np.float64).view(np.uint64)
+    drawn = np.random.default_rng(0x5EED).integers(0, 2**63, size=bits.shape[1], dtype=np.uint64)
+    constants = np.asarray(drawn * np.uint64(2) + np.uint64(1))  # odd
+    state = np.zeros(bits.shape[0], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        if bits.flags.f_contiguous and not bits.flags.c_contiguous:  # column by column: each is contiguous
+            for j in range(bits.shape[1]):
+                state += bits[:, j] * constants[j]
+        else:  # row blocks that stay in the cache
+            for start in range(0, bits.shape[0], _KEY_BLOCK_ROWS):
+                block = bits[start : start + _KEY_BLOCK_ROWS]
+                np.sum(block * constants, axis=1, dtype=np.uint64, out=state[start : start + block.shape[0]])
+        state += np.uint64(seed % 2**64) * _GOLDEN
+        state ^= state >> np.uint64(30)
+        state *= _MIX[0]
+        state ^= state >> np.uint64(27)
+        state *= _MIX[1]
+        state ^= state >> np.uint64(31)
+    return (state >> np.uint64(11)).astype(np.float64) / float(2**53)
 
 
 @dataclass(frozen=True)

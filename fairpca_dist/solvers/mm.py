@@ -1351,8 +1351,10 @@ def solve_mm_robust(
 
     The default (``accelerate=True`` with ``sample_rows``) takes *sample-preconditioned* steps:
     the rows of a uniform per-group sample of at most ``sample_rows`` rows per group are held
-    in memory (:meth:`~fairpca_dist.engine.datapasses.DataPasses.sample`), and with ĥ_k their
-    criteria (in the full data's units) each step from V_t
+    in memory, drawn in the pass at the ``mm`` start that gives its ℓ1 sums
+    (:meth:`~fairpca_dist.engine.datapasses.DataPasses.l1_sums_sampled`: each group's rows of
+    smallest hash key, the same rows however the table is partitioned; no pass of its own), and
+    with ĥ_k their criteria (in the full data's units) each step from V_t
 
     1. reads the rows once at V_t: h_k(V_t) and G_k = ∇h_k(V_t) = B_k (the ℓ1 sums);
     2. maximises, over the sample only, the model
@@ -1372,9 +1374,9 @@ def solve_mm_robust(
     satisfies the full data's fixed-point condition (the model's gradient at V_t is the full
     gradient): the sample only decides which way to go, never where to stop. This is the
     DANE/statistical-preconditioning idea (a surrogate with the data's gradient and a sample's
-    curvature) applied to MM. On the 10⁷ × 20 benchmark it needs a third of the passes of
-    over-relaxed MM (31 against 90) and ends 1.7·10⁻⁵ higher (mm_robust_scale.md); on 10⁶
-    rows of the same table it ends lower (below). ``sample_rows=None`` (with ``accelerate=True``)
+    curvature) applied to MM. On the 10⁷ × 20 benchmark it needs about a quarter of the passes
+    of over-relaxed MM and ends higher (mm_robust_scale.md has the numbers); on 10⁶ rows of the
+    same table it ends lower (below). ``sample_rows=None`` (with ``accelerate=True``)
     gives the previous default, over-relaxed steps W = polar(V_t + α(M(V_t) − V_t))
     (:class:`_OverRelaxation`); ``accelerate=False`` is the paper's Algorithm 4 step for step
     (no sample is drawn). The ℓ1 criterion has many fixed points on small samples (on the
@@ -1390,9 +1392,11 @@ def solve_mm_robust(
     plain and over-relaxed steps move along the ridge by ~10⁻⁶–10⁻⁵ per pass. On 10⁶ rows of the
     benchmark's table (r = 5): over-relaxed steps run to tol 10⁻¹¹ reach 7.5808388 in 1,009 passes;
     at the default tol they stop at 7.5799736 (94 passes, 1.1·10⁻⁴ below), the preconditioned
-    default at 7.5788752 (20 passes, 2.6·10⁻⁴ below); the last two runs' spans agree to 10⁻² rad,
-    the rotations inside them differ by ~0.4 rad. No setting's ``"converged"`` certifies more than a point where
-    its steps stopped gaining ``tol``.
+    default at 7.5804061 (25 passes, 5.5·10⁻⁵ below; with the sample seeds 1–3 instead of 0,
+    13–20 passes and 7.5795051–7.5806158: where a run stops on the ridge depends on its sample;
+    with an earlier sample it stopped at 7.5788752, its span 10⁻² rad from the over-relaxed
+    run's, the rotation inside it ~0.4 rad away). No setting's ``"converged"`` certifies more
+    than a point where its steps stopped gaining ``tol``.
 
     Robustness is weaker than the paper says. Its §5.4 claim ("comparatively low errors even in
     the presence of large outliers", Fig. 5b) reproduces only where the inliers spread about as
@@ -1431,8 +1435,7 @@ def solve_mm_robust(
         pass each). ``certificate``: ``lower_bound`` (the value attained), ``start_value`` (the ℓ1
         objective at the ``mm`` start), ``best_restart`` (0: the ``mm`` start), ``restarts_run``,
         ``worst_restart_value``; the work, all runs: ``passes`` (every pass over the full rows,
-        the sample's draw included), ``sample_passes`` (the passes of those that drew the
-        sample: 2 for a table, 1 in memory; 0 without a sample), ``sample_rows`` (rows held),
+        the one at the ``mm`` start drawing the sample too), ``sample_rows`` (rows held),
         ``sample_evaluations`` (ℓ1 sums over the in-memory sample, not passes over the rows),
         ``refused_steps`` (accelerated trial points refused, each one extra pass).
     """
@@ -1453,13 +1456,14 @@ def solve_mm_robust(
     centers = moments.centers(center)
     counts = moments.weight if normalize == "mean" else np.ones(moments.n_groups)
     passes_before = passes.n_passes
-    sample = (
-        _CentredSample(passes.sample(sample_rows, int(rng.spawn(1)[0].integers(2**63 - 1))), centers)
-        if accelerate and sample_rows is not None
-        else None
-    )
-    sample_passes = passes.n_passes - passes_before
-    first_sums = passes.l1_sums(start.components, centers)
+    sample = None
+    if accelerate and sample_rows is not None:  # the sample rides on the pass at the mm start
+        first_sums, rows = passes.l1_sums_sampled(
+            start.components, centers, sample_rows, int(rng.spawn(1)[0].integers(2**63 - 1))
+        )
+        sample = _CentredSample(rows, centers)
+    else:
+        first_sums = passes.l1_sums(start.components, centers)
     # Unit scale: the largest group criterion at the mm start is 1, so tolerances are scale free.
     unit = float(np.max(first_sums.h / counts))
     if not unit > 0:
@@ -1512,7 +1516,6 @@ def solve_mm_robust(
             "restarts_run": float(len(runs)),
             "worst_restart_value": float(min(r.history[-1] for r in runs) * unit),
             "passes": float(passes.n_passes - passes_before),
-            "sample_passes": float(sample_passes),
             "sample_rows": float(0 if sample is None else sum(len(y) for y in sample.rows)),
             "sample_evaluations": float(sum(getattr(m, "sample_evaluations", 0) for m in proposals)),
             "refused_steps": float(sum(m.refused for m in proposals)),
