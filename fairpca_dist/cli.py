@@ -788,7 +788,7 @@ def _add_wide(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="BYTES",
         help="memory the p x p moments (k groups x p^2 x 8 bytes) may take before a fit goes wide "
-        "(default 1GB; e.g. 4GB)",
+        "(default 1GB, or 1/11 of the smallest Dask worker's memory limit when that is less; e.g. 4GB)",
     )
 
 
