@@ -1,5 +1,6 @@
-"""engine/gram.py: the compiled row loop of the moments kernel against numpy, on every way its
-rows come (in place, gathered, shifted, weighted), and the counting sort of the group codes."""
+"""engine/gram.py: the compiled row loops of the moments kernel (dsyrk and narrow) against numpy,
+on every way their rows come (in place, gathered, shifted, weighted), and the counting sort of
+the group codes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from fairpca_dist import InputError
 from fairpca_dist.engine.blas import symmetrized
-from fairpca_dist.engine.gram import accumulate_groups, accumulate_rows, group_order
+from fairpca_dist.engine.gram import NARROW_FEATURES, accumulate_groups, accumulate_rows, group_order, group_runs
 
 
 def reference(x, rows, start, stop, shift, weights):  # noqa: PLR0913
@@ -18,7 +19,7 @@ def reference(x, rows, start, stop, shift, weights):  # noqa: PLR0913
     return w.sum(), (w[:, None] * centred).sum(axis=0), centred.T @ (w[:, None] * centred)
 
 
-@pytest.mark.parametrize("p", [1, 6, 33])
+@pytest.mark.parametrize("p", [1, 6, 7, NARROW_FEATURES, NARROW_FEATURES + 1, 33])  # both loops, odd and even p
 @pytest.mark.parametrize("gathered", [False, True], ids=["in place", "gathered"])
 @pytest.mark.parametrize("shifted", [False, True], ids=["no shift", "shifted"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
@@ -155,3 +156,30 @@ def test_accumulate_groups_refuses_arrays_blas_would_misread(change):
     } | change
     with pytest.raises(InputError, match="accumulate_groups"):
         accumulate_groups(**arguments)
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [
+        pytest.param([2, 2, 0, 0, 0, 3], id="one run per group"),
+        pytest.param([1], id="one row"),
+        pytest.param([0, 1, 0], id="a group in two runs"),
+        pytest.param([3, 3, 1, 1, 3], id="the last group again"),
+        pytest.param(np.random.default_rng(0).integers(0, 4, size=500), id="shuffled"),
+    ],
+)
+def test_group_runs_counts_the_rows_and_finds_the_runs_of_grouped_rows(codes):
+    codes = np.asarray(codes, dtype=np.intp)
+    counts, starts = group_runs(codes, 5)
+    np.testing.assert_array_equal(counts, np.bincount(codes, minlength=5))
+    changes = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    if changes.size == np.count_nonzero(counts) - 1:
+        np.testing.assert_array_equal(starts, [0, *changes, codes.size])
+    else:
+        assert starts is None
+
+
+@pytest.mark.parametrize("bad", [-1, 5], ids=["negative", "past the groups"])
+def test_group_runs_refuses_codes_outside_the_groups(bad):
+    with pytest.raises(InputError, match="group codes must lie in 0 … 4, got " + str(bad)):
+        group_runs(np.array([0, 1, bad, 2], dtype=np.intp), 5)

@@ -109,23 +109,23 @@ def _chunk_statistics(
 ) -> list[tuple[int, int, _Statistics]]:
     """(g, rows, (w, c, μ − c, S)) for each group g present in ``codes``, by the fastest way its
     rows allow: read in place when every group's rows are contiguous (a table grouped or sorted
-    by group), else in one sweep copying each row into its group's block, else (too many groups
-    for the sweep's memory) gathered group after group by a counting sort of the codes."""
-    from fairpca_dist.engine.gram import accumulate_groups, group_order  # compiled: loaded on first use
+    by group), else in one sweep copying each row into its group's block, else (narrow rows,
+    whose loop gathers at no extra cost, or too many groups for the sweep's memory) gathered
+    group after group by a counting sort of the codes."""
+    from fairpca_dist.engine.gram import NARROW_FEATURES, accumulate_groups, group_order, group_runs  # compiled
 
-    counts = np.bincount(codes, minlength=n_groups)
+    counts, starts = group_runs(codes, n_groups)
     present = np.flatnonzero(counts)
     p = x.shape[1]
     step = _gram_rows(p)
-    if present.size == 1 or np.count_nonzero(codes[1:] != codes[:-1]) == present.size - 1:  # one run per group
-        bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.shape[0]]
+    if starts is not None:  # one run per group
         buffer = np.empty((min(step, x.shape[0]), p))
         return [
             (int(codes[begin]), stop - begin, _group_statistics(x, None, begin, stop, weights, buffer))
-            for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)
+            for begin, stop in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)
         ]
     sweep = min(step, _SWEEP_BYTES // (8 * n_groups * max(p, 1)))
-    if sweep < _MIN_SWEEP_ROWS:
+    if p <= NARROW_FEATURES or sweep < _MIN_SWEEP_ROWS:
         order = group_order(codes, counts)
         stops = np.cumsum(counts[present]).tolist()
         buffer = np.empty((min(step, x.shape[0]), p))
@@ -195,10 +195,10 @@ def _group_statistics(
     ``buffer`` (at least ``_gram_rows(p)`` rows, or the group's) holds a sub-block while it is
     copied: only when it is gathered, shifted or weighted.
     """
+    from fairpca_dist.engine.gram import first_centre
+
     step = _gram_rows(x.shape[1])
-    first = x[start : min(start + step, stop)] if rows is None else x[rows[start : start + step]]
-    mean = first.mean(axis=0)
-    shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
+    shift = first_centre(x, rows, start, stop, step, _SHIFT_AT)
     sums = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
     return _finished(x, rows, start, stop, weights, buffer, shift, sums)
 
