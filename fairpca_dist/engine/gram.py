@@ -14,10 +14,10 @@ a handful of Python calls whatever its number of sub-blocks (measured against nu
 ``X.T @ X`` in ``benchmarks/profile_kernel.py``).
 
 Narrow rows (p ≤ :data:`NARROW_FEATURES`) take another loop: dsyrk's kernels are tuned for wide
-matrices, and at p = 10 a call on 1024 rows costs ~1.7x the flops' time, a gather as much again.
-There each sub-block is copied transposed (and shifted, weighted) into a scratch block of
-p + 1 rows that fits the L1 cache, whose last row is √w, and the upper triangle of its
-augmented Gram matrix
+matrices, and at p = 10 its calls on 1024-row sub-blocks plus the sums took 1.6x numpy's one
+call on the whole chunk, 2.4x with the sweep's copies. There each sub-block is copied transposed
+(and shifted) into a scratch block of p + 1 rows that fits the L1 cache, whose last row is √w
+(the values scaled by it), and the upper triangle of its augmented Gram matrix
 
     [ Σ w (x − c)(x − c)ᵀ   Σ w (x − c) ]
     [        ·                 Σ w      ]
@@ -25,9 +25,8 @@ augmented Gram matrix
 is added up by dot products of its rows, four at a time (2 × 2 tiles: each pair of loaded
 values feeds four sums; the compiler vectorizes each sum over the rows, with partial sums in
 any order: ``fastmath`` reassociation only, so NaN and infinity still propagate). The sums and
-the weight come out of the same loop, and a gathered sub-block costs no more than one read in
-place (benchmarks/profile_kernel.py: 1.2–1.6 ms per 100k × 10 rows, in place or gathered,
-against 2.2 and 3.3 ms for dsyrk and its sweep, and 1.3 ms for numpy's ungrouped ``X.T @ X``).
+the weight come out of the same loop; the sweep over interleaved groups copies each row into
+its group's transposed block the same way (times in ``benchmarks/results/profile_kernel.md``).
 """
 
 from __future__ import annotations
@@ -57,6 +56,11 @@ _NARROW_BLOCK_FLOATS = 4096  # the transposed scratch block: 32 KiB, within the 
 
 _NO_ROWS = np.empty(0, dtype=np.intp)
 _NOTHING = np.empty(0)
+
+
+def _narrow_rows(p: int) -> int:
+    """Rows per transposed block of the narrow loop: (p + 1) × rows floats fill 32 KiB."""
+    return max(8, _NARROW_BLOCK_FLOATS // (p + 1) // 8 * 8)
 
 
 def accumulate_rows(
@@ -131,7 +135,7 @@ def accumulate_rows(
         _NOTHING if weights is None else weights,
     )
     if p <= NARROW_FEATURES:
-        block = np.empty((p + 1, max(8, _NARROW_BLOCK_FLOATS // (p + 1) // 8 * 8)))
+        block = np.empty((p + 1, _narrow_rows(p)))
         return float(_accumulate_narrow(x, rows, start, stop, shift, weights, block, gram, total))
     return float(_accumulate(x, rows, start, stop, shift, weights, step, buffer, gram, total, fortran_dsyrk()))
 
@@ -210,29 +214,45 @@ def _accumulate_narrow(
                 value = x[row, j] - shift[j] if shifted else x[row, j]
                 block[j, i] = root * value if weighted else value
             block[p, i] = root
-        for j in range(0, q, 2):  # 2 x 2 tiles (j, j1) x (l, l1) of the upper triangle
-            j1 = min(j + 1, q - 1)
-            for l in range(j, q, 2):
-                l1 = min(l + 1, q - 1)
-                a = b = c = d = 0.0
-                for i in range(size):
-                    u, u1, v, v1 = block[j, i], block[j1, i], block[l, i], block[l1, i]
-                    a += u * v
-                    b += u * v1
-                    c += u1 * v
-                    d += u1 * v1
-                augmented[j, l] += a
-                if l1 > l:
-                    augmented[j, l1] += b
-                if j1 > j and l >= j1:
-                    augmented[j1, l] += c
-                if j1 > j and l1 > l:
-                    augmented[j1, l1] += d
+        _add_tiles(block, size, augmented)
+    _add_augmented(augmented, gram, total)
+    return augmented[p, p]
+
+
+@njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def _add_tiles(block: Any, size: int, augmented: Any) -> None:  # pragma: no cover - compiled
+    """augmented += the upper triangle of B Bᵀ, B = the first ``size`` columns of ``block``
+    (q × m), by 2 × 2 tiles (j, j1) × (r, r1) of dot products."""
+    q = block.shape[0]
+    for j in range(0, q, 2):
+        j1 = min(j + 1, q - 1)
+        for r in range(j, q, 2):
+            r1 = min(r + 1, q - 1)
+            a = b = c = d = 0.0
+            for i in range(size):
+                u, u1, v, v1 = block[j, i], block[j1, i], block[r, i], block[r1, i]
+                a += u * v
+                b += u * v1
+                c += u1 * v
+                d += u1 * v1
+            augmented[j, r] += a
+            if r1 > r:
+                augmented[j, r1] += b
+            if j1 > j and r >= j1:
+                augmented[j1, r] += c
+            if j1 > j and r1 > r:
+                augmented[j1, r1] += d
+
+
+@njit(nogil=True, cache=True)
+def _add_augmented(augmented: Any, gram: Any, total: Any) -> None:  # pragma: no cover - compiled
+    """Add the augmented Gram's upper triangle (q = p + 1) to ``gram``'s lower triangle and its
+    last column to ``total``."""
+    p = augmented.shape[0] - 1
     for j in range(p):
         total[j] += augmented[j, p]
-        for l in range(j + 1):
-            gram[j, l] += augmented[l, j]
-    return augmented[p, p]
+        for r in range(j + 1):
+            gram[j, r] += augmented[r, j]
 
 
 def group_runs(codes: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -376,6 +396,12 @@ def accumulate_groups(
             f"accumulate_groups needs intp codes of shape ({n},) and step >= 1, got {codes.dtype} {codes.shape}, {step}"
         )
     weight_sums, shifts = np.zeros(k), np.zeros((k, p))
+    if p <= NARROW_FEATURES:
+        blocks = np.empty((k, p + 1, min(step, _narrow_rows(p))))
+        _accumulate_groups_narrow(
+            x, codes, _NOTHING if weights is None else weights, blocks, shift_at, grams, totals, weight_sums, shifts
+        )
+        return weight_sums, shifts
     _accumulate_groups(
         x,
         codes,
@@ -429,6 +455,70 @@ def _accumulate_groups(
     for g in range(k):
         if fill[g] > 0:
             _flush(g, fill[g], state, weighted, shift_at, syrk)
+
+
+@njit(nogil=True, cache=True)
+def _accumulate_groups_narrow(
+    x: Any,
+    codes: Any,
+    weights: Any,
+    blocks: Any,
+    shift_at: float,
+    grams: Any,
+    totals: Any,
+    weight_sums: Any,
+    shifts: Any,
+) -> None:  # pragma: no cover - compiled; covered through accumulate_groups
+    """The sweep of the narrow loop: each row is copied, transposed, into its group's block
+    (k × (p + 1) × m: the rows' values about the group's centre once decided, then the weight),
+    and a full block is added to its group's augmented Gram matrix by :func:`_flush_narrow`."""
+    k, q, m = blocks.shape
+    p = q - 1
+    weighted = weights.size > 0
+    augmented = np.zeros((k, q, q))
+    fill = np.zeros(k, dtype=np.intp)
+    decided = np.zeros(k, dtype=np.bool_)
+    for i in range(x.shape[0]):  # scalar indexing: a row view per row costs reference counting
+        g = codes[i]
+        f = fill[g]
+        if decided[g]:
+            for j in range(p):
+                blocks[g, j, f] = x[i, j] - shifts[g, j]
+        else:
+            for j in range(p):
+                blocks[g, j, f] = x[i, j]
+        blocks[g, p, f] = weights[i] if weighted else 1.0
+        fill[g] = f + 1
+        if f + 1 == m:
+            _flush_narrow(blocks[g], m, augmented[g], decided, g, shifts[g], shift_at, weighted)
+            fill[g] = 0
+    for g in range(k):
+        if fill[g] > 0:
+            _flush_narrow(blocks[g], fill[g], augmented[g], decided, g, shifts[g], shift_at, weighted)
+        _add_augmented(augmented[g], grams[g], totals[g])
+        weight_sums[g] += augmented[g, p, p]
+
+
+@njit(nogil=True, cache=True)
+def _flush_narrow(
+    block: Any, m: int, augmented: Any, decided: Any, g: int, shift: Any, shift_at: float, weighted: bool
+) -> None:  # pragma: no cover - compiled
+    """Add the first m columns of a group's transposed block (values, then weights) to its
+    augmented Gram; on the group's first block, decide its centre first and shift the block."""
+    p = block.shape[0] - 1
+    if not decided[g]:
+        decided[g] = True
+        if _centre(block[:p, :m].T, _NO_ROWS, 0, m, shift_at, shift):
+            for j in range(p):
+                for i in range(m):
+                    block[j, i] -= shift[j]
+    if weighted:
+        for i in range(m):
+            root = np.sqrt(block[p, i])
+            for j in range(p):
+                block[j, i] *= root
+            block[p, i] = root
+    _add_tiles(block, m, augmented)
 
 
 @njit(nogil=True, cache=True)

@@ -109,10 +109,9 @@ def _chunk_statistics(
 ) -> list[tuple[int, int, _Statistics]]:
     """(g, rows, (w, c, μ − c, S)) for each group g present in ``codes``, by the fastest way its
     rows allow: read in place when every group's rows are contiguous (a table grouped or sorted
-    by group), else in one sweep copying each row into its group's block, else (narrow rows,
-    whose loop gathers at no extra cost, or too many groups for the sweep's memory) gathered
-    group after group by a counting sort of the codes."""
-    from fairpca_dist.engine.gram import NARROW_FEATURES, accumulate_groups, group_order, group_runs  # compiled
+    by group), else in one sweep copying each row into its group's block, else (too many groups
+    for the sweep's memory) gathered group after group by a counting sort of the codes."""
+    from fairpca_dist.engine.gram import accumulate_groups, group_order, group_runs  # compiled: loaded on first use
 
     counts, starts = group_runs(codes, n_groups)
     present = np.flatnonzero(counts)
@@ -125,7 +124,7 @@ def _chunk_statistics(
             for begin, stop in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)
         ]
     sweep = min(step, _SWEEP_BYTES // (8 * n_groups * max(p, 1)))
-    if p <= NARROW_FEATURES or sweep < _MIN_SWEEP_ROWS:
+    if sweep < _MIN_SWEEP_ROWS:
         order = group_order(codes, counts)
         stops = np.cumsum(counts[present]).tolist()
         buffer = np.empty((min(step, x.shape[0]), p))
@@ -374,14 +373,17 @@ class GroupMoments:
 
         Notes
         -----
-        Per group, one call of the compiled row loop
-        (:func:`~fairpca_dist.engine.gram.accumulate_rows`, no GIL held) sums cache-sized
-        sub-blocks of its rows and adds them to a Gram matrix by BLAS syrk, in place: the flops
-        of one ungrouped Gram in all. When every group's rows are contiguous (a table sorted or
-        partitioned by the sensitive column) the sub-blocks are read where they lie; otherwise
-        the loop copies each into one scratch block as it sums it (the rows of a group listed
-        by a counting sort of the codes), which costs a copy of the rows (measured in
-        ``benchmarks/profile_kernel.py``).
+        Compiled loops (:mod:`fairpca_dist.engine.gram`, no GIL held) sum cache-sized
+        sub-blocks of each group's rows and add them to its Gram matrix, by BLAS syrk in place
+        (or, for at most :data:`~fairpca_dist.engine.gram.NARROW_FEATURES` features, by tiled
+        dot products of transposed sub-blocks): the flops of one ungrouped Gram in all. When
+        every group's rows are contiguous (a table sorted or partitioned by the sensitive
+        column) the sub-blocks are read where they lie, one call per group
+        (:func:`~fairpca_dist.engine.gram.accumulate_rows`); otherwise one sweep over the rows
+        copies each into its group's scratch block
+        (:func:`~fairpca_dist.engine.gram.accumulate_groups`), which costs a copy of the rows;
+        with too many groups for the sweep's memory, each group's rows are gathered in turn,
+        listed by a counting sort of the codes (measured in ``benchmarks/profile_kernel.py``).
         """
         # Row gathers and in-place row blocks need C-ordered float64: np.take of rows from a
         # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one

@@ -48,7 +48,6 @@ from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
 from fairpca_dist.engine.sampling import RowSample, SampleSpec
 from fairpca_dist.engine.sources import (
-    DEFAULT_CHUNK_ROWS,
     Chunk,
     Partition,
     Table,
@@ -289,7 +288,7 @@ def compute_moments(
     client: Any = None,
     split_every: int = 8,
     min_group_size: int = 2,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
     cells: str | HashCells | Any = None,
@@ -1038,7 +1037,7 @@ def table_passes(
     feature_names: Sequence[str] | None = None,
     client: Any = None,
     split_every: int = 8,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
     cells: str | HashCells | Any = None,
