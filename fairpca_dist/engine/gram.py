@@ -652,19 +652,21 @@ def _add_gram(syrk: Any, block: Any, gram: Any) -> None:  # pragma: no cover - c
 
 def compile_kernels() -> None:
     """Compile the kernel's loops for the array types a pass gives them (narrow and wide rows;
-    writable and read-only, as numpy and a zero-copy Arrow read give them; groups contiguous or
-    mixed; with and without weights), or load them from Numba's disk cache. ``make env`` calls
-    it once, so that a new machine's first pass does not spend ~5 s compiling (11 s at load 8)."""
+    writable and read-only, as numpy and a zero-copy Arrow read give them; groups contiguous,
+    mixed, or too many for the sweep; with and without weights), or load them from Numba's disk
+    cache. ``make env`` calls it once, so that a new machine's first pass does not spend ~5 s
+    compiling (11 s at load 8)."""
     from fairpca_dist.engine.moments import GroupMoments
 
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 3, 64)
     weights = rng.random(64)
+    many = tuple(range(6000))  # k · p · 64 rows of float64 exceed the sweep's memory
     for p in (3, NARROW_FEATURES + 1):
         rows = rng.standard_normal((64, p))
         for x in (rows, rows.copy()):
             if x is not rows:
                 x.flags.writeable = False
-            for codes in (labels, np.sort(labels)):
+            for codes, groups in ((labels, (0, 1, 2)), (np.sort(labels), (0, 1, 2)), (labels, many)):
                 for w in (None, weights):
-                    GroupMoments.from_arrays(x, codes, weights=w)
+                    GroupMoments.from_codes(x, codes, groups, weights=w)
