@@ -43,10 +43,11 @@ Writes results/bench_moments.{md,csv}; the Parquet folder in scratch/ is deleted
 issue 33's target 2, p = 10, 50, 200, 500, 1000, 2000 (``--kernel-features``): per p, rows
 enough for >= 2 chunks of 100k rows and ~0.2 s of numpy (``KERNEL_ROWS``), the 4 groups
 shuffled and the same rows sorted by group; ``compute_moments`` on the numpy array (threaded
-scheduler, 2 threads, 1 BLAS thread each, default chunks) against numpy ``X.T @ X`` with 2
+scheduler, 2 threads, 1 BLAS thread each, default partitions) against numpy ``X.T @ X`` with 2
 BLAS threads on the same rows, one untimed warm-up, then rounds with the order of the three
 rotating (every timing after a 0.5 s pause): median [min–max] seconds, the ratio of medians
-and the median of within-round ratios, the load average before and after each p. Targets:
+and the median of within-round ratios, the cores each side kept busy (process CPU seconds /
+wall seconds) and the ratio of CPU seconds, the load average before and after each p. Targets:
 <= 1.5 at p = 10, <= 1.1 at p = 50 … 1000, <= 1.2 at p = 2000. Writes
 results/bench_moments_kernel.{md,json}.
 """
@@ -76,6 +77,7 @@ from threadpoolctl import threadpool_limits
 
 import fairpca_dist
 from fairpca_dist import compute_moments
+from fairpca_dist.engine.sources import in_memory_chunk_rows
 
 HERE = Path(__file__).resolve().parent
 RESULTS, SCRATCH = HERE / "results", HERE / "scratch"
@@ -359,15 +361,17 @@ def kernel_case(n: int, d: int, rounds: int) -> dict:
         "sorted": lambda: compute_moments(x_sorted, sensitive_feature=groups_sorted),
     }
     times: dict[str, list[float]] = {name: [] for name in runs}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}  # CPU seconds of this process, all threads
     out = {}
     for round_ in range(rounds + 1):
         for name in list(runs)[round_ % 3 :] + list(runs)[: round_ % 3]:
             time.sleep(PAUSE)
             with threadpool_limits(limits=2, user_api="blas"):  # ours lowers it to 1 itself
-                started = time.perf_counter()
+                started, started_cpu = time.perf_counter(), time.process_time()
                 out[name] = runs[name]()
                 if round_:
                     times[name].append(time.perf_counter() - started)
+                    cpu[name].append(time.process_time() - started_cpu)
         print(f"p = {d}, round {round_}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in times.items() if v), flush=True)
     pooled = {
         name: sum(s + w * np.outer(mu, mu) for s, w, mu in zip(m.scatter, m.weight, m.mean, strict=True))
@@ -380,6 +384,7 @@ def kernel_case(n: int, d: int, rounds: int) -> dict:
         "rows": n,
         "rounds": rounds,
         "times": times,
+        "cpu": cpu,
         "load_before": load_before,
         "load_after": os.getloadavg(),
         "target": KERNEL_TARGET.get(d, 1.1),
@@ -392,6 +397,7 @@ def kernel_case(n: int, d: int, rounds: int) -> dict:
         case[name] = {
             "ratio": statistics.median(times[name]) / base,
             "within_rounds": [a / b for a, b in zip(times[name], times["numpy"], strict=True)],
+            "cpu_ratio": statistics.median(cpu[name]) / statistics.median(cpu["numpy"]),
         }
     return case
 
@@ -422,27 +428,38 @@ def write_kernel_results(cases: list[dict], args) -> None:
         f"`{' '.join(['.venv/bin/python', 'benchmarks/bench_moments.py', *sys.argv[1:]])}` at {commit()}; "
         f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, numpy {np.__version__}. "
         "Ours: `compute_moments(X, sensitive_feature=groups)` on the float64 numpy array (threaded scheduler, "
-        f"2 threads, 1 BLAS thread each, chunks of {CHUNK:,} rows), 4 groups 50/30/15/5 % shuffled, and the same "
-        "rows sorted by group; baseline: numpy `X.T @ X` on the same rows, 2 BLAS threads, ungrouped. One untimed "
-        f"warm-up, then rounds of the three in rotating order, each after a {PAUSE} s pause. Seconds: median "
-        "[min–max]; ratio = ours / baseline (medians; and the median [min–max] of the ratios within a round). "
+        '2 threads, 1 BLAS thread each, default partitions: `in_memory_chunk_rows(p)` rows, column "rows per '
+        'partition"), 4 groups 50/30/15/5 % shuffled, and the same rows sorted by group (both C-ordered '
+        "float64); baseline: numpy `X.T @ X` on the shuffled array (the same bytes), 2 BLAS threads, ungrouped. "
+        f"One untimed warm-up, then rounds of the three in rotating order, each after a {PAUSE} s pause. Seconds: "
+        "median [min–max]; ratio = ours / baseline (medians; and the median [min–max] of the ratios within a "
+        "round). Cores used: CPU seconds of the process (all its threads) / wall seconds, medians: how many of "
+        "the 2 cores each side kept busy; CPU ratio: ours / baseline in CPU seconds (the work, whatever the "
+        "cores). "
         "rel. err: the pooled Gram Σ_g (S_g + n_g μ_g μ_gᵀ) of ours against the baseline's; sorted vs shuffled: "
         "the largest difference of the scatter matrices of the two orders of the same rows, relative to the "
         "largest entry. Load average (1/5/15 min) before → after each p.",
         "",
-        "| p | rows | rounds | numpy X.T @ X s | ours shuffled s | ratio shuffled (medians; within rounds) "
-        "| ours sorted s | ratio sorted (medians; within rounds) | target | pass (shuffled / sorted) | rel. err "
-        "| sorted vs shuffled | load before → after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| p | rows | rows per partition | rounds | numpy X.T @ X s | ours shuffled s | ratio shuffled (medians; "
+        "within rounds) | ours sorted s | ratio sorted (medians; within rounds) | target | pass (shuffled / sorted) "
+        "| cores used (numpy / shuffled / sorted) | CPU ratio (shuffled / sorted) | rel. err | sorted vs shuffled "
+        "| load before → after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cases:
         t, verdict = c["times"], lambda name, c=c: "PASS" if c[name]["ratio"] <= c["target"] else "FAIL"
+        cores = " / ".join(
+            f"{statistics.median(c['cpu'][name]) / statistics.median(t[name]):.2f}"
+            for name in ("numpy", "shuffled", "sorted")
+        )
         lines.append(
-            f"| {c['features']} | {c['rows']:,} | {c['rounds']} | {_spread(t['numpy'])} | {_spread(t['shuffled'])} | "
+            f"| {c['features']} | {c['rows']:,} | {in_memory_chunk_rows(c['features']):,} | {c['rounds']} | "
+            f"{_spread(t['numpy'])} | {_spread(t['shuffled'])} | "
             f"**{c['shuffled']['ratio']:.2f}**; {_spread(c['shuffled']['within_rounds'], 2)} | "
             f"{_spread(t['sorted'])} | "
             f"**{c['sorted']['ratio']:.2f}**; {_spread(c['sorted']['within_rounds'], 2)} | <= {c['target']} | "
-            f"{verdict('shuffled')} / {verdict('sorted')} | "
+            f"{verdict('shuffled')} / {verdict('sorted')} | {cores} | "
+            f"{c['shuffled']['cpu_ratio']:.2f} / {c['sorted']['cpu_ratio']:.2f} | "
             f"{max(c['rel_err'].values()):.1e} | {c['sorted_vs_shuffled']:.1e} | "
             f"{' / '.join(f'{v:.2f}' for v in c['load_before'])} → {' / '.join(f'{v:.2f}' for v in c['load_after'])} |"
         )

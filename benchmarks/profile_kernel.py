@@ -61,7 +61,7 @@ def best_ms(fn, repeat: int = 5, clock=time.perf_counter) -> float:
     return 1e3 * min(times)
 
 
-FEATURES = (10, 50, 200, 500, 1000, 2000)
+FEATURES = (10, 20, 50, 200, 500, 1000, 2000)
 
 
 def kernel_vs_gram(rng: np.random.Generator) -> list[tuple[int, int, float, float, float, float]]:

@@ -1,14 +1,18 @@
-"""engine/gram.py: the compiled row loop of the moments kernel against numpy, on every way its
-rows come (in place, gathered, shifted, weighted), and the counting sort of the group codes."""
+"""engine/gram.py: the compiled row loops of the moments kernel (dsyrk and narrow) against numpy,
+on every way their rows come (in place, gathered, shifted, weighted), and the counting sort of
+the group codes."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from fairpca_dist import InputError
 from fairpca_dist.engine.blas import symmetrized
-from fairpca_dist.engine.gram import accumulate_groups, accumulate_rows, group_order
+from fairpca_dist.engine.gram import NARROW_FEATURES, accumulate_groups, accumulate_rows, group_order, group_runs
 
 
 def reference(x, rows, start, stop, shift, weights):  # noqa: PLR0913
@@ -18,7 +22,7 @@ def reference(x, rows, start, stop, shift, weights):  # noqa: PLR0913
     return w.sum(), (w[:, None] * centred).sum(axis=0), centred.T @ (w[:, None] * centred)
 
 
-@pytest.mark.parametrize("p", [1, 6, 33])
+@pytest.mark.parametrize("p", [1, 6, 7, NARROW_FEATURES, NARROW_FEATURES + 1, 33])  # both loops, odd and even p
 @pytest.mark.parametrize("gathered", [False, True], ids=["in place", "gathered"])
 @pytest.mark.parametrize("shifted", [False, True], ids=["no shift", "shifted"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
@@ -94,7 +98,7 @@ def test_group_order_is_a_stable_sort_of_the_codes(k):
     np.testing.assert_array_equal(order, np.argsort(codes, kind="stable"))
 
 
-@pytest.mark.parametrize("p", [1, 6, 33])
+@pytest.mark.parametrize("p", [1, 6, 7, NARROW_FEATURES, NARROW_FEATURES + 1, 33])  # both loops
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("step", [1, 7, 64])
 def test_accumulate_groups_sums_each_group_about_the_centre_of_its_first_block(p, weighted, step):
@@ -155,3 +159,61 @@ def test_accumulate_groups_refuses_arrays_blas_would_misread(change):
     } | change
     with pytest.raises(InputError, match="accumulate_groups"):
         accumulate_groups(**arguments)
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [
+        pytest.param([2, 2, 0, 0, 0, 3], id="one run per group"),
+        pytest.param([1], id="one row"),
+        pytest.param([0, 1, 0], id="a group in two runs"),
+        pytest.param([3, 3, 1, 1, 3], id="the last group again"),
+        pytest.param(np.random.default_rng(0).integers(0, 4, size=500), id="shuffled"),
+    ],
+)
+def test_group_runs_counts_the_rows_and_finds_the_runs_of_grouped_rows(codes):
+    codes = np.asarray(codes, dtype=np.intp)
+    counts, starts = group_runs(codes, 5)
+    np.testing.assert_array_equal(counts, np.bincount(codes, minlength=5))
+    changes = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+    if changes.size == np.count_nonzero(counts) - 1:
+        np.testing.assert_array_equal(starts, [0, *changes, codes.size])
+    else:
+        assert starts is None
+
+
+@pytest.mark.parametrize("bad", [-1, 5], ids=["negative", "past the groups"])
+def test_group_runs_refuses_codes_outside_the_groups(bad):
+    with pytest.raises(InputError, match="group codes must lie in 0 … 4, got " + str(bad)):
+        group_runs(np.array([0, 1, bad, 2], dtype=np.intp), 5)
+
+
+_COMPILE_CHECK = """
+import numpy as np
+from numba.core.registry import CPUDispatcher
+from fairpca_dist.engine import gram
+from fairpca_dist.engine.moments import GroupMoments
+
+def signatures():
+    return {name: len(f.signatures) for name, f in vars(gram).items() if isinstance(f, CPUDispatcher)}
+
+gram.compile_kernels()
+compiled = signatures()
+rng = np.random.default_rng(5)
+for p in (2, gram.NARROW_FEATURES, gram.NARROW_FEATURES + 1, 40):
+    rows = rng.normal(size=(300, p)) + 10.0
+    frozen = rows.copy()
+    frozen.flags.writeable = False  # as a zero-copy Arrow read gives them
+    for x in (rows, frozen):
+        shuffled, grouped, many = rng.integers(0, 3, 300), np.sort(rng.integers(0, 3, 300)), np.arange(300) % 250
+        for codes, k in ((shuffled, 3), (grouped, 3), (many, 250)):  # sweep, in place, gathered
+            for weights in (None, rng.exponential(size=300)):
+                GroupMoments.from_codes(x, codes, tuple(range(k)), weights=weights)
+assert signatures() == compiled, (compiled, signatures())
+"""
+
+
+def test_compile_kernels_compiles_every_loop_a_pass_runs():
+    # in a new process: this one's earlier tests have compiled loops of their own
+    result = subprocess.run([sys.executable, "-c", _COMPILE_CHECK], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr

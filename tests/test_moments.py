@@ -306,6 +306,7 @@ def _kernel_case(n_rows: int, p: int, n_groups: int, layout: str, *, offset: flo
         (20_000, 12, 78),  # many groups
         (3_000, 50, 300),  # some groups of one row; the sweep's blocks of 69 rows
         (3_000, 200, 100),  # too many groups for the sweep's memory: gathered group after group
+        (30_000, 12, 2_000),  # the same with narrow rows (the narrow loop, gathered)
     ],
 )
 def test_kernel_equals_per_group_masks_and_numpy(n_rows, p, n_groups, layout, weighted):

@@ -117,18 +117,17 @@ def _chunk_statistics(
     rows allow: read in place when every group's rows are contiguous (a table grouped or sorted
     by group), else in one sweep copying each row into its group's block, else (too many groups
     for the sweep's memory) gathered group after group by a counting sort of the codes."""
-    from fairpca_dist.engine.gram import accumulate_groups, group_order  # compiled: loaded on first use
+    from fairpca_dist.engine.gram import accumulate_groups, group_order, group_runs  # compiled: loaded on first use
 
-    counts = np.bincount(codes, minlength=n_groups)
+    counts, starts = group_runs(codes, n_groups)
     present = np.flatnonzero(counts)
     p = x.shape[1]
     step = _gram_rows(p)
-    if present.size == 1 or np.count_nonzero(codes[1:] != codes[:-1]) == present.size - 1:  # one run per group
-        bounds = [0, *(np.flatnonzero(codes[1:] != codes[:-1]) + 1).tolist(), codes.shape[0]]
+    if starts is not None:  # one run per group
         buffer = np.empty((min(step, x.shape[0]), p))
         return [
             (int(codes[begin]), stop - begin, _group_statistics(x, None, begin, stop, weights, buffer))
-            for begin, stop in zip(bounds[:-1], bounds[1:], strict=True)
+            for begin, stop in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)
         ]
     sweep = min(step, _SWEEP_BYTES // (8 * n_groups * max(p, 1)))
     if sweep < _MIN_SWEEP_ROWS:
@@ -201,10 +200,10 @@ def _group_statistics(
     ``buffer`` (at least ``_gram_rows(p)`` rows, or the group's) holds a sub-block while it is
     copied: only when it is gathered, shifted or weighted.
     """
+    from fairpca_dist.engine.gram import first_centre
+
     step = _gram_rows(x.shape[1])
-    first = x[start : min(start + step, stop)] if rows is None else x[rows[start : start + step]]
-    mean = first.mean(axis=0)
-    shift = mean if np.any(mean * mean > (_SHIFT_AT - 1.0) * first.var(axis=0)) else None
+    shift = first_centre(x, rows, start, stop, step, _SHIFT_AT)
     sums = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
     return _finished(x, rows, start, stop, weights, buffer, shift, sums)
 
@@ -385,14 +384,17 @@ class GroupMoments:
 
         Notes
         -----
-        Per group, one call of the compiled row loop
-        (:func:`~fairpca_dist.engine.gram.accumulate_rows`, no GIL held) sums cache-sized
-        sub-blocks of its rows and adds them to a Gram matrix by BLAS syrk, in place: the flops
-        of one ungrouped Gram in all. When every group's rows are contiguous (a table sorted or
-        partitioned by the sensitive column) the sub-blocks are read where they lie; otherwise
-        the loop copies each into one scratch block as it sums it (the rows of a group listed
-        by a counting sort of the codes), which costs a copy of the rows (measured in
-        ``benchmarks/profile_kernel.py``).
+        Compiled loops (:mod:`fairpca_dist.engine.gram`, no GIL held) sum cache-sized
+        sub-blocks of each group's rows and add them to its Gram matrix, by BLAS syrk in place
+        (or, for at most :data:`~fairpca_dist.engine.gram.NARROW_FEATURES` features, by tiled
+        dot products of transposed sub-blocks): the flops of one ungrouped Gram in all. When
+        every group's rows are contiguous (a table sorted or partitioned by the sensitive
+        column) the sub-blocks are read where they lie, one call per group
+        (:func:`~fairpca_dist.engine.gram.accumulate_rows`); otherwise one sweep over the rows
+        copies each into its group's scratch block
+        (:func:`~fairpca_dist.engine.gram.accumulate_groups`), which costs a copy of the rows;
+        with too many groups for the sweep's memory, each group's rows are gathered in turn,
+        listed by a counting sort of the codes (measured in ``benchmarks/profile_kernel.py``).
         """
         # Row gathers and in-place row blocks need C-ordered float64: np.take of rows from a
         # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one

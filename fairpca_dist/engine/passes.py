@@ -51,7 +51,6 @@ from fairpca_dist.engine.moments import GroupMoments
 from fairpca_dist.engine.progress import threaded_progress, wait_with_progress
 from fairpca_dist.engine.sampling import RowSample, SampleSpec, row_keys
 from fairpca_dist.engine.sources import (
-    DEFAULT_CHUNK_ROWS,
     Chunk,
     Partition,
     Table,
@@ -305,7 +304,7 @@ def compute_moments(
     client: Any = None,
     split_every: int = 8,
     min_group_size: int = 2,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
     cells: str | HashCells | Any = None,
@@ -1109,7 +1108,7 @@ def table_passes(
     feature_names: Sequence[str] | None = None,
     client: Any = None,
     split_every: int = 8,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     read_options: dict[str, Any] | None = None,
     progress: bool = False,
     cells: str | HashCells | Any = None,

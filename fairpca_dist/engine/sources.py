@@ -81,9 +81,15 @@ __all__ = [
     "feature_values",
     "check_finite",
     "DEFAULT_CHUNK_ROWS",
+    "in_memory_chunk_rows",
 ]
 
 DEFAULT_CHUNK_ROWS = 100_000
+# Partitions of an in-memory numpy array (views, no copy): about this many bytes of features, and
+# at least DEFAULT_CHUNK_ROWS rows. A partition's fixed costs (its task, the labels' coding, the
+# kernel's per-group steps, a merge: ~1.5 ms) are ~30 % of the moments kernel on 100k rows at
+# p = 10 and ~10 % at p = 50 (benchmarks/results/bench_moments_kernel.md).
+IN_MEMORY_CHUNK_BYTES = 64 * 2**20
 # Parquet partitions: row groups are packed into partitions of at most this much decoded data,
 # and a larger row group is read in row slices of at most this much (fairpca_dist.engine.parquet_slices).
 # A task needs ~5.5x its partition while it decodes, converts and accumulates (fairpca_dist.engine.memory);
@@ -959,10 +965,14 @@ def _paired_row_values(
 
 
 def _as_rows(
-    data: Any, extra: dict[str, Any], chunk_rows: int
+    data: Any, extra: dict[str, Any], chunk_rows: int | None
 ) -> tuple[da.Array, da.Array, da.Array | None, da.Array | None]:
     """Array input as aligned dask arrays: features (one column chunk), labels, weights, cells."""
-    x = data if isinstance(data, da.Array) else _in_memory(np.asarray(data), chunk_rows)
+    if not isinstance(data, da.Array):
+        data = np.asarray(data)
+        width = data.shape[1] if data.ndim == 2 else 1
+        data = _in_memory(data, chunk_rows or in_memory_chunk_rows(width))
+    x = data
     if x.ndim != 2:
         raise SchemaError(f"expected a 2-D array of rows, got shape {x.shape}")
     if SENSITIVE_COLUMN not in extra:
@@ -977,6 +987,12 @@ def _as_rows(
         for name, values in extra.items()
     }
     return x, aligned[SENSITIVE_COLUMN], aligned.get(WEIGHT_COLUMN), aligned.get(CELL_COLUMN)
+
+
+def in_memory_chunk_rows(n_features: int) -> int:
+    """Rows per partition of an in-memory array of ``n_features`` float64 columns when none are
+    given: :data:`IN_MEMORY_CHUNK_BYTES` of them, at least :data:`DEFAULT_CHUNK_ROWS`."""
+    return max(DEFAULT_CHUNK_ROWS, IN_MEMORY_CHUNK_BYTES // (8 * max(n_features, 1)))
 
 
 def _in_memory(values: np.ndarray, rows: int | tuple[int, ...]) -> da.Array:
@@ -1053,7 +1069,7 @@ def open_table(
     key_columns: Sequence[str] = (),
     exclude: Sequence[str] = (),
     feature_names: Sequence[str] | None = None,
-    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    chunk_rows: int | None = None,
     read_options: dict[str, Any] | None = None,
     cells: str | HashCells | Any = None,
     storage_options: StorageOptions | None = None,
@@ -1086,8 +1102,11 @@ def open_table(
         Columns to leave out of the default feature set.
     feature_names : list of str, optional
         Names for the columns of array input (default ``x0 … x{p−1}``).
-    chunk_rows : int
-        Rows per partition for in-memory input.
+    chunk_rows : int, optional
+        Rows per partition for in-memory input. Default: for a numpy array, partitions of about
+        :data:`IN_MEMORY_CHUNK_BYTES` (64 MiB) of features and at least
+        :data:`DEFAULT_CHUNK_ROWS` rows (:func:`in_memory_chunk_rows`); for a pandas DataFrame,
+        :data:`DEFAULT_CHUNK_ROWS`.
     read_options : dict, optional
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
@@ -1110,7 +1129,7 @@ def open_table(
         the filesystem's usual environment variables and files (``AWS_*``). Ignored for local
         paths and for a :class:`~fairpca_dist.io.storage.Location`, which carries its own.
     """
-    if not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1:
+    if chunk_rows is not None and (not isinstance(chunk_rows, (int, np.integer)) or chunk_rows < 1):
         raise InputError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     if "storage_options" in (read_options or {}):
         raise InputError(
@@ -1136,7 +1155,7 @@ def open_table(
         extra[CELL_COLUMN] = _row_values(cells, CELL_COLUMN, lazy=lazy_frame)
         cells = CELL_COLUMN
     if _is_array(data):
-        rows = _as_rows(data, extra, int(chunk_rows))
+        rows = _as_rows(data, extra, None if chunk_rows is None else int(chunk_rows))
         names = _array_feature_names(rows[0].shape[1], feature_names)
         chosen = list(names) if features is None else list(features)
         for name in [*chosen, *key_columns, *exclude]:
@@ -1163,7 +1182,9 @@ def open_table(
         return Table(
             tuple(chosen), tuple(sensitive), weight, (), rows=(x, rows[1], rows[2]), cells=cells, cell_rows=rows[3]
         )
-    frame = _as_frame(data, extra, int(chunk_rows), dict(read_options or {}))
+    frame = _as_frame(
+        data, extra, DEFAULT_CHUNK_ROWS if chunk_rows is None else int(chunk_rows), dict(read_options or {})
+    )
     origin = f" in {data.url!r}" if isinstance(data, Location) else ""
     _require_columns(frame, sensitive, "sensitive feature", origin)
     if weight is not None:
