@@ -110,6 +110,18 @@ _MIN_SWEEP_ROWS = 64
 _Statistics = tuple[float, np.ndarray, np.ndarray, np.ndarray]
 
 
+def _chunk_arguments(
+    x: np.ndarray, codes: np.ndarray, feature_names: Sequence[str] | None
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """The feature names (``x0 … x{p−1}`` by default) and the codes as intp, one per row of ``x``
+    (:class:`InputError` otherwise), of :meth:`GroupMoments.from_codes` and its diagonal form."""
+    names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(x.shape[1]))
+    codes = np.asarray(codes, dtype=np.intp)
+    if codes.shape != (x.shape[0],):
+        raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
+    return names, codes
+
+
 def _chunk_statistics(
     x: np.ndarray, codes: np.ndarray, n_groups: int, weights: np.ndarray | None
 ) -> list[tuple[int, int, _Statistics]]:
@@ -400,11 +412,7 @@ class GroupMoments:
         # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one
         # contiguous copy first. The passes hand over such slabs already (no copy here).
         x = np.ascontiguousarray(x, dtype=np.float64)
-        p = x.shape[1]
-        names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(p))
-        codes = np.asarray(codes, dtype=np.intp)
-        if codes.shape != (x.shape[0],):
-            raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
+        names, codes = _chunk_arguments(x, codes, feature_names)
         if x.shape[0] == 0:
             return cls.empty(names)
         if weights is not None:
@@ -445,10 +453,7 @@ class GroupMoments:
         """
         x = np.asarray(x, dtype=np.float64)
         p = x.shape[1]
-        names = tuple(feature_names) if feature_names is not None else tuple(f"x{j}" for j in range(p))
-        codes = np.asarray(codes, dtype=np.intp)
-        if codes.shape != (x.shape[0],):
-            raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
+        names, codes = _chunk_arguments(x, codes, feature_names)
         present = np.flatnonzero(np.bincount(codes, minlength=len(groups)))
         if present.size == 0:
             return cls.empty(names, diagonal=True)
