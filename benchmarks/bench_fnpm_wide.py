@@ -46,7 +46,6 @@ import os
 import platform
 import shutil
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,7 +57,7 @@ from dask.utils import parse_bytes
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_out_of_core import RssSampler, log_lines  # noqa: E402
+from bench_out_of_core import RssSampler, log_lines, run_with_timeout  # noqa: E402
 from disk import require_free_disk  # noqa: E402
 from planted import N_UNFAIR, R, expected_error, planted, write_table  # noqa: E402
 from provenance import provenance  # noqa: E402
@@ -137,27 +136,13 @@ def step(client: Any, run: Callable[[], Any], timeout: float) -> tuple[Any, dict
     load_before = os.getloadavg()
     sampler = RssSampler()
     sampler.start()
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = run()
-        except Exception as exc:  # a failed step is a result too (ResourceError, KilledWorker)
-            box["error"] = f"{type(exc).__name__}: {exc}"
-
-    started = time.perf_counter()
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    seconds = time.perf_counter() - started
-    if thread.is_alive():
-        box["error"] = f"timed out: no result after {timeout:.0f} s"
+    result, error, seconds = run_with_timeout(run, timeout)
     sampler.stop()
     sampler.join()
     peaks = {pid: rss / 1e6 for pid, rss in sampler.peak.items()}
-    return box.get("result"), {
+    return result, {
         "seconds": seconds,
-        "error": box.get("error"),
+        "error": error,
         "worker_peak_rss_mb": [peaks[pid] for pid in sorted(peaks)],
         "worker_processes_seen": len(peaks),
         "worker_processes_died": len(sampler.dead),
@@ -390,7 +375,7 @@ def report(result: dict[str, Any]) -> str:
         lines += [
             "",
             f"The moments pass ({moments['seconds']:.0f} s, timeout "
-            f"{'reached' if (moments['error'] or '').startswith('timed out') else 'not reached'}): "
+            f"{'reached' if (moments['error'] or '').startswith('Hung') else 'not reached'}): "
             f"{moments['error'] or 'completed'}. Its per-partition result, k (p + 1)² float64 = "
             f"{size_text(sizes['moments'] * 1e6)}, is {sizes['moments'] * 1e6 / MEMORY_LIMIT:.1f} x a worker's "
             "1 GB limit.",
