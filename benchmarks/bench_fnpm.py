@@ -5,15 +5,10 @@ planted fair subspace, on ``LocalCluster(2 workers x 1 thread, 1 GB)`` (issue 34
     .venv/bin/python benchmarks/bench_fnpm.py --quick --results benchmarks/scratch/quick   # p = 300, 40,000 rows
 
 The table: ``--rows`` rows of p features in files of ``--rows-per-file`` rows, groups g0/g1 at
-60/40 %. With F (p × 3), u and W (p × 2) orthonormal together (a random draw), every row is
-
-    x = F a + 0.3 e   (a ~ N(0, diag(9, 7, 5)), e ~ N(0, I_p)),  plus, in group g1,  2.5 u + W b,
-    b ~ N(0, diag(16, 12)):
-
-the groups differ in mean along u and in covariance along W, and both differences carry more
-variance than F, so plain PCA takes u and W while ``fnpm`` (``constraint="all"``, m = 2, r = 3)
-must find F: the *planted fair subspace*, against which both fits are scored (sine of the
-largest principal angle).
+60/40 %, with a planted fair subspace F (``planted.py``: the groups differ in mean along u and in
+covariance along W, both carrying more variance than F's weakest direction), against which
+``fnpm`` (``constraint="all"``, m = 2, r = 3) and plain PCA are scored (sine of the largest
+principal angle).
 
 Measured (each pass timed, the workers' peak resident memory above their floor read from the
 kernel: ``/proc/<pid>/clear_refs`` then ``VmHWM``, the larger of the two workers):
@@ -48,11 +43,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from disk import require_free_disk  # noqa: E402
+from planted import N_UNFAIR, R, planted, write_table  # noqa: E402
 from provenance import provenance  # noqa: E402
 
 from fairpca_dist import compute_moments, fit_projection  # noqa: E402
@@ -61,7 +55,7 @@ from fairpca_dist.solvers.stiefel import random_orthonormal, subspace_distance  
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "scratch"
-N_UNFAIR, R, OVERSAMPLE = 2, 3, 5
+OVERSAMPLE = 5
 
 
 # ---------------------------------------------------------------- run inside the workers
@@ -81,25 +75,6 @@ def peak() -> int:
 
 
 # ---------------------------------------------------------------- the driver
-def planted(p: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """F (p × 3), u (p,), W (p × 2), orthonormal together."""
-    basis = random_orthonormal(np.random.default_rng(seed), p, 6)
-    return basis[:, :3], basis[:, 3], basis[:, 4:]
-
-
-def write_table(folder: Path, rows: int, p: int, rows_per_file: int, seed: int) -> None:
-    fair, u, w = planted(p, seed)
-    names = [f"f{j}" for j in range(p)]
-    for index, start in enumerate(range(0, rows, rows_per_file)):
-        n = min(rows_per_file, rows - start)
-        rng = np.random.default_rng([seed, index])
-        second = rng.random(n) < 0.4
-        x = (rng.standard_normal((n, 3)) * np.sqrt([9.0, 7.0, 5.0])) @ fair.T + 0.3 * rng.standard_normal((n, p))
-        x[second] += 2.5 * u + (rng.standard_normal((int(second.sum()), 2)) * [4.0, np.sqrt(12.0)]) @ w.T
-        columns = [pa.array(x[:, j]) for j in range(p)] + [pa.array(np.where(second, "g1", "g0"))]
-        pq.write_table(pa.Table.from_arrays(columns, names=[*names, "group"]), folder / f"part-{index:04d}.parquet")
-
-
 def measured(client, run) -> tuple[float, int, object]:
     """Seconds, the larger worker's peak resident memory above its floor, and the result of ``run()``."""
     floors = client.run(reset_peak)

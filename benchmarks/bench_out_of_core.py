@@ -45,7 +45,9 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psutil
@@ -193,29 +195,37 @@ def log_lines(client) -> list[str]:
     return [line for line in found if LOG_PATTERN.search(line)]
 
 
+def run_with_timeout(run: Callable[[], Any], timeout: float) -> tuple[Any, str | None, float]:
+    """``run()`` in a daemon thread for at most ``timeout`` seconds: its result (None if it
+    failed or did not finish), the error line (``Type: message``, or ``Hung: no result after
+    N s``) and the seconds waited. A failed pass is a result too (e.g. ``KilledWorker``)."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = run()
+        except Exception as exc:
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    started = time.perf_counter()
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    seconds = time.perf_counter() - started
+    if thread.is_alive():
+        box["error"] = f"Hung: no result after {timeout:.0f} s"
+    return box.get("result"), box.get("error"), seconds
+
+
 def run_pass(client, path: Path, label: str, read_options: dict | None, timeout: float) -> tuple[object, dict]:
     before = client.run(os.getpid)
     idle_rss = client.run(lambda: psutil.Process().memory_info().rss)
     sampler = RssSampler()
     sampler.start()
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["moments"] = compute_moments(
-                str(path), sensitive_feature="group", client=client, read_options=read_options
-            )
-        except Exception as exc:  # a failed pass is a result too (e.g. KilledWorker)
-            box["error"] = f"{type(exc).__name__}: {exc}"
-
-    t0 = time.perf_counter()
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(timeout)
-    seconds = time.perf_counter() - t0
-    if worker.is_alive():
-        box["error"] = f"Hung: no result after {timeout:.0f} s"
-    moments, error = box.get("moments"), box.get("error")
+    moments, error, seconds = run_with_timeout(
+        lambda: compute_moments(str(path), sensitive_feature="group", client=client, read_options=read_options),
+        timeout,
+    )
     sampler.stop()
     after = client.run(os.getpid)
     info = dict(

@@ -133,6 +133,7 @@ BENCHES = (
         outputs=("mmd_sample.json",),
     ),
     Bench("fnpm", "bench_fnpm.py", quick=("--quick",), outputs=("fnpm.json",)),
+    Bench("fnpm-wide", "bench_fnpm_wide.py", quick=("--quick", "--name", "fnpm_wide"), outputs=("fnpm_wide.json",)),
     Bench("pipeline", "bench_pipeline.py", quick=("--quick",), outputs=("pipeline.json",)),
     # the same under load: two busy processes beside every timed command
     Bench(
