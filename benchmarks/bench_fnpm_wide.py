@@ -80,42 +80,6 @@ CLUSTER = "LocalCluster(n_workers=2, threads_per_worker=1, memory_limit='1GB')"
 MEMORY_LIMIT = 1e9
 
 
-class _CachedSchema:
-    """A pyarrow schema whose ``names`` and ``types`` are built once (pyarrow builds the list on
-    every access)."""
-
-    def __init__(self, schema: Any):
-        self._schema, self.names, self.types = schema, schema.names, schema.types
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._schema, name)
-
-
-class _CachedRowGroup:
-    """A pyarrow dataset row group whose schema is a :class:`_CachedSchema`."""
-
-    def __init__(self, row_group: Any):
-        self._row_group, self.schema, self.metadata = row_group, _CachedSchema(row_group.schema), row_group.metadata
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._row_group, name)
-
-
-def linear_row_group_statistics() -> None:
-    """Work around dask's row-group statistics, quadratic in the number of columns: dask's
-    ``_get_rg_statistics`` (dask/dataframe/io/parquet/arrow.py, dask 2026.8) reads
-    ``row_group.schema.types[i]`` for every column i, and pyarrow builds the schema and its list
-    of p types on each access: p² type objects per row group, 13.5 s per row group at p = 2,000
-    and ~20 min at p = 20,000, on the driver, whenever ``read_parquet`` plans partitions by
-    row-group sizes (the library's default ``split_row_groups="adaptive"``). Wrapping the row
-    group so that its schema's names and types are built once makes it linear; the statistics
-    are the same."""
-    import dask.dataframe.io.parquet.arrow as arrow
-
-    original = arrow._get_rg_statistics
-    arrow._get_rg_statistics = lambda row_group, col_names: original(_CachedRowGroup(row_group), col_names)
-
-
 def machine() -> str:
     import dask
     import pyarrow
@@ -182,7 +146,6 @@ def main() -> None:
         "load_average_start": load_start,
     }
     started = time.perf_counter()
-    linear_row_group_statistics()
     # row groups that dask reads whole (≤ PARQUET_PARTITION_BYTES decoded): no row slices
     # (with a margin: 400-row groups, 64.0 MB of 64 MiB, were sliced and the pass did not finish in 30 min)
     groups = -(-args.rows_per_file * 8 * p // int(0.8 * parse_bytes(PARQUET_PARTITION_BYTES)))
@@ -402,32 +365,23 @@ def report(result: dict[str, Any]) -> str:
 
 
 NOTES = (
-    "Notes on the method (measured while building this benchmark, at c75be2e, on this 2-core machine at load 4–11):",
+    "Notes on the method (found while building this benchmark at c75be2e, fixed in main since; 2-core machine):",
     "",
-    "- Not through `ingest_table` / `fit_table`: at p = 20,000 ingest does not finish. Its write of each partition, "
-    "`io.storage.write_parquet`, builds `set(plain)` once per column (`[c for c in table.column_names if c not in "
-    "set(plain)]`): quadratic in p, 0.5 / 2.2 / 9.6 s for a 10-row frame at p = 2,500 / 5,000 / 10,000, ~40 s per "
-    "partition at 20,000; in one process, ingest of one 1,000-row file took 4.3 s at p = 1,000, 11.5 s at 3,000, "
-    "60 s at 8,000 and had not finished after 11 min at 20,000; on the 1 GB workers its partition task "
-    "(`_clean_partition`, 334 rows = 53 MB) passed 95 % of the limit and the workers were restarted. The benchmark "
-    "calls what `fit_table` calls on a wide table: the per-file diagonal moments, `table_passes`, `fit_projection`.",
-    "- dask's row-group statistics (`_get_rg_statistics`, dask/dataframe/io/parquet/arrow.py) read "
-    "`row_group.schema.types[i]` per column, and pyarrow builds that list on every access: p² per row group "
-    "(13.5 s per row group at p = 2,000, on the driver, whenever `read_parquet` plans by row-group sizes, the "
-    "library's default). The benchmark wraps the row group so that the list is built once "
-    "(`linear_row_group_statistics`); without it the table does not open at p = 20,000.",
-    "- The features are listed (`features=`): with the default, `open_table` types each column through a dask "
-    "`frame[c]` (O(p) each). Opening the table still costs the driver ~35 s per file at p = 20,000, and the wide "
-    "moments pass (`compute_file_moments`, also what `fit_table` runs on a table without cached moments) opens "
-    "every file: hence files of 2,000 rows (in row groups of 334 rows = 53 MB, which dask reads whole; larger ones "
-    "are read in row slices, each decoding the row group again).",
-    "- n = 10,000 rather than 20,000–40,000: a streaming pass costs ~2.5 s per 334-row partition (53 MB) and "
-    "worker (7.4 s per 1,000 rows in one process; 17 s per 1,000 rows on the cluster in a smoke run at load 11), "
-    "so the ~10 passes of a fit over 20,000+ rows, with the moments-pass attempt, would pass the 25-minute budget. "
-    "In that smoke run (1,000 x 20,000: 23 passes, as p/n = 20 puts the noise's top eigenvalue, 0.09 (1 + √20)² = "
-    "2.7, near F's 5) the workers peaked at ~900 MB of their 1 GB (floor 340 MB) during the passes.",
-    "- `solvers.stiefel.subspace_distance` forms the p × p projectors (3.2 GB each at p = 20,000); the angles here "
-    "come from `fnpm_streaming.subspace_change` (‖B − A(AᵀB)‖₂, O(p r²)).",
+    "- Not through `ingest_table` / `fit_table`, which ingest then fit the same way: the benchmark calls what "
+    "`fit_table` calls on a wide table (the per-file diagonal moments, `table_passes`, `fit_projection`), to time "
+    "each. At c75be2e ingest did not finish at p = 20,000: `io.storage.write_parquet` built `set(plain)` once per "
+    "column (quadratic in p; now once), and dask's adaptive read plan gathers row-group statistics in time "
+    "quadratic in the columns (13.5 s per row group at p = 2,000; the library now reads a file of more than 1,000 "
+    "columns one partition per row group, `PARQUET_STATISTICS_COLUMNS`, without those statistics).",
+    "- Opening a table of 20,000 columns still costs the driver ~25–50 s (dask's own per-column planning); "
+    "`open_table` reads the dtypes once (it planned a `frame[c]` selection per column). The features are listed "
+    "(`features=`).",
+    "- Ingest's partition task at p = 20,000 holds ~11x its partition (pandas' per-column blocks and copies): a "
+    "53 MB partition passed 95 % of a 1 GB worker's limit at c75be2e.",
+    "- n = 10,000: a streaming pass costs ~2.5 s per 334-row partition (53 MB) and worker, so the ~10 passes of a "
+    "fit over 20,000+ rows, with the moments-pass attempt, would pass the 25-minute budget. In a smoke run at "
+    "1,000 x 20,000 (23 passes: p/n = 20 puts the noise's top eigenvalue, 0.09 (1 + √20)² = 2.7, near F's 5) the "
+    "workers peaked at ~900 MB of their 1 GB (floor 340 MB).",
 )
 
 
