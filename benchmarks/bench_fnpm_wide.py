@@ -146,9 +146,10 @@ def main() -> None:
         "load_average_start": load_start,
     }
     started = time.perf_counter()
-    # row groups that dask reads whole (≤ PARQUET_PARTITION_BYTES decoded): no row slices
-    # (with a margin: 400-row groups, 64.0 MB of 64 MiB, were sliced and the pass did not finish in 30 min)
-    groups = -(-args.rows_per_file * 8 * p // int(0.8 * parse_bytes(PARQUET_PARTITION_BYTES)))
+    # row groups that dask reads whole, and small enough for a 1 GB worker: a partition of 20,000
+    # columns costs ~12x its decoded size in the pass (pandas' per-column blocks and copies; 334-row
+    # groups of 53 MB had the workers killed at 1 GB), so at most a quarter of PARQUET_PARTITION_BYTES
+    groups = -(-args.rows_per_file * 8 * p // int(0.25 * parse_bytes(PARQUET_PARTITION_BYTES)))
     row_group_rows = -(-args.rows_per_file // groups)
     write_table(source, rows, p, args.rows_per_file, args.seed, row_group_rows=row_group_rows)
     result["table"] = {
