@@ -562,13 +562,13 @@ def _pipeline(
 ) -> int:
     """``fairpca pipeline``. ``launched``: an API server the caller (the demo) launched already, as
     the exit stack that stops it (left here, whatever happens) and its ``ready``
-    (:func:`fairpca_dist.flows.runtime.api_server`); without it, one is launched first, before the checks
-    and the imports of Prefect and the flows, which overlap its start (on bad input, it is stopped)."""
+    (:func:`fairpca_dist.flows.runtime.api_server`); without it, one is launched once the checks
+    have passed (bad input leaves nothing in the Prefect home), before the imports of Prefect and
+    the flows, which overlap its start."""
     from fairpca_dist.flows.api_server import launched_early
 
     stack, ready = launched or (contextlib.ExitStack(), None)
     with stack:  # leaving it stops the server, once the flows are done (counted in the time below)
-        early = None if ready else stack.enter_context(launched_early())
         from fairpca_dist.io.runs import check_run
 
         begun = time.perf_counter()
@@ -597,8 +597,9 @@ def _pipeline(
             wide=args.wide,
             moments_budget=args.moments_budget,
         )
-        check_run(**run)  # bad input fails here, in seconds, before Prefect is imported
+        check_run(**run)  # bad input fails here, in seconds, before Prefect is imported or started
         checks = time.perf_counter() - begun
+        early = None if ready else stack.enter_context(launched_early())
         ready = ready or stack.enter_context(_api_server(early))  # it starts while the flows are imported
         from fairpca_dist.flows.pipeline import pipeline
         from fairpca_dist.flows.steps import show_step_lines
