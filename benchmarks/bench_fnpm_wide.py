@@ -6,7 +6,8 @@ completes where the moments pass cannot (issue 34).
 
 The table (``planted.py``, the model of ``bench_fnpm.py``): ``--rows`` rows of p float64 features
 and a group column, written file by file (``--rows-per-file`` rows, one file in memory at a
-time, in row groups dask reads whole: ≤ 64 MiB decoded), with a planted fair subspace F (r = 3)
+time, one row group per file as pandas and pyarrow write it, which the library reads in slices of
+≤ 64 MiB decoded, a few hundred columns at a time), with a planted fair subspace F (r = 3)
 and an unfair subspace N (a mean shift and m = 2 directions of group-specific variance, larger
 than F's weakest), F ⊥ N, isotropic noise elsewhere. At p = 20,000 one row is 160 KB and the
 p × p moments of the two groups 6.4 GB: above the 1 GB budget (``params.choose_wide``) and
@@ -121,7 +122,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="p = 2,000, 20,000 rows, and the in-memory fnpm")
     parser.add_argument("--features", type=int, default=20_000)
     parser.add_argument("--rows", type=int, default=10_000)
-    parser.add_argument("--rows-per-file", type=int, default=2_000)
+    parser.add_argument("--rows-per-file", type=int, default=1_000)
     parser.add_argument("--moments-timeout", type=float, default=120.0, help="seconds for the moments pass")
     parser.add_argument("--step-timeout", type=float, default=1800.0, help="seconds for any other step")
     parser.add_argument("--seed", type=int, default=0)
@@ -146,11 +147,9 @@ def main() -> None:
         "load_average_start": load_start,
     }
     started = time.perf_counter()
-    # row groups that dask reads whole, and small enough for a 1 GB worker: a partition of 20,000
-    # columns costs ~12x its decoded size in the pass (pandas' per-column blocks and copies; 334-row
-    # groups of 53 MB had the workers killed at 1 GB), so at most a quarter of PARQUET_PARTITION_BYTES
-    groups = -(-args.rows_per_file * 8 * p // int(0.25 * parse_bytes(PARQUET_PARTITION_BYTES)))
-    row_group_rows = -(-args.rows_per_file // groups)
+    # one row group per file, as pandas and pyarrow write a file of fewer than 2**20 rows: the
+    # library reads it in slices of at most PARQUET_PARTITION_BYTES, a few hundred columns at a time
+    row_group_rows = args.rows_per_file
     write_table(source, rows, p, args.rows_per_file, args.seed, row_group_rows=row_group_rows)
     result["table"] = {
         "rows": rows,
@@ -221,7 +220,7 @@ def main() -> None:
     result["per_partition_mb"] = {
         "moments": 2 * (p + 1) ** 2 * 8 / 1e6,
         "streaming_pass": 2 * p * (N_UNFAIR + R + 2 * 5 + 1) * 8 / 1e6,
-        "partition": 8 * row_group_rows * p / 1e6,
+        "partition": min(8 * row_group_rows * p, parse_bytes(PARQUET_PARTITION_BYTES)) / 1e6,
     }
     if args.quick and streaming is not None:
         result["in_memory"] = in_memory(source, streaming, fair)
@@ -299,9 +298,10 @@ def report(result: dict[str, Any]) -> str:
         "minute per pass); the spread of a pass is in the per-pass numbers of `bench_fnpm.py`.",
         "",
         f"Table: {rows:,} rows x {p:,} float64 features + group (g1 40 %), {table['files']} Parquet files of "
-        f"{table['rows_per_file']:,} rows in row groups of {table['row_group_rows']:,} (one partition each), "
+        f"{table['rows_per_file']:,} rows in row groups of {table['row_group_rows']:,} (read in slices of at most "
+        "64 MiB), "
         f"{size_text(table['bytes'])}, written file by file in "
-        f"{table['write_s']:.0f} s. One partition is {sizes['partition']:.0f} MB of float64; the p × p moments "
+        f"{table['write_s']:.0f} s. The largest partition is {sizes['partition']:.0f} MB of float64; the p × p moments "
         f"of a partition, k (p + 1)² float64 = {size_text(sizes['moments'] * 1e6)}; a streaming pass returns "
         f"k p q = {sizes['streaming_pass']:.1f} MB per partition (q = 16).",
         "",

@@ -276,25 +276,42 @@ def test_a_moments_pass_the_workers_cannot_hold_is_refused_before_it_starts(dask
     )
 
 
-def test_a_parquet_file_of_many_columns_is_planned_one_partition_per_row_group(tmp_path):
+@pytest.mark.parametrize("blocksize", [None, 4 * 8 * 1002])
+def test_a_parquet_file_of_many_columns_is_read_row_group_by_row_group_a_few_columns_at_a_time(
+    tmp_path, monkeypatch, blocksize
+):
     """Above PARQUET_STATISTICS_COLUMNS columns the read is planned without dask's adaptive plan
     (its row-group statistics cost time quadratic in the columns: 7 s a row group at 3,000):
-    one partition per row group, the same rows."""
+    one partition per row group (slices of one above the blocksize), read by the slice reader
+    a bounded number of columns at a time; the same rows in order, the same diagonal moments,
+    and the footer every task parses counted in the memory a task needs."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from fairpca_dist.engine import parquet_slices
+    from fairpca_dist.engine.memory import NEED_PER_FOOTER_BYTE, frame_partition_size
     from fairpca_dist.engine.sources import PARQUET_STATISTICS_COLUMNS, open_table
 
+    monkeypatch.setattr(parquet_slices, "MAX_COLUMNS_PER_READ", 100)
     p = PARQUET_STATISTICS_COLUMNS + 1
     x = np.random.default_rng(6).normal(size=(30, p))
     frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(p)]).assign(g=["a", "b", "c"] * 10)
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), tmp_path / "wide.parquet", row_group_size=10)
-    table = open_table(str(tmp_path / "wide.parquet"), sensitive_feature="g")
-    assert table.frame is not None and table.frame.npartitions == 3
+    path = tmp_path / "wide.parquet"
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=10)
+    options = {} if blocksize is None else {"blocksize": blocksize}
+    table = open_table(str(path), sensitive_feature="g", read_options=options)
+    assert table.frame is not None
+    if blocksize is None:
+        assert table.frame.npartitions == 3
+    else:  # slices of at most the blocksize (as the footer counts bytes: with dictionary pages)
+        assert table.frame.npartitions > 3 * (10 * 8 * p) // blocksize
+    np.testing.assert_array_equal(table.frame[list(table.features)].compute().to_numpy(), x)
+    size = frame_partition_size(table.frame)
+    footer = pq.ParquetFile(path).metadata.serialized_size
+    assert size is not None and size.sliced and size.footer_bytes == footer
+    assert size.need() > NEED_PER_FOOTER_BYTE * footer
     moments = GroupMoments.diagonal_from_codes(x, np.arange(30) % 3, ("a", "b", "c"))
-    read = compute_file_moments(
-        [str(tmp_path / "wide.parquet")], sensitive_feature="g", features=table.features, diagonal=True
-    )
+    read = compute_file_moments([str(path)], sensitive_feature="g", features=table.features, diagonal=True)
     np.testing.assert_allclose(read[0].scatter, moments.scatter, rtol=1e-12)
 
 

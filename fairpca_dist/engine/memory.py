@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from dask.base import is_dask_collection
 
-from fairpca_dist.engine.parquet_slices import COLUMNS_PER_READ, RowSlice, SlicedParquet
+from fairpca_dist.engine.parquet_slices import RowSlice, SlicedParquet, columns_per_read
 from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
 from fairpca_dist.wording import size_text
 
@@ -54,9 +54,14 @@ __all__ = [
 # made from it and one float64 slab, up to ≈ 5 D. Read as a slice of a larger row group
 # (fairpca_dist.engine.parquet_slices): the decoded slice and its pandas partition, ≈ 3 D, plus a page
 # buffer and a decompressed page per column decoded at once. Plus a little per task.
+# A task also parses its file's footer: ≈ 6–9× its serialized size (pyarrow's metadata and the
+# schema; 290–430 MB for the footer of 20 row groups × 20,000 columns, 47 MB), and a column
+# decoded costs at most a page buffer and a page (its slice's values when they are fewer).
 NEED_PER_DECODED_BYTE = 5.5
 NEED_PER_SLICE_BYTE = 3.5
 NEED_PER_SLICED_COLUMN = 5 * 2**19
+NEED_PER_SMALL_COLUMN = 64 * 2**10
+NEED_PER_FOOTER_BYTE = 9
 NEED_PER_TASK = 16 * 2**20
 MIN_SLICE_BYTES = 8 * 2**20  # smaller slices of a 400 MiB row group would decode it 25 times and more
 
@@ -77,6 +82,7 @@ class PartitionSize:
     n_columns: int
     source: str
     sliced: bool = False
+    footer_bytes: int = 0
 
     @property
     def decoded_bytes(self) -> int:
@@ -85,11 +91,15 @@ class PartitionSize:
     def need(self, rows: int | None = None) -> int:
         """Bytes one task needs while it reads and processes this partition (or one like it of
         ``rows`` rows)."""
-        decoded = self.row_bytes * (self.rows if rows is None else rows)
+        rows = self.rows if rows is None else rows
+        decoded = self.row_bytes * rows
+        footer = NEED_PER_FOOTER_BYTE * self.footer_bytes + NEED_PER_TASK
         if self.sliced:
-            pages = NEED_PER_SLICED_COLUMN * min(self.n_columns, COLUMNS_PER_READ)
-            return int(NEED_PER_SLICE_BYTE * decoded + pages + NEED_PER_TASK)
-        return int(NEED_PER_DECODED_BYTE * decoded + NEED_PER_TASK)
+            column_bytes = rows * self.row_bytes // max(self.n_columns, 1)
+            page = min(NEED_PER_SLICED_COLUMN, NEED_PER_SMALL_COLUMN + 2 * column_bytes)
+            pages = page * min(self.n_columns, columns_per_read(column_bytes))
+            return int(NEED_PER_SLICE_BYTE * decoded + pages + footer)
+        return int(NEED_PER_DECODED_BYTE * decoded + footer)
 
     def smaller(self, n_bytes: int) -> str | None:
         """The option that makes partitions like this one need at most ``n_bytes`` per task, or
@@ -107,7 +117,13 @@ class PartitionSize:
         return f"chunk_rows={rows} (or rechunk the dask array to {rows} rows per block)"
 
     def __str__(self) -> str:
-        return f"{self.rows:,} rows × {self.n_columns} columns, {size_text(self.decoded_bytes)} decoded"
+        text = f"{self.rows:,} rows × {self.n_columns} columns, {size_text(self.decoded_bytes)} decoded"
+        if NEED_PER_FOOTER_BYTE * self.footer_bytes > self.decoded_bytes:
+            text += (
+                f", in a file whose footer of {size_text(self.footer_bytes)} every task parses whole: "
+                "rewritten in fewer row groups per file it is smaller"
+            )
+        return text
 
 
 @dataclass(frozen=True)
@@ -146,10 +162,10 @@ def frame_partition_size(frame: Any) -> PartitionSize | None:
     found = _largest_partitions(frame.expr)
     if found is None:
         return None
-    candidates, source = found
+    candidates, source, footer = found
     widths = [_value_bytes(dtype) for dtype in frame.dtypes]
     return max(
-        (PartitionSize(rows, sum(widths), len(widths), source, sliced) for rows, sliced in candidates),
+        (PartitionSize(rows, sum(widths), len(widths), source, sliced, footer) for rows, sliced in candidates),
         key=PartitionSize.need,
     )
 
@@ -167,9 +183,10 @@ def array_partition_size(blocks: Sequence[Any]) -> PartitionSize:
     )
 
 
-def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
+def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str, int] | None:
     """For the table ``expr`` reads: the rows of its largest partition of each kind (read by
-    dask, or as a slice of a row group: ``(rows, sliced)``), and what sets their size."""
+    dask, or as a slice of a row group: ``(rows, sliced)``), what sets their size, and the
+    largest serialized footer a task parses where the reader knows it (a wide file's), else 0."""
     # dask-expr's internal classes, imported here (not with the package): a dask release that
     # moves them breaks memory sizing only; tests/test_dask_conventions.py names what changed
     from dask.dataframe.dask_expr.io.io import FromMap, FromPandas
@@ -182,12 +199,12 @@ def _largest_partitions(expr: Any) -> tuple[list[tuple[int, bool]], str] | None:
                 for rows, part in zip(op.func.partition_rows, op.iterables[0], strict=True)
             ]
             largest = [max((rows for rows, kind in kinds if kind == sliced), default=0) for sliced in (False, True)]
-            return list(zip(largest, (False, True), strict=True)), _PARQUET
+            return list(zip(largest, (False, True), strict=True)), _PARQUET, op.func.footer_bytes
     for op in expr.find_operations(ReadParquetFSSpec):
         rows = _parquet_rows(op)
-        return ([(max(rows), False)], _PARQUET) if rows else None
+        return ([(max(rows), False)], _PARQUET, 0) if rows else None
     for op in expr.find_operations(FromPandas):
-        return [(int(np.diff(op._locations()).max(initial=0)), False)], _IN_MEMORY
+        return [(int(np.diff(op._locations()).max(initial=0)), False)], _IN_MEMORY, 0
     return None
 
 

@@ -11,6 +11,14 @@ row group. Rows before the slice are decoded and dropped (a row group has no ind
 reading all s slices of a row group decodes it ≈ (s + 1) / 2 times: files with small row groups
 (as ingest writes them) read faster (``benchmarks/results/bench_memory.md``).
 
+A **wide** file (more than ``wide_columns`` columns: dask plans it one partition per row
+group, without its statistics) is read by the same reader, every row group as one slice (or
+several, above the budget): dask's reader decodes all of a row group's columns at once, and
+pyarrow keeps a reader with its buffers per column, ≈ 7 KB a column whatever the rows (148 MB
+for a 16 MB row group of 20,000 columns); here they are decoded a few hundred at a time. Each
+task also parses its file's footer, ≈ 6× its serialized size (290 MB for 20 row groups of
+20,000 columns): :attr:`SlicedParquet.footer_bytes` tells :mod:`fairpca_dist.engine.memory`.
+
 The partitions of a sliced table, concatenated, are the rows of the file in order, with the
 dtypes dask gives the same columns.
 """
@@ -18,6 +26,7 @@ dtypes dask gives the same columns.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import dask.dataframe as dd
@@ -35,8 +44,12 @@ __all__ = ["COLUMNS_PER_READ", "RowSlice", "SlicedParquet", "sliced_row_groups"]
 _BATCH_BYTES = 16 * 2**20
 _PAGE_BUFFER_BYTES = 64 * 2**10
 # Columns decoded together: pyarrow holds a page buffer and a decompressed page (~2 MiB) per
-# column it decodes, 400 MiB for 200 columns at once.
+# column it decodes, 400 MiB for 200 columns at once; more at once when each column of the slice
+# is small (a wide file's row group: ~100 rows), up to MAX_COLUMNS_PER_READ, to decode about
+# _COLUMNS_READ_BYTES at a time (per call pyarrow costs ~1 ms at 20,000 columns).
 COLUMNS_PER_READ = 32
+MAX_COLUMNS_PER_READ = 1024
+_COLUMNS_READ_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -62,8 +75,16 @@ class SlicedParquet:
     ``partition_rows`` is the number of rows of each partition (what
     :mod:`fairpca_dist.engine.memory` sizes a pass by)."""
 
-    def __init__(self, read_parts: Any, fs: Any, meta: pd.DataFrame, partition_rows: tuple[int, ...]):
+    def __init__(
+        self,
+        read_parts: Any,
+        fs: Any,
+        meta: pd.DataFrame,
+        partition_rows: tuple[int, ...],
+        footer_bytes: int = 0,
+    ):
         self.read_parts, self.fs, self.meta, self.partition_rows = read_parts, fs, meta, partition_rows
+        self.footer_bytes = footer_bytes  # the largest serialized footer a task parses (0: unknown)
 
     def __call__(self, part: RowSlice | list[Any], columns: list[str] | None = None) -> pd.DataFrame:
         columns = list(self.meta.columns) if columns is None else list(columns)
@@ -74,21 +95,30 @@ class SlicedParquet:
         table = self._read_slice(part, columns)
         frame = table.to_pandas(ignore_metadata=True, use_threads=False)
         frame.index = pd.RangeIndex(part.start, part.stop)
-        differ = {c: self.meta[c].dtype for c in columns if frame[c].dtype != self.meta[c].dtype}
-        return frame.astype(differ) if differ else frame
+        wanted = self.meta.dtypes[columns]
+        differ = wanted[frame.dtypes != wanted]
+        return frame.astype(differ.to_dict()) if len(differ) else frame
 
     def _read_slice(self, part: RowSlice, columns: list[str]) -> pa.Table:
-        """The slice's ``columns``, decoded :data:`COLUMNS_PER_READ` columns at a time (pyarrow
-        holds a page or two per column being decoded: ~2 MiB each)."""
+        """The slice's ``columns``, decoded :func:`columns_per_read` columns at a time (pyarrow
+        holds a page or two per column being decoded: ~2 MiB each for large pages)."""
         with self.fs.open(part.path, "rb") as file:
             reader = pq.ParquetFile(file, buffer_size=_PAGE_BUFFER_BYTES, pre_buffer=False)
-            schema = pa.schema([reader.schema_arrow.field(c) for c in columns])
+            file_schema = reader.schema_arrow
+            position = {name: i for i, name in enumerate(file_schema.names)}  # field(name) is O(columns)
+            fields = [file_schema.field(position[c]) for c in columns]
             arrays: list[pa.ChunkedArray] = []
-            for start in range(0, len(columns), COLUMNS_PER_READ):
-                names = columns[start : start + COLUMNS_PER_READ]
-                batches = _batches(reader, part, names)
-                arrays += pa.Table.from_batches(batches, schema=pa.schema([schema.field(c) for c in names])).columns
-        return pa.Table.from_arrays(arrays, schema=schema)
+            step = columns_per_read(part.rows * 8)
+            for start in range(0, len(columns), step):
+                names, schema = columns[start : start + step], pa.schema(fields[start : start + step])
+                arrays += pa.Table.from_batches(_batches(reader, part, names), schema=schema).columns
+        return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def columns_per_read(column_bytes: int) -> int:
+    """Columns decoded together when each holds about ``column_bytes`` bytes of the slice:
+    :data:`COLUMNS_PER_READ`, more (up to :data:`MAX_COLUMNS_PER_READ`) for small columns."""
+    return int(np.clip(_COLUMNS_READ_BYTES // max(column_bytes, 1), COLUMNS_PER_READ, MAX_COLUMNS_PER_READ))
 
 
 def _batches(reader: pq.ParquetFile, part: RowSlice, columns: list[str]) -> list[pa.RecordBatch]:
@@ -107,12 +137,17 @@ def _batches(reader: pq.ParquetFile, part: RowSlice, columns: list[str]) -> list
     return batches
 
 
-def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
+def sliced_row_groups(frame: dd.DataFrame, wide_budget: int | None = None) -> dd.DataFrame:
     """``frame``, a Parquet read that dask planned row group by row group with a ``blocksize``
     (``split_row_groups="adaptive"`` or ``True``), with every row group larger than the
     blocksize read as slices of at most that many decoded bytes; ``frame`` itself when no row
     group is larger, or when dask plans it otherwise (a hive-partitioned folder, ``filters``,
-    an index read from a column, pyarrow's filesystem: these keep dask's partitions)."""
+    an index read from a column, pyarrow's filesystem: these keep dask's partitions).
+
+    With ``wide_budget``, ``frame`` is the read of a wide file that dask planned one partition
+    per row group without their statistics (``split_row_groups=True``, no ``blocksize``): every
+    row group is read by :class:`SlicedParquet`, in slices of at most ``wide_budget`` decoded
+    bytes, its rows and size taken from the files' footers (read here once each)."""
     # dask-expr's internal class, imported here (not with the package): a dask release that moves
     # it breaks slicing only; tests/test_dask_conventions.py names what changed
     from dask.dataframe.dask_expr.io.parquet import ReadParquetFSSpec
@@ -123,24 +158,30 @@ def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
     info = expr._dataset_info
     plan = info["plan"]
     budget = parse_bytes(info["blocksize"]) if isinstance(info["blocksize"], str) else info["blocksize"]
-    statistics = plan["statistics"]
+    statistics, footer_bytes = plan["statistics"], 0
+    wide = bool(wide_budget) and not budget and not statistics
     if (
         plan["empty"]
         or info["split_row_groups"] is not True
-        or not budget
+        or not (budget or wide)
         or info["partition_names"]
         or info["filters"]
         or any(info["index_cols"] or ())
-        or len(statistics) != len(plan["parts"])
     ):
         return frame
-    if all(stats["total_byte_size"] <= budget for stats in statistics):
+    if wide:
+        budget = wide_budget
+        statistics, footer_bytes = _footer_statistics(info["fs"], plan["parts"])
+    if len(statistics) != len(plan["parts"]) or (
+        not wide and all(stats["total_byte_size"] <= budget for stats in statistics)
+    ):
         return frame
     parts: list[RowSlice | list[Any]] = []
     rows: list[int] = []
     for part, stats in zip(plan["parts"], statistics, strict=True):
         pieces = part if isinstance(part, list) else [part]
-        if stats["total_byte_size"] <= budget or len(pieces) != 1 or len(pieces[0]["piece"][1]) != 1:
+        whole = len(pieces) != 1 or len(pieces[0]["piece"][1]) != 1
+        if whole or (stats["total_byte_size"] <= budget and not wide):
             parts.append(part)
             rows.append(int(stats["num-rows"]))
             continue
@@ -148,14 +189,35 @@ def sliced_row_groups(frame: dd.DataFrame) -> dd.DataFrame:
         slices = _row_slices(path, row_group, int(stats["num-rows"]), int(stats["total_byte_size"]), budget)
         parts += slices
         rows += [s.rows for s in slices]
-    reader = SlicedParquet(expr._io_func, info["fs"], frame._meta, tuple(rows))
+    reader = SlicedParquet(expr._io_func, info["fs"], frame._meta, tuple(rows), footer_bytes)
     return dd.from_map(reader, parts, meta=frame._meta, label="read-parquet-slices", enforce_metadata=False)
+
+
+def _footer_statistics(fs: Any, parts: Sequence[Any]) -> tuple[list[dict[str, int]], int]:
+    """The rows and decoded bytes of each part of a plan (``{"piece": (path, row groups,
+    keys)}``, or a list of those) from its files' footers, and the largest footer's serialized
+    size: a task reading a row group parses the whole footer of its file."""
+    footers: dict[str, Any] = {}
+    statistics = []
+    for part in parts:
+        n_rows = n_bytes = 0
+        for piece in part if isinstance(part, list) else [part]:
+            path, row_groups, _ = piece["piece"]
+            if path not in footers:
+                with fs.open(path, "rb") as file:
+                    footers[path] = pq.ParquetFile(file).metadata
+            footer = footers[path]
+            for i in range(footer.num_row_groups) if row_groups is None else row_groups:
+                n_rows += footer.row_group(i).num_rows
+                n_bytes += footer.row_group(i).total_byte_size
+        statistics.append({"num-rows": n_rows, "total_byte_size": n_bytes})
+    return statistics, max((footer.serialized_size for footer in footers.values()), default=0)
 
 
 def _row_slices(path: str, row_group: int, n_rows: int, n_bytes: int, budget: int) -> list[RowSlice]:
     """Slices of whole batches, of about equal size and at most ``budget`` decoded bytes."""
     row_bytes = n_bytes / max(n_rows, 1)
-    batch_rows = 1 << max(10, int(np.log2(max(min(_BATCH_BYTES, budget) / row_bytes, 1))))
+    batch_rows = 1 << int(np.log2(max(min(_BATCH_BYTES, budget) / row_bytes, 1)))
     batches_per_slice = max(1, int(budget // (row_bytes * batch_rows)))
     n_batches = -(-n_rows // batch_rows)
     n_slices = -(-n_batches // batches_per_slice)

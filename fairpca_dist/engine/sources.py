@@ -47,7 +47,7 @@ from dask.array.core import normalize_chunks
 from dask.base import tokenize
 from dask.core import get, get_dependencies
 from dask.delayed import Delayed
-from dask.utils import funcname
+from dask.utils import funcname, parse_bytes
 from fsspec.core import OpenFile
 from fsspec.utils import infer_compression
 
@@ -97,9 +97,11 @@ IN_MEMORY_CHUNK_BYTES = 64 * 2**20
 # 125 MB files, while this default ran them at a 0.6 GB peak (benchmarks/results/bench_out_of_core.md,
 # bench_memory.md, deploy/README.md "Sizing").
 PARQUET_PARTITION_BYTES = "64 MiB"
-# Above this many columns a Parquet read is planned one partition per row group: dask's adaptive
-# plan gathers each row group's statistics by a loop that is quadratic in the columns (7 s a row
-# group at 3,000 columns, minutes at 20,000).
+# Above this many columns a Parquet read is planned one partition per row group (slices of at
+# most PARQUET_PARTITION_BYTES, or the blocksize given), read by parquet_slices a few hundred
+# columns at a time: dask's adaptive plan gathers each row group's statistics by a loop that is
+# quadratic in the columns (7 s a row group at 3,000 columns, minutes at 20,000), and its reader
+# decodes every column at once (~7 KB of pyarrow buffers per column, 148 MB at 20,000).
 PARQUET_STATISTICS_COLUMNS = 1000
 # A CSV's columns are typed from (at most) this many first rows of dask's sample (its first 256 kB):
 # dask's default, 10 rows, types a column of numbers with a '?' in row 11 as numbers, and its read
@@ -665,12 +667,15 @@ def _read_path(source: Location, read_options: dict[str, Any]) -> dd.DataFrame:
     target = source if _has_wildcards(source) else first
     read_options = {key: value for key, value in read_options.items() if key != "format"}
     if kind == "Parquet":
+        wide_budget = None
         if "split_row_groups" not in read_options and not _arrow_filesystem(read_options):
             if _parquet_columns(first) > PARQUET_STATISTICS_COLUMNS:
                 read_options = {"split_row_groups": True, **read_options}
+                wide_budget = parse_bytes(read_options.pop("blocksize", PARQUET_PARTITION_BYTES))
             else:
                 read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
-        return sliced_row_groups(_open_reader(dd.read_parquet, target, "Parquet", read_options))
+        frame = _open_reader(dd.read_parquet, target, "Parquet", read_options)
+        return sliced_row_groups(frame, wide_budget)
     if _suffix(first) in _COMPRESSED or read_options.get("compression", "infer") not in ("infer", None):
         # a compressed file cannot be split into blocks: one partition per file
         read_options = {"blocksize": None, **read_options}
@@ -1111,8 +1116,10 @@ def open_table(
         Passed to ``dask.dataframe.read_parquet`` / ``read_csv``. Parquet defaults to
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
         row groups per partition; a larger row group is read in row slices of that size), or
-        one partition per row group for a file of more than :data:`PARQUET_STATISTICS_COLUMNS`
-        columns, unless ``split_row_groups`` is given (``blocksize`` alone sets the size). A CSV's columns are
+        one partition per row group (sliced likewise) for a file of more than
+        :data:`PARQUET_STATISTICS_COLUMNS` columns, read a few hundred columns at a time
+        (:mod:`fairpca_dist.engine.parquet_slices`), unless ``split_row_groups`` is given
+        (``blocksize`` alone sets the size). A CSV's columns are
         typed from its first :data:`CSV_SAMPLE_ROWS` rows (``sample_rows``; dask's default is 10),
         its feature and weight columns are parsed as float64 (dask would type them from the first
         rows only); a separator of several characters selects pandas' Python parser. ``format`` ("csv" or
