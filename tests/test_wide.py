@@ -296,16 +296,19 @@ def test_a_parquet_file_of_many_columns_is_read_row_group_by_row_group_a_few_col
     p = PARQUET_STATISTICS_COLUMNS + 1
     x = np.random.default_rng(6).normal(size=(30, p))
     frame = pd.DataFrame(x, columns=[f"f{j}" for j in range(p)]).assign(g=["a", "b", "c"] * 10)
-    path = tmp_path / "wide.parquet"
+    path = tmp_path / "table" / "part-0.parquet"
+    path.parent.mkdir()
+    (path.parent / "_SUCCESS").write_text("")
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=10)
     options = {} if blocksize is None else {"blocksize": blocksize}
-    table = open_table(str(path), sensitive_feature="g", read_options=options)
-    assert table.frame is not None
-    if blocksize is None:
-        assert table.frame.npartitions == 3
-    else:  # slices of at most the blocksize (as the footer counts bytes: with dictionary pages)
-        assert table.frame.npartitions > 3 * (10 * 8 * p) // blocksize
-    np.testing.assert_array_equal(table.frame[list(table.features)].compute().to_numpy(), x)
+    for source in (path, path.parent):  # a folder is planned by its first file's columns
+        table = open_table(str(source), sensitive_feature="g", read_options=options)
+        assert table.frame is not None
+        if blocksize is None:
+            assert table.frame.npartitions == 3
+        else:  # slices of at most the blocksize (as the footer counts bytes: with dictionary pages)
+            assert table.frame.npartitions > 3 * (10 * 8 * p) // blocksize
+        np.testing.assert_array_equal(table.frame[list(table.features)].compute().to_numpy(), x)
     size = frame_partition_size(table.frame)
     footer = pq.ParquetFile(path).metadata.serialized_size
     assert size is not None and size.sliced and size.footer_bytes == footer

@@ -536,8 +536,9 @@ def _closest(name: object, candidates: Sequence[str]) -> str:
 
 def _require_columns(frame: dd.DataFrame, names: Sequence[str], role: str, origin: str) -> None:
     columns = list(frame.columns)
+    present = set(columns)
     for name in names:
-        if name not in columns:
+        if name not in present:
             raise SchemaError(
                 f"{role} column {name!r} not found{origin}{_closest(name, columns)} "
                 f"(available columns: {columns}){_delimiter_hint(columns)}"
@@ -651,11 +652,15 @@ def _source_format(source: Location, read_options: dict[str, Any]) -> tuple[str,
 
 
 def _parquet_columns(first: Location) -> int:
-    """The columns of a Parquet file, from its footer (0 if it cannot be read here: the reader
-    then says why)."""
+    """The columns of a Parquet file, or of a folder's first file, from its footer (0 if it
+    cannot be read here: the reader then says why)."""
     try:
-        with reading(first), first.open("rb") as file:
-            return len(pq.read_schema(file).names)
+        with reading(first):
+            files = _parquet_files(first)
+            if not files:
+                return 0
+            with files[0].open("rb") as file:
+                return len(pq.read_schema(file).names)
     except (FairPCAError, OSError, pa.ArrowException):
         return 0
 
@@ -670,8 +675,9 @@ def _read_path(source: Location, read_options: dict[str, Any]) -> dd.DataFrame:
         wide_budget = None
         if "split_row_groups" not in read_options and not _arrow_filesystem(read_options):
             if _parquet_columns(first) > PARQUET_STATISTICS_COLUMNS:
-                read_options = {"split_row_groups": True, **read_options}
-                wide_budget = parse_bytes(read_options.pop("blocksize", PARQUET_PARTITION_BYTES))
+                wide_budget = parse_bytes(read_options.get("blocksize", PARQUET_PARTITION_BYTES))
+                # any blocksize (dask's default included) has dask gather the row groups' statistics
+                read_options = {**read_options, "split_row_groups": True, "blocksize": None}
             else:
                 read_options = {"split_row_groups": "adaptive", "blocksize": PARQUET_PARTITION_BYTES, **read_options}
         frame = _open_reader(dd.read_parquet, target, "Parquet", read_options)
@@ -801,22 +807,26 @@ def _option_hint(error: Exception, reader: Callable[..., Any], kind: str) -> str
     return f"{spelled} (the options are those of {options})"
 
 
+def _parquet_files(source: Location) -> list[Location]:
+    """The data files of a Parquet path (file, folder or glob), in order: a folder's files at
+    any depth (hive partitions) but those whose names start with ``_`` or ``.`` (``_SUCCESS``,
+    ``_metadata``), as dask reads them."""
+    if _has_wildcards(source):
+        return _glob(source)
+    if not source.isdir():
+        return [source]
+    base = source.path.rstrip("/")
+    return [
+        source / name[len(base) + 1 :]
+        for name in sorted(source.fs.find(base))
+        if not posixpath.basename(name).startswith(("_", "."))
+    ]
+
+
 def _unreadable_parquet_file(source: Location) -> tuple[str, str] | None:
     """The first file of a Parquet path (file, folder or glob) whose footer pyarrow cannot
     read, and why; None when every footer reads."""
-    if _has_wildcards(source):
-        files = _glob(source)
-    elif source.isdir():
-        base = source.path.rstrip("/")
-        found = source.fs.find(base)
-        files = [
-            source / name[len(base) + 1 :]
-            for name in sorted(found)
-            if not posixpath.basename(name).startswith(("_", "."))
-        ]
-    else:
-        files = [source]
-    for file in files:
+    for file in _parquet_files(source):
         try:
             with file.open("rb") as opened:
                 pq.read_metadata(opened)
