@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from fairpca_dist.engine.cluster import check_scheduler
+from fairpca_dist.engine.memory import moments_held
 from fairpca_dist.engine.moments import BINNING_ADVICE, MANY_GROUPS, GroupMoments, sorted_labels
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError, reading
 from fairpca_dist.io.storage import Location, StorageOptions, locate
@@ -59,11 +60,12 @@ MOMENTS_BUDGET = 10**9
 """Bytes the p × p moments of a table may take, k·p² float64 (1 GB: p ≈ 7,900 for two groups).
 Above it a fit takes the wide path (:func:`choose_wide`)."""
 
-MOMENTS_WORKER_SHARE = 11
-"""On a cluster, the budget is at most the smallest worker memory limit over this: a merge of
-the moments pass's tree holds its 8 inputs and its output, and a task its accumulators and the
-copy it sends (:func:`fairpca_dist.engine.passes.check_moments_memory`, the same count; 1 GB
-workers: p ≈ 2,380 for two groups)."""
+MOMENTS_WORKER_SHARE = moments_held()
+"""On a cluster, the budget is at most the smallest worker memory limit over this (11): the
+partitions' moments a worker of the moments pass holds at once
+(:func:`fairpca_dist.engine.memory.moments_held`, which
+:func:`fairpca_dist.engine.passes.check_moments_memory` also counts; 1 GB workers: p ≈ 2,380
+for two groups)."""
 
 
 @dataclass(frozen=True)

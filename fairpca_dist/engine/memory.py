@@ -36,6 +36,8 @@ from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
 from fairpca_dist.wording import size_text
 
 __all__ = [
+    "MOMENTS_MERGE_INPUTS",
+    "moments_held",
     "PartitionSize",
     "WorkerMemory",
     "frame_partition_size",
@@ -64,6 +66,16 @@ NEED_PER_SMALL_COLUMN = 64 * 2**10
 NEED_PER_FOOTER_BYTE = 9
 NEED_PER_TASK = 16 * 2**20
 MIN_SLICE_BYTES = 8 * 2**20  # smaller slices of a 400 MiB row group would decode it 25 times and more
+
+MOMENTS_MERGE_INPUTS = 8  # split_every of the moments pass's tree
+
+
+def moments_held(merge_inputs: int = MOMENTS_MERGE_INPUTS) -> int:
+    """How many partitions' p × p moments a worker of the moments pass holds at once: a merge
+    of the tree (its ``merge_inputs`` inputs and its output) and a task (its accumulators and
+    the copy it sends)."""
+    return merge_inputs + 1 + 2
+
 
 _MARK = ("fairpca-partition-size",)  # one key: a pass's collections share it, so it is found in O(1)
 _VARIABLE_WIDTH_BYTES = 32  # a text or object value, decoded (offsets and characters)

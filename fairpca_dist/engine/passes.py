@@ -470,23 +470,26 @@ def compute_moments(
     if not compute:
         return dask.delayed(finish, pure=True)(graph, dask_key_name=f"compute-moments-{tokenize(graph.key, finish)}")
     n_cells = cells.n_cells if isinstance(cells, HashCells) else 1
-    held = min(split_every, table.n_partitions) + 1  # a merge's inputs and its output
-    check_moments_memory(len(table.features), client, held=held, n_cells=n_cells)
+    check_moments_memory(
+        len(table.features), client, merge_inputs=min(split_every, table.n_partitions), n_cells=n_cells
+    )
     return finish(run_graph(graph, client=client, progress=progress, label="moments"))
 
 
 _SMALL_MOMENTS = 10**8  # bytes a pass's moments may hold per worker without asking the workers' limits
 
 
-def check_moments_memory(n_features: int, client: Any = None, *, held: int = 9, n_cells: int = 1) -> None:
+def check_moments_memory(
+    n_features: int, client: Any = None, *, merge_inputs: int = memory.MOMENTS_MERGE_INPUTS, n_cells: int = 1
+) -> None:
     """Refuse, before it starts, a moments pass whose results the workers cannot hold: a worker
-    holds ``held`` partitions' p × p moments at once (a merge of the tree: its inputs and its
-    output) and a task two more (its accumulators and the copy it sends), 8·k·p² bytes each
-    (k ≥ 2 groups, per cell); more than the smallest worker memory limit raises
-    :class:`ResourceError` naming the wide path (:func:`fairpca_dist.params.choose_wide`), which
-    keeps k × p numbers."""
+    holds :func:`~fairpca_dist.engine.memory.moments_held` partitions' p × p moments at once (a
+    merge of ``merge_inputs`` and a task), 8·k·p² bytes each (k ≥ 2 groups, per cell); more than
+    the smallest worker memory limit raises :class:`ResourceError` naming the wide path
+    (:func:`fairpca_dist.params.choose_wide`), which keeps k × p numbers."""
     each = 8.0 * 2 * n_cells * n_features**2
-    need = each * (held + 2)
+    held = memory.moments_held(merge_inputs)
+    need = each * held
     if need < _SMALL_MOMENTS:
         return
     limit = smallest_worker_limit(client)
@@ -495,7 +498,7 @@ def check_moments_memory(n_features: int, client: Any = None, *, held: int = 9, 
     cells = f" and {n_cells} cells" if n_cells > 1 else ""
     raise ResourceError(
         f"the p × p moments of {n_features:,} features take {size_text(each)} per partition for 2 groups{cells}, "
-        f"and a worker of the moments pass holds {held + 2} of them ({size_text(need)}): more than the "
+        f"and a worker of the moments pass holds {held} of them ({size_text(need)}): more than the "
         f"workers' memory limit of {size_text(limit)}; fit the table the wide way (fit_table(wide=True), "
         "command line --wide: method fnpm-streaming, k × p numbers), or start workers with more memory"
     )
@@ -548,7 +551,7 @@ def compute_file_moments(
     if not paths:
         return []
     if not diagonal:  # each file's moments wait on the workers for the pass's end: held ≥ a merge's
-        check_moments_memory(len(features), client, held=min(split_every, len(paths)) + 1)
+        check_moments_memory(len(features), client, merge_inputs=min(split_every, len(paths)))
     graphs = [
         _moments_graph(
             open_table(
