@@ -28,10 +28,9 @@ from typing import Any
 
 import dask
 import numpy as np
-import pyarrow.parquet as pq
 from dask.base import is_dask_collection
 
-from fairpca_dist.engine.parquet_slices import RowSlice, SlicedParquet, columns_per_read
+from fairpca_dist.engine.parquet_slices import RowSlice, SlicedParquet, columns_per_read, footer_statistics
 from fairpca_dist.exceptions import FairPCAError, ResourceError, ServiceError
 from fairpca_dist.wording import size_text
 
@@ -235,32 +234,15 @@ def _parquet_rows(read: Any) -> tuple[int, ...]:
         if len(_FOOTER_ROWS) >= 64:
             _FOOTER_ROWS.pop(next(iter(_FOOTER_ROWS)))
         try:
-            _FOOTER_ROWS[read._name] = _footer_rows(info["fs"], plan["parts"])
+            _FOOTER_ROWS[read._name] = tuple(
+                stats["num-rows"] for stats in footer_statistics(info["fs"], plan["parts"])[0]
+            )
         except (OSError, ValueError):  # ArrowInvalid: a damaged footer
             return ()
     return _FOOTER_ROWS[read._name]
 
 
 _FOOTER_ROWS: dict[str, tuple[int, ...]] = {}  # by the token of a Parquet read: rows of its partitions
-
-
-def _footer_rows(fs: Any, parts: Sequence[Any]) -> tuple[int, ...]:
-    """Rows of each part (a list of ``{"piece": (path, row groups or None, keys)}``) from the
-    footers of its files."""
-    footers: dict[str, Any] = {}
-    rows = []
-    for part in parts:
-        total = 0
-        for piece in part if isinstance(part, list) else [part]:
-            path, row_groups, _ = piece["piece"]
-            if path not in footers:
-                with fs.open(path, "rb") as file:
-                    footers[path] = pq.ParquetFile(file).metadata
-            footer = footers[path]
-            groups = range(footer.num_row_groups) if row_groups is None else row_groups
-            total += sum(footer.row_group(i).num_rows for i in groups)
-        rows.append(total)
-    return tuple(rows)
 
 
 def _value_bytes(dtype: Any) -> int:

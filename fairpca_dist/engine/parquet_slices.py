@@ -25,8 +25,8 @@ dtypes dask gives the same columns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dask.dataframe as dd
@@ -36,7 +36,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.utils import parse_bytes
 
-__all__ = ["COLUMNS_PER_READ", "RowSlice", "SlicedParquet", "sliced_row_groups"]
+__all__ = [
+    "COLUMNS_PER_READ",
+    "RowSlice",
+    "SlicedParquet",
+    "columns_per_read",
+    "footer_statistics",
+    "sliced_row_groups",
+]
 
 # Rows are decoded in batches of about this many bytes (a power of two of rows, slices are whole
 # batches), through page buffers of this size per column: pyarrow's default reads each column
@@ -171,7 +178,7 @@ def sliced_row_groups(frame: dd.DataFrame, wide_budget: int | None = None) -> dd
         return frame
     if wide:
         budget = wide_budget
-        statistics, footer_bytes = _footer_statistics(info["fs"], plan["parts"])
+        statistics, footer_bytes = footer_statistics(info["fs"], plan["parts"])
     if len(statistics) != len(plan["parts"]) or (
         not wide and all(stats["total_byte_size"] <= budget for stats in statistics)
     ):
@@ -193,7 +200,7 @@ def sliced_row_groups(frame: dd.DataFrame, wide_budget: int | None = None) -> dd
     return dd.from_map(reader, parts, meta=frame._meta, label="read-parquet-slices", enforce_metadata=False)
 
 
-def _footer_statistics(fs: Any, parts: Sequence[Any]) -> tuple[list[dict[str, int]], int]:
+def footer_statistics(fs: Any, parts: Sequence[Any]) -> tuple[list[dict[str, int]], int]:
     """The rows and decoded bytes of each part of a plan (``{"piece": (path, row groups,
     keys)}``, or a list of those) from its files' footers, and the largest footer's serialized
     size: a task reading a row group parses the whole footer of its file."""
