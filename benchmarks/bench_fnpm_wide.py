@@ -7,7 +7,7 @@ completes where the moments pass cannot (issue 34).
 The table (``planted.py``, the model of ``bench_fnpm.py``): ``--rows`` rows of p float64 features
 and a group column, written file by file (``--rows-per-file`` rows, one file in memory at a
 time, one row group per file as pandas and pyarrow write it, which the library reads in slices of
-≤ 64 MiB decoded, a few hundred columns at a time), with a planted fair subspace F (r = 3)
+≤ 64 MiB decoded, at most 2,048 columns at a time), with a planted fair subspace F (r = 3)
 and an unfair subspace N (a mean shift and m = 2 directions of group-specific variance, larger
 than F's weakest), F ⊥ N, isotropic noise elsewhere. At p = 20,000 one row is 160 KB and the
 p × p moments of the two groups 6.4 GB: above the 1 GB budget (``params.choose_wide``) and
@@ -148,7 +148,7 @@ def main() -> None:
     }
     started = time.perf_counter()
     # one row group per file, as pandas and pyarrow write a file of fewer than 2**20 rows: the
-    # library reads it in slices of at most PARQUET_PARTITION_BYTES, a few hundred columns at a time
+    # library reads it in slices of at most PARQUET_PARTITION_BYTES, at most 2,048 columns at a time
     row_group_rows = args.rows_per_file
     write_table(source, rows, p, args.rows_per_file, args.seed, row_group_rows=row_group_rows)
     result["table"] = {

@@ -11,13 +11,13 @@ row group. Rows before the slice are decoded and dropped (a row group has no ind
 reading all s slices of a row group decodes it ≈ (s + 1) / 2 times: files with small row groups
 (as ingest writes them) read faster (``benchmarks/results/bench_memory.md``).
 
-A **wide** file (more than ``wide_columns`` columns: dask plans it one partition per row
-group, without its statistics) is read by the same reader, every row group as one slice (or
+A **wide** file (``sliced_row_groups(frame, wide_budget)``: dask planned it one partition per
+row group, without their statistics) is read by the same reader, every row group as one slice (or
 several, above the budget): dask's reader decodes all of a row group's columns at once, and
 pyarrow keeps a reader with its buffers per column, ≈ 7 KB a column whatever the rows (148 MB
-for a 16 MB row group of 20,000 columns); here they are decoded a few hundred at a time. Each
-task also parses its file's footer, ≈ 6× its serialized size (290 MB for 20 row groups of
-20,000 columns): :attr:`SlicedParquet.footer_bytes` tells :mod:`fairpca_dist.engine.memory`.
+for a 16 MB row group of 20,000 columns); here they are decoded at most 2,048 at a time. Each
+task also parses its file's footer, ≈ 6–9× its serialized size (290–430 MB for 20 row groups
+of 20,000 columns): :attr:`SlicedParquet.footer_bytes` tells :mod:`fairpca_dist.engine.memory`.
 
 The partitions of a sliced table, concatenated, are the rows of the file in order, with the
 dtypes dask gives the same columns.
@@ -52,8 +52,9 @@ _BATCH_BYTES = 16 * 2**20
 _PAGE_BUFFER_BYTES = 64 * 2**10
 # Columns decoded together: pyarrow holds a page buffer and a decompressed page (~2 MiB) per
 # column it decodes, 400 MiB for 200 columns at once; more at once when each column of the slice
-# is small (a wide file's row group: ~100 rows), up to MAX_COLUMNS_PER_READ, to decode about
-# _COLUMNS_READ_BYTES at a time (per call pyarrow costs ~1 ms at 20,000 columns).
+# is small (a wide file's row group: hundreds of rows), up to MAX_COLUMNS_PER_READ, to decode
+# about _COLUMNS_READ_BYTES at a time (~13 KB of buffers per column). pyarrow spends ≈ 0.1 ms per
+# column chunk whatever its size: ≈ 2 s for a slice of 20,000 columns.
 COLUMNS_PER_READ = 32
 MAX_COLUMNS_PER_READ = 2048
 _COLUMNS_READ_BYTES = 16 * 2**20

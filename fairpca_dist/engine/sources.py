@@ -1127,7 +1127,7 @@ def open_table(
         ``split_row_groups="adaptive", blocksize=PARQUET_PARTITION_BYTES`` (64 MiB of decoded
         row groups per partition; a larger row group is read in row slices of that size), or
         one partition per row group (sliced likewise) for a file of more than
-        :data:`PARQUET_STATISTICS_COLUMNS` columns, read a few hundred columns at a time
+        :data:`PARQUET_STATISTICS_COLUMNS` columns, read at most 2,048 columns at a time
         (:mod:`fairpca_dist.engine.parquet_slices`), unless ``split_row_groups`` is given
         (``blocksize`` alone sets the size). A CSV's columns are
         typed from its first :data:`CSV_SAMPLE_ROWS` rows (``sample_rows``; dask's default is 10),
