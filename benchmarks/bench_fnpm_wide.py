@@ -366,23 +366,25 @@ def report(result: dict[str, Any]) -> str:
 
 
 NOTES = (
-    "Notes on the method (found while building this benchmark at c75be2e, fixed in main since; 2-core machine):",
+    "Notes on the method (2-core machine):",
     "",
     "- Not through `ingest_table` / `fit_table`, which ingest then fit the same way: the benchmark calls what "
     "`fit_table` calls on a wide table (the per-file diagonal moments, `table_passes`, `fit_projection`), to time "
-    "each. At c75be2e ingest did not finish at p = 20,000: `io.storage.write_parquet` built `set(plain)` once per "
-    "column (quadratic in p; now once), and dask's adaptive read plan gathers row-group statistics in time "
-    "quadratic in the columns (13.5 s per row group at p = 2,000; the library now reads a file of more than 1,000 "
-    "columns one partition per row group, `PARQUET_STATISTICS_COLUMNS`, without those statistics).",
-    "- Opening a table of 20,000 columns still costs the driver ~25–50 s (dask's own per-column planning); "
-    "`open_table` reads the dtypes once (it planned a `frame[c]` selection per column). The features are listed "
-    "(`features=`).",
-    "- Ingest's partition task at p = 20,000 holds ~11x its partition (pandas' per-column blocks and copies): a "
-    "53 MB partition passed 95 % of a 1 GB worker's limit at c75be2e.",
-    "- n = 10,000: a streaming pass costs ~2.5 s per 334-row partition (53 MB) and worker, so the ~10 passes of a "
-    "fit over 20,000+ rows, with the moments-pass attempt, would pass the 25-minute budget. In a smoke run at "
-    "1,000 x 20,000 (23 passes: p/n = 20 puts the noise's top eigenvalue, 0.09 (1 + √20)² = 2.7, near F's 5) the "
-    "workers peaked at ~900 MB of their 1 GB (floor 340 MB).",
+    "each.",
+    "- The run at 1c3c475 shared the machine for part of the fit with a test suite (load 2.4–3.6), and the 1 GB "
+    "workers paused at distributed's 80 % threshold ~1,000 times (floor 370 MB; a task holds its ≤ 64 MiB slice, "
+    "≈ 170 MB more while it reads and multiplies, and the footer it parses): the times are an upper bound.",
+    "- What made this run possible (main since 2407db6, where the wide moments pass killed the workers): files of "
+    "more than 1,000 columns are read by `engine.parquet_slices`, at most 2,048 columns at a time (dask's reader "
+    "decoded all 20,000 at once, ≈ 7 KB of pyarrow buffers each); a folder of them is planned without dask's "
+    "row-group statistics (quadratic in the columns: minutes per file); the reader returns the pages pyarrow's "
+    "allocator freed (mimalloc kept ~100 MB per slice, and the workers sat paused with nothing running); a "
+    "differing dtype is converted column by column (`astype(dict)` visited every column: half a slice's time).",
+    "- Footers: every task parses its file's whole footer, ≈ 6–9× its serialized size; 20 row groups of 20,000 "
+    "columns make a 47 MB footer, 290–430 MB in every task (the previous layout of this benchmark). The table is "
+    "written one row group per file, as pandas and pyarrow do; the memory check counts the footer.",
+    "- Each streaming pass sends a ~13.5 MB graph (every task carries the 20,000-column meta) and decodes ≈ 0.1 ms "
+    "per column chunk: ≈ 2 s of pyarrow per 64 MiB slice.",
 )
 
 
