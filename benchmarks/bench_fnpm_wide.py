@@ -1,7 +1,7 @@
 """The wide path at p = 20,000 on ``LocalCluster(2 workers x 1 thread, 1 GB)``: ``fnpm-streaming``
 completes where the moments pass cannot (issue 34).
 
-    flock /tmp/fairpca-bench.lock .venv/bin/python benchmarks/bench_fnpm_wide.py   # 10,000 x 20,000, ~15 min
+    flock /tmp/fairpca-bench.lock .venv/bin/python benchmarks/bench_fnpm_wide.py   # 10,000 x 20,000, ~30 min
     .venv/bin/python benchmarks/bench_fnpm_wide.py --quick          # 20,000 x 2,000, ~3 min
 
 The table (``planted.py``, the model of ``bench_fnpm.py``): ``--rows`` rows of p float64 features
