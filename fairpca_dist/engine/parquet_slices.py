@@ -207,22 +207,25 @@ def sliced_row_groups(frame: dd.DataFrame, wide_budget: int | None = None) -> dd
 def footer_statistics(fs: Any, parts: Sequence[Any]) -> tuple[list[dict[str, int]], int]:
     """The rows and decoded bytes of each part of a plan (``{"piece": (path, row groups,
     keys)}``, or a list of those) from its files' footers, and the largest footer's serialized
-    size: a task reading a row group parses the whole footer of its file."""
-    footers: dict[str, Any] = {}
-    statistics = []
+    size: a task reading a row group parses the whole footer of its file. One footer is held at
+    a time (parsed, one can take hundreds of MB): a plan's parts follow its files in order."""
+    statistics, largest = [], 0
+    footer_path: str | None = None
+    footer: Any = None
     for part in parts:
         n_rows = n_bytes = 0
         for piece in part if isinstance(part, list) else [part]:
             path, row_groups, _ = piece["piece"]
-            if path not in footers:
+            if path != footer_path:
+                footer = None  # freed before the next is parsed
                 with fs.open(path, "rb") as file:
-                    footers[path] = pq.ParquetFile(file).metadata
-            footer = footers[path]
+                    footer = pq.ParquetFile(file).metadata
+                footer_path, largest = path, max(largest, footer.serialized_size)
             for i in range(footer.num_row_groups) if row_groups is None else row_groups:
                 n_rows += footer.row_group(i).num_rows
                 n_bytes += footer.row_group(i).total_byte_size
         statistics.append({"num-rows": n_rows, "total_byte_size": n_bytes})
-    return statistics, max((footer.serialized_size for footer in footers.values()), default=0)
+    return statistics, largest
 
 
 def _row_slices(path: str, row_group: int, n_rows: int, n_bytes: int, budget: int) -> list[RowSlice]:

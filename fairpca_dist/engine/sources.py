@@ -98,7 +98,7 @@ IN_MEMORY_CHUNK_BYTES = 64 * 2**20
 # bench_memory.md, deploy/README.md "Sizing").
 PARQUET_PARTITION_BYTES = "64 MiB"
 # Above this many columns a Parquet read is planned one partition per row group (slices of at
-# most PARQUET_PARTITION_BYTES, or the blocksize given), read by parquet_slices a few hundred
+# most PARQUET_PARTITION_BYTES, or the blocksize given), read by parquet_slices at most 2,048
 # columns at a time: dask's adaptive plan gathers each row group's statistics by a loop that is
 # quadratic in the columns (7 s a row group at 3,000 columns, minutes at 20,000), and its reader
 # decodes every column at once (~7 KB of pyarrow buffers per column, 148 MB at 20,000).
