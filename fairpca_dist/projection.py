@@ -66,10 +66,13 @@ def _project_partition(
     x = feature_values(part, features, partition)
     if not np.isfinite(x).all():
         check_finite(x, features, partition)
-    projected = pd.DataFrame(model.transform(x), columns=names)
-    out = pd.concat([part[pass_through].reset_index(drop=True), projected], axis=1)
-    write_parquet(out, folder / f"part-{partition.index:05d}.parquet", plain=names)
-    return len(out), None if rff is None else rff.of_partition(part, partition, x)
+    write_parquet(
+        part[pass_through].reset_index(drop=True),
+        folder / f"part-{partition.index:05d}.parquet",
+        model.transform(x),
+        names,
+    )
+    return len(x), None if rff is None else rff.of_partition(part, partition, x)
 
 
 def project_table(

@@ -110,11 +110,12 @@ def partition_moments(
     pass (so those of a file written from ``part`` equal what :func:`compute_file_moments`
     computes reading it back): for a pass that reads the rows for another reason, e.g. ingest
     while it writes them. ``values``: the features of ``part`` already as a float64 array (not
-    converted again). Groups are not checked (a partition may hold one). ``diagonal``: only
-    the diagonal of each scatter (a wide table)."""
+    converted again, and walked in slabs: a column-major array is not copied whole). Groups are
+    not checked (a partition may hold one). ``diagonal``: only the diagonal of each scatter (a
+    wide table)."""
     chunk = read_chunk(part, [] if values is not None else features, sensitive, sample_weight, partition)
     if values is not None:
-        chunk = replace(chunk, features=np.ascontiguousarray(values, dtype=np.float64))
+        chunk = replace(chunk, features=values)
     return _chunk_moments(chunk, features, diagonal)
 
 

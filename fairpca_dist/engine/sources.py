@@ -52,6 +52,7 @@ from fsspec.core import OpenFile
 from fsspec.utils import infer_compression
 
 from fairpca_dist.engine import memory
+from fairpca_dist.engine.allocator import reusing_freed_memory
 from fairpca_dist.engine.cells import HashCells
 from fairpca_dist.engine.parquet_slices import sliced_row_groups
 from fairpca_dist.exceptions import (
@@ -352,6 +353,13 @@ def _graph_literal(key: str, value: Any, size: Callable[[], Any]) -> Delayed:
 
 
 def _run_partition(
+    func: Callable[..., Any], read: _ReadTask, inputs: Sequence[Any], index: int, args: tuple[Any, ...]
+) -> Any:
+    with reusing_freed_memory():
+        return _read_and_run(func, read, inputs, index, args)
+
+
+def _read_and_run(
     func: Callable[..., Any], read: _ReadTask, inputs: Sequence[Any], index: int, args: tuple[Any, ...]
 ) -> Any:
     partition = Partition(index, _source_file(read.node))

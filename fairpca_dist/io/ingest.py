@@ -236,10 +236,14 @@ def _clean_partition(
     missing_group = part[sensitive].isna().to_numpy()
     bad = bad_values.any(axis=1) | missing_group.any(axis=1)
     clean = not bad.any()
-    good = (part[columns] if clean else part.loc[~bad, columns]).astype({f: "float64" for f in features})
-    good = good.reset_index(drop=True)
+    listed = set(features)
+    others = [c for c in columns if c not in listed]  # the roles: columns come as [*roles, *features]
+    kept = (part[others] if clean else part.loc[~bad, others]).reset_index(drop=True)
+    if not clean:
+        values = np.asfortranarray(values[~bad])  # column-major, as read: each column written without a copy
     written = folder / f"part-{partition.index:05d}.parquet"
-    write_parquet(good, written, plain=features)
+    write_parquet(kept, written, values, features)
+    good = pd.concat([kept, pd.DataFrame(values, columns=features, copy=False)], axis=1)  # no copy: a view
     counts = {features[j]: int(n) for j, n in enumerate(bad_values.sum(axis=0)) if n}
     counts.update(
         {
@@ -264,7 +268,7 @@ def _clean_partition(
             features=features,
             sensitive=sensitive,
             sample_weight=sample_weight,
-            values=values if clean else values[~bad],
+            values=values,
             diagonal=wide,
         )
     except InputError:  # finite values whose squares overflow: the fit will say so, ingest keeps them
