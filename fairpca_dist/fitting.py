@@ -611,17 +611,29 @@ def report_sample(
 
 
 def check_report_target(
-    table_dir: str | os.PathLike[str], target: str, *, client: Any = None, storage_options: StorageOptions | None = None
+    table_dir: str | os.PathLike[str],
+    target: str,
+    *,
+    counts: pd.Series | None = None,
+    client: Any = None,
+    storage_options: StorageOptions | None = None,
 ) -> None:
     """Raise now what the report's downstream check would raise at its end: ``target`` not kept
-    by ingest, missing in some rows, or not binary with >= 2 rows per class. One pass over that
-    column alone."""
+    by ingest, missing in some rows, or not binary with >= 2 rows per class. ``counts``: the
+    target's value counts over the table's rows, missing values under NaN, when the pass that
+    wrote the table counted them (:func:`~fairpca_dist.io.ingest.ingest_table` ``count_values``);
+    otherwise one pass over that column alone counts them."""
     from fairpca_dist.assessment.downstream import check_binary_target  # scikit-learn: not for every fit
 
     _schema_with_target(table_dir, target, storage_options)
-    counts = value_counts(
-        table_source(table_dir, storage_options), target, dropna=False, client=client, storage_options=storage_options
-    )
+    if counts is None:
+        counts = value_counts(
+            table_source(table_dir, storage_options),
+            target,
+            dropna=False,
+            client=client,
+            storage_options=storage_options,
+        )
     missing = int(counts[counts.index.isna()].sum())
     if missing:
         raise InputError(

@@ -179,12 +179,14 @@ def ingest_task(
             read_options=read_options,
             wide=wide,
             moments_budget=moments_budget,
+            count_values=[report_target] if report_target in {*key_columns, *pass_through, *sensitive_feature} else [],
             client=client,
             progress=True,
             storage_options=storage_options,
         )
         if report_target is not None:
-            check_report_target(table_dir, report_target, client=client, storage_options=storage_options)
+            counts = result.value_counts.get(report_target)
+            check_report_target(table_dir, report_target, counts=counts, client=client, storage_options=storage_options)
     get_run_logger().info("ingested %d rows (%d rejected) into %s", result.rows, result.rejected, table_dir)
     return {
         "table_dir": str(result.table_dir),

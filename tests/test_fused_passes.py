@@ -26,7 +26,13 @@ from fairpca_dist.assessment.report import RBFSums
 from fairpca_dist.engine.passes import row_keys, run_graph, table_sample, tree_sum
 from fairpca_dist.engine.sampling import KEY_COLUMN, KEY_ENTROPY, RowSample, SampleSpec
 from fairpca_dist.exceptions import InputError
-from fairpca_dist.fitting import cached_table_moments, fit_table, report_rff_work, write_table_report
+from fairpca_dist.fitting import (
+    cached_table_moments,
+    check_report_target,
+    fit_table,
+    report_rff_work,
+    write_table_report,
+)
 from fairpca_dist.io.ingest import SAMPLE_FILE, ingest_table, read_table_sample
 from fairpca_dist.projection import project_table
 
@@ -272,3 +278,38 @@ def test_row_keys_depend_on_the_values_alone():
     assert np.histogram(keys, bins=10, range=(0, 1))[0].min() > 300  # 400 expected per bin
     assert row_keys(rows[[5, 5]]).tolist() == [keys[5], keys[5]]
     assert len(np.unique(row_keys(np.eye(50)))) == 50  # rows that differ in one value
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        [0, 1] * 600,  # binary: passes
+        [0, 1, 2] * 400,  # three classes
+        [0] * 1199 + [1],  # a class of one row
+        [0.0, 1.0, np.nan] * 400,  # missing labels
+        list(range(1200)),  # more distinct values than a partition counts: the check's own pass
+    ],
+    ids=["binary", "three-classes", "one-row-class", "missing", "many-values"],
+)
+def test_the_target_counted_by_ingest_is_checked_as_a_pass_over_the_table_checks_it(tmp_path, monkeypatch, target):
+    frame = pd.DataFrame({"x": np.arange(1200.0), "z": np.arange(1200.0) % 7, "g": ["u", "v"] * 600, "y": target})
+    monkeypatch.setattr("fairpca_dist.io.ingest.COUNTED_VALUES", 100)  # partitions of 300 rows
+    result = ingest_table(dd.from_pandas(frame, npartitions=4), tmp_path / "table", sensitive_feature="g",
+                          pass_through=["y"], count_values=["y"])  # fmt: skip
+    counted = result.value_counts.get("y")
+    assert (counted is None) == (len(set(target)) > 100)
+    outcomes = []
+    for counts in (counted, None):  # fused, then the pass of its own
+        try:
+            check_report_target(tmp_path / "table", "y", counts=counts)
+            outcomes.append("passes")
+        except InputError as error:
+            outcomes.append(str(error))
+    assert outcomes[0] == outcomes[1]
+    assert (outcomes[0] == "passes") == (target == [0, 1] * 600)
+
+
+def test_only_columns_kept_beside_the_features_are_counted(source, tmp_path):
+    with pytest.raises(InputError, match=r"count_values \['x0'\] must be among"):
+        ingest_table(source, tmp_path / "table", sensitive_feature="g", pass_through=["y"], count_values=["x0"])
+    assert not (tmp_path / "table").exists()

@@ -83,6 +83,9 @@ class IngestResult:
     rows: int
     rejected: int
     schema: dict[str, Any]
+    value_counts: dict[str, pd.Series] = field(default_factory=dict)
+    """The counts of the values of the columns ``count_values`` named (each value's rows, missing
+    values under NaN), for those of few values (:data:`COUNTED_VALUES` at most per partition)."""
 
     def summary(self) -> str:
         """For a person: one line with the rows, rejected rows, the features used and the groups
@@ -163,6 +166,7 @@ class _PartitionReport:
     sample: pd.DataFrame
     groups: dict[Any, int]
     profiles: dict[str, TextProfile] = field(default_factory=dict)
+    counts: dict[str, pd.Series | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,17 @@ class _Pass:
                 profiles[column] = profiles.get(column, TextProfile()) + profile
         return cls(reports, bad_by_column, groups, profiles, row_sample)
 
+    def value_counts(self) -> dict[str, pd.Series]:
+        """The counts of the counted columns' values over the rows written (missing values under
+        NaN, as ``value_counts(dropna=False)``), for the columns whose every partition held at
+        most :data:`COUNTED_VALUES` distinct values."""
+        counted: dict[str, pd.Series] = {}
+        for column in self.reports[0].counts if self.reports else {}:
+            parts = [report.counts[column] for report in self.reports]
+            if all(part is not None for part in parts):
+                counted[column] = pd.concat(parts).groupby(level=0, dropna=False).sum()
+        return counted
+
     @property
     def rows(self) -> int:
         return sum(r.rows for r in self.reports)
@@ -210,6 +225,17 @@ def _group_label(key: Any, n_columns: int) -> Any:
     return tuple(key) if n_columns > 1 else (key[0] if isinstance(key, tuple) else key)
 
 
+COUNTED_VALUES = 1000
+"""Most distinct values of a counted column (:func:`ingest_table` ``count_values``) a partition
+reports; a column with more is left to a pass of its own."""
+
+
+def _few_values(column: pd.Series) -> pd.Series | None:
+    """How many rows hold each value (NaN counted), or None above :data:`COUNTED_VALUES` values."""
+    counts = column.value_counts(dropna=False, sort=False)
+    return counts if len(counts) <= COUNTED_VALUES else None
+
+
 def _clean_partition(
     part: pd.DataFrame,
     partition: Partition,
@@ -223,6 +249,7 @@ def _clean_partition(
     share: float,
     wide: bool,
     roles: str,
+    counted: list[str],
 ) -> tuple[_PartitionReport, RowSample]:
     """Write the good rows of one partition; report what was found, and compute from the good
     rows (in the file's order) their moments and their row sample: what a pass over the file
@@ -260,6 +287,7 @@ def _clean_partition(
         sample=part.loc[bad, columns].head(REJECTS_SAMPLE_ROWS),
         groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
         profiles={column: profile_text(part[column]) for column in profiled},
+        counts={column: _few_values(kept[column]) for column in counted},
     )
     try:
         moments = partition_moments(
@@ -293,6 +321,7 @@ def ingest_table(
     read_options: dict[str, Any] | None = None,
     wide: bool | None = None,
     moments_budget: int | None = None,
+    count_values: Sequence[str] = (),
     client: Any = None,
     progress: bool = False,
     storage_options: StorageOptions | None = None,
@@ -336,6 +365,11 @@ def ingest_table(
         ``schema.json`` records it (``wide``) and why (``wide_reason``).
     moments_budget : int, optional
         Bytes the p × p moments may take (default :data:`~fairpca_dist.params.MOMENTS_BUDGET`).
+    count_values : list of str
+        Columns among the key, pass-through and sensitive ones whose values the pass also
+        counts over the rows it writes (:attr:`IngestResult.value_counts`): e.g. the target of
+        a later report's downstream check, checked now without a pass of its own
+        (:func:`fairpca_dist.fitting.check_report_target`).
     on_bad_rows : {"fail", "drop"}
         ``"fail"``: any row with a NaN/inf feature or a missing group label raises
         :class:`InputError` (counts per column and a sample), and nothing is written except
@@ -376,6 +410,11 @@ def ingest_table(
     roles = list(dict.fromkeys([*key_columns, *sensitive, *pass_through, *([sample_weight] if sample_weight else [])]))
     dropped = _left_out(frame, {*roles, *features_}, exclude, listed_features=features is not None)
     profiled = [c for c, reason in dropped.items() if reason is None]
+    uncountable = [c for c in count_values if c not in roles]
+    if uncountable:
+        raise InputError(
+            f"count_values {uncountable} must be among the key, pass-through and sensitive columns {roles}"
+        )
     limit = smallest_worker_limit(client) if wide is None and moments_budget is None else None
     choice = choose_wide(
         len(features_), 2, wide=wide, budget=moments_budget, worker_limit=limit
@@ -407,6 +446,7 @@ def ingest_table(
                 1 / max(frame.npartitions, 1),  # each partition's share of the rows, roughly
                 choice.wide,
                 roles_key(feature_columns, sensitive, sample_weight, choice.wide),
+                list(count_values),
             )
             item = dask.delayed(operator.getitem, pure=True)  # a partition's report or row sample
             reports, row_sample = run_graph(
@@ -470,7 +510,7 @@ def ingest_table(
         }
         with atomic_file(staging / SCHEMA_FILE, inputs=inputs) as path:
             path.write_text(json.dumps(schema, indent=2, default=str) + "\n")
-    return IngestResult(as_given(out_dir), schema["rows"], found.rejected, schema)
+    return IngestResult(as_given(out_dir), schema["rows"], found.rejected, schema, found.value_counts())
 
 
 _SPLIT_EVERY = 4  # fan-in of the tree that merges the partitions' row samples (each up to ~60k rows)
