@@ -116,7 +116,14 @@ class SampleSpec:
         seeded with (:data:`KEY_ENTROPY`, ``seed``, ``index``)."""
         return np.random.default_rng([KEY_ENTROPY, self.seed, index])
 
-    def of_rows(self, part: pd.DataFrame, keys: np.random.Generator, *, share: float | None = None) -> RowSample:
+    def of_rows(
+        self,
+        part: pd.DataFrame,
+        keys: np.random.Generator,
+        *,
+        share: float | None = None,
+        codes: tuple[np.ndarray, Sequence[Hashable]] | None = None,
+    ) -> RowSample:
         """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives. Only
         the rows the sample keeps are copied: the ``max_rows`` smallest keys and the
         ``rows_per_group`` smallest of each group, found by partial sorts of the keys.
@@ -127,9 +134,12 @@ class SampleSpec:
         of N keys lie near k / N, and N ≈ len(part) / share): ``max_rows`` overall and
         ``rows_per_group`` of its group. The smallest key left out, overall and per group, is
         recorded, and :meth:`RowSample.exact` says after the merge whether every row the sample
-        needed was kept (it fails only for partitions far larger than their share)."""
+        needed was kept (it fails only for partitions far larger than their share).
+
+        ``codes``: each row's group, as codes into the group labels (e.g. those of
+        :func:`~fairpca_dist.engine.sources.read_chunk`), when the caller has them already."""
         drawn = keys.random(len(part))
-        codes, labels = self._group_codes(part)
+        codes, labels = self._group_codes(part) if codes is None else (codes[0], list(codes[1]))
         floor, group_floors = np.inf, {}
         if share is not None and len(part):
             counts = np.bincount(codes, minlength=len(labels))

@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 from fairpca_dist.engine.moments import label_from_json, label_to_json, sorted_labels
 from fairpca_dist.engine.passes import partition_moments, run_graph, smallest_worker_limit, tree_sum
 from fairpca_dist.engine.sampling import RowSample, SampleSpec
-from fairpca_dist.engine.sources import Partition, feature_values, map_partitions, open_table
+from fairpca_dist.engine.sources import Partition, feature_values, map_partitions, open_table, read_chunk
 from fairpca_dist.exceptions import GroupError, InputError, OutputPathError, SchemaError, reading
 from fairpca_dist.io.atomic import atomic_directory, atomic_file, input_paths
 from fairpca_dist.io.markers import (
@@ -221,10 +221,6 @@ class _Pass:
         return [c for c in features if total and self.bad_by_column[c] == total]
 
 
-def _group_label(key: Any, n_columns: int) -> Any:
-    return tuple(key) if n_columns > 1 else (key[0] if isinstance(key, tuple) else key)
-
-
 COUNTED_VALUES = 1000
 """Most distinct values of a counted column (:func:`ingest_table` ``count_values``) a partition
 reports; a column with more is left to a pass of its own."""
@@ -279,13 +275,13 @@ def _clean_partition(
             if n
         }
     )
-    groups = good.groupby(sensitive, sort=False, dropna=False).size() if len(good) else pd.Series(dtype=int)
+    codes = read_chunk(kept, [], sensitive, None, partition)  # each row's group: for the counts and the sample
     report = _PartitionReport(
         rows=int((~bad).sum()),
         rejected=int(bad.sum()),
         bad_by_column=counts,
         sample=part.loc[bad, columns].head(REJECTS_SAMPLE_ROWS),
-        groups={_group_label(key, len(sensitive)): int(n) for key, n in groups.items()},
+        groups=dict(zip(codes.groups, np.bincount(codes.codes, minlength=len(codes.groups)).tolist(), strict=True)),
         profiles={column: profile_text(part[column]) for column in profiled},
         counts={column: _few_values(kept[column]) for column in counted},
     )
@@ -304,7 +300,7 @@ def _clean_partition(
     else:
         (key,) = file_keys([written], roles)
         moments.save(folder.parent / TABLE_MOMENTS / f"{key}.npz")
-    return report, sample.of_rows(good, sample.keys(partition.index), share=share)
+    return report, sample.of_rows(good, sample.keys(partition.index), share=share, codes=(codes.codes, codes.groups))
 
 
 def ingest_table(
