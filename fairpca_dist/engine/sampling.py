@@ -122,7 +122,7 @@ class SampleSpec:
         keys: np.random.Generator,
         *,
         share: float | None = None,
-        codes: tuple[np.ndarray, Sequence[Hashable]] | None = None,
+        group_codes: tuple[np.ndarray, Sequence[Hashable]] | None = None,
     ) -> RowSample:
         """The sample of consecutive rows ``part``, their keys the next ones ``keys`` gives. Only
         the rows the sample keeps are copied: the ``max_rows`` smallest keys and the
@@ -136,10 +136,10 @@ class SampleSpec:
         recorded, and :meth:`RowSample.exact` says after the merge whether every row the sample
         needed was kept (it fails only for partitions far larger than their share).
 
-        ``codes``: each row's group, as codes into the group labels (e.g. those of
+        ``group_codes``: each row's group, as codes into the group labels (e.g. those of
         :func:`~fairpca_dist.engine.sources.read_chunk`), when the caller has them already."""
         drawn = keys.random(len(part))
-        codes, labels = self._group_codes(part) if codes is None else (codes[0], list(codes[1]))
+        codes, labels = self._group_codes(part) if group_codes is None else (group_codes[0], list(group_codes[1]))
         floor, group_floors = np.inf, {}
         if share is not None and len(part):
             counts = np.bincount(codes, minlength=len(labels))

@@ -300,7 +300,9 @@ def _clean_partition(
     else:
         (key,) = file_keys([written], roles)
         moments.save(folder.parent / TABLE_MOMENTS / f"{key}.npz")
-    return report, sample.of_rows(good, sample.keys(partition.index), share=share, codes=(codes.codes, codes.groups))
+    return report, sample.of_rows(
+        good, sample.keys(partition.index), share=share, group_codes=(codes.codes, codes.groups)
+    )
 
 
 def ingest_table(
