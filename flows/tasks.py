@@ -10,7 +10,7 @@ import contextlib
 import errno
 import json
 from collections.abc import Iterator
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 from uuid import UUID
 
 from distributed import KilledWorker
@@ -22,10 +22,7 @@ from prefect.context import FlowRunContext
 from prefect.logging import get_run_logger
 
 from fairpca_dist.assessment.evaluation import evaluate
-from fairpca_dist.assessment.report import RBFSums, report_markdown_summary, report_table
 from fairpca_dist.assessment.scoring import own_criterion, score_projection
-from fairpca_dist.assessment.table_comparison import compare_table
-from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells, write_evaluation
 from fairpca_dist.engine.cells import CellMoments
 from fairpca_dist.engine.cluster import connect
 from fairpca_dist.engine.moments import Center
@@ -34,6 +31,13 @@ from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, re
 from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.io.storage import locate
 from fairpca_dist.projection import project_table
+
+if TYPE_CHECKING:
+    from fairpca_dist.assessment.report import RBFSums
+
+# The report's, the comparison's and the evaluation's modules (scikit-learn, matplotlib, SciPy's
+# statistics: ~2 s of imports) are imported by the tasks that need them: a Dask worker imports
+# this module before its first task of a run, and most of its tasks never report.
 
 MethodsParameter = dict[str, dict[str, Any] | None] | list[str] | str
 """The ``methods`` of the evaluate and compare flows, in every form the library takes that a
@@ -133,9 +137,9 @@ def _imported() -> None:
 
 
 def warm_workers(client: Any) -> None:
-    """Have every worker of ``client`` import this module (Prefect, the library's steps and the
-    report's libraries) now, on one of its threads, beside the first step's partitions. A new
-    worker process otherwise imports it (2.5-3.5 s on an idle 2-core machine) at the first task
+    """Have every worker of ``client`` import this module (Prefect and the library's steps; the
+    report's libraries are left to the worker that writes it) now, on one of its threads, beside
+    the first step's partitions. A new worker process otherwise imports it at the first task
     of the run it executes: on a 2-worker cluster, the fit or the projection, between two steps,
     where nothing runs beside it. Workers that have it already return at once. The function sent
     lives here, not in the flow's module, which a deployment loads by path (as ``pipeline``, a
@@ -285,7 +289,12 @@ def project_task(
             storage_options=storage_options,
         )
     get_run_logger().info("projected %d rows into %s", result.rows, out_dir)
-    rbf_sums = None if planned is None or result.rff_sums is None else RBFSums(planned[0], result.rff_sums)
+    if planned is None or result.rff_sums is None:
+        rbf_sums = None
+    else:
+        from fairpca_dist.assessment.report import RBFSums
+
+        rbf_sums = RBFSums(planned[0], result.rff_sums)
     return {"out_dir": str(result.out_dir), "rows": result.rows, "rbf_sums": rbf_sums}
 
 
@@ -306,6 +315,8 @@ def report_task(
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the report; ``rbf_sums``: the random-feature sums the projection computed for it."""
+    from fairpca_dist.assessment.report import report_markdown_summary, report_table
+
     with dask_client(dask_address) as client:
         report, files = write_table_report(
             model_dir,
@@ -338,6 +349,8 @@ def cell_moments_task(
     dask_address: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> str:
+    from fairpca_dist.assessment.table_evaluation import cached_cell_moments, table_cells
+
     cells = table_cells(
         table_dir, n_cells=n_cells, cells_column=cells_column, seed=cell_seed, storage_options=storage_options
     )
@@ -367,6 +380,8 @@ def evaluation_task(
     source: str,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    from fairpca_dist.assessment.table_evaluation import write_evaluation
+
     evaluation = evaluate(
         CellMoments.load(locate(cells_path, storage_options)),
         n_components,
@@ -410,6 +425,8 @@ def comparison_task(
     dask_address: str | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    from fairpca_dist.assessment.table_comparison import compare_table
+
     with dask_client(dask_address) as client:
         comparison = compare_table(
             table_dir,
