@@ -30,6 +30,32 @@ from typing import TYPE_CHECKING, Any
 
 _LOADING = time.perf_counter()  # the libraries the command needs, imported below: counted in its time
 
+
+def _launch_demo_server() -> tuple[contextlib.ExitStack, TemporaryServer] | None:
+    """``fairpca demo``'s temporary Prefect API server, launched as the command starts, before this
+    module imports numpy, pandas, dask and the solvers below (1-2 s of the command that the
+    server's own start, 4-6 s of a core, now overlaps too); with the exit stack that stops it,
+    which the demo takes over (:func:`_demo`). None when this module is not the ``fairpca``
+    command (a program or a test imports it), the command is not the demo or asks for its
+    help, or no server is launched here (``PREFECT_API_URL`` is set, or the flows' packages are
+    not installed: the demo launches its own, or says what is missing)."""
+    argv = sys.argv
+    command = __name__ == "__main__" or os.path.basename(argv[0]) == "fairpca"
+    if not command or argv[1:2] != ["demo"] or {"-h", "--help"} & set(argv[2:]):
+        return None
+    from fairpca_dist.exceptions import MissingDependencyError
+
+    try:
+        from fairpca_dist.flows.api_server import launched_early
+    except MissingDependencyError:
+        return None
+    stack = contextlib.ExitStack()
+    server = stack.enter_context(launched_early())
+    return (stack, server) if server is not None else None
+
+
+_DEMO_SERVER = [_launch_demo_server()]  # the demo takes it (_demo); main stops it if the command ends first
+
 import numpy as np  # noqa: E402
 
 from fairpca_dist.assessment.scoring import (  # noqa: E402
@@ -654,8 +680,14 @@ def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.flows.api_server import launched_early
 
     with contextlib.ExitStack() as stack:
-        # first (bad input stops it): it starts while the demo imports Prefect and the flows, and writes its table
-        launched = stack.enter_context(launched_early())
+        # first (bad input stops it): it starts while the demo imports Prefect and the flows, and writes its table;
+        # the command launched it as it started (_launch_demo_server), unless a program runs the demo (main(argv))
+        early = _DEMO_SERVER.pop() if _DEMO_SERVER else None
+        if early is None:
+            launched = stack.enter_context(launched_early())
+        else:
+            stack.enter_context(early[0])
+            launched = early[1]
         from fairpca_dist.flows.runtime import check_configured_api
         from fairpca_dist.io.storage import is_url, local_path
 
@@ -1234,6 +1266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _command(argv)
         finally:
+            for early in _DEMO_SERVER:  # launched for a demo that did not start (a bad option)
+                if early is not None:
+                    early[0].close()
+            _DEMO_SERVER.clear()
             sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen here
             if argv is None:
                 gc.freeze()
