@@ -655,13 +655,12 @@ def _pipeline(
         from fairpca_dist.flows.pipeline import pipeline
         from fairpca_dist.flows.steps import show_step_lines
 
-        _collect_from_now_on()  # every library the run needs is imported
-
         # this module's, the demo's before this (its table aside), and the flows'
         table = getattr(args, "demo_table", 0.0)  # the demo's (_demo); none for `fairpca pipeline`
         imports = begun - args.started - table + time.perf_counter() - begun - checks
         args.console.quiet_prefect()
-        server = ready()
+        server = ready()  # which imports what Prefect imports at a process's first flow run, too
+        _collect_from_now_on()  # every library the run needs is imported
         print(f"  prefect  {server.describe()}")
         with show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
             result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
