@@ -147,7 +147,7 @@ BENCHES = (
     # the reliability scenarios too slow for `make test` (pyproject: -m "not slow" by default)
     Bench("slow-tests", "-m pytest -q -m slow", quick=(), one_blas_thread=True),
     # no baseline ratio: paper reproductions and their own targets (results/<name>.md)
-    Bench("first-contact", "bench_first_contact.py"),
+    Bench("first-contact", "bench_first_contact.py", outputs=("first_contact.json",)),
     Bench("samadi-timing", "bench_samadi_timing.py"),
     Bench("mm-timing", "bench_mm_timing.py"),
     Bench("dro-speed", "bench_dro_speed.py"),

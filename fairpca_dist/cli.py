@@ -30,6 +30,57 @@ from typing import TYPE_CHECKING, Any
 
 _LOADING = time.perf_counter()  # the libraries the command needs, imported below: counted in its time
 
+
+def _command_name() -> str | None:
+    """The subcommand (``argv[1]``) when this module is the ``fairpca`` command (the console script,
+    or ``python -m``), else None (a program or a test imports it)."""
+    if __name__ != "__main__" and os.path.basename(sys.argv[0]) != "fairpca":
+        return None
+    return sys.argv[1] if len(sys.argv) > 1 else None
+
+
+def _launch_demo_server() -> tuple[contextlib.ExitStack, TemporaryServer] | None:
+    """``fairpca demo``'s temporary Prefect API server, launched as the command starts, before this
+    module imports numpy, pandas, dask and the solvers below (1-2 s of the command that the
+    server's own start, 4-6 s of a core, now overlaps too); with the exit stack that stops it,
+    which the demo takes over (:func:`_demo`). None when this module is not the ``fairpca``
+    command (a program or a test imports it), the command is not the demo or asks for its
+    help, or no server is launched here (``PREFECT_API_URL`` is set, or the flows' packages are
+    not installed: the demo launches its own, or says what is missing)."""
+    if _command_name() != "demo" or {"-h", "--help"} & set(sys.argv[2:]):
+        return None
+    from fairpca_dist.exceptions import MissingDependencyError
+
+    try:
+        from fairpca_dist.flows.api_server import launched_early
+    except MissingDependencyError:
+        return None
+    stack = contextlib.ExitStack()
+    server = stack.enter_context(launched_early())
+    return (stack, server) if server is not None else None
+
+
+_DEMO_SERVER = [_launch_demo_server()]  # the demo takes it (_demo); main stops it if the command ends first
+
+# Python's garbage collector is off while the demo and the pipeline import their libraries (this
+# module's, Prefect's, the flows': hundreds of thousands of long-lived objects, none garbage): its
+# collections during those imports were 0.6-0.8 s of their 4.5-5.5 s of CPU. _collect_from_now_on
+# turns it back on before any data is read.
+_GC_PAUSED = [_command_name() in ("demo", "pipeline") and gc.isenabled()]
+if _GC_PAUSED[0]:
+    gc.disable()
+
+
+def _collect_from_now_on() -> None:
+    """Turn the garbage collector back on if this module turned it off (``_GC_PAUSED``), with every
+    object made so far (the libraries' modules, classes and schemas) frozen (:func:`gc.freeze`): the
+    collections of the run do not traverse them again. Call it before rows are read or made: what
+    is frozen is never collected (the imports leave next to no garbage)."""
+    if _GC_PAUSED.pop() if _GC_PAUSED else False:
+        gc.freeze()
+        gc.enable()
+
+
 import numpy as np  # noqa: E402
 
 from fairpca_dist.assessment.scoring import (  # noqa: E402
@@ -608,7 +659,8 @@ def _pipeline(
         table = getattr(args, "demo_table", 0.0)  # the demo's (_demo); none for `fairpca pipeline`
         imports = begun - args.started - table + time.perf_counter() - begun - checks
         args.console.quiet_prefect()
-        server = ready()
+        server = ready()  # which imports what Prefect imports at a process's first flow run, too
+        _collect_from_now_on()  # every library the run needs is imported
         print(f"  prefect  {server.describe()}")
         with show_step_lines(echo=not args.verbose) as lines:  # with -v, Prefect's console shows them
             result = pipeline(**run, standardize=args.standardize, group_names=dict(args.group_name) or None)
@@ -654,8 +706,14 @@ def _demo(args: argparse.Namespace) -> int:
     from fairpca_dist.flows.api_server import launched_early
 
     with contextlib.ExitStack() as stack:
-        # first (bad input stops it): it starts while the demo imports Prefect and the flows, and writes its table
-        launched = stack.enter_context(launched_early())
+        # first (bad input stops it): it starts while the demo imports Prefect and the flows, and writes its table;
+        # the command launched it as it started (_launch_demo_server), unless a program runs the demo (main(argv))
+        early = _DEMO_SERVER.pop() if _DEMO_SERVER else None
+        if early is None:
+            launched = stack.enter_context(launched_early())
+        else:
+            stack.enter_context(early[0])
+            launched = early[1]
         from fairpca_dist.flows.runtime import check_configured_api
         from fairpca_dist.io.storage import is_url, local_path
 
@@ -673,6 +731,8 @@ def _demo(args: argparse.Namespace) -> int:
                 f"{run_dir} exists; the demo writes a new run folder: choose another --run-id (or remove it)"
             )
         ready = stack.enter_context(_api_server(launched))
+        if args.synthetic_rows:
+            _collect_from_now_on()  # many rows generated: garbage made from here on is collected
         writing = time.perf_counter()
         demo = _demo_pipeline_args(args, run_id, run_dir)
         demo.demo_table = time.perf_counter() - writing
@@ -1234,6 +1294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _command(argv)
         finally:
+            for early in _DEMO_SERVER:  # launched for a demo that did not start (a bad option)
+                if early is not None:
+                    early[0].close()
+            _DEMO_SERVER.clear()
+            _collect_from_now_on()  # (a command that failed before its imports were done)
             sys.stdout.flush()  # here, not at exit, so that a closed pipe is seen here
             if argv is None:
                 gc.freeze()

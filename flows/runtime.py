@@ -91,6 +91,8 @@ def apply_prefect_defaults() -> dict[str, str]:
     """
     import prefect.context
 
+    if all(name in os.environ for name in PREFECT_DEFAULTS):  # applied before, or the user's: nothing to do
+        return {}  # (without reading every setting of the user's again: 0.03-0.05 s at each flow call)
     configured = _set_by_user()
     applied = {
         name: value for name, value in PREFECT_DEFAULTS.items() if name not in configured and name not in os.environ

@@ -501,3 +501,27 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
     )
     assert given["group_names"] == {"g0": "first", "sex=g1": "second"}
     assert "group_names" in inspect.signature(fairpca_dist.flows.pipeline._steps.fn).parameters
+
+
+def test_the_collector_is_off_while_the_pipeline_command_imports_and_only_then():
+    """Imported as the ``fairpca pipeline`` command, this module turns the garbage collector off
+    (its imports make long-lived objects only) until _collect_from_now_on, which turns it back on
+    with those objects frozen; imported by a program, or as another command, it leaves it alone."""
+    code = (
+        "import gc, sys\n"
+        "sys.argv = sys.argv[1:]\n"
+        "import fairpca_dist.cli as cli\n"
+        "print(gc.isenabled())\n"
+        "cli._collect_from_now_on()\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+    )
+    printed = {}
+    for argv in (["fairpca", "pipeline"], ["fairpca", "methods"], ["a-program", "pipeline"]):
+        done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        printed[argv[1] if argv[0] == "fairpca" else argv[0]] = done.stdout.split()
+    assert printed == {
+        "pipeline": ["False", "True", "True"],
+        "methods": ["True", "True", "False"],
+        "a-program": ["True", "True", "False"],
+    }

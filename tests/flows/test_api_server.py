@@ -192,21 +192,24 @@ def test_logs_to_a_stopped_server_are_dropped_and_others_sent(monkeypatch):
     assert sent == [("http://127.0.0.1:2/api", "to http://127.0.0.1:2/api")]
 
 
-# Serves HTTP on the port given (uvicorn's place) and prints, one per line, the paths asked for
-# and the Prefect settings it was given, exiting after the warm-up question.
+# Serves HTTP on the port given (uvicorn's place) and prints, one per line, the requests asked for
+# and the Prefect settings it was given, exiting after the last warm-up question.
 RECORDING_SERVER = """
-import http.server, os, sys
-from fairpca_dist.flows.api_server import _WARM_UP_PATH
+import gc, http.server, os, sys
+from fairpca_dist.flows.api_server import _WARM_UP_REQUESTS
 
 class Recorder(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        print(self.path, flush=True)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        print(self.command, self.path, body, "collecting" if gc.isenabled() else "not collecting", flush=True)
         self.send_response(200)
         self.end_headers()
-        if self.path == _WARM_UP_PATH:
+        if (self.command, self.path) == _WARM_UP_REQUESTS[-1]:
             names = ("PREFECT_SERVER_ANALYTICS_ENABLED", "PREFECT_SERVER_REGISTER_BLOCKS_ON_START")
             print(*(os.environ.get(name) for name in names), flush=True)
             os._exit(0)
+
+    do_POST = do_GET
 
     def log_message(self, *args):
         pass
@@ -242,11 +245,18 @@ def _settling_server(tmp_path: Path, **settings: str) -> dict:
 
 def test_a_server_launched_before_prefect_settles_its_settings_and_warms_up(tmp_path, capfd):
     """Launched without Prefect's settings, the server process reads them, applies its defaults
-    where the user has not set them, reports a new database, and asks its API one question
-    once it answers its health check."""
+    where the user has not set them, reports a new database, and asks its API the warm-up
+    questions, in order, once it answers its health check: reads, whose POST bodies ask for one
+    row. Until it answers, its garbage collector is off; from then on, on."""
     assert _settling_server(tmp_path) == {"configured_api": None, "new_database": True}
     printed = capfd.readouterr().out.splitlines()
-    assert printed[-2:] == [api_server._WARM_UP_PATH, "false false"] and set(printed[:-2]) == {"/api/health"}
+    limit = '{"limit": 1}'
+    warm_up = [
+        f"{method} {path} {limit if method == 'POST' else ''} collecting"
+        for method, path in api_server._WARM_UP_REQUESTS
+    ]
+    assert printed[-len(warm_up) - 1 :] == [*warm_up, "false false"]
+    assert set(printed[: -len(warm_up) - 1]) == {"GET /api/health  not collecting"}
 
     _settling_server(tmp_path, PREFECT_SERVER_REGISTER_BLOCKS_ON_START="true")
     assert capfd.readouterr().out.splitlines()[-1] == "false true"  # the user's setting kept
