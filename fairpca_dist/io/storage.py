@@ -263,6 +263,7 @@ def write_parquet(
     would store as nulls (the callers' values are finite); the DataFrame way, features
     converted and scanned column by column, took a quarter of ingest's time per partition."""
     table = pa.Table.from_pandas(frame, preserve_index=False)
+    dictionary = table.column_names  # the frame's columns, named as pyarrow names them (strings)
     if values is not None:
         columns = [pa.array(values[:, j]) for j in range(values.shape[1])]
         fields = [*table.schema, *(pa.field(name, pa.float64()) for name in names)]
@@ -270,7 +271,7 @@ def write_parquet(
             [*table.columns, *columns], schema=pa.schema(fields, metadata=table.schema.metadata)
         )
     with path.open("wb") as file:
-        pq.write_table(table, file, use_dictionary=list(frame.columns))
+        pq.write_table(table, file, use_dictionary=dictionary)
 
 
 def locate(path: str | os.PathLike[str] | Location, storage_options: StorageOptions | None = None) -> Location:
