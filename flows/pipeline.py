@@ -3,10 +3,12 @@
 Everything of run ``<run_id>`` goes under ``<runs_dir>/<run_id>/``: ``table/`` (ingested
 Parquet + schema.json), ``model/`` (moments.npz, model.npz, model.json), ``projected/``
 (Parquet + _SUCCESS) and ``report/`` (report.json/.md/.html + PNGs); a run id that names a
-previous run is refused unless ``overwrite`` (:mod:`fairpca_dist.io.runs`). Without
-``dask_address`` a LocalCluster runs inside the flow's process; with it, the tasks and
-their Dask graphs run on that scheduler's workers. ``runs_dir`` and ``source`` may be URLs
-(``s3://…``): on a cluster whose workers share no disk with the driver, they must be.
+previous run is refused unless ``overwrite`` (:mod:`fairpca_dist.io.runs`). The tasks run in
+the flow's process and their Dask graphs on a cluster
+(:class:`~fairpca_dist.flows.task_runner.DriverTaskRunner`): without ``dask_address`` a
+LocalCluster of threads inside the flow's process; with it, that scheduler's workers.
+``runs_dir`` and ``source`` may be URLs (``s3://…``): on a cluster whose workers share no disk
+with the driver, they must be.
 """
 
 from __future__ import annotations
@@ -18,20 +20,13 @@ from typing import Any
 
 from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
-from prefect_dask import DaskTaskRunner
 
+from fairpca_dist.engine.cluster import warm_workers
 from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.steps import log_step, step
-from fairpca_dist.flows.task_runner import QuietDaskTaskRunner
-from fairpca_dist.flows.tasks import (
-    fit_task,
-    ingest_task,
-    no_retry_after_interrupt,
-    project_task,
-    report_task,
-    warm_workers,
-)
+from fairpca_dist.flows.task_runner import DriverTaskRunner
+from fairpca_dist.flows.tasks import fit_task, ingest_task, no_retry_after_interrupt, project_task, report_task
 from fairpca_dist.io.atomic import output_lock, staging_folder, swap_in
 from fairpca_dist.io.runs import (
     STEP_FOLDERS,
@@ -43,15 +38,8 @@ from fairpca_dist.io.runs import (
 )
 from fairpca_dist.io.storage import Location, locate
 
-
-def task_runner(dask_address: str | None) -> DaskTaskRunner:
-    """An existing scheduler, or a LocalCluster of threads in this process (no extra
-    processes, so no extra temporary Prefect servers in ephemeral mode)."""
-    if dask_address:
-        return QuietDaskTaskRunner(address=dask_address)
-    return QuietDaskTaskRunner(
-        cluster_kwargs={"n_workers": 1, "threads_per_worker": 2, "processes": False, "dashboard_address": ":0"}
-    )
+PASS_MODULES = ("fairpca_dist.io.ingest", "fairpca_dist.projection")
+"""The modules of the functions the pipeline's passes run on the workers."""
 
 
 def _run_dir(
@@ -91,20 +79,20 @@ def _steps(
     wide: bool | None = None,
     moments_budget: int | None = None,
 ) -> dict[str, Any]:
-    with no_retry_after_interrupt():  # the tasks run on the cluster's threads, not interrupted themselves
+    with no_retry_after_interrupt():  # the tasks run on other threads, not interrupted themselves
         with step("dask") as outcome:
-            # prefect-dask starts (or connects to) the cluster on first use: do it here, timed.
+            # the runner starts (or connects to) the cluster on first use: do it here, timed.
             context = FlowRunContext.get()
-            assert context is not None and isinstance(context.task_runner, DaskTaskRunner)  # this flow's runner
+            assert context is not None and isinstance(context.task_runner, DriverTaskRunner)  # this flow's runner
             client = context.task_runner.client
             workers = client.scheduler_info()["workers"].values()
             scheduler = client.scheduler.address if client.scheduler is not None else "the scheduler"
             outcome.summary = f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {scheduler}"
-            warm_workers(client)
+            warm_workers(client, PASS_MODULES)
         base = root.rstrip("/")
         pass_through = [*key_columns, *([target] if target else [])]
-        # .submit() sends each task to the DaskTaskRunner's cluster, where get_dask_client()
-        # hands the library the same cluster for its own graphs; steps run one after another.
+        # .submit() runs each task on a thread of this process, which hands the library the runner's
+        # cluster for its graphs (tasks.dask_client); steps run one after another.
         with step("ingest") as outcome:
             table = ingest_task.submit(
                 source,
@@ -237,7 +225,9 @@ def pipeline(
     read_options : dict, optional
         Options of the reader.
     dask_address : str, optional
-        A Dask scheduler to run every task on (default: a local cluster in this process).
+        A Dask scheduler whose workers run the passes over rows (default: a local cluster of
+        threads in this process). The tasks run in this process either way: the workers need
+        the library, not Prefect or a route to its API.
     storage_options : dict, optional
         Options of the filesystem of URL paths; never credentials.
     overwrite : bool, default False
@@ -287,7 +277,7 @@ def pipeline(
         moments_budget=moments_budget,
     )
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
-    steps = _steps.with_options(task_runner=task_runner(dask_address))
+    steps = _steps.with_options(task_runner=DriverTaskRunner(dask_address))
     with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
         check_run_folder(root, source, overwrite, storage_options)  # again, now that no other run can write it
         new_folder, previous = not root.exists(), previous_run(root)

@@ -1,111 +1,126 @@
-"""The pipeline's Dask task runner.
+"""The pipeline's task runner: Prefect tasks on threads of the flow-run process (the driver),
+their Dask graphs on a cluster.
 
-It lives in a module of its own, importable by name, because prefect-dask sends the task
-runner to the workers with each task: a class defined in a flow file that a deployment loads
-as a script (``pipeline.py``, module ``pipeline``) cannot be unpickled there.
+A task of the pipeline calls one library function, which plans its passes over rows, hands
+them to Dask and waits: the rows are read by the cluster's workers, and everything the task
+does itself (schema checks, the solver on p × p statistics, the report) is driver work
+(DESIGN: "everything that decides the projection runs on the driver"). So the tasks run where
+the flow runs, on Prefect's thread-pool runner, and only the passes go to the cluster. The
+workers need neither Prefect nor a route to its API: they import the library's pass modules,
+not Prefect's client and settings (~0.35 GB and 2-3 s of a core per worker process). A worker
+lost mid-step costs its partitions, which Dask recomputes, not the step. A task's failure
+state, logs and retries are Prefect's own, recorded from this process.
+
+It lives in a module of its own, importable by name, because Prefect pickles a flow's task
+runner with the flow when it runs a flow in another process; a class defined in a flow file
+that a deployment loads as a script (``pipeline.py``, module ``pipeline``) cannot be
+unpickled there.
 """
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
 import logging
+import threading
 from typing import Any
-from uuid import UUID, uuid4
 
-from distributed import Future
-from prefect.task_engine import run_task_sync
-from prefect.utilities.engine import collect_task_run_inputs_sync
-from prefect_dask import DaskTaskRunner
-from prefect_dask.task_runners import PrefectDaskFuture
+from prefect.task_runners import ThreadPoolTaskRunner
 
-__all__ = ["QuietDaskTaskRunner"]
+from fairpca_dist.engine.cluster import connect
 
-_CONTEXTS: dict[UUID, contextvars.Context] = {}  # task run id -> the context it was submitted in (same process)
+__all__ = ["DriverTaskRunner"]
 
-
-def _run_in_submitted_context(task_run_id: UUID, **run: Any) -> Any:
-    """Run ``run_task_sync(task_run_id=task_run_id, **run)`` in the context the task was submitted in
-    (on a worker thread of the process that submitted it: :meth:`QuietDaskTaskRunner.submit`).
-    Module-level, so that Dask can pickle it by reference."""
-    engine: Any = run_task_sync  # its overloads (result or state) are not ParamSpec-friendly
-    return _CONTEXTS.pop(task_run_id).run(engine, task_run_id=task_run_id, **run)
+LOCAL_CLUSTER: dict[str, Any] = {"n_workers": 1, "threads_per_worker": 2, "processes": False, "dashboard_address": ":0"}
+"""The cluster of a pipeline without a scheduler address: threads of this process (no worker
+processes to start, and no extra temporary Prefect servers in ephemeral mode)."""
 
 
-class QuietDaskTaskRunner(DaskTaskRunner):
-    """prefect-dask's task runner, with two differences.
+class DriverTaskRunner(ThreadPoolTaskRunner):
+    """Prefect's thread-pool task runner, with a Dask cluster for the tasks' passes.
 
-    Its shutdown after a failed or interrupted step does not warn: as the cluster in this
-    process closes under tasks still running, distributed warns of each task it cancels and each
-    result it loses, lines about the shutdown, not about its cause.
+    Parameters
+    ----------
+    address : str, optional
+        The Dask scheduler the passes run on (``tcp://host:8786``), connected on first use of
+        :attr:`client` and checked to answer (:func:`fairpca_dist.engine.cluster.connect`).
+        Default: a ``LocalCluster`` of threads in this process (:data:`LOCAL_CLUSTER`).
+    max_workers : int, default 4
+        Threads for tasks: the pipeline runs its steps one after another.
 
-    On a cluster whose workers are threads of this process (the pipeline's default: a
-    ``LocalCluster`` with ``processes=False``, reached over ``inproc://``), a task runs in a copy of
-    the context it was submitted in, as Prefect's own thread-pool runner runs it. prefect-dask
-    serializes that context at each submission and rebuilds it on the worker, for workers that may
-    be other processes or machines: Prefect's whole settings object written out and validated
-    again from its sources (environment, profile, ``.env``), and the task and its arguments
-    hashed for a Dask key, 0.1-0.15 s of a core per task, which a small run (the demo: four tasks
-    of 0.05-1.3 s) spends on the command's critical path. The task run is the same (same engine,
-    parameters, dependencies, retries, states and logs in the API); with a cluster elsewhere
-    (``address``) or an asynchronous task, prefect-dask's way is kept.
+    Notes
+    -----
+    A task reaches the cluster through the runner of its flow run
+    (:func:`fairpca_dist.flows.tasks.dask_client`). When the flow ends with an error or an
+    interrupt, the runner closes its client, and with it the cluster of this process, before it
+    waits for its threads: a task waiting on its passes then fails at once (their futures are
+    cancelled) instead of running to its end; distributed's warnings about that shutdown
+    (each task it cancels) are not shown, being about the shutdown, not its cause.
     """
 
-    def submit(  # type: ignore[override]  # prefect-dask's overloads (sync and async tasks): one signature here
-        self,
-        task: Any,
-        parameters: dict[str, Any],
-        wait_for: Any = None,
-        dependencies: dict[str, set[Any]] | None = None,
-    ) -> PrefectDaskFuture[Any]:
-        client = self.client  # creates the cluster, or connects, on first use
-        address = client.scheduler.address if client.scheduler is not None else ""
-        if task.isasync or not str(address).startswith("inproc://"):
-            return super().submit(task, parameters, wait_for, dependencies)
-        parameters = self._optimize_futures(parameters)
-        wait_for = self._optimize_futures(wait_for) if wait_for else None
-        # as prefect-dask's PrefectDaskClient.submit: what the task waits for, as Prefect records it
-        inputs = {name: collect_task_run_inputs_sync(value, future_cls=Future) for name, value in parameters.items()}
-        if dependencies:
-            inputs = {name: found.union(dependencies.get(name, set())) for name, found in inputs.items()}
-        task_run_id = uuid4()
-        _CONTEXTS[task_run_id] = contextvars.copy_context()
-        try:
-            # Dask resolves futures among the keyword arguments before the call, as for prefect-dask
-            future = client.submit(
-                _run_in_submitted_context,
-                task_run_id,
-                task=task,
-                parameters=parameters,
-                wait_for=wait_for,
-                dependencies=inputs,
-                return_type="state",
-                key=f"{task.name}-{task_run_id.hex}",
-                pure=False,
-            )
-        except BaseException:
-            _CONTEXTS.pop(task_run_id, None)
-            raise
-        self._in_context.add(task_run_id)
-        future.task_run_id = task_run_id  # as prefect-dask's: a later task's inputs name this run
-        return PrefectDaskFuture[Any](wrapped_future=future, task_run_id=task_run_id)
+    def __init__(self, address: str | None = None, *, max_workers: int = 4) -> None:
+        super().__init__(max_workers=max_workers)
+        self.address = address or None
+        self._cluster: contextlib.ExitStack | None = None
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+
+    def duplicate(self) -> DriverTaskRunner:
+        return type(self)(self.address, max_workers=self._max_workers)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DriverTaskRunner) and (self.address, self._max_workers) == (
+            other.address,
+            other._max_workers,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value as Prefect's runners are
 
     @property
-    def _in_context(self) -> set[UUID]:
-        """The task runs submitted by :meth:`submit` in their context (to forget those that never ran)."""
-        if "_submitted_in_context" not in self.__dict__:
-            self._submitted_in_context: set[UUID] = set()
-        return self._submitted_in_context
+    def client(self) -> Any:
+        """The ``distributed.Client`` of the tasks' passes: connected (or the local cluster
+        started) on first use, closed when the runner exits."""
+        with self._client_lock:
+            if self._client is None:
+                if self._cluster is None:
+                    raise RuntimeError("the task runner is not started")
+                if self.address:
+                    self._client = self._cluster.enter_context(connect(self.address))
+                else:
+                    from distributed import Client, LocalCluster
+
+                    cluster = self._cluster.enter_context(LocalCluster(**LOCAL_CLUSTER))
+                    self._client = self._cluster.enter_context(Client(cluster, set_as_default=False))
+            return self._client
+
+    def __enter__(self) -> DriverTaskRunner:
+        super().__enter__()
+        self._cluster = contextlib.ExitStack()
+        return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        for task_run_id in self._in_context:  # those that ran took their context out already
-            _CONTEXTS.pop(task_run_id, None)
-        self._in_context.clear()
-        if exc_info[0] is None:
-            return super().__exit__(*exc_info)
-        logger = logging.getLogger("distributed")
-        level = logger.level
-        logger.setLevel(logging.ERROR)
+        cluster, self._cluster, self._client = self._cluster, None, None
         try:
-            return super().__exit__(*exc_info)
+            if cluster is not None:
+                if exc_info[0] is None:
+                    cluster.close()
+                else:
+                    logger = logging.getLogger("distributed")
+                    level = logger.level
+                    logger.setLevel(logging.ERROR)
+                    try:
+                        cluster.close()
+                    finally:
+                        logger.setLevel(level)
         finally:
-            logger.setLevel(level)
+            super().__exit__(*exc_info)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickled with its flow, before it starts (Prefect's runner drops its own lock the same way)
+        state = super().__getstate__()
+        for name in ("_cluster", "_client", "_client_lock"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._cluster, self._client, self._client_lock = None, None, threading.Lock()

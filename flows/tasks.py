@@ -28,6 +28,7 @@ from fairpca_dist.engine.cluster import connect
 from fairpca_dist.engine.moments import Center
 from fairpca_dist.exceptions import FairPCAError, ServiceError
 from fairpca_dist.fitting import check_report_target, fit_table, load_fitted, report_rff_work, write_table_report
+from fairpca_dist.flows.task_runner import DriverTaskRunner
 from fairpca_dist.io.ingest import ingest_table
 from fairpca_dist.io.storage import locate
 from fairpca_dist.projection import project_table
@@ -106,48 +107,31 @@ _UNCACHED: dict[str, Any] = {"cache_policy": NO_CACHE}
 @contextlib.contextmanager
 def dask_client(address: str | None = None) -> Iterator[Any]:
     """Where the task's Dask graphs run: a client of the scheduler at ``address`` if given
-    (connected once for all the task's passes: :func:`fairpca_dist.engine.cluster.connect`), else the
-    client of the running DaskTaskRunner, else None (threads in this process).
+    (connected once for all the task's passes: :func:`fairpca_dist.engine.cluster.connect`), else
+    the cluster of the flow run's :class:`~fairpca_dist.flows.task_runner.DriverTaskRunner` (the
+    pipeline's), else None (threads in this process).
 
-    A task running on a Dask worker leaves the worker's thread pool while its own graphs run
-    (``secede``, then ``rejoin``): otherwise it holds a thread while it waits for tasks that
-    may be queued on that very thread, and a worker of one thread deadlocks (seen: an ingest of
-    10M rows waiting forever for one partition on its own worker)."""
+    A task of these that a flow of the user's runs on a Dask worker (prefect-dask's
+    ``DaskTaskRunner``) sends its graphs to that worker's cluster and leaves the worker's thread
+    pool while they run (``secede``, then ``rejoin``): otherwise it holds a thread while it waits
+    for tasks that may be queued on that very thread, and a worker of one thread deadlocks."""
     if address:
         with connect(address) as client:
             yield client
         return
-    from distributed import get_worker, rejoin, secede
-    from prefect_dask import get_dask_client
+    context = FlowRunContext.get()
+    if context is not None and isinstance(context.task_runner, DriverTaskRunner):
+        yield context.task_runner.client
+        return
+    from distributed import get_worker, worker_client
 
-    with contextlib.ExitStack() as stack:
-        try:
-            client = stack.enter_context(get_dask_client())
-        except (RuntimeError, ValueError):  # not inside a Dask worker
-            client = None
-        with contextlib.suppress(ValueError):  # ValueError: this thread is not a worker's
-            get_worker()
-            secede()
-            stack.callback(rejoin)
+    try:
+        get_worker()
+    except ValueError:  # not on a Dask worker's thread
+        yield None
+        return
+    with worker_client() as client:  # secede, then rejoin
         yield client  # errors of the task body propagate unchanged
-
-
-def _imported() -> None:
-    """Nothing: a worker that runs it has imported this module (it is sent by reference)."""
-
-
-def warm_workers(client: Any) -> None:
-    """Have every worker of ``client`` import this module (Prefect and the library's steps; the
-    report's libraries are left to the worker that writes it) now, on one of its threads, beside
-    the first step's partitions. A new worker process otherwise imports it at the first task
-    of the run it executes: on a 2-worker cluster, the fit or the projection, between two steps,
-    where nothing runs beside it. Workers that have it already return at once. The function sent
-    lives here, not in the flow's module, which a deployment loads by path (as ``pipeline``, a
-    name the workers cannot import)."""
-    from distributed import fire_and_forget
-
-    for address in client.scheduler_info()["workers"]:
-        fire_and_forget(client.submit(_imported, workers=[address], allow_other_workers=False, pure=False))
 
 
 @task(name="ingest-table", **_RETRIES, **_UNCACHED)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+import importlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from fairpca_dist.exceptions import InputError, ServiceError
 from fairpca_dist.extras import check_installed
 
-__all__ = ["CONNECT_TIMEOUT", "check_address", "connect", "check_scheduler"]
+__all__ = ["CONNECT_TIMEOUT", "check_address", "connect", "check_scheduler", "warm_workers"]
 
 CONNECT_TIMEOUT = 10.0  # seconds a scheduler has to answer
 
@@ -113,3 +114,21 @@ def check_scheduler(address: str | None, *, timeout: float = CONNECT_TIMEOUT) ->
     if address:
         with connect(address, timeout=timeout):
             pass
+
+
+def _import(modules: Sequence[str]) -> None:
+    """Import ``modules`` (in the worker that runs it)."""
+    for name in modules:
+        importlib.import_module(name)
+
+
+def warm_workers(client: Any, modules: Sequence[str]) -> None:
+    """Have every worker of ``client`` import ``modules`` now, on one of its threads, while the
+    driver plans the first pass. A new worker process otherwise imports the modules of a pass's
+    functions when it unpickles its first task of the pass, on the pass's critical path. Workers
+    that have them already return at once; nothing waits for the imports."""
+    from distributed import fire_and_forget
+
+    for address in client.scheduler_info()["workers"]:
+        future = client.submit(_import, tuple(modules), workers=[address], allow_other_workers=False, pure=False)
+        fire_and_forget(future)

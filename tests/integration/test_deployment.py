@@ -357,10 +357,13 @@ def test_deployed_model_equals_the_library(deployed_run: DeployedRun, tmp_path: 
 
 
 def test_dask_workers_do_the_work(deployed_run: DeployedRun) -> None:
-    """dask_address reaches the pipeline's DaskTaskRunner: both workers executed tasks (the
-    Prefect tasks and the library's graphs inside them), not the flow-run process's threads."""
+    """dask_address reaches the pipeline's task runner: both workers executed the passes over rows
+    (the library's graphs), not the flow-run process's threads; the Prefect tasks ran in the flow-run
+    process, so the workers never imported Prefect (they need neither it nor a route to its API)."""
     from distributed import Client
 
     with Client(deployed_run.stack.scheduler, set_as_default=False, timeout=30) as client:
         executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+        prefect_imported = client.run(lambda: "prefect" in __import__("sys").modules)
     assert len(executed) == 2 and all(n > 0 for n in executed.values()), executed
+    assert not any(prefect_imported.values()), prefect_imported
