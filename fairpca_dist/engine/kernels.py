@@ -206,10 +206,12 @@ def median_squared_distance(
         below, kept = 0, []
         for start in range(0, n, block_rows):
             block = u[start : start + block_rows]
+            b = block.shape[0]
             d = scipy.spatial.distance.cdist(block, u[start:], "sqeuclidean")
-            d = d[np.triu_indices(block.shape[0], 1, d.shape[1])]  # pairs i < j only
-            below += int(np.count_nonzero(d < lo))
-            kept.append(d[(d >= lo) & (d <= hi)])
+            # pairs i < j only: the upper triangle of the block's own square, then every later row
+            for pairs in (d[:, :b][np.triu_indices(b, 1)], d[:, b:].ravel()):
+                below += int(np.count_nonzero(pairs < lo))
+                kept.append(pairs[(pairs >= lo) & (pairs <= hi)])
         middle = np.concatenate(kept)
         if below > ranks[0]:
             lo = -np.inf
