@@ -10,8 +10,8 @@ plain dask.
    50/30/15/5 %, 500k-row files, a binary target ``y``, each file evicted from the page cache)
    after checking the disk.
 2. Every command runs on a new ``LocalCluster(2 workers x 1 thread, memory_limit=--worker-memory)``
-   (default 2 GB each, of which ~0.35 GB are the imports of the Prefect tasks that run in the
-   workers: the table does not fit in the workers' memory), started before the clock starts.
+   (default 2 GB each: the table does not fit in the workers' memory; the pipeline's Prefect
+   tasks run in its own process, the workers run their passes), started before the clock starts.
    With ``--background-load N``, N busy-looping processes run beside everything that is timed
    (a machine under load, reproducibly).
 3. ``--repeats`` rounds, each: the source evicted from the page cache before every command, then
@@ -302,7 +302,7 @@ def main() -> None:
     parser.add_argument(
         "--worker-memory",
         default="2GB",
-        help="per worker; the pipeline's Prefect tasks run in the workers, ~0.35 GB of imports",
+        help="per worker (the workers run the passes over rows; the Prefect tasks run in the CLI's process)",
     )
     parser.add_argument("--method", default="samadi-mw", help="the table has 4 groups")
     parser.add_argument("--r", type=int, default=5)
