@@ -24,7 +24,7 @@ plain dask.
    report's downstream check); and without a target as a new user's first run, with a fresh
    ``PREFECT_HOME`` (the temporary server creates its database first). Per run: wall time and
    the CLI's own breakdown (``finished in ... s: imports, Prefect API, dask, ingest, fit,
-   project, report, Prefect runs``), peak RSS and the
+   project, report, Prefect runs``), peak RSS, CPU seconds (also the copy's) and the
    bytes read (``read_chars``: from files or page cache; ``read_bytes``: from disk) and written
    by each role (the workers, the driver, the Prefect API server, this process: the scheduler).
 4. Write-back, interleaved ``--writeback-repeats`` times on the pipeline's own ingested table and
@@ -81,15 +81,16 @@ def load() -> float:
 class Sampler(threading.Thread):
     """Every 50 ms: the RSS of this process (the benchmark and the cluster's scheduler), of the
     CLI process and its children (the Prefect API server), and of the worker processes
-    (restarted ones included: the process list is refreshed every 0.5 s), and the workers' I/O
-    counters (from when each process was first seen to when it was last seen)."""
+    (restarted ones included: the process list is refreshed every 0.5 s), and every process's I/O
+    counters and CPU time (from when each process was first seen to when it was last seen)."""
 
     def __init__(self, cli: int):
+        """``cli``: the pid of the CLI process (-1: none, e.g. while the copy runs)."""
         super().__init__(daemon=True)
         self.me, self.cli = psutil.Process(), cli
         self.peak: dict[str, int] = {}
-        self.io_first: dict[int, tuple[int, int, int]] = {}
-        self.io_last: dict[int, tuple[int, int, int]] = {}
+        self.io_first: dict[int, tuple[float, ...]] = {}
+        self.io_last: dict[int, tuple[float, ...]] = {}
         self.roles: dict[int, str] = {}
         self.worker_pids: set[int] = set()
         self._stop_event = threading.Event()
@@ -113,13 +114,15 @@ class Sampler(threading.Thread):
             if tick % 10 == 0:
                 with contextlib.suppress(psutil.Error):
                     procs = [self.me, *self.me.children(recursive=True)]
-                    server = {p.pid for p in psutil.Process(self.cli).children(recursive=True)}
+                    server = (
+                        {p.pid for p in psutil.Process(self.cli).children(recursive=True)} if self.cli > 0 else set()
+                    )
             for proc in procs:
                 with contextlib.suppress(psutil.Error):
                     role = self._role(proc, server)
                     self.peak[role] = max(self.peak.get(role, 0), proc.memory_info().rss)
-                    io = proc.io_counters()
-                    self.io_last[proc.pid] = (io.read_chars, io.read_bytes, io.write_bytes)
+                    io, cpu = proc.io_counters(), proc.cpu_times()
+                    self.io_last[proc.pid] = (io.read_chars, io.read_bytes, io.write_bytes, cpu.user + cpu.system)
                     self.io_first.setdefault(proc.pid, self.io_last[proc.pid])
                     self.roles[proc.pid] = "workers" if role.startswith("worker") else role
                     if role.startswith("worker"):
@@ -127,14 +130,14 @@ class Sampler(threading.Thread):
             tick += 1
             time.sleep(0.05)
 
-    def stop(self) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
-        """Peak RSS (MB) by role, and bytes read and written by role (from when each process
-        was first seen to when it was last seen)."""
+    def stop(self) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+        """Peak RSS (MB) by role, and bytes read and written and CPU seconds (user + system) by
+        role (from when each process was first seen to when it was last seen)."""
         self._stop_event.set()
         self.join()
-        io: dict[str, dict[str, int]] = {}
+        io: dict[str, dict[str, float]] = {}
         for pid, role in self.roles.items():
-            counts = io.setdefault(role, {"read_chars": 0, "read_bytes": 0, "write_bytes": 0})
+            counts = io.setdefault(role, {"read_chars": 0, "read_bytes": 0, "write_bytes": 0, "cpu_seconds": 0.0})
             for i, key in enumerate(counts):
                 counts[key] += self.io_last[pid][i] - self.io_first[pid][i]
         return {role: rss / 1e6 for role, rss in self.peak.items()}, io
@@ -146,11 +149,16 @@ def timed(function) -> tuple[object, float]:
     return value, time.perf_counter() - started
 
 
-def dask_copy(client, source: Path, out: Path) -> None:
+def dask_copy(client, source: Path, out: Path) -> dict[str, float]:
+    """The copy; the CPU seconds it took by role (the workers, this process: client and scheduler)."""
     import dask.dataframe as dd
 
     shutil.rmtree(out, ignore_errors=True)
+    sampler = Sampler(cli=-1)
+    sampler.start()
     dd.read_parquet(str(source)).to_parquet(str(out), write_index=False, compute=True)
+    _, io = sampler.stop()
+    return {role: counts["cpu_seconds"] for role, counts in io.items()}
 
 
 def dask_projection(client, table: Path, model, out: Path) -> None:
@@ -346,7 +354,9 @@ def main() -> None:
             record: dict = {"load": load()}
             with cluster_of(args.worker_memory) as (cluster, client, workers):
                 evict_folder(source)
-                _, record["dask_copy_seconds"] = timed(lambda: dask_copy(client, source, scratch / "copy"))
+                record["dask_copy_cpu"], record["dask_copy_seconds"] = timed(
+                    lambda: dask_copy(client, source, scratch / "copy")
+                )
             shutil.rmtree(scratch / "copy", ignore_errors=True)
             print(f"round {round_ + 1}: plain dask copy {record['dask_copy_seconds']:.1f} s", flush=True)
             for variant, (roles, warm) in VARIANTS.items():
@@ -462,22 +472,39 @@ def markdown(out: dict, args) -> str:
         "Bytes read (`read_chars`: from files or the page cache; in brackets from disk) and written, by role, "
         "as multiples of the source's size (last round):",
         "",
-        "| run | role | read | (from disk) | written | peak RSS MB |",
-        "|---|---|---|---|---|---|",
+        "| run | role | read | (from disk) | written | peak RSS MB | CPU s |",
+        "|---|---|---|---|---|---|---|",
     ]
     last = rounds[-1]
+    for role, cpu in sorted(last["dask_copy_cpu"].items()):
+        lines.append(f"| the copy | {role} | | | | | {cpu:.1f} |")
     for variant in VARIANTS:
         run = last[variant]
         for role, io in sorted(run["io"].items()):
             peak = max((mb for name, mb in run["peak_rss_mb"].items() if name.startswith(role.rstrip("s"))), default=0)
             lines.append(
                 f"| {variant} | {role} | {io['read_chars'] / source_bytes:.2f} x "
-                f"| {io['read_bytes'] / source_bytes:.2f} x | {io['write_bytes'] / source_bytes:.2f} x | {peak:.0f} |"
+                f"| {io['read_bytes'] / source_bytes:.2f} x | {io['write_bytes'] / source_bytes:.2f} x | {peak:.0f} "
+                f"| {io['cpu_seconds']:.1f} |"
             )
         lines.append(
             f"| {variant} | | | | | {run['worker_processes']} worker processes seen for {run['initial_workers']} "
-            f"workers (more means restarts); lines on stderr: {run['stderr_lines']} |"
+            f"workers (more means restarts); lines on stderr: {run['stderr_lines']} | |"
         )
+    cores = os.cpu_count() or 1
+    copy_cpu = sum(last["dask_copy_cpu"].values())
+    lines += [
+        "",
+        f"CPU, last round: the copy used {copy_cpu:.1f} s of CPU in {last['dask_copy_seconds']:.1f} s; "
+        + "; ".join(
+            f"the pipeline ({variant}) {sum(io['cpu_seconds'] for io in last[variant]['io'].values()):.1f} s, "
+            f"so on {cores} cores it cannot take less than "
+            f"{sum(io['cpu_seconds'] for io in last[variant]['io'].values()) / cores / last['dask_copy_seconds']:.2f} "
+            "copies"
+            for variant in VARIANTS
+        )
+        + ".",
+    ]
     if out["writeback"]["ours"]:
         ours, dask = out["writeback"]["ours"], out["writeback"]["dask"]
         lines += [
