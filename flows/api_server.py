@@ -68,6 +68,7 @@ __all__ = [
     "new_database",
     "main",
     "LIGHT_START",
+    "LIGHT_IMPORTS",
     "SERVER_DEFAULTS",
     "POLL_SECONDS",
     "GRACE_SECONDS",
@@ -106,6 +107,16 @@ LIGHT_START: dict[str, str] = {
 }
 """Settings of the temporary server that make its start lighter, each set only where the user has
 not set it (their settings of the same name win: :meth:`TemporaryServer.environment`)."""
+
+LIGHT_IMPORTS: dict[str, str] = {
+    # py-key-value (the storage of docket, Prefect's server's background tasks, kept in memory by a
+    # temporary server) checks the types of its own calls at run time: beartype, installed as an
+    # import hook over its package, rewrites each of its modules as it is imported (0.1-0.2 s of the
+    # server's start, every start); its checks only warn, in a process whose warnings no one reads.
+    "PY_KEY_VALUE_DISABLE_BEARTYPE": "true",
+}
+"""Environment variables of the libraries under Prefect's server that make the temporary server's
+imports lighter; the environment's own values win (:meth:`TemporaryServer.environment`)."""
 
 SERVER_DEFAULTS: dict[str, str] = {
     # No usage telemetry from the temporary server (it fails offline and locks the database).
@@ -182,14 +193,15 @@ class TemporaryServer:
     def environment(self) -> dict[str, str]:
         """Prefect's environment of its server: this process's, no UI, and the Prefect settings
         in effect here (those of the current settings context included); and the settings of
-        :data:`LIGHT_START` the user has not set. With ``settle``: this process's environment and
-        no UI (the server process settles the rest: :func:`_settle`)."""
+        :data:`LIGHT_START` the user has not set, and the variables of :data:`LIGHT_IMPORTS` this
+        process's environment does not set. With ``settle``: this process's environment, no UI
+        and :data:`LIGHT_IMPORTS` (the server process settles the rest: :func:`_settle`)."""
         if self.settle:
-            return {**os.environ, **_SERVER_ENVIRONMENT}
+            return {**LIGHT_IMPORTS, **os.environ, **_SERVER_ENVIRONMENT}
         from prefect.settings import get_current_settings
 
         settings = get_current_settings().to_environment_variables(exclude_unset=True)
-        return {**os.environ, **_SERVER_ENVIRONMENT, **LIGHT_START, **settings}
+        return {**LIGHT_IMPORTS, **os.environ, **_SERVER_ENVIRONMENT, **LIGHT_START, **settings}
 
     def launch(self) -> None:
         """Start the server process on a free port and return at once."""
@@ -258,6 +270,11 @@ class TemporaryServer:
                     "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS): a loaded machine may need more"
                 )
             time.sleep(HEALTH_POLL_SECONDS)
+
+    def answers(self) -> bool:
+        """Whether the API answers its health check now (refused while the server is starting:
+        not waited for)."""
+        return self.port is not None and self._healthy(1.0)
 
     def _healthy(self, timeout: float) -> bool:
         """Whether the server answers its health check (False: not listening yet). Plain HTTP on

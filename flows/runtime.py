@@ -34,9 +34,9 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import prefect.main  # noqa: F401  (Prefect's logging: see above)
 from prefect import Flow
@@ -50,6 +50,7 @@ __all__ = [
     "apply_prefect_defaults",
     "flow",
     "ApiServer",
+    "Ready",
     "api_server",
     "check_api",
     "check_configured_api",
@@ -140,19 +141,33 @@ run logs and events it holds."""
 class ApiServer:
     """The Prefect API the flows will use, and what it took to get it: ``seconds`` from the
     temporary server's launch until it answered, ``waited`` of them spent by the command
-    waiting for it (the rest ran beside the command's own work)."""
+    waiting for it (the rest ran beside the command's own work); ``meanwhile``, the seconds
+    ``ready()`` spent on the command's own work (:class:`Ready`) before it waited."""
 
     url: str
     temporary: bool
     seconds: float
     created_database: bool
     waited: float = 0.0
+    meanwhile: float = 0.0
 
     def describe(self) -> str:
         if not self.temporary:
             return f"Prefect API at {self.url}"
         first = ", database created (first run)" if self.created_database else ""
         return f"temporary Prefect API server started in {self.seconds:.1f} s{first}"
+
+
+class Ready(Protocol):
+    """``ready(meanwhile)`` of :func:`api_server`: returns the API once it answers. Before it
+    waits for a temporary server, it imports what Prefect imports at a process's first flow
+    run, then calls each of ``meanwhile`` in turn for as long as the server does not answer
+    yet: work the command would do later anyway (its later imports, loading compiled code),
+    done while it would otherwise wait (a temporary server takes 4-6 s of a core to start, the
+    command's own imports 3-5 s of the other). Once the server answers, the rest is left for
+    later: each piece of work delays the run by at most its own length."""
+
+    def __call__(self, meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer: ...
 
 
 def check_configured_api() -> None:
@@ -214,9 +229,10 @@ def _unset_defaults(defaults: dict[str, Any]) -> dict[Any, Any]:
 @contextlib.contextmanager
 def api_server(
     announce: Callable[[str], None] | None = None, *, launched: TemporaryServer | None = None
-) -> Iterator[Callable[[], ApiServer]]:
+) -> Iterator[Ready]:
     """Launch Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one, and
-    stop it on leaving; yield ``ready``, which waits until the API answers and describes it.
+    stop it on leaving; yield ``ready`` (:class:`Ready`), which waits until the API answers and
+    describes it.
     ``launched``: a temporary server the command launched before it imported Prefect
     (:func:`fairpca_dist.flows.api_server.launched_early`), used instead of a new one, and
     stopped on leaving, or at once when the user's settings name an API.
@@ -250,7 +266,7 @@ def api_server(
         launched.stop()  # not needed (it saw the user's API too, and exited)
     if configured:
 
-        def check() -> ApiServer:
+        def check(meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer:  # nothing to wait for
             if settings.api.url:
                 check_api(str(configured))
             return ApiServer(str(configured), temporary=not settings.api.url, seconds=0.0, created_database=False)
@@ -267,12 +283,18 @@ def api_server(
     found: list[ApiServer] = []
     with contextlib.ExitStack() as stack:
 
-        def ready() -> ApiServer:
+        def ready(meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer:
             if not found:
+                began = time.perf_counter()
                 _import_first_run_modules()  # while the server may still be starting
+                for work in meanwhile:
+                    if server.answers():
+                        break
+                    work()
                 waiting = time.perf_counter()
                 seconds = server.wait(timeout)
-                found.append(ApiServer(server.api_url, True, seconds, new_database, time.perf_counter() - waiting))
+                waited = time.perf_counter() - waiting
+                found.append(ApiServer(server.api_url, True, seconds, new_database, waited, waiting - began))
                 # Threads Prefect starts without this context read the global settings: they get the URL too.
                 os.environ["PREFECT_API_URL"] = server.api_url
                 prefect.context.refresh_global_settings_context()
