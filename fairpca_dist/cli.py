@@ -682,11 +682,16 @@ def _pipeline(args: argparse.Namespace, launched: tuple[contextlib.ExitStack, Re
 
 def _ahead_of_the_run(args: argparse.Namespace) -> tuple[Callable[[], object], ...]:
     """Work of the pipeline's run that the command does while its temporary API server starts,
-    if the server does not answer first (:class:`fairpca_dist.flows.runtime.Ready`): loading the
-    moments kernel's compiled loops, unless the passes run on a cluster's workers
-    (``--dask-address``), and importing the report's modules (matplotlib, scikit-learn: the
-    report task runs in this process)."""
-    return (*(() if args.dask_address else (_load_kernels,)), _import_report_modules)
+    if the server is not up and warm first (:class:`fairpca_dist.flows.runtime.Ready`): loading
+    the moments kernel's compiled loops, unless the passes run on a cluster's workers
+    (``--dask-address``); importing the report's modules (matplotlib) and, with a target column,
+    the libraries of its downstream classifier (scikit-learn, fairlearn): the report task runs in
+    this process."""
+    from fairpca_dist.assessment.downstream import import_classifier_libraries
+
+    kernels = () if args.dask_address else (_load_kernels,)
+    classifier = (import_classifier_libraries,) if args.target else ()
+    return (*kernels, *classifier, _import_report_modules)
 
 
 def _load_kernels() -> None:
@@ -697,7 +702,7 @@ def _load_kernels() -> None:
 
 
 def _import_report_modules() -> None:
-    """Import the report's modules, with matplotlib and scikit-learn (0.5-1.3 s)."""
+    """Import the report's modules, with matplotlib (0.5-0.7 s)."""
     import fairpca_dist.assessment.report  # noqa: F401
 
 

@@ -161,11 +161,12 @@ class ApiServer:
 class Ready(Protocol):
     """``ready(meanwhile)`` of :func:`api_server`: returns the API once it answers. Before it
     waits for a temporary server, it imports what Prefect imports at a process's first flow
-    run, then calls each of ``meanwhile`` in turn for as long as the server does not answer
-    yet: work the command would do later anyway (its later imports, loading compiled code),
-    done while it would otherwise wait (a temporary server takes 4-6 s of a core to start, the
-    command's own imports 3-5 s of the other). Once the server answers, the rest is left for
-    later: each piece of work delays the run by at most its own length."""
+    run, then calls each of ``meanwhile`` in turn for as long as the server is not up and warm
+    (:meth:`~fairpca_dist.flows.api_server.TemporaryServer.answers`): work the command would do
+    later anyway (its later imports, loading compiled code), done while it would otherwise wait
+    (a temporary server takes 5-6 s of a core to start and warm up, the command's own imports
+    3-5 s of the other). Once the server is warm, the rest is left for later: each piece of work
+    delays the run by at most its own length."""
 
     def __call__(self, meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer: ...
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -272,7 +273,7 @@ def _settling_server(tmp_path: Path, **settings: str) -> dict:
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(tmp_path), **settings)
     server = TemporaryServer(settle=True)
     server.command = lambda: [
-        *TemporaryServer.command(server)[:6],
+        *TemporaryServer.command(server)[:8],
         "-m",
         "recording_server",
         "--port",
@@ -287,6 +288,62 @@ def _settling_server(tmp_path: Path, **settings: str) -> dict:
     finally:
         server.stop()
     return report
+
+
+# Serves HTTP on the port given (uvicorn's place); holds its answer to the last warm-up question
+# until the file given exists.
+HELD_SERVER = """
+import http.server, os, sys, time
+from fairpca_dist.flows.api_server import _WARM_UP_REQUESTS
+
+class Held(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        while (self.command, self.path) == _WARM_UP_REQUESTS[-1] and not os.path.exists(sys.argv[1]):
+            time.sleep(0.01)
+        self.send_response(200)
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+port = int(sys.argv[sys.argv.index("--port") + 1])
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Held).serve_forever()
+"""
+
+
+def test_a_server_answers_once_it_is_warm(tmp_path):
+    """answers() is False while the server process starts, still False once it answers its health
+    check but not yet the warm-up questions, True once it has answered them; and True once the
+    server process has exited (wait() then says why)."""
+    (tmp_path / "held_server.py").write_text(HELD_SERVER)
+    marker = tmp_path / "answer"
+    server = TemporaryServer()
+    server.command = lambda: [
+        *TemporaryServer.command(server)[:6],
+        *("-m", "held_server", str(marker), "--port", str(server.port)),
+    ]
+    server.environment = lambda: {**os.environ, "PYTHONPATH": str(tmp_path)}
+    try:
+        server.launch()
+        assert not server.answers()  # starting: the interpreter has not even imported the module
+        server.wait(timeout=60)  # the health check answers
+        time.sleep(0.3)
+        assert not server.answers()  # the last warm-up question is held
+        marker.touch()
+        deadline = time.monotonic() + 60
+        while not server.answers() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.answers()
+    finally:
+        server.stop()
+    server = Scripted("raise SystemExit(1)")
+    server.launch()
+    assert server.process is not None
+    server.process.wait(timeout=60)
+    assert server.answers()
 
 
 def test_a_server_launched_before_prefect_settles_its_settings_and_warms_up(tmp_path, capfd):
