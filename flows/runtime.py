@@ -17,8 +17,9 @@ flows run against that server and no temporary server starts.
 
 A command starts the temporary server itself as early as it can, before it imports Prefect
 (:func:`fairpca_dist.flows.api_server.launched_early`), hands it to :func:`api_server` and does
-its own work (imports, checks) while the server starts: it says so, times it, and stops it
-when the command ends, interrupted or not (see :mod:`fairpca_dist.flows.api_server`). Its flows
+its own work (imports, checks) while the server starts, then work of its run until the server
+is warm (:class:`Ready`): it says so, times it, and stops it when the command ends, interrupted
+or not (see :mod:`fairpca_dist.flows.api_server`). Its flows
 run there with the settings of :data:`TEMPORARY_SERVER_DEFAULTS` (again only where the user has
 not set them): what a server that stops with the command never reads is not sent.
 
