@@ -379,7 +379,7 @@ def _check_sample_target(values: pd.Series, whole: bool) -> None:
     """:class:`InputError` when the classes of the target ``values`` of the kept rows of a
     sample are those the report refuses (the whole source), or show for certain that it will
     (a part: more than 2)."""
-    from fairpca_dist.assessment.downstream import check_binary_target  # scikit-learn: only with a target
+    from fairpca_dist.assessment.downstream import check_binary_target  # only with a target
 
     counts = values.value_counts()  # missing labels: refused by ingest, naming the rows
     if whole or len(counts) > 2:

@@ -35,7 +35,8 @@ environment, but
 - warm when the flows first call it: as soon as it answers, it answers a few read-only requests of
   the API itself (:func:`_warm_up`), which build FastAPI's routing tables (0.6-0.9 s at the first
   request otherwise: FastAPI >= 0.139 builds them lazily) and what the first flow run's creation
-  needs (0.25-0.35 s otherwise), while the command is still busy.
+  needs (0.25-0.35 s otherwise), while the command is still busy; then it tells the command so
+  (:meth:`TemporaryServer.answers`), which meanwhile does work of its own run.
 
 This module imports only the standard library at its top: the server process runs it by path
 (``python -P …/api_server.py``), without importing ``fairpca_dist`` (dask, pandas: 1.3 s), and
@@ -68,6 +69,7 @@ __all__ = [
     "new_database",
     "main",
     "LIGHT_START",
+    "LIGHT_IMPORTS",
     "SERVER_DEFAULTS",
     "POLL_SECONDS",
     "GRACE_SECONDS",
@@ -106,6 +108,16 @@ LIGHT_START: dict[str, str] = {
 }
 """Settings of the temporary server that make its start lighter, each set only where the user has
 not set it (their settings of the same name win: :meth:`TemporaryServer.environment`)."""
+
+LIGHT_IMPORTS: dict[str, str] = {
+    # py-key-value (the storage of docket, Prefect's server's background tasks, kept in memory by a
+    # temporary server) checks the types of its own calls at run time: beartype, installed as an
+    # import hook over its package, rewrites each of its modules as it is imported (0.1-0.2 s of the
+    # server's start, every start); its checks only warn, in a process whose warnings no one reads.
+    "PY_KEY_VALUE_DISABLE_BEARTYPE": "true",
+}
+"""Environment variables of the libraries under Prefect's server that make the temporary server's
+imports lighter; the environment's own values win (:meth:`TemporaryServer.environment`)."""
 
 SERVER_DEFAULTS: dict[str, str] = {
     # No usage telemetry from the temporary server (it fails offline and locks the database).
@@ -161,6 +173,8 @@ class TemporaryServer:
         self.launched = 0.0  # time.perf_counter() at the first launch
         self._report: Any = None  # with settle: the pipe the server process writes its report to
         self._report_fd: int | None = None  # its end in the server process
+        self._warm: int | None = None  # the pipe the server process closes once warm (_warm_up)
+        self._warm_fd: int | None = None  # its end in the server process
 
     @property
     def api_url(self) -> str:
@@ -172,8 +186,9 @@ class TemporaryServer:
         spec = importlib.util.find_spec("prefect")
         assert spec is not None and spec.origin is not None, "prefect is installed (fairpca_dist.flows checks)"
         report = ("--report", str(self._report_fd)) if self._report_fd is not None else ()
+        warm = ("--warm", str(self._warm_fd)) if self._warm_fd is not None else ()
         return [
-            *(sys.executable, "-P", str(Path(__file__).resolve()), str(os.getpid()), *report),
+            *(sys.executable, "-P", str(Path(__file__).resolve()), str(os.getpid()), *report, *warm),
             *("-m", "uvicorn", "--app-dir", str(Path(spec.origin).parent.parent)),
             *("--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(self.port)),
             *_UVICORN_OPTIONS,
@@ -182,33 +197,36 @@ class TemporaryServer:
     def environment(self) -> dict[str, str]:
         """Prefect's environment of its server: this process's, no UI, and the Prefect settings
         in effect here (those of the current settings context included); and the settings of
-        :data:`LIGHT_START` the user has not set. With ``settle``: this process's environment and
-        no UI (the server process settles the rest: :func:`_settle`)."""
+        :data:`LIGHT_START` the user has not set, and the variables of :data:`LIGHT_IMPORTS` this
+        process's environment does not set. With ``settle``: this process's environment, no UI
+        and :data:`LIGHT_IMPORTS` (the server process settles the rest: :func:`_settle`)."""
         if self.settle:
-            return {**os.environ, **_SERVER_ENVIRONMENT}
+            return {**LIGHT_IMPORTS, **os.environ, **_SERVER_ENVIRONMENT}
         from prefect.settings import get_current_settings
 
         settings = get_current_settings().to_environment_variables(exclude_unset=True)
-        return {**os.environ, **_SERVER_ENVIRONMENT, **LIGHT_START, **settings}
+        return {**LIGHT_IMPORTS, **os.environ, **_SERVER_ENVIRONMENT, **LIGHT_START, **settings}
 
     def launch(self) -> None:
         """Start the server process on a free port and return at once."""
         self.port = _free_port()
-        self._close_report()
+        self._close_pipes()
         if self.settle:
             read, self._report_fd = os.pipe()
             self._report = os.fdopen(read, "rb")
+        self._warm, self._warm_fd = os.pipe()
         try:
             self.process = subprocess.Popen(
                 self.command(),
                 env=self.environment(),
                 start_new_session=True,
-                pass_fds=() if self._report_fd is None else (self._report_fd,),
+                pass_fds=tuple(fd for fd in (self._report_fd, self._warm_fd) if fd is not None),
             )
         finally:
-            if self._report_fd is not None:
-                os.close(self._report_fd)  # the server process has its copy
-                self._report_fd = None
+            for fd in (self._report_fd, self._warm_fd):
+                if fd is not None:
+                    os.close(fd)  # the server process has its copy
+            self._report_fd = self._warm_fd = None
         self.launched = self.launched or time.perf_counter()
 
     def settled(self, timeout: float) -> dict[str, Any]:
@@ -220,13 +238,17 @@ class TemporaryServer:
             return {}
         ready, _, _ = select.select([self._report], [], [], timeout)
         text = self._report.read() if ready else b""  # to the end: the server closes its end after writing
-        self._close_report()
+        self._report.close()
+        self._report = None
         return dict(json.loads(text)) if text else {}
 
-    def _close_report(self) -> None:
+    def _close_pipes(self) -> None:
         if self._report is not None:
             self._report.close()
             self._report = None
+        if self._warm is not None:
+            os.close(self._warm)
+            self._warm = None
 
     def wait(self, timeout: float) -> float:
         """Return the seconds since :meth:`launch` once the API answers its health check.
@@ -259,6 +281,15 @@ class TemporaryServer:
                 )
             time.sleep(HEALTH_POLL_SECONDS)
 
+    def answers(self) -> bool:
+        """Whether the server is up and warm now, without waiting: it answers its health check
+        and has answered the warm-up requests of :func:`_warm_up` (the server process closes a
+        pipe then; it is closed too when the process has exited)."""
+        if self._warm is None:
+            return False
+        ready, _, _ = select.select([self._warm], [], [], 0)
+        return bool(ready)
+
     def _healthy(self, timeout: float) -> bool:
         """Whether the server answers its health check (False: not listening yet). Plain HTTP on
         the loopback, asked with the standard library: an httpx client loaded the system's CA
@@ -275,7 +306,7 @@ class TemporaryServer:
     def stop(self) -> None:
         """End the server: SIGTERM (uvicorn's graceful shutdown), SIGKILL after :data:`STOP_SECONDS`."""
         if self.process is None:
-            self._close_report()
+            self._close_pipes()
             return
         self.process.terminate()
         try:
@@ -285,7 +316,7 @@ class TemporaryServer:
             self.process.wait()
         finally:
             self.process = None
-            self._close_report()  # after its end: a report written to a closed pipe would fail there
+            self._close_pipes()  # after its end: a report written to a closed pipe would fail there
 
 
 @contextlib.contextmanager
@@ -342,12 +373,24 @@ def _collect_from_now_on() -> None:
     gc.enable()
 
 
-def _warm_up(port: int) -> None:
+def _warm_up(port: int, warm: int | None = None) -> None:
     """Once the server on ``port`` answers its health check, turn the garbage collector back on
     (:func:`_collect_from_now_on`) and ask its API the questions of
     :data:`_WARM_UP_REQUESTS`: the work a server does at the first request of a kind (FastAPI
     builds its routing tables at the first request that goes through them, the first queries of
-    the run tables set up what a flow run's creation uses) would otherwise be the first flow's."""
+    the run tables set up what a flow run's creation uses) would otherwise be the first flow's.
+    Then close the file descriptor ``warm``, if given: the command's sign that the server is
+    warm (:meth:`TemporaryServer.answers`); until then, it goes on with its own work (0.5-0.9 s
+    of warm-up, which its first request would wait for)."""
+    try:
+        _answer_warm_up_requests(port)
+    finally:
+        if warm is not None:
+            os.close(warm)
+
+
+def _answer_warm_up_requests(port: int) -> None:
+    """:func:`_warm_up`'s requests, asked once the server answers its health check."""
     while True:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
@@ -379,27 +422,32 @@ def _exit_with_parent(parent: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -P api_server.py PARENT_PID [--report FD] -m MODULE [ARGS...]``: run ``MODULE`` as
-    ``python -m MODULE ARGS...`` would, in this process, while a thread watches that
+    """``python -P api_server.py PARENT_PID [--report FD] [--warm FD] -m MODULE [ARGS...]``: run
+    ``MODULE`` as ``python -m MODULE ARGS...`` would, in this process, while a thread watches that
     ``PARENT_PID`` is still its parent. With ``--report FD``, first settle Prefect's settings and
     write what was found to the file descriptor ``FD`` (:func:`_settle`); exit if the user's
     settings name an API. With ``--port PORT`` among ``ARGS``, the server is warmed up as it
-    starts (:func:`_warm_up`), with the garbage collector off until it answers."""
+    starts (:func:`_warm_up`), with the garbage collector off until it answers; ``--warm FD`` is
+    closed once it is warm (at once without ``--port``)."""
     parent, *arguments = sys.argv[1:] if argv is None else argv
-    report = None
-    if arguments[:1] == ["--report"] and len(arguments) > 1:
-        report, *arguments = arguments[1:]
+    descriptors: dict[str, int] = {}
+    while arguments[:1] in (["--report"], ["--warm"]) and len(arguments) > 1:
+        descriptors[arguments[0]] = int(arguments[1])
+        arguments = arguments[2:]
     if arguments[:1] != ["-m"] or len(arguments) < 2:
-        raise SystemExit(f"usage: python -P {__file__} PARENT_PID [--report FD] -m MODULE [ARGS...]")
+        raise SystemExit(f"usage: python -P {__file__} PARENT_PID [--report FD] [--warm FD] -m MODULE [ARGS...]")
     module, *arguments = arguments[1:]
     threading.Thread(target=_exit_with_parent, args=(int(parent),), name="exit-with-parent", daemon=True).start()
     port = int(arguments[arguments.index("--port") + 1]) if "--port" in arguments[:-1] else None
+    warm = descriptors.get("--warm")
     if port is not None:
         gc.disable()  # until the server answers (_warm_up): see there
-    if report is not None and not _settle(int(report)):
+    if "--report" in descriptors and not _settle(descriptors["--report"]):
         return
     if port is not None:
-        threading.Thread(target=_warm_up, args=(port,), name="warm-up", daemon=True).start()
+        threading.Thread(target=_warm_up, args=(port, warm), name="warm-up", daemon=True).start()
+    elif warm is not None:
+        os.close(warm)
     sys.argv = [module, *arguments]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 

@@ -17,8 +17,9 @@ flows run against that server and no temporary server starts.
 
 A command starts the temporary server itself as early as it can, before it imports Prefect
 (:func:`fairpca_dist.flows.api_server.launched_early`), hands it to :func:`api_server` and does
-its own work (imports, checks) while the server starts: it says so, times it, and stops it
-when the command ends, interrupted or not (see :mod:`fairpca_dist.flows.api_server`). Its flows
+its own work (imports, checks) while the server starts, then work of its run until the server
+is warm (:class:`Ready`): it says so, times it, and stops it when the command ends, interrupted
+or not (see :mod:`fairpca_dist.flows.api_server`). Its flows
 run there with the settings of :data:`TEMPORARY_SERVER_DEFAULTS` (again only where the user has
 not set them): what a server that stops with the command never reads is not sent.
 
@@ -34,9 +35,9 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import prefect.main  # noqa: F401  (Prefect's logging: see above)
 from prefect import Flow
@@ -50,6 +51,7 @@ __all__ = [
     "apply_prefect_defaults",
     "flow",
     "ApiServer",
+    "Ready",
     "api_server",
     "check_api",
     "check_configured_api",
@@ -83,17 +85,19 @@ def _set_by_user() -> dict[str, str]:
     return get_current_settings().to_environment_variables(exclude_unset=True)
 
 
-def apply_prefect_defaults() -> dict[str, str]:
+def apply_prefect_defaults(*, configured: dict[str, str] | None = None) -> dict[str, str]:
     """Set each of :data:`PREFECT_DEFAULTS` the user has not set; return those set.
 
     They go into ``os.environ`` (so the server subprocess inherits them) and Prefect's settings
-    are refreshed, so this works whether or not Prefect was imported before.
+    are refreshed, so this works whether or not Prefect was imported before. ``configured``: the
+    user's settings by their variables' names, if the caller has read them (:func:`_set_by_user`:
+    0.03-0.08 s each time).
     """
     import prefect.context
 
     if all(name in os.environ for name in PREFECT_DEFAULTS):  # applied before, or the user's: nothing to do
         return {}  # (without reading every setting of the user's again: 0.03-0.05 s at each flow call)
-    configured = _set_by_user()
+    configured = _set_by_user() if configured is None else configured
     applied = {
         name: value for name, value in PREFECT_DEFAULTS.items() if name not in configured and name not in os.environ
     }
@@ -140,19 +144,34 @@ run logs and events it holds."""
 class ApiServer:
     """The Prefect API the flows will use, and what it took to get it: ``seconds`` from the
     temporary server's launch until it answered, ``waited`` of them spent by the command
-    waiting for it (the rest ran beside the command's own work)."""
+    waiting for it (the rest ran beside the command's own work); ``meanwhile``, the seconds
+    ``ready()`` spent on the command's own work (:class:`Ready`) before it waited."""
 
     url: str
     temporary: bool
     seconds: float
     created_database: bool
     waited: float = 0.0
+    meanwhile: float = 0.0
 
     def describe(self) -> str:
         if not self.temporary:
             return f"Prefect API at {self.url}"
         first = ", database created (first run)" if self.created_database else ""
         return f"temporary Prefect API server started in {self.seconds:.1f} s{first}"
+
+
+class Ready(Protocol):
+    """``ready(meanwhile)`` of :func:`api_server`: returns the API once it answers. Before it
+    waits for a temporary server, it imports what Prefect imports at a process's first flow
+    run, then calls each of ``meanwhile`` in turn for as long as the server is not up and warm
+    (:meth:`~fairpca_dist.flows.api_server.TemporaryServer.answers`): work the command would do
+    later anyway (its later imports, loading compiled code), done while it would otherwise wait
+    (a temporary server takes 5-6 s of a core to start and warm up, the command's own imports
+    3-5 s of the other). Once the server is warm, the rest is left for later: each piece of work
+    delays the run by at most its own length."""
+
+    def __call__(self, meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer: ...
 
 
 def check_configured_api() -> None:
@@ -202,21 +221,21 @@ def _running_prefect_server() -> str | None:
     return str(server.api_url) if server is not None and server.running else None
 
 
-def _unset_defaults(defaults: dict[str, Any]) -> dict[Any, Any]:
-    """The settings of ``defaults`` (named as environment variables) the user has not set, as
-    Prefect setting objects → values."""
+def _unset_defaults(defaults: dict[str, Any], configured: dict[str, str]) -> dict[Any, Any]:
+    """The settings of ``defaults`` (named as environment variables) not among the user's
+    ``configured`` ones (:func:`_set_by_user`), as Prefect setting objects → values."""
     import prefect.settings
 
-    configured = _set_by_user()
     return {getattr(prefect.settings, name): value for name, value in defaults.items() if name not in configured}
 
 
 @contextlib.contextmanager
 def api_server(
     announce: Callable[[str], None] | None = None, *, launched: TemporaryServer | None = None
-) -> Iterator[Callable[[], ApiServer]]:
+) -> Iterator[Ready]:
     """Launch Prefect's temporary API server now, unless ``PREFECT_API_URL`` names one, and
-    stop it on leaving; yield ``ready``, which waits until the API answers and describes it.
+    stop it on leaving; yield ``ready`` (:class:`Ready`), which waits until the API answers and
+    describes it.
     ``launched``: a temporary server the command launched before it imported Prefect
     (:func:`fairpca_dist.flows.api_server.launched_early`), used instead of a new one, and
     stopped on leaving, or at once when the user's settings name an API.
@@ -243,14 +262,15 @@ def api_server(
     import prefect.context
     from prefect.settings import PREFECT_API_URL, get_current_settings, temporary_settings
 
-    apply_prefect_defaults()
+    users = _set_by_user()  # read once, for the defaults here and the flows' (ready)
+    apply_prefect_defaults(configured=users)
     settings = get_current_settings()
     configured = settings.api.url or _running_prefect_server()
     if configured and launched is not None:
         launched.stop()  # not needed (it saw the user's API too, and exited)
     if configured:
 
-        def check() -> ApiServer:
+        def check(meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer:  # nothing to wait for
             if settings.api.url:
                 check_api(str(configured))
             return ApiServer(str(configured), temporary=not settings.api.url, seconds=0.0, created_database=False)
@@ -267,16 +287,22 @@ def api_server(
     found: list[ApiServer] = []
     with contextlib.ExitStack() as stack:
 
-        def ready() -> ApiServer:
+        def ready(meanwhile: Sequence[Callable[[], object]] = ()) -> ApiServer:
             if not found:
+                began = time.perf_counter()
                 _import_first_run_modules()  # while the server may still be starting
+                for work in meanwhile:
+                    if server.answers():
+                        break
+                    work()
                 waiting = time.perf_counter()
                 seconds = server.wait(timeout)
-                found.append(ApiServer(server.api_url, True, seconds, new_database, time.perf_counter() - waiting))
+                waited = time.perf_counter() - waiting
+                found.append(ApiServer(server.api_url, True, seconds, new_database, waited, waiting - began))
                 # Threads Prefect starts without this context read the global settings: they get the URL too.
                 os.environ["PREFECT_API_URL"] = server.api_url
                 prefect.context.refresh_global_settings_context()
-                updates = {PREFECT_API_URL: server.api_url, **_unset_defaults(TEMPORARY_SERVER_DEFAULTS)}
+                updates = {PREFECT_API_URL: server.api_url, **_unset_defaults(TEMPORARY_SERVER_DEFAULTS, users)}
                 stack.enter_context(temporary_settings(updates=updates))
             return found[0]
 

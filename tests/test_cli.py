@@ -468,7 +468,10 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
     given = {}
 
     class Server:
-        waited = 0.0
+        waited = meanwhile = 0.0
+
+        def __init__(self, meanwhile=()):  # ready(meanwhile): the work of the command is not done
+            pass
 
         def describe(self):
             return "no server (test)"

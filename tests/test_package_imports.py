@@ -62,3 +62,16 @@ def test_every_name_of_all_resolves_and_unknown_names_raise() -> None:
         fairpca_dist.no_such_name  # noqa: B018
     with pytest.raises(ImportError):
         exec("from fairpca_dist import no_such_name", {})
+
+
+def test_checking_a_target_column_imports_no_classifier() -> None:
+    """The pipeline's checks (fairpca_dist.params) ask the downstream module whether a target is
+    binary before any run: that loads neither scikit-learn nor fairlearn (0.8-1.3 s), which the
+    report's classifier imports when it runs."""
+    done = _fresh(
+        "import sys\nimport pandas as pd\nfrom fairpca_dist.assessment.downstream import check_binary_target\n"
+        "check_binary_target(pd.Series([3, 2], index=['a', 'b']), 'y')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'fairlearn'}))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -19,28 +19,25 @@ degenerate classifiers and the comparison never calls one the best or the faires
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score
-from sklearn.model_selection import train_test_split
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from fairpca_dist.assessment.rendering import Block, Paragraph, Table, number
 from fairpca_dist.engine.moments import sorted_labels
 from fairpca_dist.exceptions import InputError, SchemaError
-from fairpca_dist.extras import missing_dependency
+from fairpca_dist.extras import check_installed
 from fairpca_dist.io.jsonable import jsonable
 from fairpca_dist.solvers.result import FairProjection
 from fairpca_dist.wording import differences, group_display_names, listed, listed_counts
 
-try:  # the [report] extra
-    from fairlearn.metrics import MetricFrame, selection_rate
-except ImportError as error:
-    raise missing_dependency(error, extra="report", feature="the downstream classifier check (fairlearn)") from error
+# the [report] extra, checked here and imported where used, as is scikit-learn: with them, this
+# module costs 0.8-1.3 s of imports to a command that only checks a target column (check_binary_target)
+check_installed("fairlearn", extra="report", feature="the downstream classifier check (fairlearn)")
+
+if TYPE_CHECKING:
+    from sklearn.pipeline import Pipeline
 
 __all__ = [
     "CONSTANT_SHARE",
@@ -51,6 +48,7 @@ __all__ = [
     "degenerate_mark",
     "downstream_blocks",
     "downstream_parity",
+    "import_classifier_libraries",
     "small_groups_sentence",
 ]
 
@@ -146,6 +144,8 @@ def downstream_parity(
     )
     groups = np.asarray(group_display_names(list(values), sensitive, group_names, strict=False))[labels]
     x = sample[features].to_numpy(dtype=np.float64)
+    from sklearn.model_selection import train_test_split
+
     train, test = train_test_split(np.arange(len(sample)), test_size=test_size, random_state=random_state, stratify=y)
 
     base_rate = float(y[test].mean())
@@ -238,14 +238,33 @@ def _binary_target(column: pd.Series, name: str) -> tuple[np.ndarray, Hashable]:
     return (column == positive).to_numpy(dtype=np.int64), positive
 
 
+def import_classifier_libraries() -> None:
+    """Import what :func:`downstream_parity` uses of scikit-learn and fairlearn (0.8-1.3 s of a
+    core, at its first call otherwise): for a command that has time to spare before its report
+    runs (``fairpca demo`` while its Prefect server starts)."""
+    import fairlearn.metrics  # noqa: F401
+    import sklearn.linear_model  # noqa: F401
+    import sklearn.metrics  # noqa: F401
+    import sklearn.model_selection  # noqa: F401
+    import sklearn.pipeline  # noqa: F401
+    import sklearn.preprocessing  # noqa: F401
+
+
 def _classifier() -> Pipeline:
     """Standardise, then logistic regression (lbfgs is deterministic: no seed needed)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     return make_pipeline(StandardScaler(), LogisticRegression(max_iter=_CLASSIFIER_MAX_ITER))
 
 
 def _parity_scores(y_true: np.ndarray, y_pred: np.ndarray, groups: np.ndarray, n_inputs: int) -> dict[str, Any]:
     # fairlearn's demographic_parity_difference and _ratio are these of one such frame each: one
     # frame for the three (a MetricFrame costs ~0.2 s of pandas grouping on 10,000 rows)
+    from fairlearn.metrics import MetricFrame, selection_rate
+    from sklearn.metrics import accuracy_score
+
     frame = MetricFrame(metrics=selection_rate, y_true=y_true, y_pred=y_pred, sensitive_features=groups)
     return {
         "n_inputs": n_inputs,
@@ -270,6 +289,8 @@ def _degenerate(y_true: np.ndarray, y_pred: np.ndarray, majority: float) -> str 
     if top >= CONSTANT_SHARE:
         predicted = "positive" if positive_share > 0.5 else "negative"
         return f"nearly constant: predicts {predicted} for {100 * top:.1f} % of the test rows"
+    from sklearn.metrics import accuracy_score
+
     accuracy = accuracy_score(y_true, y_pred)
     noise = _noise(majority, len(y_true))
     if accuracy <= majority + noise:

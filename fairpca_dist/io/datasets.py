@@ -3,6 +3,8 @@ tables with group-dependent covariance (written as Parquet, file by file, to any
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
 import os
 from pathlib import Path
 
@@ -14,11 +16,27 @@ import pyarrow.parquet as pq
 from fairpca_dist.exceptions import InputError
 from fairpca_dist.io.storage import StorageOptions, as_given, locate
 
-__all__ = ["load_diabetes_table", "synthetic_group_table", "write_synthetic_parquet", "outlier_groups"]
+__all__ = [
+    "DIABETES_FEATURES",
+    "load_diabetes_table",
+    "synthetic_group_table",
+    "write_synthetic_parquet",
+    "outlier_groups",
+]
+
+
+DIABETES_FEATURES = ("age", "sex", "bmi", "bp", "s1", "s2", "s3", "s4", "s5", "s6")
+"""The diabetes table's feature columns, as :func:`sklearn.datasets.load_diabetes` names them."""
 
 
 def load_diabetes_table() -> pd.DataFrame:
     """scikit-learn's diabetes data in original units: 442 rows, 9 features, ``sex`` (1/2), ``target``.
+
+    The rows are those of ``sklearn.datasets.load_diabetes(as_frame=True, scaled=False)``, read
+    from the files scikit-learn ships them in (``sklearn/datasets/data/diabetes_*.csv.gz``) as it
+    reads them (:func:`numpy.loadtxt`), without importing scikit-learn: its imports cost 0.8-1 s
+    of a core, which ``fairpca demo`` spends while its Prefect server starts instead of before it
+    writes this table. A scikit-learn that keeps them elsewhere is asked for them.
 
     Returns
     -------
@@ -33,11 +51,34 @@ def load_diabetes_table() -> pd.DataFrame:
     >>> table.shape, sorted(table["sex"].unique().tolist())
     ((442, 11), [1, 2])
     """
-    from sklearn.datasets import load_diabetes
+    files = _diabetes_files()
+    if files is None:
+        from sklearn.datasets import load_diabetes
 
-    frame = load_diabetes(as_frame=True, scaled=False).frame
+        frame = load_diabetes(as_frame=True, scaled=False).frame
+    else:
+        data, target = (_read_gzip_rows(file) for file in files)
+        frame = pd.DataFrame(data, columns=list(DIABETES_FEATURES))
+        frame["target"] = target
     frame["sex"] = frame["sex"].astype(int)
     return frame
+
+
+def _diabetes_files() -> tuple[Path, Path] | None:
+    """The diabetes table's features and target in the installed scikit-learn's package data,
+    found without importing it; None if they are not there."""
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data"
+    files = (folder / "diabetes_data_raw.csv.gz", folder / "diabetes_target.csv.gz")
+    return files if all(file.is_file() for file in files) else None
+
+
+def _read_gzip_rows(file: Path) -> np.ndarray:
+    """The numbers of a gzipped whitespace-separated text file, as scikit-learn's loaders read them."""
+    with gzip.open(file, mode="rt", encoding="utf-8") as text:
+        return np.loadtxt(text)
 
 
 def _check_count(name: str, value: object, minimum: int) -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def test_the_server_runs_prefects_command_and_environment(monkeypatch):
     command = ours.command()
     assert command[:4] == [sys.executable, "-P", str(Path(api_server.__file__).resolve()), str(os.getpid())]
     assert [sys.executable, *command[4:]] == launched["args"]
-    assert ours.environment() == {**launched["env"], **api_server.LIGHT_START}
+    assert ours.environment() == {**api_server.LIGHT_IMPORTS, **launched["env"], **api_server.LIGHT_START}
 
 
 def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
@@ -84,6 +85,14 @@ def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
         refresh_global_settings_context()
     assert environment["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] == "True"
     assert environment["PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION"] == "false"
+
+
+@pytest.mark.parametrize("settle", [False, True])
+def test_the_lighter_imports_keep_the_environments_values(monkeypatch, settle):
+    """LIGHT_IMPORTS applies where the environment does not set the variable, its own value wins."""
+    assert TemporaryServer(settle=settle).environment()["PY_KEY_VALUE_DISABLE_BEARTYPE"] == "true"
+    monkeypatch.setenv("PY_KEY_VALUE_DISABLE_BEARTYPE", "false")
+    assert TemporaryServer(settle=settle).environment()["PY_KEY_VALUE_DISABLE_BEARTYPE"] == "false"
 
 
 def test_the_server_process_does_not_import_fairpca_dist(tmp_path):
@@ -164,6 +173,44 @@ def test_flows_on_the_temporary_server_send_no_heartbeats_unless_the_user_says_s
         assert done.stdout.splitlines() == [f"{url} True 1.5 {url}", f"{url} {expected}", "stopped", "None None"]
 
 
+def test_ready_does_the_commands_work_while_the_server_does_not_answer(tmp_path):
+    """ready(meanwhile) calls the work given, in order, as long as the server does not answer its
+    health check yet, then waits; what it did is counted apart from the wait. A server that
+    answers at once gets none of it done. Stubbed: no server starts."""
+    code = textwrap.dedent(
+        """
+        import sys, time
+        from fairpca_dist.flows import api_server as module
+        from fairpca_dist.flows.runtime import api_server
+
+        healthy_after = int(sys.argv[1])  # health checks answered "not yet" before the first yes
+        asked = []
+        module.TemporaryServer.launch = lambda self: setattr(self, "port", 4242)
+        module.TemporaryServer.answers = lambda self: asked.append(1) or len(asked) > healthy_after
+        module.TemporaryServer.wait = lambda self, timeout: 1.5
+        module.TemporaryServer.stop = lambda self: None
+        done = []
+        work = [lambda name=name: (done.append(name), time.sleep(0.05)) for name in ("kernels", "report", "more")]
+        with api_server() as ready:
+            server = ready(work)
+            assert ready(work) is server  # once
+        print(done, len(asked), server.meanwhile >= 0.05 * len(done), server.waited < 0.05)
+        """
+    )
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PREFECT_")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
+    for healthy_after, expected in (
+        (2, "['kernels', 'report'] 3 True True"),
+        (0, "[] 1 True True"),
+        (9, "['kernels', 'report', 'more'] 3 True True"),
+    ):
+        run = subprocess.run(
+            [sys.executable, "-c", code, str(healthy_after)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == expected
+
+
 def test_logs_to_a_stopped_server_are_dropped_and_others_sent(monkeypatch):
     """A task outliving its interrupted flow logs after the command stopped its server: that
     line is dropped (Prefect would print '--- Error logging to API ---'); logs to any other API go."""
@@ -226,7 +273,7 @@ def _settling_server(tmp_path: Path, **settings: str) -> dict:
     env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PYTHONPATH=str(tmp_path), **settings)
     server = TemporaryServer(settle=True)
     server.command = lambda: [
-        *TemporaryServer.command(server)[:6],
+        *TemporaryServer.command(server)[:8],
         "-m",
         "recording_server",
         "--port",
@@ -241,6 +288,62 @@ def _settling_server(tmp_path: Path, **settings: str) -> dict:
     finally:
         server.stop()
     return report
+
+
+# Serves HTTP on the port given (uvicorn's place); holds its answer to the last warm-up question
+# until the file given exists.
+HELD_SERVER = """
+import http.server, os, sys, time
+from fairpca_dist.flows.api_server import _WARM_UP_REQUESTS
+
+class Held(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        while (self.command, self.path) == _WARM_UP_REQUESTS[-1] and not os.path.exists(sys.argv[1]):
+            time.sleep(0.01)
+        self.send_response(200)
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+port = int(sys.argv[sys.argv.index("--port") + 1])
+http.server.ThreadingHTTPServer(("127.0.0.1", port), Held).serve_forever()
+"""
+
+
+def test_a_server_answers_once_it_is_warm(tmp_path):
+    """answers() is False while the server process starts, still False once it answers its health
+    check but not yet the warm-up questions, True once it has answered them; and True once the
+    server process has exited (wait() then says why)."""
+    (tmp_path / "held_server.py").write_text(HELD_SERVER)
+    marker = tmp_path / "answer"
+    server = TemporaryServer()
+    server.command = lambda: [
+        *TemporaryServer.command(server)[:6],
+        *("-m", "held_server", str(marker), "--port", str(server.port)),
+    ]
+    server.environment = lambda: {**os.environ, "PYTHONPATH": str(tmp_path)}
+    try:
+        server.launch()
+        assert not server.answers()  # starting: the interpreter has not even imported the module
+        server.wait(timeout=60)  # the health check answers
+        time.sleep(0.3)
+        assert not server.answers()  # the last warm-up question is held
+        marker.touch()
+        deadline = time.monotonic() + 60
+        while not server.answers() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.answers()
+    finally:
+        server.stop()
+    server = Scripted("raise SystemExit(1)")
+    server.launch()
+    assert server.process is not None
+    server.process.wait(timeout=60)
+    assert server.answers()
 
 
 def test_a_server_launched_before_prefect_settles_its_settings_and_warms_up(tmp_path, capfd):
