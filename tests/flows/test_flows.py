@@ -156,8 +156,8 @@ def test_demo_runs_the_pipeline_on_the_embedded_table(tmp_path, capsys):
     ]
     assert all(float(words[3]) >= 0 and words[4].startswith("s") for words in lines if words[1] == "done")
     assert re.search(
-        r"finished in [\d.]+ s: checks [\d.]+ s, imports [\d.]+ s, Prefect API [\d.]+ s, dask [\d.]+ s, "
-        r"ingest [\d.]+ s, fit [\d.]+ s, project [\d.]+ s, report [\d.]+ s, Prefect runs [\d.]+ s",
+        r"finished in [\d.]+ s: checks [\d.]+ s, imports [\d.]+ s, ahead [\d.]+ s, Prefect API [\d.]+ s, "
+        r"dask [\d.]+ s, ingest [\d.]+ s, fit [\d.]+ s, project [\d.]+ s, report [\d.]+ s, Prefect runs [\d.]+ s",
         out,
     )
     report = json.loads((tmp_path / "demo" / "report" / "report.json").read_text())
