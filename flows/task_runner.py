@@ -7,7 +7,7 @@ does itself (schema checks, the solver on p × p statistics, the report) is driv
 (DESIGN: "everything that decides the projection runs on the driver"). So the tasks run where
 the flow runs, on Prefect's thread-pool runner, and only the passes go to the cluster. The
 workers need neither Prefect nor a route to its API: they import the library's pass modules,
-not Prefect's client and settings (~0.35 GB and 2-3 s of a core per worker process). A worker
+not Prefect's client and settings (2-3 s of a core and ~0.2 GB of peak memory per worker process). A worker
 lost mid-step costs its partitions, which Dask recomputes, not the step. A task's failure
 state, logs and retries are Prefect's own, recorded from this process.
 
