@@ -75,14 +75,13 @@ def test_the_server_runs_prefects_command_and_environment(monkeypatch):
 def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
     """LIGHT_START applies where the user has not set the setting, under any of its names."""
     monkeypatch.setenv("PREFECT_API_BLOCKS_REGISTER_ON_START", "true")  # an alias of Prefect's
-    from prefect.context import refresh_global_settings_context
+    from prefect.context import SettingsContext, get_settings_context
+    from prefect.settings import Settings
 
-    refresh_global_settings_context()
-    try:
+    # the settings as a command reads them from its environment (not those of a test harness
+    # another test may have entered for the session)
+    with SettingsContext(profile=get_settings_context().profile, settings=Settings()):
         environment = TemporaryServer().environment()
-    finally:
-        monkeypatch.undo()
-        refresh_global_settings_context()
     assert environment["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] == "True"
     assert environment["PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION"] == "false"
 
