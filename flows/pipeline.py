@@ -1,12 +1,15 @@
-"""Flow: ingest → fit → project → report, on a Dask cluster through prefect-dask.
+"""Flow: ingest → fit → project → report, one flow run whose tasks' passes run on a Dask cluster.
 
 Everything of run ``<run_id>`` goes under ``<runs_dir>/<run_id>/``: ``table/`` (ingested
 Parquet + schema.json), ``model/`` (moments.npz, model.npz, model.json), ``projected/``
 (Parquet + _SUCCESS) and ``report/`` (report.json/.md/.html + PNGs); a run id that names a
 previous run is refused unless ``overwrite`` (:mod:`fairpca_dist.io.runs`). The tasks run in
 the flow's process and their Dask graphs on a cluster
-(:class:`~fairpca_dist.flows.task_runner.DriverTaskRunner`): without ``dask_address`` a
-LocalCluster of threads inside the flow's process; with it, that scheduler's workers.
+(:class:`~fairpca_dist.flows.task_runner.DriverTaskRunner`, the flow's task runner, told the
+run's ``dask_address``): without it a LocalCluster of threads inside the flow's process; with
+it, that scheduler's workers. The steps are tasks of the pipeline's own flow run, not of a
+flow nested in it: a nested flow run (for a task runner made from the parameter) cost 0.2-0.3 s
+of API calls per run.
 ``runs_dir`` and ``source`` may be URLs (``s3://…``): on a cluster whose workers share no disk
 with the driver, they must be.
 """
@@ -22,6 +25,7 @@ from prefect.context import FlowRunContext
 from prefect.runtime import flow_run
 
 from fairpca_dist.engine.cluster import warm_workers
+from fairpca_dist.exceptions import InputError
 from fairpca_dist.fitting import MOMENTS_CACHE
 from fairpca_dist.flows.runtime import flow
 from fairpca_dist.flows.steps import log_step, step
@@ -58,7 +62,6 @@ def _absolute_source(source: str) -> str:
     return source if "://" in source else os.path.abspath(source)
 
 
-@flow(name="fairpca-pipeline-steps")
 def _steps(
     source: str,
     root: str,
@@ -79,12 +82,11 @@ def _steps(
     wide: bool | None = None,
     moments_budget: int | None = None,
 ) -> dict[str, Any]:
+    """The pipeline's steps, as tasks of its flow run, into the folder ``root``."""
     with no_retry_after_interrupt():  # the tasks run on other threads, not interrupted themselves
         with step("dask") as outcome:
             # the runner starts (or connects to) the cluster on first use: do it here, timed.
-            context = FlowRunContext.get()
-            assert context is not None and isinstance(context.task_runner, DriverTaskRunner)  # this flow's runner
-            client = context.task_runner.client
+            client = _runner().client
             workers = client.scheduler_info()["workers"].values()
             scheduler = client.scheduler.address if client.scheduler is not None else "the scheduler"
             outcome.summary = f"{len(workers)} worker(s), {sum(w['nthreads'] for w in workers)} threads at {scheduler}"
@@ -158,7 +160,19 @@ def _steps(
         return {"run_dir": base, "table": table, "model": model, "projected": projected, "report": report}
 
 
-@flow(name="fairpca-pipeline", flow_run_name="pipeline-{method}-r{n_components}")
+def _runner() -> DriverTaskRunner:
+    """The task runner of the pipeline's flow run."""
+    context = FlowRunContext.get()
+    runner = context.task_runner if context is not None else None
+    if not isinstance(runner, DriverTaskRunner):
+        raise InputError(
+            f"the pipeline's tasks run on a DriverTaskRunner (fairpca_dist.flows.task_runner), not on "
+            f"{type(runner).__name__}: its dask_address parameter names the cluster of their passes"
+        )
+    return runner
+
+
+@flow(name="fairpca-pipeline", flow_run_name="pipeline-{method}-r{n_components}", task_runner=DriverTaskRunner())
 def pipeline(
     source: str,
     sensitive_feature: list[str],
@@ -277,7 +291,7 @@ def pipeline(
         moments_budget=moments_budget,
     )
     root = _run_dir(runs_dir, run_id, method, n_components, storage_options)
-    steps = _steps.with_options(task_runner=DriverTaskRunner(dask_address))
+    _runner().use(dask_address)
     with output_lock(root, inputs=()):  # a second run with this run id fails here, naming the folder
         check_run_folder(root, source, overwrite, storage_options)  # again, now that no other run can write it
         new_folder, previous = not root.exists(), previous_run(root)
@@ -290,7 +304,7 @@ def pipeline(
         if replacing:
             log_step("run", f"{root} is replaced once this run completes (written to {target_dir.name} until then)")
         try:
-            result = steps(
+            result = _steps(
                 _absolute_source(source),
                 target_dir.url if not target_dir.local else target_dir.path,
                 sensitive_feature,

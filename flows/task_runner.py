@@ -43,7 +43,8 @@ class DriverTaskRunner(ThreadPoolTaskRunner):
     address : str, optional
         The Dask scheduler the passes run on (``tcp://host:8786``), connected on first use of
         :attr:`client` and checked to answer (:func:`fairpca_dist.engine.cluster.connect`).
-        Default: a ``LocalCluster`` of threads in this process (:data:`LOCAL_CLUSTER`).
+        Default: a ``LocalCluster`` of threads in this process (:data:`LOCAL_CLUSTER`). A flow
+        whose scheduler is a parameter of its runs names it with :meth:`use`.
     max_workers : int, default 4
         Threads for tasks: the pipeline runs its steps one after another.
 
@@ -74,6 +75,17 @@ class DriverTaskRunner(ThreadPoolTaskRunner):
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by value as Prefect's runners are
+
+    def use(self, address: str | None) -> None:
+        """Run the passes on the scheduler at ``address`` (None: the runner's own, or the local
+        cluster): for a flow whose runs name their scheduler (the pipeline's ``dask_address``),
+        called by the flow before its first task. The flow's runner is its run's own copy
+        (Prefect runs each flow run with a duplicate), so runs do not share an address."""
+        with self._client_lock:
+            if address and address != self.address:
+                if self._client is not None:
+                    raise RuntimeError(f"the runner's passes already run on {self.address or 'its local cluster'}")
+                self.address = address
 
     @property
     def client(self) -> Any:

@@ -503,7 +503,7 @@ def test_pipeline_passes_group_names_to_its_report(source, tmp_path, monkeypatch
         == 2
     )
     assert given["group_names"] == {"g0": "first", "sex=g1": "second"}
-    assert "group_names" in inspect.signature(fairpca_dist.flows.pipeline._steps.fn).parameters
+    assert "group_names" in inspect.signature(fairpca_dist.flows.pipeline._steps).parameters
 
 
 def test_the_collector_is_off_while_the_pipeline_command_imports_and_only_then():

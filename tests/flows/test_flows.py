@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ def credit_csv(tmp_path_factory) -> Path:
 
 
 def test_pipeline_on_credit_agrees_with_the_library(credit_csv, tmp_path):
-    result = pipeline(
+    state = pipeline(
         source=str(credit_csv),
         sensitive_feature=["education"],
         runs_dir=str(tmp_path),
@@ -41,9 +42,12 @@ def test_pipeline_on_credit_agrees_with_the_library(credit_csv, tmp_path):
         method="fair-eig",
         n_components=3,
         read_options={"blocksize": 1_000_000},
+        return_state=True,
     )
+    result = state.result()
     run = tmp_path / "credit"
     assert result["run_dir"] == str(run)
+    assert _steps_recorded(state.state_details.flow_run_id) == ["ingest-table", "fit-model", "project-table", "fairness-report"]
     for path in [
         "table/schema.json",
         "model/model.json",
@@ -73,6 +77,24 @@ def test_pipeline_on_credit_agrees_with_the_library(credit_csv, tmp_path):
     report = json.loads((run / "report" / "report.json").read_text())
     assert report["model"]["method"] == "fair-eig"
     assert 0 <= report["downstream"]["models"]["fair"]["demographic_parity_difference"] <= 1
+
+
+def _steps_recorded(flow_run_id: Any) -> list[str]:
+    """The names of the task runs of a flow run, in order, checked to be completed and to have
+    no flow run nested under them (the steps are the pipeline's own tasks)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+    from prefect.client.schemas.sorting import TaskRunSort
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id={"any_": [flow_run_id]}), sort=TaskRunSort.EXPECTED_START_TIME_ASC
+        )
+        nested = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=[flow_run_id]))
+        )
+    assert nested == [] and all(run.state.is_completed() for run in runs)
+    return [run.name.rsplit("-", 1)[0] for run in runs]
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from distributed import LocalCluster, get_worker
 from prefect import flow, task
 from prefect.client.orchestration import get_client
 from prefect.client.schemas.objects import TaskRunResult
+from prefect.context import FlowRunContext
 
 from fairpca_dist.flows.task_runner import DriverTaskRunner
 from fairpca_dist.flows.tasks import dask_client
@@ -83,6 +84,27 @@ def test_with_an_address_the_graphs_run_on_that_cluster_and_no_task_on_its_worke
     for seen in (first, second):  # the tasks: in this process, on a thread of the runner's, in context
         assert seen["pid"] == os.getpid() and seen["thread"] != threading.main_thread().name
         assert seen["mark"] == "the flow's"
+
+
+@flow(task_runner=DriverTaskRunner())
+def _on_the_runs_cluster(address: str) -> dict[str, Any]:
+    FlowRunContext.get().task_runner.use(address)  # as the pipeline does with its dask_address
+    return _seen.submit(1).result()
+
+
+def test_a_flow_run_names_its_cluster_to_its_runner_before_its_first_task():
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        seen = _on_the_runs_cluster(cluster.scheduler_address)
+        with cluster.get_client() as client:
+            workers = set(client.scheduler_info()["workers"])
+    assert seen["graph"] in workers and seen["pid"] == os.getpid()
+    assert _on_the_runs_cluster.task_runner.address is None  # the run's copy was told, not the flow's runner
+    runner = DriverTaskRunner()
+    with runner:
+        _ = runner.client  # its local cluster
+        runner.use(None)  # nothing to change
+        with pytest.raises(RuntimeError, match="already run on its local cluster"):
+            runner.use("tcp://10.0.0.5:8786")
 
 
 @task
