@@ -141,23 +141,25 @@ class SampleSpec:
         drawn = keys.random(len(part))
         codes, labels = self._group_codes(part) if group_codes is None else (group_codes[0], list(group_codes[1]))
         floor, group_floors = np.inf, {}
+        positions = np.arange(len(part))  # of the rows still candidates, in ``part``
         if share is not None and len(part):
             counts = np.bincount(codes, minlength=len(labels))
             wanted = np.maximum(self.max_rows * share / len(part), self.rows_per_group * share / counts)
             left_out = drawn >= MARGIN * wanted[codes]
             if left_out.any():
                 floor = float(drawn[left_out].min())
-                group_floors = {
-                    labels[g]: float(drawn[left_out & (codes == g)].min()) for g in np.unique(codes[left_out]).tolist()
-                }
-                part, drawn, codes = part.loc[~left_out], drawn[~left_out], codes[~left_out]
+                smallest = np.full(len(labels), np.inf)
+                np.minimum.at(smallest, codes[left_out], drawn[left_out])
+                group_floors = {labels[g]: float(smallest[g]) for g in np.flatnonzero(smallest < np.inf).tolist()}
+                positions = np.flatnonzero(~left_out)  # the rows themselves are copied only once chosen
+                drawn, codes = drawn[positions], codes[positions]
         chosen = [_smallest(drawn, self.max_rows)]
         if self.rows_per_group:
             for group in range(len(labels)):
                 members = np.flatnonzero(codes == group)
                 chosen.append(members[_smallest(drawn[members], self.rows_per_group)])
         take = np.unique(np.concatenate(chosen))
-        rows = part[list(self.columns)].iloc[take].reset_index(drop=True)
+        rows = part.iloc[positions[take]][list(self.columns)].reset_index(drop=True)
         rows = pd.concat([rows, pd.DataFrame({KEY_COLUMN: drawn[take]})], axis=1)  # one block more, not an insert
         return RowSample(self, rows, floor, group_floors).kept()
 
