@@ -22,7 +22,10 @@ plain dask.
    ``prefect server database upgrade``; the temporary API server then starts beside the
    command's imports), without a target (``--exclude y``) and with one (``--target y``: the
    report's downstream check); and without a target as a new user's first run, with a fresh
-   ``PREFECT_HOME`` (the temporary server creates its database first). Per run: wall time and
+   ``PREFECT_HOME`` (the temporary server creates its database first); and without a target
+   against a Prefect server that runs already (``prefect server start``, started once before
+   the rounds like the cluster; ``PREFECT_API_URL``), as a deployment's flow runs do: what the
+   temporary server costs. Per run: wall time and
    the CLI's own breakdown (``finished in ... s: imports, Prefect API, dask, ingest, fit,
    project, report, Prefect runs``), peak RSS, CPU seconds (also the copy's) and the
    bytes read (``read_chars``: from files or page cache; ``read_bytes``: from disk) and written
@@ -84,10 +87,11 @@ class Sampler(threading.Thread):
     (restarted ones included: the process list is refreshed every 0.5 s), and every process's I/O
     counters and CPU time (from when each process was first seen to when it was last seen)."""
 
-    def __init__(self, cli: int):
-        """``cli``: the pid of the CLI process (-1: none, e.g. while the copy runs)."""
+    def __init__(self, cli: int, server: int = -1):
+        """``cli``: the pid of the CLI process (-1: none, e.g. while the copy runs); ``server``: the
+        pid of a Prefect API server already running (-1: none; the CLI starts its own)."""
         super().__init__(daemon=True)
-        self.me, self.cli = psutil.Process(), cli
+        self.me, self.cli, self.server = psutil.Process(), cli, server
         self.peak: dict[str, int] = {}
         self.io_first: dict[int, tuple[float, ...]] = {}
         self.io_last: dict[int, tuple[float, ...]] = {}
@@ -105,7 +109,12 @@ class Sampler(threading.Thread):
         # LocalCluster's nannies live in this process; each spawns its worker as our child (so
         # do the busy loops of --background-load, which are not workers)
         command = " ".join(proc.cmdline())
-        worker = proc.ppid() == self.me.pid and "resource_tracker" not in command and BUSY_LOOP not in command
+        worker = (
+            proc.ppid() == self.me.pid
+            and "resource_tracker" not in command
+            and BUSY_LOOP not in command
+            and "prefect" not in command
+        )
         return "worker (largest)" if worker else "other"
 
     def run(self) -> None:
@@ -114,9 +123,14 @@ class Sampler(threading.Thread):
             if tick % 10 == 0:
                 with contextlib.suppress(psutil.Error):
                     procs = [self.me, *self.me.children(recursive=True)]
-                    server = (
-                        {p.pid for p in psutil.Process(self.cli).children(recursive=True)} if self.cli > 0 else set()
-                    )
+                    server = {
+                        p.pid
+                        for root in (self.cli, self.server)
+                        if root > 0
+                        for p in psutil.Process(root).children(recursive=True)
+                    } | ({self.server} if self.server > 0 else set())
+                    if self.server > 0:
+                        procs += [p for p in map(psutil.Process, server) if p not in procs]
             for proc in procs:
                 with contextlib.suppress(psutil.Error):
                     role = self._role(proc, server)
@@ -206,9 +220,13 @@ def run_pipeline(
     r: int,
     roles: list[str],
     home: str | None,
+    server: RunningServer | None = None,
 ) -> dict:
-    """One ``fairpca pipeline`` run in ``PREFECT_HOME`` ``home`` (None: a fresh one, removed after)."""
+    """One ``fairpca pipeline`` run in ``PREFECT_HOME`` ``home`` (None: a fresh one, removed after),
+    against ``server`` if given (``PREFECT_API_URL``), else on a temporary server of its own."""
     env = {**os.environ, "PREFECT_HOME": home or prefect_home(database=False)}
+    if server is not None:
+        env["PREFECT_API_URL"] = server.api_url
     shutil.rmtree(runs, ignore_errors=True)
     command = [
         str(ROOT / ".venv/bin/fairpca"),
@@ -230,7 +248,7 @@ def run_pipeline(
     ]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    sampler = Sampler(process.pid)
+    sampler = Sampler(process.pid, server.process.pid if server is not None else -1)
     sampler.start()
     stdout, stderr = process.communicate()
     seconds = time.perf_counter() - started
@@ -257,12 +275,55 @@ def run_pipeline(
 
 
 VARIANTS = {
-    "no target": (["--exclude", "y"], True),
-    "target": (["--target", "y"], True),
-    "no target, first run": (["--exclude", "y"], False),
+    "no target": (["--exclude", "y"], "warm"),
+    "target": (["--target", "y"], "warm"),
+    "no target, first run": (["--exclude", "y"], "fresh"),
+    "no target, Prefect server running": (["--exclude", "y"], "server"),
 }
 """The pipeline's runs of every round: its roles (the report without and with its downstream
-check), and whether ``PREFECT_HOME`` has its database (as for every run after a machine's first)."""
+check), and its Prefect API: a temporary server of the command's in a ``PREFECT_HOME`` that has
+its database (``warm``: as for every run after a machine's first) or not yet (``fresh``: a
+first run), or a Prefect server that runs already (``server``: a deployment's, started before
+the clock as the Dask cluster is; ``PREFECT_API_URL``)."""
+
+
+class RunningServer:
+    """``prefect server start`` on a free port of the loopback, in a ``PREFECT_HOME`` of its own
+    whose database exists, answering before the constructor returns; ``close()`` stops it."""
+
+    def __init__(self) -> None:
+        import socket
+        import urllib.request
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.home = prefect_home(database=True)
+        self.api_url = f"http://127.0.0.1:{port}/api"
+        env = {**os.environ, "PREFECT_HOME": self.home, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+        command = [str(ROOT / ".venv/bin/prefect"), "server", "start", "--host", "127.0.0.1", "--port", str(port)]
+        self.process = subprocess.Popen(
+            [*command, "--no-ui"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                raise SystemExit(f"prefect server start did not answer at {self.api_url}")
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 BUSY_LOOP = "while True: pass"
@@ -347,6 +408,7 @@ def main() -> None:
     )
     out["source_gb"] = sum(f.stat().st_size for f in files) / 1e9
     warm_home = prefect_home(database=True)
+    server = RunningServer()
     background = BackgroundLoad(args.background_load)
     rounds: list[dict] = []
     try:
@@ -359,7 +421,7 @@ def main() -> None:
                 )
             shutil.rmtree(scratch / "copy", ignore_errors=True)
             print(f"round {round_ + 1}: plain dask copy {record['dask_copy_seconds']:.1f} s", flush=True)
-            for variant, (roles, warm) in VARIANTS.items():
+            for variant, (roles, prefect) in VARIANTS.items():
                 # a cluster of its own, as each run of a new user: the workers' Prefect log handlers
                 # would still point at the previous run's (stopped) temporary API server
                 with cluster_of(args.worker_memory) as (cluster, client, workers):
@@ -372,7 +434,8 @@ def main() -> None:
                         args.method,
                         args.r,
                         roles,
-                        warm_home if warm else None,
+                        None if prefect == "fresh" else warm_home,
+                        server if prefect == "server" else None,
                     )
                 print(
                     f"round {round_ + 1}: pipeline ({variant}) {record[variant]['seconds']:.1f} s "
@@ -397,6 +460,7 @@ def main() -> None:
             out["writeback_max_relative_difference"] = same_projection(scratch / "ours", scratch / "dask", names)
     finally:
         background.close()
+        server.close()
         shutil.rmtree(warm_home, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -446,7 +510,9 @@ def markdown(out: dict, args) -> str:
         f"{out['source_gb']:.2f} GB of Parquet, written in {out['write_seconds']:.0f} s; evicted from the page cache "
         f"before every command. `LocalCluster(2 workers x 1 thread, memory_limit={out['worker_memory']})`. "
         f"{len(rounds)} rounds (copy, pipeline without and with a target in a `PREFECT_HOME` whose database "
-        "exists, as for every run after a machine's first, then without a target in a fresh one: a first run); "
+        "exists, as for every run after a machine's first, then without a target in a fresh one: a first run, "
+        "each on a temporary Prefect server the command starts; then without a target against a Prefect server "
+        "that runs already, as a deployment's does, started before the clock like the Dask cluster); "
         "median [min–max] s, ratio = median of the rounds' ratios.",
         "",
         "| | s | M rows/s | ratio to the copy | load at the round's start |",

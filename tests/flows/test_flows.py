@@ -47,7 +47,12 @@ def test_pipeline_on_credit_agrees_with_the_library(credit_csv, tmp_path):
     result = state.result()
     run = tmp_path / "credit"
     assert result["run_dir"] == str(run)
-    assert _steps_recorded(state.state_details.flow_run_id) == ["ingest-table", "fit-model", "project-table", "fairness-report"]
+    assert _steps_recorded(state.state_details.flow_run_id) == [
+        "ingest-table",
+        "fit-model",
+        "project-table",
+        "fairness-report",
+    ]
     for path in [
         "table/schema.json",
         "model/model.json",
