@@ -94,7 +94,11 @@ _STARTUP_FAILURE = 3  # uvicorn's exit status when it cannot start, e.g. its por
 # Prefect's server command (prefect 3.8.8, SubprocessASGIServer._run_uvicorn_command), after the
 # port; tests/flows/test_api_server.py checks that it is still Prefect's.
 _UVICORN_OPTIONS = ("--log-level", "error", "--lifespan", "on")
-_SERVER_ENVIRONMENT = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+# Prefect's command also sets PREFECT__SERVER_FINAL=1. With FastAPI < 0.137 its app then drops the
+# routes the routers copied when included (~50 MB); with the FastAPI this library requires (>= 0.139)
+# it only has create_app call gc.collect() over every object the server imported (the collector is
+# off until then: main), which frees nothing and took 0.25-0.3 s of every start.
+_SERVER_ENVIRONMENT = {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1"}
 
 LIGHT_START: dict[str, str] = {
     # Block types (Prefect's storage, notification, ... blocks) are registered in the database by
