@@ -23,9 +23,9 @@ plain dask.
    command's imports), without a target (``--exclude y``) and with one (``--target y``: the
    report's downstream check); and without a target as a new user's first run, with a fresh
    ``PREFECT_HOME`` (the temporary server creates its database first); and without a target
-   against a Prefect server that runs already (``prefect server start``, started once before
-   the rounds like the cluster; ``PREFECT_API_URL``), as a deployment's flow runs do: what the
-   temporary server costs. Per run: wall time and
+   against a Prefect server that runs already (``prefect server start``, started before the
+   clock like the cluster, stopped after the run; ``PREFECT_API_URL``), as a deployment's flow
+   runs do: what the temporary server costs. Per run: wall time and
    the CLI's own breakdown (``finished in ... s: imports, Prefect API, dask, ingest, fit,
    project, report, Prefect runs``), peak RSS, CPU seconds (also the copy's) and the
    bytes read (``read_chars``: from files or page cache; ``read_bytes``: from disk) and written
@@ -287,9 +287,9 @@ first run), or a Prefect server that runs already (``server``: a deployment's, s
 the clock as the Dask cluster is; ``PREFECT_API_URL``)."""
 
 
-class RunningServer:
+class RunningServer(contextlib.AbstractContextManager):
     """``prefect server start`` on a free port of the loopback, in a ``PREFECT_HOME`` of its own
-    whose database exists, answering before the constructor returns; ``close()`` stops it."""
+    whose database exists, answering before the constructor returns; stopped on leaving."""
 
     def __init__(self) -> None:
         import socket
@@ -315,6 +315,9 @@ class RunningServer:
                 self.close()
                 raise SystemExit(f"prefect server start did not answer at {self.api_url}")
             time.sleep(0.2)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def close(self) -> None:
         self.process.terminate()
@@ -408,7 +411,6 @@ def main() -> None:
     )
     out["source_gb"] = sum(f.stat().st_size for f in files) / 1e9
     warm_home = prefect_home(database=True)
-    server = RunningServer()
     background = BackgroundLoad(args.background_load)
     rounds: list[dict] = []
     try:
@@ -422,9 +424,12 @@ def main() -> None:
             shutil.rmtree(scratch / "copy", ignore_errors=True)
             print(f"round {round_ + 1}: plain dask copy {record['dask_copy_seconds']:.1f} s", flush=True)
             for variant, (roles, prefect) in VARIANTS.items():
-                # a cluster of its own, as each run of a new user: the workers' Prefect log handlers
-                # would still point at the previous run's (stopped) temporary API server
-                with cluster_of(args.worker_memory) as (cluster, client, workers):
+                # a cluster of its own, as each run of a new user; a running Prefect server only
+                # while its run lasts (its services would take CPU from the other runs)
+                with (
+                    cluster_of(args.worker_memory) as (cluster, client, workers),
+                    RunningServer() if prefect == "server" else contextlib.nullcontext() as server,
+                ):
                     evict_folder(source)
                     record[variant] = run_pipeline(
                         source,
@@ -435,7 +440,7 @@ def main() -> None:
                         args.r,
                         roles,
                         None if prefect == "fresh" else warm_home,
-                        server if prefect == "server" else None,
+                        server,
                     )
                 print(
                     f"round {round_ + 1}: pipeline ({variant}) {record[variant]['seconds']:.1f} s "
@@ -460,7 +465,6 @@ def main() -> None:
             out["writeback_max_relative_difference"] = same_projection(scratch / "ours", scratch / "dask", names)
     finally:
         background.close()
-        server.close()
         shutil.rmtree(warm_home, ignore_errors=True)
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
