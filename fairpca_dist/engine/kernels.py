@@ -202,16 +202,19 @@ def median_squared_distance(
     sample = np.sum((u[i[i != j]] - u[j[i != j]]) ** 2, axis=1)
     delta = 5.0 / np.sqrt(sample.size)
     lo, hi = np.quantile(sample, [max(0.5 - delta, 0.0), min(0.5 + delta, 1.0)])
+    not_after = np.tril(np.ones((block_rows, block_rows), dtype=bool))  # in a block's own square: j <= i
     while True:
         below, kept = 0, []
         for start in range(0, n, block_rows):
             block = u[start : start + block_rows]
             b = block.shape[0]
             d = scipy.spatial.distance.cdist(block, u[start:], "sqeuclidean")
-            # pairs i < j only: the upper triangle of the block's own square, then every later row
-            for pairs in (d[:, :b][np.triu_indices(b, 1)], d[:, b:].ravel()):
-                below += int(np.count_nonzero(pairs < lo))
-                kept.append(pairs[(pairs >= lo) & (pairs <= hi)])
+            # pairs i < j only: NaN, neither below lo nor in [lo, hi], on and below the block's diagonal
+            d[:, :b][not_after[:b, :b]] = np.nan
+            below += int(np.count_nonzero(d < lo))
+            inside = d >= lo
+            inside &= d <= hi
+            kept.append(d[inside])
         middle = np.concatenate(kept)
         if below > ranks[0]:
             lo = -np.inf
