@@ -125,6 +125,15 @@ def test_parameters_are_checked_before_any_data_is_read(credit_csv, tmp_path, ch
     assert not (tmp_path / "bad").exists()
 
 
+def test_the_pipeline_on_another_task_runner_says_which_it_needs(credit_csv, tmp_path):
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    on_threads = pipeline.with_options(task_runner=ThreadPoolTaskRunner())
+    with pytest.raises(InputError, match="run on a DriverTaskRunner .*, not on ThreadPoolTaskRunner"):
+        on_threads(source=str(credit_csv), sensitive_feature=["education"], runs_dir=str(tmp_path), run_id="other")
+    assert not (tmp_path / "other").exists()
+
+
 def test_projection_failing_half_way_is_retried_to_identical_output(credit_csv, tmp_path, monkeypatch):
     from fairpca_dist.flows.fit import fit
     from fairpca_dist.flows.ingest import ingest
