@@ -191,11 +191,16 @@ def test_group_runs_refuses_codes_outside_the_groups(bad):
 _COMPILE_CHECK = """
 import numpy as np
 from numba.core.registry import CPUDispatcher
-from fairpca_dist.engine import gram
+from fairpca_dist.engine import gram, kernels
 from fairpca_dist.engine.moments import GroupMoments
 
 def signatures():
-    return {name: len(f.signatures) for name, f in vars(gram).items() if isinstance(f, CPUDispatcher)}
+    return {
+        f"{module.__name__}.{name}": len(f.signatures)
+        for module in (gram, kernels)
+        for name, f in vars(module).items()
+        if isinstance(f, CPUDispatcher)
+    }
 
 gram.compile_kernels()
 compiled = signatures()
@@ -209,6 +214,10 @@ for p in (2, gram.NARROW_FEATURES, gram.NARROW_FEATURES + 1, 40):
         for codes, k in ((shuffled, 3), (grouped, 3), (many, 250)):  # sweep, in place, gathered
             for weights in (None, rng.exponential(size=300)):
                 GroupMoments.from_codes(x, codes, tuple(range(k)), weights=weights)
+features = kernels.RandomFeatures.draw(3, 500, 1.0, rng, precision="single")  # as the report's and mmd's passes
+z = rng.normal(size=(700, 5))
+kernels.rff_sums(z, rng.integers(0, 2, 700), 2, np.linalg.qr(rng.normal(size=(5, 3)))[0], features)
+assert compiled["fairpca_dist.engine.kernels._reduce_turns"] == 1, compiled
 assert signatures() == compiled, (compiled, signatures())
 """
 

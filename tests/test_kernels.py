@@ -14,6 +14,7 @@ import scipy.spatial.distance
 from fairpca_dist import InputError
 from fairpca_dist.engine.kernels import (
     RandomFeatures,
+    _reduce_turns,
     backprojection,
     median_bandwidth,
     median_squared_distance,
@@ -236,6 +237,32 @@ def test_single_precision_features_agree_with_double():
     assert cos.dtype == np.float32 and np.abs(cos - np.cos(z @ v @ double.frequencies + double.phases)).max() < 1e-6
     with pytest.raises(InputError, match="precision"):
         RandomFeatures.draw(2, 10, 1.0, rng, precision="half")
+
+
+def test_single_precision_angle_reduction_is_numpys_bit_for_bit():
+    """The compiled reduction of angles in turns gives what numpy's rint, subtract, multiply by
+    2π and cast to float32 give, on every kind of value: halves (rounded to even), values near
+    the exact-rounding bound and beyond it, huge, tiny, signed zeros, infinities and NaN."""
+    rng = np.random.default_rng(20)
+    bound = 2.0**51
+    special = [0.5, 1.5, 2.5, -0.5, -1.5, 0.0, -0.0, 1e-300, -1e-300, bound, -bound, np.nextafter(bound, 0.0)]
+    special += [np.nextafter(bound, np.inf), 2.0**52 + 1.0, 2.0**53, 1e300, -1e300, np.inf, -np.inf, np.nan]
+    values = np.concatenate(
+        [
+            rng.normal(scale=10.0, size=4000),
+            rng.normal(scale=1e6, size=2000),
+            rng.integers(-1000, 1000, 1000) + 0.5,
+            rng.uniform(-bound, bound, 1000),
+            special,
+        ]
+    )
+    turns = np.resize(values, (len(values) // 8 + 1, 8))  # a block of rows × features, as cos_sin's
+    expected = np.empty(turns.shape, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        np.copyto(expected, (turns - np.rint(turns)) * (2.0 * np.pi), casting="same_kind")
+    reduced = np.empty(turns.shape, dtype=np.float32)
+    _reduce_turns(turns, reduced)
+    np.testing.assert_array_equal(reduced.view(np.uint32), expected.view(np.uint32))
 
 
 @pytest.mark.parametrize("kernel", ["linear", "quadratic"])

@@ -659,7 +659,10 @@ def compile_kernels() -> None:
     writable and read-only, as numpy and a zero-copy Arrow read give them; groups contiguous,
     mixed, or too many for the sweep; with and without weights), or load them from Numba's disk
     cache. ``make env`` calls it once, so that a new machine's first pass does not spend ~5 s
-    compiling (11 s at load 8)."""
+    compiling (11 s at load 8). Also the one compiled loop of the random Fourier features
+    (single precision's angle reduction, :class:`~fairpca_dist.engine.kernels.RandomFeatures`),
+    which the ``mmd`` method's passes and the report's run."""
+    from fairpca_dist.engine.kernels import RandomFeatures
     from fairpca_dist.engine.moments import GroupMoments
 
     rng = np.random.default_rng(0)
@@ -674,3 +677,4 @@ def compile_kernels() -> None:
             for codes, groups in ((labels, (0, 1, 2)), (np.sort(labels), (0, 1, 2)), (labels, many)):
                 for w in (None, weights):
                     GroupMoments.from_codes(x, codes, groups, weights=w)
+    RandomFeatures.draw(2, 8, 1.0, rng, precision="single").cos_sin(rng.standard_normal((4, 2)))
