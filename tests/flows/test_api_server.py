@@ -71,7 +71,10 @@ def test_the_server_runs_prefects_command_and_environment(monkeypatch):
     assert [sys.executable, *command[4:]] == launched["args"]
     prefects_environment = {name: value for name, value in launched["env"].items() if name != "PREFECT__SERVER_FINAL"}
     assert launched["env"]["PREFECT__SERVER_FINAL"] == "1"  # left out: a gc.collect() that frees nothing (api_server)
-    assert ours.environment() == {**api_server.LIGHT_IMPORTS, **prefects_environment, **api_server.LIGHT_START}
+    from prefect.settings import get_current_settings
+
+    light = api_server.light_start(get_current_settings())  # LIGHT_START, and no migration check on a current database
+    assert ours.environment() == {**api_server.LIGHT_IMPORTS, **prefects_environment, **light}
 
 
 def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
@@ -86,6 +89,106 @@ def test_the_lighter_start_keeps_the_users_settings(monkeypatch):
         environment = TemporaryServer().environment()
     assert environment["PREFECT_SERVER_REGISTER_BLOCKS_ON_START"] == "True"
     assert environment["PREFECT_SERVER_MEMOIZE_BLOCK_AUTO_REGISTRATION"] == "false"
+
+
+def test_the_migrations_head_is_alembics():
+    """The head read from the scripts' lines is the one Alembic finds in Prefect's SQLite migrations."""
+    from alembic.script import ScriptDirectory
+    from prefect.server.database.alembic_commands import alembic_config
+    from prefect.server.database.orm_models import AioSqliteORMConfiguration
+
+    scripts = ScriptDirectory.from_config(alembic_config())
+    versions = str(AioSqliteORMConfiguration().versions_dir)
+    assert [api_server.migrations_head()] == ScriptDirectory(scripts.dir, version_locations=[versions]).get_heads()
+
+
+def _database(path: Path, *versions: str) -> None:
+    """An SQLite file whose Alembic version table holds ``versions``."""
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        connection.executemany("INSERT INTO alembic_version VALUES (?)", [(version,) for version in versions])
+    connection.close()
+
+
+def test_the_migration_check_is_skipped_only_on_a_current_database(tmp_path, monkeypatch):
+    """No Alembic upgrade at the start when the default database records the installed Prefect's
+    head; a missing, older, ambiguous, unreadable or non-default database keeps it, and so does
+    the user's own setting."""
+    from prefect.settings import Settings
+
+    head, skip = api_server.migrations_head(), {"PREFECT_SERVER_DATABASE_MIGRATE_ON_START": "false"}
+    assert head is not None
+    settings = Settings(home=tmp_path)
+    database = tmp_path / "prefect.db"
+    assert api_server.light_start(settings) == api_server.LIGHT_START  # no database yet: created and migrated
+    _database(database, head)
+    assert api_server.light_start(settings) == {**api_server.LIGHT_START, **skip}
+    other = tmp_path / "other"
+    other.mkdir()
+    _database(other / "prefect.db", head)
+    elsewhere = Settings(home=other, server={"database": {"connection_url": f"sqlite+aiosqlite:///{tmp_path}/x.db"}})
+    assert api_server.light_start(elsewhere) == api_server.LIGHT_START  # not the home's default database
+    for versions in [("0123456789ab",), (head, head), ()]:  # older, two rows, none
+        database.unlink()
+        _database(database, *versions)
+        assert api_server.light_start(settings) == api_server.LIGHT_START
+    database.write_bytes(b"not a database")
+    assert api_server.light_start(settings) == api_server.LIGHT_START
+    database.unlink()
+    _database(database, head)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    monkeypatch.setenv("PREFECT_API_DATABASE_MIGRATE_ON_START", "true")  # the user's, under an alias
+    from prefect.context import SettingsContext, get_settings_context
+
+    with SettingsContext(profile=get_settings_context().profile, settings=Settings()):
+        assert TemporaryServer().environment()["PREFECT_SERVER_DATABASE_MIGRATE_ON_START"] == "True"
+
+
+_OLDER_DATABASE = """
+import asyncio
+from prefect.server.database import provide_database_interface
+
+async def older():
+    database = provide_database_interface()
+    await database.create_db()  # every migration, as a server's first start
+    await database.run_migrations_downgrade("-1")
+
+asyncio.run(older())
+"""
+
+
+def test_a_database_of_an_older_prefect_is_migrated_at_the_start(tmp_path, monkeypatch):
+    """A real temporary server on a database one migration behind the installed Prefect keeps
+    the migration check and upgrades it; the next start then skips the check."""
+    import sqlite3
+
+    from prefect.settings import Settings
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    for name in [name for name in os.environ if name.startswith("PREFECT_") and name != "PREFECT_HOME"]:
+        monkeypatch.delenv(name)
+    subprocess.run([sys.executable, "-c", _OLDER_DATABASE], check=True, capture_output=True, timeout=300)
+
+    def version() -> list[tuple[str]]:
+        with sqlite3.connect(tmp_path / "prefect.db") as connection:
+            found = connection.execute("SELECT version_num FROM alembic_version").fetchall()
+        connection.close()
+        return found
+
+    head = api_server.migrations_head()
+    assert version() != [(head,)]
+    assert api_server.light_start(Settings()) == api_server.LIGHT_START
+    server = TemporaryServer(settle=True)
+    server.launch()
+    try:
+        assert server.settled(120) == {"configured_api": None, "new_database": False}
+        server.wait(timeout=120)
+    finally:
+        server.stop()
+    assert version() == [(head,)]
+    assert api_server.light_start(Settings())["PREFECT_SERVER_DATABASE_MIGRATE_ON_START"] == "false"
 
 
 @pytest.mark.parametrize("settle", [False, True])
