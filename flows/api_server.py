@@ -187,7 +187,9 @@ def _database_is_current(database: Path) -> bool:
     if head is None or not database.is_file():
         return False
     try:
-        with contextlib.closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True, timeout=1.0)) as connection:
+        with contextlib.closing(
+            sqlite3.connect(f"{database.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+        ) as connection:
             versions = connection.execute("SELECT version_num FROM alembic_version").fetchall()
     except sqlite3.Error:
         return False
