@@ -64,7 +64,12 @@ def _project_partition(
     rff: RFFWork | None,
 ) -> tuple[int, list[RFFSums] | None]:
     x = feature_values(part, features, partition)
-    if not np.isfinite(x).all():
+    # a NaN or an infinity makes the sum non-finite, so a finite sum spares the n x p mask of the
+    # exact check (~9 ms of a 100k x 50 partition on a worker, whose large temporaries are mapped
+    # afresh; the sum makes none)
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = x.sum()
+    if not np.isfinite(total) and not np.isfinite(x).all():
         check_finite(x, features, partition)
     write_parquet(
         part[pass_through].reset_index(drop=True),

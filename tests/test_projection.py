@@ -73,6 +73,22 @@ def test_bad_values_and_missing_features(table, tmp_path):
         project_table(model.projection_, frame.drop(columns="d"), tmp_path / "out")
 
 
+def test_finite_values_whose_sum_overflows_are_projected_and_opposite_infinities_refused(table, tmp_path):
+    """The check reads the partition's sum first: finite values whose sum overflows float64 are
+    still projected (the exact check finds nothing), and +inf and -inf, whose sum is NaN, are named."""
+    folder, frame, model = table
+    huge = frame.copy()
+    huge.loc[:3, "a"] = np.finfo(np.float64).max  # the sum is inf; every value is finite
+    project_table(model.projection_, huge, tmp_path / "huge")
+    written = pd.read_parquet(tmp_path / "huge")
+    assert len(written) == len(frame) and np.isfinite(written.iloc[4:].to_numpy(dtype=float)).all()
+    both = frame.copy()
+    both.loc[1, "b"], both.loc[2, "d"] = np.inf, -np.inf
+    with pytest.raises(InputError, match="'b': 1 \\(inf\\), 'd': 1 \\(inf\\)"):
+        project_table(model.projection_, both, tmp_path / "both")
+    assert not (tmp_path / "both").exists()
+
+
 def test_transform_in_blocks_equals_the_whole_array_expression(monkeypatch):
     """Rows far from the origin (offset 1e8) across several blocks, in C and Fortran order: the
     blocked transform computes ((x − mean) / scale) @ components row by row as written."""
