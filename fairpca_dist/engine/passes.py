@@ -258,7 +258,12 @@ def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: 
                 wait_with_progress(futures, scheduler, label)
             return scheduler.gather(futures)
         except BaseException as error:
-            scheduler.cancel(futures)  # the rest of an interrupted pass is not run
+            # the rest of an interrupted pass is not run. Through a running client only: one that is
+            # closing (an interrupted flow's task runner closes it, which is what ended the gather
+            # above) takes its futures with it, and its stopped loop would never answer a cancel
+            # (the task's thread then waited forever, and the flow's end for it).
+            if getattr(scheduler, "status", "running") == "running":
+                scheduler.cancel(futures)
             from distributed import KilledWorker
 
             if isinstance(error, KilledWorker):
