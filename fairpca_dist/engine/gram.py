@@ -661,7 +661,7 @@ def compile_kernels() -> None:
     cache. ``make env`` calls it once, so that a new machine's first pass does not spend ~5 s
     compiling (11 s at load 8). Also the one compiled loop of the random Fourier features
     (single precision's angle reduction, :class:`~fairpca_dist.engine.kernels.RandomFeatures`),
-    which the ``mmd`` method's passes and the report's run."""
+    which the ``mmd`` method's passes and the report's random-feature sums run."""
     from fairpca_dist.engine.kernels import RandomFeatures
     from fairpca_dist.engine.moments import GroupMoments
 

@@ -262,7 +262,7 @@ def run_graph(graph: Any, *, client: Any = None, progress: bool = False, label: 
             # closing (an interrupted flow's task runner closes it, which is what ended the gather
             # above) takes its futures with it, and its stopped loop would never answer a cancel
             # (the task's thread then waited forever, and the flow's end for it).
-            if getattr(scheduler, "status", "running") == "running":
+            if scheduler.status == "running":
                 scheduler.cancel(futures)
             from distributed import KilledWorker
 
