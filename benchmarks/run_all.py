@@ -142,6 +142,22 @@ BENCHES = (
         full=("--background-load", "2", "--repeats", "1", "--writeback-repeats", "0", "--name", "pipeline_loaded"),
         outputs=("pipeline_loaded.json",),
     ),
+    # issue 33's quick variant (4M x 50), measured in three rounds, quiet and under load
+    Bench(
+        "pipeline-quick",
+        "bench_pipeline.py",
+        full=("--rows", "4000000", "--repeats", "3", "--writeback-repeats", "2", "--name", "pipeline_quick"),
+        outputs=("pipeline_quick.json",),
+    ),
+    Bench(
+        "pipeline-quick-loaded",
+        "bench_pipeline.py",
+        full=(
+            *("--rows", "4000000", "--repeats", "3", "--writeback-repeats", "0"),
+            *("--background-load", "2", "--name", "pipeline_quick_loaded"),
+        ),
+        outputs=("pipeline_quick_loaded.json",),
+    ),
     Bench("storage", "bench_storage.py", quick=("--quick",), outputs=("bench_storage.json",)),
     Bench("compare", "bench_compare.py", outputs=("compare.json",)),
     # the reliability scenarios too slow for `make test` (pyproject: -m "not slow" by default)
