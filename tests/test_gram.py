@@ -12,7 +12,14 @@ import pytest
 
 from fairpca_dist import InputError
 from fairpca_dist.engine.blas import symmetrized
-from fairpca_dist.engine.gram import NARROW_FEATURES, accumulate_groups, accumulate_rows, group_order, group_runs
+from fairpca_dist.engine.gram import (
+    NARROW_FEATURES,
+    accumulate_groups,
+    accumulate_rows,
+    group_order,
+    group_runs,
+    scatter_from_lower,
+)
 
 
 def reference(x, rows, start, stop, shift, weights):  # noqa: PLR0913
@@ -226,3 +233,26 @@ def test_compile_kernels_compiles_every_loop_a_pass_runs():
     # in a new process: this one's earlier tests have compiled loops of their own
     result = subprocess.run([sys.executable, "-c", _COMPILE_CHECK], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("p", [1, 2, 63, 64, 65, 130])
+def test_scatter_from_lower_gives_the_numpy_formula_bit_for_bit(p):
+    """S = G − s cᵀ in place, G read from its lower triangle (the upper one holds garbage), is
+    ``symmetrized(G) − np.outer(s, c)`` element by element: the same product and difference, so
+    the same bits, on both sides of the diagonal and across the tiles' edges."""
+    rng = np.random.default_rng(p)
+    lower = rng.standard_normal((p, p)) * 1e3
+    gram = lower.copy()
+    gram[np.triu_indices(p, 1)] = np.nan  # never read
+    total, correction = rng.standard_normal(p) * 1e2, rng.standard_normal(p)
+    want = symmetrized(lower) - np.outer(total, correction)
+    got = scatter_from_lower(gram, total, correction)
+    assert got is gram
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_scatter_from_lower_refuses_arrays_it_would_misread():
+    with pytest.raises(InputError, match="C-ordered float64 square"):
+        scatter_from_lower(np.zeros((3, 3), order="F")[:, :2], np.zeros(3), np.zeros(3))
+    with pytest.raises(InputError, match="vectors of 3"):
+        scatter_from_lower(np.zeros((3, 3)), np.zeros(2), np.zeros(3))

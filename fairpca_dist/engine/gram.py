@@ -45,6 +45,7 @@ from fairpca_dist.exceptions import InputError
 
 __all__ = [
     "accumulate_rows",
+    "scatter_from_lower",
     "accumulate_groups",
     "first_centre",
     "group_order",
@@ -624,6 +625,40 @@ def _centre(x: Any, rows: Any, start: int, m: int, shift_at: float, centre: Any)
     if shifted:
         centre[:] = mean
     return shifted
+
+
+def scatter_from_lower(gram: np.ndarray, total: np.ndarray, correction: np.ndarray) -> np.ndarray:
+    """S = G − s cᵀ in place of ``gram`` (C-ordered float64 p × p, G in its lower triangle),
+    with G's upper triangle filled from the lower one; returns ``gram``.
+
+    Element by element what ``symmetrized(gram) - np.outer(total, correction)`` gives (one
+    product and one difference each, so the same bits), without its five p × p temporaries: at
+    p = 2,000 those cost 0.1–0.2 s per group of a chunk (32 MB each, mapped afresh), a fifth of
+    the chunk's time at 100k rows.
+    """
+    p = gram.shape[0]
+    if gram.dtype != np.float64 or not gram.flags.c_contiguous or gram.shape != (p, p):
+        raise InputError(f"scatter_from_lower needs a C-ordered float64 square matrix, got {gram.dtype} {gram.shape}")
+    if total.shape != (p,) or correction.shape != (p,):
+        raise InputError(f"scatter_from_lower needs vectors of {p}, got {total.shape} and {correction.shape}")
+    _scatter_from_lower(gram, np.ascontiguousarray(total, np.float64), np.ascontiguousarray(correction, np.float64))
+    return gram
+
+
+_TILE = 64  # the transposed writes go tile by tile: 2 × 32 KiB within the L1 and L2 caches
+
+
+@njit(nogil=True, cache=True)
+def _scatter_from_lower(gram: Any, total: Any, correction: Any) -> None:  # pragma: no cover - compiled
+    p = gram.shape[0]
+    for i0 in range(0, p, _TILE):
+        for j0 in range(0, i0 + 1, _TILE):
+            for i in range(i0, min(i0 + _TILE, p)):
+                for j in range(j0, min(j0 + _TILE, i + 1)):
+                    g = gram[i, j]
+                    gram[i, j] = g - total[i] * correction[j]
+                    if j != i:
+                        gram[j, i] = g - total[j] * correction[i]
 
 
 @njit(nogil=True, cache=True)

@@ -33,7 +33,6 @@ from typing import Literal
 
 import numpy as np
 
-from fairpca_dist.engine.blas import symmetrized
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.wording import differences, label_text, listed, size_text
@@ -242,7 +241,9 @@ def _finished(
     if weight_sum == 0.0:
         return 0.0, centre, np.zeros_like(total), np.zeros_like(gram)
     correction = total / weight_sum
-    return weight_sum, centre, correction, symmetrized(gram) - np.outer(total, correction)
+    from fairpca_dist.engine.gram import scatter_from_lower  # compiled: loaded on first use
+
+    return weight_sum, centre, correction, scatter_from_lower(gram, total, correction)
 
 
 def _accumulate(
@@ -553,6 +554,8 @@ class GroupMoments:
 
     def _reordered(self, groups: Sequence[Hashable]) -> GroupMoments:
         index = [self.groups.index(g) for g in groups]
+        if index == list(range(len(self.groups))):  # in order already: no copy (k p × p floats)
+            return self
         return replace(
             self,
             groups=tuple(groups),
