@@ -116,8 +116,10 @@ def test_accumulate_groups_sums_each_group_about_the_centre_of_its_first_block(p
     x = means[codes] + rng.normal(size=(n, p))
     x[codes == 0, 0] += 20.0  # group 0: one column far from 0 (mean² > 49 var): shifted too
     weights = rng.exponential(size=n) if weighted else None
-    grams, totals = np.zeros((k, p, p)), np.zeros((k, p))
-    weight_sums, shifts = accumulate_groups(x, codes, weights, step, 50.0, grams, totals)
+    sums = group_accumulators(k, p)
+    accumulate_groups(x, codes, weights, step, 50.0, sums)
+    grams, totals, weight_sums, shifts, decided = sums
+    np.testing.assert_array_equal(decided, [True, True, True, False])
     for g in range(k):
         members = np.flatnonzero(codes == g)
         first = x[members[:step]]
@@ -132,14 +134,41 @@ def test_accumulate_groups_sums_each_group_about_the_centre_of_its_first_block(p
         assert not np.triu(grams[g], 1).any()
 
 
+def group_accumulators(k, p):
+    """Zero sums of k groups, as accumulate_groups takes them: grams, totals, weight sums, shifts, decided."""
+    return np.zeros((k, p, p)), np.zeros((k, p)), np.zeros(k), np.zeros((k, p)), np.zeros(k, dtype=bool)
+
+
 def test_accumulate_groups_leaves_roughly_centred_groups_unshifted():
     rng = np.random.default_rng(2)
     x = rng.normal(size=(1000, 3)) + 2.0  # mean² = 4 < 49 · variance
     codes = rng.integers(0, 2, size=1000).astype(np.intp)
-    grams, totals = np.zeros((2, 3, 3)), np.zeros((2, 3))
-    _, shifts = accumulate_groups(x, codes, None, 100, 50.0, grams, totals)
+    sums = group_accumulators(2, 3)
+    accumulate_groups(x, codes, None, 100, 50.0, sums)
+    _, totals, _, shifts, _ = sums
     np.testing.assert_array_equal(shifts, 0.0)
     np.testing.assert_allclose(totals[1], x[codes == 1].sum(axis=0), rtol=1e-13)
+
+
+@pytest.mark.parametrize("p", [3, NARROW_FEATURES + 1])  # both loops
+def test_accumulate_groups_keeps_the_centres_of_an_earlier_call(p):
+    # A chunk's slabs add to the same sums: a group decided in the first slab keeps its centre
+    # (its later rows are shifted by it as they are copied), one first seen in the second slab
+    # is decided there; the sums equal those of one call over all the rows.
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(900, p)) + np.where(np.arange(900) % 3 == 0, 1e4, 0.0)[:, None]
+    codes = (np.arange(900) % 3).astype(np.intp)
+    codes[:300][codes[:300] == 2] = 1  # group 2's first rows are in the second slab
+    whole, slabs = group_accumulators(3, p), group_accumulators(3, p)
+    accumulate_groups(x, codes, None, 64, 50.0, whole)
+    accumulate_groups(x[:300], codes[:300], None, 64, 50.0, slabs)
+    assert slabs[4].tolist() == [True, True, False]
+    first_shifts = slabs[3].copy()
+    accumulate_groups(x[300:], codes[300:], None, 64, 50.0, slabs)
+    np.testing.assert_array_equal(slabs[3][:2], first_shifts[:2])
+    np.testing.assert_array_equal(slabs[3], whole[3])
+    for got, want in zip(slabs, whole, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +179,8 @@ def test_accumulate_groups_leaves_roughly_centred_groups_unshifted():
         pytest.param({"codes": np.zeros(9, dtype=np.intp)}, id="codes of another length"),
         pytest.param({"grams": np.zeros((2, 2, 2))}, id="accumulators of another size"),
         pytest.param({"totals": np.zeros((3, 3))}, id="sums for another number of groups"),
+        pytest.param({"shifts": np.zeros((2, 3), dtype=np.float32)}, id="single-precision centres"),
+        pytest.param({"decided": np.zeros(2)}, id="decisions as floats"),
         pytest.param({"weights": np.ones(9)}, id="weights of another length"),
         pytest.param({"step": 0}, id="no rows per block"),
     ],
@@ -163,7 +194,12 @@ def test_accumulate_groups_refuses_arrays_blas_would_misread(change):
         "shift_at": 50.0,
         "grams": np.zeros((2, 3, 3)),
         "totals": np.zeros((2, 3)),
+        "weight_sums": np.zeros(2),
+        "shifts": np.zeros((2, 3)),
+        "decided": np.zeros(2, dtype=bool),
     } | change
+    names = ("grams", "totals", "weight_sums", "shifts", "decided")
+    arguments["sums"] = tuple(arguments.pop(name) for name in names)
     with pytest.raises(InputError, match="accumulate_groups"):
         accumulate_groups(**arguments)
 

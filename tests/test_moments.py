@@ -62,16 +62,72 @@ def test_kernel_recomputes_shifted_when_the_first_rows_mislead():
     # Rows ordered by a drifting column: the first sub-block is centred, the rest sits at 50
     # with a tiny spread, so only the check after the unshifted pass (G_jj > 100 S_jj) sees
     # the cancellation and recomputes with the group's own mean as the shift.
-    from fairpca_dist.engine.moments import _group_statistics
-
     rng = np.random.default_rng(3)
     x = rng.standard_normal((200_000, 50)) * 0.01  # sub-blocks of 1024 rows at p = 50
     x[:, 0] += np.where(np.arange(200_000) < 1024, 100 * x[:, 0], 50.0)
-    weight, centre, correction, scatter = _group_statistics(x, None, 0, 200_000, None, np.empty((1024, 50)))
-    np.testing.assert_allclose(centre[0], x[:, 0].mean(), rtol=1e-9)
+    moments = GroupMoments.from_codes(x, np.zeros(200_000, dtype=np.intp), (0,))
+    np.testing.assert_allclose(moments.origin[0, 0], x[:, 0].mean(), rtol=1e-9)
     centred = x - x.mean(axis=0)
-    np.testing.assert_allclose(scatter, centred.T @ centred, rtol=0, atol=1e-12 * np.abs(centred.T @ centred).max())
-    assert weight == 200_000 and np.abs(centre + correction - x.mean(axis=0)).max() < 1e-12
+    scatter = centred.T @ centred
+    np.testing.assert_allclose(moments.scatter[0], scatter, rtol=0, atol=1e-12 * np.abs(scatter).max())
+    assert moments.weight[0] == 200_000 and np.abs(moments.mean[0] - x.mean(axis=0)).max() < 1e-12
+
+
+def in_slabs(x, codes, weights, size):
+    """The rows as from_slabs takes them, ``size`` rows a slab."""
+    return lambda: [
+        (x[i : i + size], codes[i : i + size], None if weights is None else weights[i : i + size])
+        for i in range(0, len(x), size)
+    ]
+
+
+@pytest.mark.parametrize("p", [3, 40])  # the narrow and the dsyrk loops
+@pytest.mark.parametrize("rows", ["shuffled", "sorted", "many groups"])  # sweep, in place, gathered
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_slabs_add_to_the_same_sums(p, rows, weighted):
+    # A partition converted slab by slab gives the statistics of the whole: every slab adds to
+    # the same sums, the centre of a group is decided on its first rows in whichever slab.
+    rng = np.random.default_rng([p, len(rows), weighted])
+    n, k = 3000, 700 if rows == "many groups" else 4
+    codes = rng.integers(0, k, size=n)
+    if rows == "sorted":
+        codes = np.sort(codes)
+    x = rng.normal(size=(n, p)) + 1e8 * (codes % 2)[:, None]  # half the groups far from 0
+    weights = rng.exponential(size=n) if weighted else None
+    groups = tuple(range(k))
+    whole = GroupMoments.from_codes(x, codes, groups, weights=weights)
+    for size in (1, 999, 1500):
+        sliced = GroupMoments.from_slabs(in_slabs(x, codes, weights, size), groups, feature_names=whole.feature_names)
+        assert sliced.groups == whole.groups
+        np.testing.assert_array_equal(sliced.count, whole.count)
+        np.testing.assert_allclose(sliced.weight, whole.weight, rtol=1e-13)
+        np.testing.assert_allclose(sliced.means_about(whole.origin[0]), whole.means_about(whole.origin[0]), atol=1e-9)
+        scale = np.abs(whole.scatter).max(axis=(1, 2))[:, None, None]
+        np.testing.assert_allclose(sliced.scatter, whole.scatter, rtol=0, atol=1e-12 * scale.max())
+
+
+def test_slabs_recheck_a_misleading_shift_over_every_slab():
+    # The drifting column of the test above, in three slabs: the recheck sums the group again
+    # over all of them, not only the last.
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((30_000, 50)) * 0.01
+    x[:, 0] += np.where(np.arange(30_000) < 1024, 100 * x[:, 0], 50.0)
+    codes = np.zeros(30_000, dtype=np.intp)
+    moments = GroupMoments.from_slabs(
+        in_slabs(x, codes, None, 10_000), (0,), feature_names=[f"x{j}" for j in range(50)]
+    )
+    centred = x - x.mean(axis=0)
+    scatter = centred.T @ centred
+    np.testing.assert_allclose(moments.scatter[0], scatter, rtol=0, atol=1e-12 * np.abs(scatter).max())
+    np.testing.assert_allclose(moments.mean[0], x.mean(axis=0), rtol=0, atol=1e-12)
+    assert moments.count[0] == 30_000
+
+
+def test_slabs_without_rows_give_empty_moments():
+    empty = GroupMoments.from_slabs(
+        lambda: [(np.empty((0, 2)), np.empty(0, dtype=np.intp), None)], ("a",), feature_names=["u", "v"]
+    )
+    assert empty.groups == () and empty.feature_names == ("u", "v")
 
 
 def test_kernel_rechecks_a_shift_taken_from_unweighted_rows():

@@ -162,10 +162,15 @@ def test_large_partitions_are_read_in_slabs(monkeypatch):
     monkeypatch.setattr(passes, "_SLAB_BYTES", 1000 * 4 * 8)  # five slabs of 1000 rows
     x, labels = grouped_data(n_rows=5000, n_features=4, offset=1e8)
     frame = pd.DataFrame(x, columns=list("abcd")).assign(g=labels)
-    frame.loc[4321, "c"] = np.nan
-    with pytest.raises(InputError, match="'c': 1 \\(NaN\\)"):
+    frame.loc[[321, 4321], "c"] = np.nan  # in two slabs: both counted
+    frame.loc[2500, "a"] = np.inf
+    with pytest.raises(InputError, match="'a': 1 \\(inf\\), 'c': 2 \\(NaN\\)"):
         compute_moments(frame, sensitive_feature="g", chunk_rows=5000)
-    frame.loc[4321, "c"] = 0.0
+    frame.loc[2500, "a"] = 1e200  # finite, but its square is not
+    frame.loc[[321, 4321], "c"] = 0.0
+    with pytest.raises(InputError, match="overflow float64 when squared \\(largest \\|value\\| 1e\\+200 in 'a'\\)"):
+        compute_moments(frame, sensitive_feature="g", chunk_rows=5000)
+    frame.loc[2500, "a"] = x[2500, 0]
     assert_matches_reference(
         compute_moments(frame, sensitive_feature="g", chunk_rows=5000), frame[list("abcd")].to_numpy(), labels
     )

@@ -348,17 +348,17 @@ def accumulate_groups(
     weights: np.ndarray | None,
     step: int,
     shift_at: float,
-    grams: np.ndarray,
-    totals: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The sums of every group of a chunk whose groups' rows are interleaved, in one sweep.
+    sums: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """Add the sums of every group of rows whose groups are interleaved, in one sweep.
 
     Each row is copied, in the order of the rows, into the scratch block of its group; a full
     block is summed and added to its group's Gram matrix by dsyrk (a sequential read of the
     rows, where gathering group after group reads each group's rows scattered over the chunk:
-    ~4x slower per row from memory). Each group's centre c_g is decided on its first block, as
-    for one group: c_g = the block's mean if some column has mean² > (``shift_at`` − 1) ·
-    variance there, else 0; that block and every later row of the group are shifted by it.
+    ~4x slower per row from memory). A group's centre c_g is decided on its first block, as for
+    one group: c_g = the block's mean if some column has mean² > (``shift_at`` − 1) · variance
+    there, else 0; that block and every later row of the group are shifted by it. A group
+    decided by an earlier call (an earlier slab of the same chunk) keeps its centre.
 
     Parameters
     ----------
@@ -370,83 +370,65 @@ def accumulate_groups(
         Rows per scratch block (≥ 1); k · step · p floats of scratch memory.
     shift_at : float
         The shift rule's threshold.
-    grams : ndarray of shape (k, p, p), float64, C-ordered
-        Accumulates each group's Σ w (x − c_g)(x − c_g)ᵀ in the lower triangles.
-    totals : ndarray of shape (k, p), float64, C-ordered
-        Accumulates Σ w (x − c_g).
+    sums : tuple of ndarray
+        The k groups' accumulators, C-ordered, added to in place:
 
-    Returns
-    -------
-    weight_sums : ndarray of shape (k,)
-        Σ w per group.
-    shifts : ndarray of shape (k, p)
-        c_g (zeros for a group not shifted, or without rows).
+        - ``grams`` (k, p, p) float64: Σ w (x − c_g)(x − c_g)ᵀ in the lower triangles;
+        - ``totals`` (k, p) float64: Σ w (x − c_g);
+        - ``weight_sums`` (k,) float64: Σ w;
+        - ``shifts`` (k, p) float64: c_g, written when a group is decided (zeros: no shift);
+        - ``decided`` (k,) bool: whether c_g is decided, set on a group's first block.
 
     Raises
     ------
     InputError
         Arrays of another dtype, layout or size.
     """
+    grams, totals, weight_sums, shifts, decided = sums
     n, p = x.shape if x.ndim == 2 else (-1, -1)
     k = grams.shape[0]
-    arrays = {"x": (x, (n, p)), "grams": (grams, (k, p, p)), "totals": (totals, (k, p))}
-    arrays |= {"weights": (weights, (n,))} if weights is not None else {}
-    for name, (array, shape) in arrays.items():
-        if array.dtype != np.float64 or not array.flags.c_contiguous or array.shape != shape:
+    arrays = {
+        "x": (x, (n, p), np.float64),
+        "grams": (grams, (k, p, p), np.float64),
+        "totals": (totals, (k, p), np.float64),
+        "weight_sums": (weight_sums, (k,), np.float64),
+        "shifts": (shifts, (k, p), np.float64),
+        "decided": (decided, (k,), np.bool_),
+    }
+    arrays |= {"weights": (weights, (n,), np.float64)} if weights is not None else {}
+    for name, (array, shape, dtype) in arrays.items():
+        if array.dtype != dtype or not array.flags.c_contiguous or array.shape != shape:
             raise InputError(
-                f"accumulate_groups needs {name} as C-ordered float64 {shape}, got {array.dtype} {array.shape}"
+                f"accumulate_groups needs {name} as C-ordered {np.dtype(dtype)} {shape}, "
+                f"got {array.dtype} {array.shape}"
             )
     if codes.dtype != np.intp or codes.shape != (n,) or step < 1:
         raise InputError(
             f"accumulate_groups needs intp codes of shape ({n},) and step >= 1, got {codes.dtype} {codes.shape}, {step}"
         )
-    weight_sums, shifts = np.zeros(k), np.zeros((k, p))
+    weights = _NOTHING if weights is None else weights
     if p <= NARROW_FEATURES:
         blocks = np.empty((k, p + 1, min(step, _narrow_rows(p))))
-        _accumulate_groups_narrow(
-            x, codes, _NOTHING if weights is None else weights, blocks, shift_at, grams, totals, weight_sums, shifts
-        )
-        return weight_sums, shifts
-    _accumulate_groups(
-        x,
-        codes,
-        _NOTHING if weights is None else weights,
-        np.empty((k, step, p)),
-        np.empty((k, step)),
-        shift_at,
-        grams,
-        totals,
-        weight_sums,
-        shifts,
-        fortran_dsyrk(),
-    )
-    return weight_sums, shifts
+        _accumulate_groups_narrow(x, codes, weights, blocks, shift_at, grams, totals, weight_sums, shifts, decided)
+        return
+    state = (np.empty((k, step, p)), np.empty((k, step)), decided, grams, totals, weight_sums, shifts)
+    _accumulate_groups(x, codes, weights, state, shift_at, fortran_dsyrk())
 
 
 @njit(nogil=True, cache=True)
 def _accumulate_groups(
-    x: Any,
-    codes: Any,
-    weights: Any,
-    blocks: Any,
-    block_weights: Any,
-    shift_at: float,
-    grams: Any,
-    totals: Any,
-    weight_sums: Any,
-    shifts: Any,
-    syrk: Any,
+    x: Any, codes: Any, weights: Any, state: Any, shift_at: float, syrk: Any
 ) -> None:  # pragma: no cover - compiled; covered through accumulate_groups
+    """The sweep of the dsyrk loop; ``state``: the scratch blocks (k × step × p) and their
+    weights (k × step), then ``decided`` and the accumulators of :func:`accumulate_groups`."""
+    blocks, block_weights, decided, _, _, _, shifts = state
     k, step, p = blocks.shape
     weighted = weights.size > 0
     fill = np.zeros(k, dtype=np.intp)
-    decided = np.zeros(k, dtype=np.bool_)
-    shifted = np.zeros(k, dtype=np.bool_)
-    state = (blocks, block_weights, decided, shifted, grams, totals, weight_sums, shifts)
     for i in range(x.shape[0]):  # scalar indexing: a row view per row costs reference counting
         g = codes[i]
         f = fill[g]
-        if shifted[g]:
+        if decided[g]:  # c_g = 0 when not shifted: x − 0 is x, bit for bit
             for j in range(p):
                 blocks[g, f, j] = x[i, j] - shifts[g, j]
         else:
@@ -473,6 +455,7 @@ def _accumulate_groups_narrow(
     totals: Any,
     weight_sums: Any,
     shifts: Any,
+    decided: Any,
 ) -> None:  # pragma: no cover - compiled; covered through accumulate_groups
     """The sweep of the narrow loop: each row is copied, transposed, into its group's block
     (k × (p + 1) × m: the rows' values about the group's centre once decided, then the weight),
@@ -482,7 +465,6 @@ def _accumulate_groups_narrow(
     weighted = weights.size > 0
     augmented = np.zeros((k, q, q))
     fill = np.zeros(k, dtype=np.intp)
-    decided = np.zeros(k, dtype=np.bool_)
     for i in range(x.shape[0]):  # scalar indexing: a row view per row costs reference counting
         g = codes[i]
         f = fill[g]
@@ -530,13 +512,12 @@ def _flush_narrow(
 def _flush(g: int, m: int, state: Any, weighted: bool, shift_at: float, syrk: Any) -> None:  # pragma: no cover
     """Sum group g's block of m rows into its totals and Gram; on its first block, decide its
     centre first (and shift the block by it)."""
-    blocks, block_weights, decided, shifted, grams, totals, weight_sums, shifts = state
+    blocks, block_weights, decided, grams, totals, weight_sums, shifts = state
     p = blocks.shape[2]
     block = blocks[g, :m]
     if not decided[g]:
         decided[g] = True
-        shifted[g] = _centre(block, _NO_ROWS, 0, m, shift_at, shifts[g])
-        if shifted[g]:
+        if _centre(block, _NO_ROWS, 0, m, shift_at, shifts[g]):
             mean = shifts[g]
             for i in range(m):
                 for j in range(p):

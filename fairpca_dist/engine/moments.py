@@ -26,16 +26,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from os import PathLike
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from fairpca_dist.exceptions import GroupError, InputError, SchemaError
 from fairpca_dist.io.storage import Location, locate
 from fairpca_dist.wording import differences, label_text, listed, size_text
+
+if TYPE_CHECKING:
+    from fairpca_dist.engine.group_sums import Slab
 
 __all__ = [
     "GroupMoments",
@@ -92,23 +95,6 @@ def block_rows(n_features: int) -> int:
     return int(np.clip(409_600 // (8 * max(n_features, 1)), 256, 65536))
 
 
-def _gram_rows(n_features: int) -> int:
-    """Rows per sub-block of the moments kernel: up to 2 MiB (the core's L2 cache), at most
-    1024 rows. dsyrk runs as fast on 1024 rows as on 100k (p = 10 … 200), and 256-row blocks
-    cost 5 % more at p = 200; above 1024 rows the copies leave the cache (p = 50: 10 % more at
-    4096, 16 % at 16384)."""
-    return int(np.clip(2 * 2**20 // (8 * max(n_features, 1)), 256, 1024))
-
-
-# Scratch memory of the sweep over interleaved groups (one block of rows per group): up to this
-# many bytes, with at least _MIN_SWEEP_ROWS rows per block; more groups than that (many cells ×
-# groups at large p) are gathered group after group instead, through one block.
-_SWEEP_BYTES = 8 * 2**20
-_MIN_SWEEP_ROWS = 64
-
-_Statistics = tuple[float, np.ndarray, np.ndarray, np.ndarray]
-
-
 def _chunk_arguments(
     x: np.ndarray, codes: np.ndarray, feature_names: Sequence[str] | None
 ) -> tuple[tuple[str, ...], np.ndarray]:
@@ -119,151 +105,6 @@ def _chunk_arguments(
     if codes.shape != (x.shape[0],):
         raise InputError(f"codes has shape {codes.shape}, expected ({x.shape[0]},)")
     return names, codes
-
-
-def _chunk_statistics(
-    x: np.ndarray, codes: np.ndarray, n_groups: int, weights: np.ndarray | None
-) -> list[tuple[int, int, _Statistics]]:
-    """(g, rows, (w, c, μ − c, S)) for each group g present in ``codes``, by the fastest way its
-    rows allow: read in place when every group's rows are contiguous (a table grouped or sorted
-    by group), else in one sweep copying each row into its group's block, else (too many groups
-    for the sweep's memory) gathered group after group by a counting sort of the codes."""
-    from fairpca_dist.engine.gram import accumulate_groups, group_order, group_runs  # compiled: loaded on first use
-
-    counts, starts = group_runs(codes, n_groups)
-    present = np.flatnonzero(counts)
-    p = x.shape[1]
-    step = _gram_rows(p)
-    if starts is not None:  # one run per group
-        buffer = np.empty((min(step, x.shape[0]), p))
-        return [
-            (int(codes[begin]), stop - begin, _group_statistics(x, None, begin, stop, weights, buffer))
-            for begin, stop in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True)
-        ]
-    sweep = min(step, _SWEEP_BYTES // (8 * n_groups * max(p, 1)))
-    if sweep < _MIN_SWEEP_ROWS:
-        order = group_order(codes, counts)
-        stops = np.cumsum(counts[present]).tolist()
-        buffer = np.empty((min(step, x.shape[0]), p))
-        return [
-            (int(g), int(counts[g]), _group_statistics(x, order, stop - int(counts[g]), stop, weights, buffer))
-            for g, stop in zip(present, stops, strict=True)
-        ]
-    grams, totals = np.zeros((n_groups, p, p)), np.zeros((n_groups, p))
-    weight_sums, shifts = accumulate_groups(x, codes, weights, sweep, _SHIFT_AT, grams, totals)
-    recheck = [g for g in present if _cancelled(weight_sums[g], totals[g], grams[g])]
-    order = group_order(codes, counts) if recheck else None
-    stops = dict(zip(present.tolist(), np.cumsum(counts[present]).tolist(), strict=True))
-    buffer = np.empty((min(step, x.shape[0]), p)) if recheck else np.empty((0, p))
-    return [
-        (
-            int(g),
-            int(counts[g]),
-            _finished(
-                x,
-                order,
-                stops[g] - int(counts[g]),
-                stops[g],
-                weights,
-                buffer,
-                shifts[g],
-                (weight_sums[g], totals[g], grams[g]),
-            ),
-        )
-        for g in present
-    ]
-
-
-# Shift rule of the kernel. Sums about a centre c lose about log10(G_jj / S_jj) digits in
-# S = G − s sᵀ / w (G_jj / S_jj = 1 + (mean − c)² / variance of column j), so a result is
-# accepted only if every G_jj <= _CANCELLATION_LIMIT · S_jj: at most 2 digits lost, a relative
-# error below ~2e-13 in S. A group is shifted up front (c = mean of its first sub-block) when
-# that sub-block predicts half that cancellation (some column with 1 + mean² / variance >
-# _SHIFT_AT, or constant and nonzero); c = 0 otherwise. When the check fails either way, the
-# group is recomputed about its own weighted mean. Roughly centred features thus skip the
-# shift, and data with column means of 1e8 are as exact as centred data.
-_CANCELLATION_LIMIT = 100.0
-_SHIFT_AT = _CANCELLATION_LIMIT / 2
-
-
-def _cancelled(weight_sum: float, total: np.ndarray, gram: np.ndarray) -> bool:
-    """Whether S = G − s sᵀ / w lost more digits than the shift rule allows (some G_jj > 100 S_jj)."""
-    if weight_sum <= 0.0:
-        return False
-    diagonal = np.diagonal(gram)
-    return bool(np.any(diagonal > _CANCELLATION_LIMIT * (diagonal - total * total / weight_sum)))
-
-
-def _group_statistics(
-    x: np.ndarray,
-    rows: np.ndarray | None,
-    start: int,
-    stop: int,
-    weights: np.ndarray | None,
-    buffer: np.ndarray,
-) -> _Statistics:
-    """(w, c, μ − c, S) of one group of the C-ordered float64 ``x``: its rows ``x[start:stop]``,
-    or ``x[rows[start:stop]]``, in one pass over cache-sized sub-blocks.
-
-    The rows are shifted by a rough centre c if needed (see ``_CANCELLATION_LIMIT``; c = 0
-    otherwise) and accumulated as G = Σ w (x−c)(x−c)ᵀ and s = Σ w (x−c) by the compiled loop
-    :func:`~fairpca_dist.engine.gram.accumulate_rows`; then μ = c + s/w and S = G − s sᵀ / w.
-    ``buffer`` (at least ``_gram_rows(p)`` rows, or the group's) holds a sub-block while it is
-    copied: only when it is gathered, shifted or weighted.
-    """
-    from fairpca_dist.engine.gram import first_centre
-
-    step = _gram_rows(x.shape[1])
-    shift = first_centre(x, rows, start, stop, step, _SHIFT_AT)
-    sums = _accumulate(x, rows, start, stop, weights, shift, step, buffer)
-    return _finished(x, rows, start, stop, weights, buffer, shift, sums)
-
-
-def _finished(
-    x: np.ndarray,
-    rows: np.ndarray | None,
-    start: int,
-    stop: int,
-    weights: np.ndarray | None,
-    buffer: np.ndarray,
-    shift: np.ndarray | None,
-    sums: tuple[float, np.ndarray, np.ndarray],
-) -> _Statistics:
-    """(w, c, μ − c, S) from a group's sums (w, s, G) about ``shift``; recomputed about the
-    group's own weighted mean when they cancelled (the first rows misled the shift rule: rows
-    sorted by a drifting column, or the first rows carry little weight; these sums give that
-    mean to far better than its standard deviation)."""
-    weight_sum, total, gram = sums
-    if _cancelled(weight_sum, total, gram):
-        shift = (0.0 if shift is None else shift) + total / weight_sum
-        weight_sum, total, gram = _accumulate(x, rows, start, stop, weights, shift, _gram_rows(x.shape[1]), buffer)
-    centre = np.zeros(x.shape[1]) if shift is None else shift
-    if weight_sum == 0.0:
-        return 0.0, centre, np.zeros_like(total), np.zeros_like(gram)
-    correction = total / weight_sum
-    from fairpca_dist.engine.gram import scatter_from_lower  # compiled: loaded on first use
-
-    return weight_sum, centre, correction, scatter_from_lower(gram, total, correction)
-
-
-def _accumulate(
-    x: np.ndarray,
-    rows: np.ndarray | None,
-    start: int,
-    stop: int,
-    weights: np.ndarray | None,
-    shift: np.ndarray | None,
-    step: int,
-    buffer: np.ndarray,
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """(Σ w, Σ w (x−c), Σ w (x−c)(x−c)ᵀ) over one group's rows, ``step`` rows at a time; the
-    Gram matrix in its lower triangle only."""
-    from fairpca_dist.engine.gram import accumulate_rows
-
-    gram = np.zeros((x.shape[1], x.shape[1]))
-    total = np.zeros(x.shape[1])
-    weight_sum = accumulate_rows(x, rows, start, stop, shift, weights, step, buffer, gram, total)
-    return weight_sum, total, gram
 
 
 @dataclass(frozen=True, eq=False)
@@ -400,33 +241,68 @@ class GroupMoments:
         Compiled loops (:mod:`fairpca_dist.engine.gram`, no GIL held) sum cache-sized
         sub-blocks of each group's rows and add them to its Gram matrix, by BLAS syrk in place
         (or, for at most :data:`~fairpca_dist.engine.gram.NARROW_FEATURES` features, by tiled
-        dot products of transposed sub-blocks): the flops of one ungrouped Gram in all. When
-        every group's rows are contiguous (a table sorted or partitioned by the sensitive
-        column) the sub-blocks are read where they lie, one call per group
-        (:func:`~fairpca_dist.engine.gram.accumulate_rows`); otherwise one sweep over the rows
-        copies each into its group's scratch block
-        (:func:`~fairpca_dist.engine.gram.accumulate_groups`), which costs a copy of the rows;
-        with too many groups for the sweep's memory, each group's rows are gathered in turn,
-        listed by a counting sort of the codes (measured in ``benchmarks/profile_kernel.py``).
+        dot products of transposed sub-blocks): the flops of one ungrouped Gram in all. Rows
+        grouped by the sensitive column are read where they lie; interleaved groups cost one
+        copy of the rows (:mod:`fairpca_dist.engine.group_sums` says which path runs when, and
+        the shift rule that keeps the sums exact; measured in ``benchmarks/profile_kernel.py``).
+        This is :meth:`from_slabs` with the whole chunk as one slab.
         """
         # Row gathers and in-place row blocks need C-ordered float64: np.take of rows from a
         # Fortran-ordered array (what DataFrame.to_numpy returns) is ~50x slower than one
         # contiguous copy first. The passes hand over such slabs already (no copy here).
         x = np.ascontiguousarray(x, dtype=np.float64)
         names, codes = _chunk_arguments(x, codes, feature_names)
-        if x.shape[0] == 0:
-            return cls.empty(names)
         if weights is not None:
             weights = np.ascontiguousarray(weights, dtype=np.float64)
-        parts = _chunk_statistics(x, codes, len(groups), weights)
+        return cls.from_slabs(lambda: [(x, codes, weights)], groups, feature_names=names)
+
+    @classmethod
+    def from_slabs(
+        cls, slabs: Callable[[], Iterable[Slab]], groups: Sequence[Hashable], *, feature_names: Sequence[str]
+    ) -> GroupMoments:
+        """Statistics of one chunk of rows that arrives in slabs (a partition converted to
+        float64 a bounded slab at a time): every slab adds to the same per-group sums, which are
+        finished once (:class:`~fairpca_dist.engine.group_sums.GroupSums`), instead of a
+        :class:`GroupMoments` per slab and k·p² of merging each.
+
+        Parameters
+        ----------
+        slabs : callable
+            Returns the slabs ``(x, codes, weights)`` as an iterable: x C-ordered float64
+            (n, p), codes (n,) indices into ``groups``, weights (n,) or None. Called once, and
+            once more if a group's sums cancelled (its rows are summed again about its mean).
+        groups : sequence of hashable
+            The labels that the codes refer to; labels without rows are left out.
+        feature_names : sequence of str
+            The p feature names.
+
+        Returns
+        -------
+        GroupMoments
+            The groups that have rows, in sorted order; :meth:`empty` when no slab has rows.
+
+        Raises
+        ------
+        InputError
+            Codes of another length than their slab's rows, or outside ``groups``.
+        """
+        from fairpca_dist.engine.group_sums import GroupSums  # compiled: loaded on first use
+
+        names = tuple(feature_names)
+        sums = GroupSums(len(groups), len(names))
+        for x, codes, weights in slabs():
+            sums.add(x, codes, weights)
+        present, count, weight, origin, mean_offset, scatter = sums.finish(slabs)
+        if present.size == 0:
+            return cls.empty(names)
         unsorted = cls(
-            groups=tuple(_as_python_label(groups[g]) for g, _, _ in parts),
-            count=np.array([count for _, count, _ in parts], dtype=np.int64),
-            weight=np.array([stats[0] for _, _, stats in parts]),
-            mean_offset=np.stack([stats[2] for _, _, stats in parts]),
-            scatter=np.stack([stats[3] for _, _, stats in parts]),
+            groups=tuple(_as_python_label(groups[g]) for g in present.tolist()),
+            count=count,
+            weight=weight,
+            mean_offset=mean_offset,
+            scatter=scatter,
             feature_names=names,
-            origin=np.stack([stats[1] for _, _, stats in parts]),
+            origin=origin,
         )
         return unsorted._reordered(sorted_labels(unsorted.groups))
 

@@ -90,10 +90,35 @@ _SLAB_BYTES = 32 * 2**20  # float64 rows converted at a time from one partition
 
 
 def _chunk_moments(chunk: Chunk, features: Sequence[str], diagonal: bool = False) -> GroupMoments:
-    """Statistics of one partition, converted and accumulated in slabs of ~32 MB, so a task
-    needs the partition plus one slab of memory, whatever the partition size; with
-    ``diagonal``, those of a wide table (:meth:`GroupMoments.diagonal_from_codes`)."""
-    return _merge(*(_slab_moments(chunk, start, stop, features, diagonal) for start, stop in chunk.slabs(_SLAB_BYTES)))
+    """Statistics of one partition, converted to float64 in slabs of ~32 MB that add to the same
+    per-group sums (:meth:`GroupMoments.from_slabs`), so a task needs the partition plus one
+    slab of memory, whatever the partition size; with ``diagonal``, those of a wide table
+    (:meth:`GroupMoments.diagonal_from_codes`, O(k·p) per slab, merged).
+
+    Non-finite values propagate into the statistics; checking those (k·p² numbers) instead of
+    the rows keeps clean data free of a validation pass, and only then are the slabs read again
+    to name the columns at fault."""
+    bounds = chunk.slabs(_SLAB_BYTES)
+
+    def slabs() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+        for start, stop in bounds:
+            weights = None if chunk.weights is None else chunk.weights[start:stop]
+            yield chunk.rows(start, stop), chunk.codes[start:stop], weights
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        if diagonal:
+            moments = _merge(
+                *(
+                    GroupMoments.diagonal_from_codes(x, codes, chunk.groups, weights=weights, feature_names=features)
+                    for x, codes, weights in slabs()
+                )
+            )
+        else:
+            moments = GroupMoments.from_slabs(slabs, chunk.groups, feature_names=features)
+        finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
+    if not finite:
+        check_finite((x for x, _, _ in slabs()), features, chunk.partition)
+    return moments
 
 
 def partition_moments(
@@ -117,20 +142,6 @@ def partition_moments(
     if values is not None:
         chunk = replace(chunk, features=values)
     return _chunk_moments(chunk, features, diagonal)
-
-
-def _slab_moments(chunk: Chunk, start: int, stop: int, features: Sequence[str], diagonal: bool) -> GroupMoments:
-    x = chunk.rows(start, stop)
-    weights = None if chunk.weights is None else chunk.weights[start:stop]
-    statistics = GroupMoments.diagonal_from_codes if diagonal else GroupMoments.from_codes
-    # Non-finite values propagate into the statistics; checking those (k·p² numbers)
-    # instead of the rows keeps clean data free of a validation pass.
-    with np.errstate(invalid="ignore", over="ignore"):
-        moments = statistics(x, chunk.codes[start:stop], chunk.groups, weights=weights, feature_names=features)
-        finite = np.isfinite(moments.mean).all() and np.isfinite(moments.scatter).all()
-    if not finite:
-        check_finite(x, features, chunk.partition)
-    return moments
 
 
 def _chunk_cell_moments(chunk: Chunk, features: Sequence[str], assignment: str | HashCells | None) -> CellMoments:

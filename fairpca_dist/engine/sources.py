@@ -31,7 +31,7 @@ import re
 import shlex
 import uuid
 import warnings
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -1408,23 +1408,32 @@ def feature_values(part: pd.DataFrame, features: Sequence[str], partition: Parti
         raise
 
 
-def check_finite(x: np.ndarray, features: Sequence[str], partition: Partition | str) -> None:
+def check_finite(x: np.ndarray | Iterable[np.ndarray], features: Sequence[str], partition: Partition | str) -> None:
     """Raise :class:`InputError` naming each column with NaN/inf values and their counts.
 
-    Callers run it only when a statistic computed from ``x`` came out non-finite, so clean
-    data pay nothing for the check.
+    ``x``: the rows, as one array or as slabs of the same columns (read once). Callers run it
+    only when a statistic computed from the rows came out non-finite, so clean data pay nothing
+    for the check; rows without NaN or inf are those whose squares overflowed, and the error
+    names the column of the largest value.
     """
-    bad = ~np.isfinite(x)
-    if not bad.any():
-        big = np.abs(x).max(axis=0)
+    per_column = np.zeros(len(features), dtype=np.int64)
+    has_nan = np.zeros(len(features), dtype=bool)
+    big = np.zeros(len(features))
+    for slab in [x] if isinstance(x, np.ndarray) else x:
+        bad = ~np.isfinite(slab)
+        if bad.any():
+            per_column += bad.sum(axis=0)
+            has_nan |= np.isnan(slab).any(axis=0)
+        elif slab.size:
+            np.maximum(big, np.abs(slab).max(axis=0), out=big)
+    if not per_column.any():
         worst = features[int(np.argmax(big))]
         raise InputError(
             f"feature values in {partition} overflow float64 when squared "
             f"(largest |value| {big.max():.3g} in {worst!r}); rescale the column"
         )
-    per_column = bad.sum(axis=0)
     detail = ", ".join(
-        f"{features[int(j)]!r}: {int(per_column[j])} ({'NaN' if np.isnan(x[bad[:, j], j]).any() else 'inf'})"
+        f"{features[int(j)]!r}: {int(per_column[j])} ({'NaN' if has_nan[j] else 'inf'})"
         for j in np.flatnonzero(per_column)
     )
     raise InputError(f"non-finite feature values in {partition}: {detail}; clean or impute them first")
