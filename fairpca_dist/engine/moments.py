@@ -482,6 +482,7 @@ class GroupMoments:
         mean_offset = np.zeros((k, p))
         scatter = np.zeros((k, *self.scatter.shape[1:]))
         origin = np.zeros((k, p))
+        correction = np.empty(self.scatter.shape[1:])  # one p × p temporary for every group
         for i, g in enumerate(groups):
             sides = [
                 (m.count[j], m.weight[j], m.origin[j], m.mean_offset[j], m.scatter[j])
@@ -505,7 +506,15 @@ class GroupMoments:
             weight[i] = w
             origin[i] = oa
             mean_offset[i] = ma + delta * share
-            scatter[i] = sa + sb + (delta**2 if self.is_diagonal else np.outer(delta, delta)) * (wa * share)
+            # S_a + S_b + (δδᵀ)(w_a w_b / w), written in place (at p = 2,000 each p × p
+            # temporary is 32 MB of fresh pages)
+            np.add(sa, sb, out=scatter[i])
+            if self.is_diagonal:
+                np.square(delta, out=correction)
+            else:
+                np.multiply.outer(delta, delta, out=correction)
+            correction *= wa * share
+            scatter[i] += correction
         return GroupMoments(groups, count, weight, mean_offset, scatter, self.feature_names, origin)
 
     # ------------------------------------------------------------------ sizes
