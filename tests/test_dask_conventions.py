@@ -3,6 +3,7 @@ scheduler, per-row labels as Series next to a dask DataFrame, and only public da
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import threading
@@ -348,7 +349,25 @@ def test_the_dask_internals_of_sizing_and_sliced_parquet_reads_are_still_there(f
     operations = list(in_memory.expr.find_operations(FromPandas))
     if not operations or not hasattr(operations[0], "_locations"):
         missing.append("FromPandas._locations (found by Expr.find_operations)")
+    from dask.dataframe.dask_expr._util import _BackendData
+
+    if not isinstance(getattr(_BackendData, "_token", None), functools.cached_property):
+        missing.append("_BackendData._token (a cached property: the in-memory frame's name)")
     mapped = dd.from_map(lambda i: frame.iloc[:2], range(2), meta=frame.iloc[:0])
     if not list(mapped.expr.find_operations(FromMap)):
         missing.append("FromMap (found by Expr.find_operations)")
     assert not missing, f"dask {dask.__version__} changed internals the engine reads: {missing}"
+
+
+def test_an_in_memory_frame_is_split_like_from_pandas_but_named_not_hashed(frame):
+    # dd.from_pandas copies a frame whole and hashes its values for the collection's name
+    # (seconds for a frame of a GB); the passes split it the same way under a random name.
+    from fairpca_dist.engine.sources import _frame_in_memory
+
+    ours, again = _frame_in_memory(frame, 250), _frame_in_memory(frame, 250)
+    theirs = dd.from_pandas(frame, chunksize=250, sort=False)
+    assert ours._name != again._name  # random: the values were not hashed
+    assert ours.npartitions == theirs.npartitions == 3
+    assert ours.dtypes.equals(theirs.dtypes)  # the group's strings become Arrow strings alike
+    for mine, reference in zip(ours.partitions, theirs.partitions, strict=True):
+        pd.testing.assert_frame_equal(mine.compute(), reference.compute())

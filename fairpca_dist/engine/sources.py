@@ -1032,18 +1032,25 @@ def _in_memory(values: np.ndarray, rows: int | tuple[int, ...]) -> da.Array:
 
 
 def _frame_in_memory(frame: pd.DataFrame, rows: int) -> dd.DataFrame:
-    """A dask DataFrame whose partitions are row slices of ``frame``, ``rows`` rows each.
+    """``dd.from_pandas(frame, chunksize=rows, sort=False)`` without its copy and its hash.
 
-    ``dd.from_pandas`` copies the frame whole and hashes its values (dask 2026.8): 3 s of a
-    0.8 GB frame, where the pass over it takes 2 s. Slices under a random name cost neither;
-    string columns still become Arrow strings, as ``from_pandas`` makes them.
+    ``from_pandas`` copies the frame whole and hashes its values to name the collection (dask
+    2026.8): 3 s of a 0.8 GB frame, where the pass over it takes 2 s. The same expression over
+    the caller's frame (its partitions are row slices of it, as with ``from_pandas``), named by
+    a random token, costs neither; string columns still become Arrow strings.
     """
-    name = f"frame-rows-{uuid.uuid4().hex}"
-    starts = range(0, max(len(frame), 1), max(rows, 1))
-    parts = [
-        dask.delayed(frame.iloc[start : start + rows], name=f"{name}-{i}", pure=True) for i, start in enumerate(starts)
-    ]
-    return dd.from_delayed(parts, meta=frame.iloc[:0], verify_meta=False)
+    # dask-expr's internal classes, as engine.memory reads them (tests/test_dask_conventions.py
+    # names what a dask release changed)
+    from dask.dataframe.dask_expr._collection import new_collection
+    from dask.dataframe.dask_expr._util import _BackendData
+    from dask.dataframe.dask_expr.io.io import FromPandas
+    from dask.dataframe.utils import pyarrow_strings_enabled
+
+    data = _BackendData(frame)
+    data.__dict__["_token"] = uuid.uuid4().hex  # its cached name: what it would hash the values for
+    return new_collection(
+        FromPandas(data, chunksize=rows, sort=False, pyarrow_strings_enabled=pyarrow_strings_enabled())
+    )
 
 
 def _is_array(data: Any) -> bool:
