@@ -109,6 +109,16 @@ BENCHES = (
         figures=("moments_vs_rows.png", "moments_vs_features.png"),
     ),
     Bench("out-of-core", "bench_out_of_core.py", outputs=("bench_out_of_core.json",)),
+    # a wide table out of core: 1,000 features, partitions converted to float64 in slabs
+    Bench(
+        "out-of-core-wide",
+        "bench_out_of_core.py",
+        full=(
+            *("--rows", "400000", "--cols", "1000", "--rows-per-file", "25000", "--row-group-rows", "5000"),
+            *("--name", "bench_out_of_core_wide"),
+        ),
+        outputs=("bench_out_of_core_wide.json",),
+    ),
     Bench("memory", "bench_memory.py", quick=("--quick",), outputs=("bench_memory.json",)),
     Bench(
         "solvers", "bench_solvers.py", quick=("--quick",), outputs=("solvers.json",), figures=("solver_time_vs_p.png",)
