@@ -292,6 +292,7 @@ class GroupMoments:
         sums = GroupSums(len(groups), len(names))
         for x, codes, weights in slabs():
             sums.add(x, codes, weights)
+            del x  # freed before the next slab is converted: it reuses the memory (no fresh pages)
         present, count, weight, origin, mean_offset, scatter = sums.finish(slabs)
         if present.size == 0:
             return cls.empty(names)
